@@ -1,0 +1,46 @@
+# Podmin <https://podmin.dev>
+# Copyright The Podmin Authors
+# SPDX-License-Identifier: Apache-2.0
+
+SHELL := /bin/bash
+GO ?= go
+BIN ?= bin
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse --verify -q HEAD 2>/dev/null || echo unknown)
+DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+PKG := podmin.dev/podmin/internal/version
+LDFLAGS := -X $(PKG).Version=$(VERSION) -X $(PKG).Commit=$(COMMIT) -X $(PKG).Date=$(DATE)
+# The S3-compatible server the object-store conformance suite runs against.
+VERSITYGW := $(BIN)/tools/versitygw
+
+.PHONY: help build test lint bench generate clean quickstart tools
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+build: ## build bin/podmin and bin/podmin-agent with version metadata
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/podmin ./cmd/podmin
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/podmin-agent ./cmd/podmin-agent
+
+tools: $(VERSITYGW) ## build the test servers pinned in go.mod
+
+$(VERSITYGW): go.mod go.sum
+	$(GO) build -o $@ github.com/versity/versitygw/cmd/versitygw
+
+test: lint tools ## run lint and every test with the race detector (real S3 server included)
+	PODMIN_VERSITYGW=$(abspath $(VERSITYGW)) scripts/test.sh
+
+lint: ## gofmt, go vet, license headers, shellcheck
+	scripts/lint.sh
+
+bench: tools ## run every benchmark
+	PODMIN_VERSITYGW=$(abspath $(VERSITYGW)) $(GO) test -run '^$$' -bench . -benchmem ./...
+
+generate: ## regenerate generated files
+	$(GO) generate ./...
+
+quickstart: build ## run the quick start on the embedded local provider
+	scripts/quickstart.sh $(BIN)/podmin
+
+clean: ## remove build output
+	rm -rf $(BIN)

@@ -1,0 +1,267 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package builtins
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+
+	"podmin.dev/podmin/internal/cloud"
+	"podmin.dev/podmin/internal/contexts"
+	"podmin.dev/podmin/internal/ids"
+	"podmin.dev/podmin/internal/objstore"
+)
+
+// ClusterTag is the bucket tag that records which cluster created a bucket.
+// Only a bucket carrying this tag with the cluster's ID is Podmin's to
+// delete; an untagged bucket is used but never claimed.
+const ClusterTag = "podmin:cluster"
+
+// ErrForeignBucket reports a bucket tagged for a different cluster.
+var ErrForeignBucket = errors.New("bucket belongs to another cluster")
+
+// ConnectOptions are the inputs of connect; field names follow the flags.
+type ConnectOptions struct {
+	Cluster         string
+	Provider        string
+	Bucket          string
+	Region          string
+	Profile         string
+	SecretsProvider string
+}
+
+// ConnectResult reports what connect did.
+type ConnectResult struct {
+	Context contexts.Context `json:"context"`
+	// BucketCreated is true when this connect created the bucket.
+	BucketCreated bool `json:"bucketCreated"`
+	// BucketOwned is true when the bucket is tagged for this cluster, so a
+	// later destroy may delete it.
+	BucketOwned bool `json:"bucketOwned"`
+	// Replaced is true when a saved context of the same name was replaced.
+	Replaced bool `json:"replaced"`
+}
+
+// validateConnect checks every input that needs no network, so bad input
+// fails before anything is created.
+func (e *Env) validateConnect(opts *ConnectOptions) (cloud.Provider, error) {
+	if err := ids.ValidateCluster(opts.Cluster); err != nil {
+		return nil, err
+	}
+	p, err := e.provider(opts.Provider)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Bucket == "" {
+		return nil, errors.New("no bucket given: pass --bucket with the name of the cluster's object storage bucket (it is created when absent)")
+	}
+	if err := p.ValidateBucketName(opts.Bucket); err != nil {
+		return nil, err
+	}
+	allowed := p.SecretsProviders()
+	if opts.SecretsProvider == "" {
+		opts.SecretsProvider = allowed[0]
+	} else if !slices.Contains(allowed, opts.SecretsProvider) {
+		return nil, fmt.Errorf("secrets provider %q cannot be used with provider %q: use one of %q", opts.SecretsProvider, p.Name(), allowed)
+	}
+	return p, nil
+}
+
+// Connect verifies (creating when absent) the cluster bucket, then saves the
+// context and selects it. Nothing is saved unless every check passed.
+func (e *Env) Connect(ctx context.Context, opts ConnectOptions) (ConnectResult, error) {
+	p, err := e.validateConnect(&opts)
+	if err != nil {
+		return ConnectResult{}, err
+	}
+	// Fail on an unwritable config directory before touching the bucket.
+	if err := contexts.Update(e.Dirs.Config, func(*contexts.File) error { return errDryRun }); err != nil && !errors.Is(err, errDryRun) {
+		return ConnectResult{}, err
+	}
+	existing, err := contexts.Load(e.Dirs.Config)
+	if err != nil {
+		return ConnectResult{}, err
+	}
+	for _, name := range existing.Names() {
+		c := existing.Contexts[name]
+		if name != opts.Cluster && c.Provider == opts.Provider && c.Bucket == opts.Bucket {
+			return ConnectResult{}, fmt.Errorf("bucket %q is already the bucket of context %q: one bucket holds one cluster; pass another --bucket or run \"podmin disconnect %s\" first", opts.Bucket, name, name)
+		}
+	}
+	region, err := p.ResolveRegion(ctx, opts.Region, opts.Profile)
+	if err != nil {
+		return ConnectResult{}, err
+	}
+	b, err := p.OpenBucket(ctx, cloud.BucketRef{Bucket: opts.Bucket, Region: region, Profile: opts.Profile})
+	if err != nil {
+		return ConnectResult{}, err
+	}
+	res := ConnectResult{Context: contexts.Context{
+		Cluster: opts.Cluster, Provider: p.Name(), Region: region, Bucket: opts.Bucket,
+		Profile: opts.Profile, SecretsProvider: opts.SecretsProvider,
+	}}
+	if res.BucketCreated, res.BucketOwned, err = e.ensureBucket(ctx, b, opts.Cluster, opts.Bucket, region); err != nil {
+		return ConnectResult{}, err
+	}
+	if err := probeBucket(ctx, b, opts.Bucket); err != nil {
+		return ConnectResult{}, err
+	}
+	err = contexts.Update(e.Dirs.Config, func(f *contexts.File) error {
+		_, res.Replaced = f.Contexts[opts.Cluster]
+		f.Contexts[opts.Cluster] = res.Context
+		f.Current = opts.Cluster
+		return nil
+	})
+	if err != nil {
+		return ConnectResult{}, err
+	}
+	return res, nil
+}
+
+var errDryRun = errors.New("dry run")
+
+// ensureBucket creates the bucket when absent and tags it for the cluster,
+// or checks an existing bucket's ownership tag and region.
+func (e *Env) ensureBucket(ctx context.Context, b objstore.Bucket, cluster, name, region string) (created, owned bool, err error) {
+	exists, err := b.BucketExists(ctx)
+	if err != nil {
+		return false, false, fmt.Errorf("check bucket %q: %w", name, err)
+	}
+	if !exists {
+		e.progress("creating bucket %s in %s", name, region)
+		err := b.CreateBucket(ctx)
+		switch {
+		case err == nil:
+			if err := b.SetBucketTags(ctx, map[string]string{ClusterTag: cluster}); err != nil {
+				return true, false, fmt.Errorf("bucket %q was created but could not be tagged %s=%s: %w: tag it by hand, then run connect again", name, ClusterTag, cluster, err)
+			}
+			return true, true, nil
+		case errors.Is(err, objstore.ErrBucketExists):
+			// Someone else created it between our check and create: it is
+			// not ours by name alone, so fall through to the ownership check.
+		default:
+			return false, false, fmt.Errorf("create bucket %q: %w", name, err)
+		}
+	}
+	tags, err := b.BucketTags(ctx)
+	if err != nil {
+		return false, false, fmt.Errorf("read the tags of bucket %q: %w: Podmin will not use a bucket whose owner it cannot check", name, err)
+	}
+	if owner, ok := tags[ClusterTag]; ok && owner != cluster {
+		return false, false, fmt.Errorf("%w: bucket %q is tagged %s=%s, not %s: connect as cluster %q or choose another bucket", ErrForeignBucket, name, ClusterTag, owner, cluster, owner)
+	}
+	got, err := b.BucketRegion(ctx)
+	if err != nil {
+		return false, false, fmt.Errorf("read the region of bucket %q: %w", name, err)
+	}
+	if got != region {
+		return false, false, fmt.Errorf("bucket %q is in region %s, not %s: pass --region %s", name, got, region, got)
+	}
+	return false, tags[ClusterTag] == cluster, nil
+}
+
+// probeKey is where connect's read/write/delete probe lives for a moment.
+func probeKey(nonce string) string { return "probes/connect-" + nonce }
+
+// probeBucket proves read, write and delete access with a create-only
+// object that carries a fresh nonce, and removes it only by its ETag.
+func probeBucket(ctx context.Context, b objstore.Store, name string) error {
+	raw := make([]byte, 16)
+	if _, err := rand.Read(raw); err != nil {
+		return fmt.Errorf("probe bucket %q: %w", name, err)
+	}
+	nonce := hex.EncodeToString(raw)
+	key, body := probeKey(nonce), []byte("podmin connect probe "+nonce+"\n")
+	etag, err := b.PutIfAbsent(ctx, key, body)
+	if err != nil {
+		return fmt.Errorf("bucket %q is not writable: %w: grant PutObject on it", name, err)
+	}
+	obj, err := b.Get(ctx, key, objstore.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("bucket %q is not readable: %w: grant GetObject on it (the probe object %s remains)", name, err, key)
+	}
+	if !bytes.Equal(obj.Data, body) {
+		return fmt.Errorf("bucket %q returned different bytes than were written to %s: check the storage service", name, key)
+	}
+	if err := b.Delete(ctx, key, etag); err != nil {
+		return fmt.Errorf("bucket %q does not allow deletes: %w: grant DeleteObject on it (the probe object %s remains)", name, err, key)
+	}
+	return nil
+}
+
+// ContextEntry is one saved context in a listing.
+type ContextEntry struct {
+	contexts.Context
+	Current bool `json:"current"`
+}
+
+// ListContexts returns the saved contexts in name order.
+func (e *Env) ListContexts() ([]ContextEntry, error) {
+	f, err := contexts.Load(e.Dirs.Config)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ContextEntry, 0, len(f.Contexts))
+	for _, n := range f.Names() {
+		out = append(out, ContextEntry{Context: f.Contexts[n], Current: n == f.Current})
+	}
+	return out, nil
+}
+
+// UseOptions are the inputs of use.
+type UseOptions struct {
+	Cluster string
+}
+
+// Use selects a saved context.
+func (e *Env) Use(opts UseOptions) (contexts.Context, error) {
+	var c contexts.Context
+	err := contexts.Update(e.Dirs.Config, func(f *contexts.File) error {
+		var err error
+		if c, err = f.Lookup(opts.Cluster); err != nil {
+			return err
+		}
+		f.Current = opts.Cluster
+		return nil
+	})
+	return c, err
+}
+
+// DisconnectOptions are the inputs of disconnect.
+type DisconnectOptions struct {
+	Cluster string
+}
+
+// DisconnectResult reports what disconnect removed.
+type DisconnectResult struct {
+	Context contexts.Context `json:"context"`
+	// WasCurrent is true when the removed context was selected; no context
+	// is selected afterwards.
+	WasCurrent bool `json:"wasCurrent"`
+}
+
+// Disconnect forgets a context. It removes local state only: the bucket and
+// everything in the cloud stay as they are.
+func (e *Env) Disconnect(opts DisconnectOptions) (DisconnectResult, error) {
+	var res DisconnectResult
+	err := contexts.Update(e.Dirs.Config, func(f *contexts.File) error {
+		c, err := f.Lookup(opts.Cluster)
+		if err != nil {
+			return err
+		}
+		res = DisconnectResult{Context: c, WasCurrent: f.Current == opts.Cluster}
+		delete(f.Contexts, opts.Cluster)
+		if res.WasCurrent {
+			f.Current = ""
+		}
+		return nil
+	})
+	return res, err
+}

@@ -1,0 +1,147 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"podmin.dev/podmin/builtins"
+)
+
+func newConnectCmd(env *builtins.Env) *cobra.Command {
+	var opts builtins.ConnectOptions
+	var out string
+	cmd := &cobra.Command{
+		Use:   "connect CLUSTER --provider aws|local --bucket BUCKET",
+		Short: "Connect to a cluster's bucket, creating it when absent, and select it",
+		Long: `Connect saves a context for CLUSTER and selects it.
+
+It creates the bucket when it is absent and tags it podmin:cluster=CLUSTER, so
+that only this cluster may ever delete it. An existing untagged bucket is used
+but never claimed; a bucket tagged for another cluster is refused. Connect
+verifies the bucket's region and proves read, write and delete access with a
+short-lived probe object before anything is saved.
+
+With --provider local the bucket is a directory: an absolute --bucket path is
+used as it is, a plain name lives under the Podmin data directory.
+
+CLUSTER is 1-32 lowercase letters, digits and hyphens, starting with a letter.`,
+		Example: `  podmin connect demo --provider local --bucket demo
+  podmin connect prod --provider aws --bucket acme-podmin-prod --region eu-west-1 --profile prod`,
+		Args:        cobra.ExactArgs(1),
+		Annotations: map[string]string{noContext: "true"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(out); err != nil {
+				return err
+			}
+			opts.Cluster = args[0]
+			res, err := env.Connect(cmd.Context(), opts)
+			if err != nil {
+				return err
+			}
+			return printResult(cmd.OutOrStdout(), out, res, func(w io.Writer) error {
+				c := res.Context
+				state := "existing"
+				if res.BucketCreated {
+					state = "created"
+				}
+				owner := "owned by this cluster"
+				if !res.BucketOwned {
+					owner = "untagged: used, never deleted by Podmin"
+				}
+				fmt.Fprintf(w, "connected to cluster %s (provider %s, region %s)\n", c.Cluster, c.Provider, c.Region)
+				fmt.Fprintf(w, "bucket %s: %s, %s\n", c.Bucket, state, owner)
+				_, err := fmt.Fprintf(w, "context %s is now current (secrets provider %s)\n", c.Cluster, c.SecretsProvider)
+				return err
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Provider, "provider", "", "provider: aws or local (required)")
+	f.StringVar(&opts.Bucket, "bucket", "", "the cluster's object storage bucket (required; created when absent)")
+	f.StringVar(&opts.Region, "region", "", "region (default: the provider's configured region)")
+	f.StringVar(&opts.Profile, "profile", "", "AWS shared-config profile")
+	f.StringVar(&opts.SecretsProvider, "secrets-provider", "", "default secrets provider: aws-parameter-store, aws-secrets-manager or local (default: aws-parameter-store on aws, local on local)")
+	addOutputFlag(cmd, &out)
+	return cmd
+}
+
+func newUseCmd(env *builtins.Env) *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:   "use [CLUSTER]",
+		Short: "Select a saved context, or list them",
+		Long: `Use selects the saved context CLUSTER for the commands that follow.
+Without an argument it lists the saved contexts and marks the current one.`,
+		Args:        cobra.MaximumNArgs(1),
+		Annotations: map[string]string{noContext: "true"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(out); err != nil {
+				return err
+			}
+			if len(args) == 1 {
+				c, err := env.Use(builtins.UseOptions{Cluster: args[0]})
+				if err != nil {
+					return err
+				}
+				return printResult(cmd.OutOrStdout(), out, c, func(w io.Writer) error {
+					_, err := fmt.Fprintf(w, "context %s is now current\n", c.Cluster)
+					return err
+				})
+			}
+			list, err := env.ListContexts()
+			if err != nil {
+				return err
+			}
+			return printResult(cmd.OutOrStdout(), out, list, func(w io.Writer) error {
+				if len(list) == 0 {
+					_, err := fmt.Fprintln(w, "no contexts: run \"podmin connect CLUSTER --provider aws|local --bucket BUCKET\"")
+					return err
+				}
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "CURRENT\tCLUSTER\tPROVIDER\tREGION\tBUCKET\tPROFILE\tSECRETS")
+				for _, e := range list {
+					mark := ""
+					if e.Current {
+						mark = "*"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", mark, e.Cluster, e.Provider, e.Region, e.Bucket, e.Profile, e.SecretsProvider)
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	addOutputFlag(cmd, &out)
+	return cmd
+}
+
+func newDisconnectCmd(env *builtins.Env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "disconnect CLUSTER",
+		Short: "Forget a context (local state only; the bucket and cloud resources stay)",
+		Long: `Disconnect removes the saved context CLUSTER from this machine. It changes
+nothing in the cloud: the bucket, its contents and any infrastructure remain,
+and "podmin connect" can reconnect to them later. If CLUSTER was current, no
+context is selected afterwards.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			res, err := env.Disconnect(builtins.DisconnectOptions{Cluster: args[0]})
+			if err != nil {
+				return err
+			}
+			msg := "disconnected from cluster %s (bucket %s was left untouched)\n"
+			fmt.Fprintf(cmd.OutOrStdout(), msg, res.Context.Cluster, res.Context.Bucket)
+			if res.WasCurrent {
+				fmt.Fprintln(cmd.ErrOrStderr(), "no context is selected now: run \"podmin use CLUSTER\"")
+			}
+			return nil
+		},
+	}
+	return cmd
+}

@@ -1,0 +1,115 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"podmin.dev/podmin/builtins"
+	"podmin.dev/podmin/internal/version"
+)
+
+// noContext marks commands that run without a current context (connect,
+// use, version, help); every other command requires one.
+const noContext = "podmin.dev/no-context"
+
+// usageError marks errors in how a command was called (exit code 2).
+type usageError struct{ err error }
+
+func (u usageError) Error() string { return u.err.Error() }
+func (u usageError) Unwrap() error { return u.err }
+
+func newRoot(env *builtins.Env) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "podmin",
+		Short: "Run static Kubernetes Pods on plain VMs, without a control plane",
+		Long: `Podmin runs static Kubernetes Pods on plain VMs with an unmodified kubelet and
+no Kubernetes control plane. This CLI writes a cluster's desired state into its
+object-storage bucket; a podmin-agent on every VM reconciles it.
+
+Start with "podmin connect CLUSTER --provider local --bucket NAME".`,
+		Version:       version.Current().String(),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			for c := cmd; c != nil; c = c.Parent() {
+				if c.Annotations[noContext] == "true" {
+					return nil
+				}
+			}
+			if _, err := env.CurrentContext(); err != nil {
+				return fmt.Errorf("%q needs a current context: %w", cmd.CommandPath(), err)
+			}
+			return nil
+		},
+	}
+	root.SetVersionTemplate("podmin {{.Version}}\n")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(
+		newConnectCmd(env),
+		newUseCmd(env),
+		newDisconnectCmd(env),
+		newVersionCmd(),
+	)
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "help" || c.Name() == "completion" {
+			markNoContext(c)
+		}
+	}
+	return root
+}
+
+// markNoContext marks a command and its children as not needing a context.
+func markNoContext(c *cobra.Command) {
+	if c.Annotations == nil {
+		c.Annotations = map[string]string{}
+	}
+	c.Annotations[noContext] = "true"
+}
+
+func execute(ctx context.Context, root *cobra.Command, args []string, stdout, stderr io.Writer) int {
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintln(stderr, "error:", err)
+	var u usageError
+	if errors.As(err, &u) || strings.HasPrefix(err.Error(), "unknown command") ||
+		strings.HasPrefix(err.Error(), "accepts ") || strings.HasPrefix(err.Error(), "requires ") {
+		fmt.Fprintf(stderr, "run %q for usage\n", root.Name()+" --help")
+		return 2
+	}
+	return 1
+}
+
+func newVersionCmd() *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:         "version",
+		Short:       "Print the version and build metadata",
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{noContext: "true"},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			info := version.Current()
+			return printResult(cmd.OutOrStdout(), out, info, func(w io.Writer) error {
+				_, err := fmt.Fprintln(w, "podmin", info.String())
+				return err
+			})
+		},
+	}
+	addOutputFlag(cmd, &out)
+	return cmd
+}

@@ -1,0 +1,42 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package cloud is the provider-neutral seam between Podmin's operations and
+// the clouds it runs on. A provider (aws, local) is a sibling package that
+// implements Provider; operations receive providers by name and never branch
+// on which one they hold.
+//
+// It must not import any provider package.
+package cloud
+
+import (
+	"context"
+
+	"podmin.dev/podmin/internal/objstore"
+)
+
+// BucketRef names a cluster bucket as an operator gave it.
+type BucketRef struct {
+	Bucket  string
+	Region  string
+	Profile string
+}
+
+// Provider is one cloud (or the embedded local one).
+type Provider interface {
+	// Name is the value of --provider.
+	Name() string
+	// ValidateBucketName rejects names the provider cannot store.
+	ValidateBucketName(name string) error
+	// ResolveRegion returns region when set, otherwise the provider's
+	// default for the profile (the SDK chain for AWS), or an error saying
+	// how to choose one.
+	ResolveRegion(ctx context.Context, region, profile string) (string, error)
+	// OpenBucket returns the bucket's object store and administration.
+	// It does not create the bucket or check that it exists.
+	OpenBucket(ctx context.Context, ref BucketRef) (objstore.Bucket, error)
+	// SecretsProviders lists the secrets providers usable with this
+	// provider, default first.
+	SecretsProviders() []string
+}

@@ -1,0 +1,128 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package contexts
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"podmin.dev/podmin/internal/paths"
+)
+
+// FileName is the name of the contexts file inside the config directory.
+const FileName = "contexts.json"
+
+// ErrNoContext reports that no context is selected.
+var ErrNoContext = errors.New("no current context")
+
+// ErrUnknown reports a context name that is not saved.
+var ErrUnknown = errors.New("unknown context")
+
+// Context is one saved cluster connection.
+type Context struct {
+	Cluster         string `json:"cluster"`
+	Provider        string `json:"provider"`
+	Region          string `json:"region"`
+	Bucket          string `json:"bucket"`
+	Profile         string `json:"profile,omitempty"`
+	SecretsProvider string `json:"secretsProvider"`
+}
+
+// File is the whole contexts file.
+type File struct {
+	Current  string             `json:"current,omitempty"`
+	Contexts map[string]Context `json:"contexts"`
+}
+
+// Names returns the saved context names in sorted order.
+func (f *File) Names() []string {
+	names := make([]string, 0, len(f.Contexts))
+	for n := range f.Contexts {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// CurrentContext returns the selected context or an error that says how to
+// select one.
+func (f *File) CurrentContext() (Context, error) {
+	if f.Current == "" {
+		return Context{}, fmt.Errorf("%w: run \"podmin connect CLUSTER --provider aws|local --bucket BUCKET\" to add one, or \"podmin use CLUSTER\" to select a saved one", ErrNoContext)
+	}
+	c, ok := f.Contexts[f.Current]
+	if !ok {
+		return Context{}, fmt.Errorf("%w: the current context %q is not saved: run \"podmin use CLUSTER\" to select another", ErrNoContext, f.Current)
+	}
+	return c, nil
+}
+
+// Lookup returns a saved context by name or an error listing the known ones.
+func (f *File) Lookup(name string) (Context, error) {
+	c, ok := f.Contexts[name]
+	if !ok {
+		known := f.Names()
+		if len(known) == 0 {
+			return Context{}, fmt.Errorf("%w %q: no contexts are saved: run \"podmin connect %s --provider aws|local --bucket BUCKET\"", ErrUnknown, name, name)
+		}
+		return Context{}, fmt.Errorf("%w %q: saved contexts are %q: run \"podmin use\" to list them or \"podmin connect\" to add one", ErrUnknown, name, known)
+	}
+	return c, nil
+}
+
+// Load reads the contexts file from the config directory. A missing file is
+// an empty one.
+func Load(configDir string) (*File, error) {
+	p := filepath.Join(configDir, FileName)
+	b, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &File{Contexts: map[string]Context{}}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read contexts file: %w: check the config directory (XDG_CONFIG_HOME)", err)
+	}
+	var f File
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("contexts file %s is corrupt: %w: fix or remove it and run \"podmin connect\" again", p, err)
+	}
+	if f.Contexts == nil {
+		f.Contexts = map[string]Context{}
+	}
+	return &f, nil
+}
+
+// Update applies fn to the contexts file under an exclusive lock, so that
+// concurrent podmin processes never lose each other's changes, and writes
+// the result atomically with mode 0600. Nothing is written when fn fails.
+func Update(configDir string, fn func(*File) error) error {
+	if err := paths.EnsureDir(configDir); err != nil {
+		return fmt.Errorf("config directory: %w", err)
+	}
+	unlock, err := lockDir(configDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	f, err := Load(configDir)
+	if err != nil {
+		return err
+	}
+	if err := fn(f); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode contexts: %w", err)
+	}
+	return paths.WriteFileAtomic(filepath.Join(configDir, FileName), append(b, '\n'), 0o600)
+}
