@@ -1,0 +1,19 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package local is the embedded, directory-backed bucket: the object at key
+// "a/b/c" is the plain file <dir>/a/b/c, so an operator can browse a local
+// bucket with ls and cat. Everything else the store needs (lock files, bucket
+// tags, temporary files) lives in the single hidden folder <dir>/.podmin.
+//
+// Conditional writes and deletes are atomic across processes: each key is
+// serialised by flock(2) on a lock file under .podmin/locks, and new content
+// becomes visible by rename(2), so readers see either the old or the new
+// object, never a partial one.
+//
+// The package owns the on-disk format of a local bucket and nothing more. It
+// must not know what keys mean (internal/state does) and must not grow
+// features an S3 bucket lacks, because the conformance suite in
+// internal/objstore/objstoretest holds both to the same contract.
+package local

@@ -1,0 +1,240 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package local
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"podmin.dev/podmin/internal/objstore"
+)
+
+// lockStripes bounds the number of lock files: keys hash onto 4096 of them,
+// so unrelated keys rarely wait for each other and the folder never grows.
+const lockStripes = 3 // hex digits of the key hash
+
+// maxAttempts bounds the retries of a write that races with a delete
+// removing the (then empty) parent directory it is writing into.
+const maxAttempts = 64
+
+func (b *Bucket) metaPath(elem ...string) string {
+	return filepath.Join(append([]string{b.dir, metaDir}, elem...)...)
+}
+
+// lock takes the exclusive cross-process lock for key. The returned func
+// releases it. flock locks belong to the open file description, so
+// goroutines of one process exclude each other as well as other processes.
+func (b *Bucket) lock(key string) (func(), error) {
+	sum := sha256.Sum256([]byte(key))
+	name := b.metaPath("locks", hex.EncodeToString(sum[:2])[:lockStripes])
+	fd, err := syscall.Open(name, syscall.O_RDWR|syscall.O_CREAT|syscall.O_CLOEXEC, 0o600)
+	if errors.Is(err, syscall.ENOENT) {
+		if err := b.ensureMeta(); err != nil {
+			return nil, err
+		}
+		fd, err = syscall.Open(name, syscall.O_RDWR|syscall.O_CREAT|syscall.O_CLOEXEC, 0o600)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open lock file: %w", &os.PathError{Op: "open", Path: name, Err: err})
+	}
+	for {
+		err = syscall.Flock(fd, syscall.LOCK_EX)
+		if !errors.Is(err, syscall.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		_ = syscall.Close(fd)
+		return nil, fmt.Errorf("lock: %w", &os.PathError{Op: "flock", Path: name, Err: err})
+	}
+	// Closing the descriptor releases the lock.
+	return func() { _ = syscall.Close(fd) }, nil
+}
+
+// requireBucket returns an ErrNotFound error when the bucket directory is
+// missing, so that callers can tell a missing bucket from a missing key.
+func (b *Bucket) requireBucket() error {
+	fi, err := os.Stat(b.dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("local bucket directory %q does not exist (%w): create the bucket first", b.dir, objstore.ErrNotFound)
+	case err != nil:
+		return fmt.Errorf("local bucket: %w", err)
+	case !fi.IsDir():
+		return fmt.Errorf("local bucket %q is not a directory: remove the file or choose another bucket directory", b.dir)
+	}
+	return nil
+}
+
+// ensureMeta creates the .podmin folders in an existing bucket directory.
+// A directory made by hand (or by an older version) is thereby adopted.
+func (b *Bucket) ensureMeta() error {
+	if err := b.requireBucket(); err != nil {
+		return err
+	}
+	for _, d := range []string{b.metaPath("locks"), b.metaPath("tmp")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("create local bucket metadata: %w", err)
+		}
+	}
+	return nil
+}
+
+// writeTemp writes data to a new synced file in .podmin/tmp. Temporary files
+// live there, not beside the target, so that a crash never leaves debris in
+// the operator's view or in listings; .podmin is on the same filesystem as
+// the objects, so rename stays atomic.
+func (b *Bucket) writeTemp(data []byte) (string, error) {
+	f, err := os.CreateTemp(b.metaPath("tmp"), "put-*")
+	if errors.Is(err, os.ErrNotExist) {
+		if err := b.ensureMeta(); err != nil {
+			return "", err
+		}
+		f, err = os.CreateTemp(b.metaPath("tmp"), "put-*")
+	}
+	if err != nil {
+		return "", err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
+}
+
+// replace atomically makes data the content of key: temp file, fsync,
+// rename, fsync of the directory. The caller holds key's lock.
+func (b *Bucket) replace(key string, data []byte) error {
+	tmp, err := b.writeTemp(data)
+	if err != nil {
+		return err
+	}
+	renamed := false
+	defer func() {
+		if !renamed {
+			_ = os.Remove(tmp)
+		}
+	}()
+	target := b.path(key)
+	for range maxAttempts {
+		if err := b.mkdirs(key); err != nil {
+			return err
+		}
+		err := syscall.Rename(tmp, target)
+		switch {
+		case err == nil:
+			renamed = true
+			return syncDir(filepath.Dir(target))
+		case errors.Is(err, syscall.ENOENT):
+			// A delete removed the empty parent directory; make it again.
+			continue
+		case errors.Is(err, syscall.ENOTDIR):
+			return b.conflict(key)
+		case errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.EEXIST), errors.Is(err, syscall.ENOTEMPTY):
+			// A directory is in the way. An empty one is debris of a
+			// delete that lost a race, and can go.
+			if syscall.Rmdir(target) == nil {
+				continue
+			}
+			return b.conflict(key)
+		default:
+			return &os.PathError{Op: "rename", Path: target, Err: err}
+		}
+	}
+	return fmt.Errorf("parent directory of %q kept disappearing after %d attempts: retry", key, maxAttempts)
+}
+
+// mkdirs creates the parent directories of key, syncing each new entry.
+func (b *Bucket) mkdirs(key string) error {
+	if isDir(filepath.Dir(b.path(key))) {
+		return nil
+	}
+	segs := strings.Split(key, "/")
+	parent := b.dir
+	for _, seg := range segs[:len(segs)-1] {
+		dir := filepath.Join(parent, seg)
+		switch err := syscall.Mkdir(dir, 0o700); {
+		case err == nil:
+			if err := syncDir(parent); err != nil {
+				return err
+			}
+		case errors.Is(err, syscall.EEXIST):
+			if !isDir(dir) {
+				return b.conflict(key)
+			}
+		case errors.Is(err, syscall.ENOTDIR):
+			return b.conflict(key)
+		case errors.Is(err, syscall.ENOENT) && parent != b.dir:
+			// A concurrent delete removed parent; replace retries.
+			return nil
+		default:
+			if berr := b.requireBucket(); berr != nil {
+				return berr
+			}
+			return &os.PathError{Op: "mkdir", Path: dir, Err: err}
+		}
+		parent = dir
+	}
+	return nil
+}
+
+// conflict explains why key cannot be a file: either one of its parents is
+// an object, or key itself is the parent of other objects.
+func (b *Bucket) conflict(key string) error {
+	segs := strings.Split(key, "/")
+	for i := 1; i < len(segs); i++ {
+		parent := strings.Join(segs[:i], "/")
+		if fi, err := os.Lstat(b.path(parent)); err == nil && !fi.IsDir() {
+			return fmt.Errorf("%w: %q is an object, so %q cannot be stored under it: a local bucket cannot hold a key and keys below it", ErrInvalidKey, parent, key)
+		}
+	}
+	return fmt.Errorf("%w: %q is a prefix of other keys (%s/...): a local bucket cannot hold a key and keys below it", ErrInvalidKey, key, key)
+}
+
+// removeEmptyParents removes the directories above p that are now empty,
+// stopping at the bucket directory. Failure only leaves an empty directory,
+// which later writes reuse or remove.
+func (b *Bucket) removeEmptyParents(p string) {
+	for dir := filepath.Dir(p); dir != b.dir && strings.HasPrefix(dir, b.dir+string(filepath.Separator)); dir = filepath.Dir(dir) {
+		if syscall.Rmdir(dir) != nil {
+			return
+		}
+		_ = syncDir(filepath.Dir(dir))
+	}
+}
+
+func isDir(p string) bool {
+	fi, err := os.Lstat(p)
+	return err == nil && fi.IsDir()
+}
+
+// syncDir makes a directory's entries (a rename, a new file) durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("sync directory %q: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,156 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package local_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/objstore/local"
+	"podmin.dev/podmin/internal/objstore/objstoretest"
+)
+
+// newBucket creates an empty bucket in a fresh temporary directory.
+func newBucket(tb testing.TB) *local.Bucket {
+	tb.Helper()
+	b := local.Open(filepath.Join(tb.TempDir(), "bucket"))
+	if err := b.CreateBucket(tb.Context()); err != nil {
+		tb.Fatalf("CreateBucket: %v", err)
+	}
+	return b
+}
+
+func TestConformance(t *testing.T) {
+	t.Run("local", func(t *testing.T) {
+		objstoretest.Run(t, func(t *testing.T) objstore.Store { return newBucket(t) })
+	})
+}
+
+func BenchmarkObjstoreLocal(b *testing.B) {
+	objstoretest.RunBenchmarks(b, func(b *testing.B) objstore.Store { return newBucket(b) })
+}
+
+// tree lists every file below dir as slash-separated relative paths.
+func tree(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if d.IsDir() {
+			rel += "/"
+		}
+		out = append(out, filepath.ToSlash(rel))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestLayout(t *testing.T) {
+	ctx := t.Context()
+	b := newBucket(t)
+	if _, err := b.Put(ctx, "a/b/c", []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(b.Dir(), "a", "b", "c"))
+	if err != nil || string(got) != "hello" {
+		t.Fatalf("file a/b/c = %q, %v; want %q", got, err, "hello")
+	}
+	var objects []string
+	for _, p := range tree(t, b.Dir()) {
+		if !strings.HasPrefix(p, ".podmin/") {
+			objects = append(objects, p)
+		}
+	}
+	if want := []string{"a/", "a/b/", "a/b/c"}; !slices.Equal(objects, want) {
+		t.Errorf("bucket directory holds %q, want %q", objects, want)
+	}
+	if tmp := tree(t, filepath.Join(b.Dir(), ".podmin", "tmp")); len(tmp) != 0 {
+		t.Errorf(".podmin/tmp holds %q after a write, want nothing", tmp)
+	}
+	if err := b.Delete(ctx, "a/b/c", ""); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(b.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || entries[0].Name() != ".podmin" {
+		t.Errorf("after deleting the only object the bucket holds %v, want only .podmin", entries)
+	}
+}
+
+func TestETagIsQuotedSHA256(t *testing.T) {
+	etag, err := newBucket(t).Put(t.Context(), "k", []byte("abc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `"ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"`
+	if etag != want {
+		t.Errorf("ETag = %s, want %s", etag, want)
+	}
+}
+
+func TestFileWrittenByHand(t *testing.T) {
+	b := newBucket(t)
+	if err := os.WriteFile(filepath.Join(b.Dir(), "by-hand"), []byte("abc"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	obj, err := b.Get(t.Context(), "by-hand", objstore.GetOptions{})
+	if err != nil || string(obj.Data) != "abc" {
+		t.Fatalf("Get = %q, %v", obj.Data, err)
+	}
+	if _, err := b.PutIfMatch(t.Context(), "by-hand", []byte("x"), obj.ETag); err != nil {
+		t.Errorf("PutIfMatch with the ETag of a hand-written file: %v", err)
+	}
+}
+
+func TestBadKeys(t *testing.T) {
+	long := strings.Repeat("k", 1025)
+	tests := []struct{ key, want string }{
+		{"", "invalid key: key is empty"},
+		{"/abs", `invalid key: key "/abs" starts with "/": keys are relative to the bucket`},
+		{"a//b", `invalid key: key "a//b" has an empty path segment: remove the repeated or trailing "/"`},
+		{"a/", `invalid key: key "a/" has an empty path segment: remove the repeated or trailing "/"`},
+		{"a/./b", `invalid key: key "a/./b" has a "." path segment`},
+		{"../up", `invalid key: key "../up" has a ".." path segment`},
+		{".podmin/tags.json", `invalid key: key ".podmin/tags.json" is inside .podmin, which a local bucket reserves for its metadata`},
+		{".podmin", `invalid key: key ".podmin" is inside .podmin, which a local bucket reserves for its metadata`},
+		{"nul\x00", `invalid key: key "nul\x00" contains a NUL byte`},
+		{long, `invalid key: key "` + long[:32] + `"… is 1025 bytes long: keys are at most 1024 bytes`},
+		{strings.Repeat("s", 256), `invalid key: key "` + strings.Repeat("s", 256) + `" has a path segment longer than 255 bytes`},
+	}
+	b := newBucket(t)
+	for _, tc := range tests {
+		_, err := b.Put(t.Context(), tc.key, []byte("x"))
+		if !errors.Is(err, local.ErrInvalidKey) {
+			t.Errorf("Put(%.40q) error = %v, want ErrInvalidKey", tc.key, err)
+			continue
+		}
+		if want := "put " + strconv.Quote(tc.key) + ": " + tc.want; err.Error() != want {
+			t.Errorf("Put(%.40q) error =\n%s\nwant\n%s", tc.key, err, want)
+		}
+		if _, err := b.Get(t.Context(), tc.key, objstore.GetOptions{}); !errors.Is(err, local.ErrInvalidKey) {
+			t.Errorf("Get(%.40q) error = %v, want ErrInvalidKey", tc.key, err)
+		}
+	}
+	// Keys that look odd but are fine.
+	for _, key := range []string{"a/.podmin", ".hidden", "a/..b", "x/y z/ü", strings.Repeat("s", 255), strings.Repeat("a/", 511) + "aa"} {
+		if _, err := b.Put(t.Context(), key, []byte("x")); err != nil {
+			t.Errorf("Put(%.40q): %v", key, err)
+		}
+	}
+}

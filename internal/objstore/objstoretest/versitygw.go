@@ -1,0 +1,303 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build linux
+
+package objstoretest
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// VersityGWEnv names an existing versitygw executable to use instead of
+// building one.
+const VersityGWEnv = "PODMIN_VERSITYGW"
+
+// versityGWModule is the tool pinned in go.mod; its version keys the cache.
+const versityGWModule = "github.com/versity/versitygw"
+
+// S3Server is a versitygw process serving the S3 API from a posix
+// directory. It lives until the test that started it ends. It knows nothing
+// about Podmin's S3 client (this package depends on no backend); the
+// s3store/s3storetest package turns it into s3store.Buckets.
+type S3Server struct {
+	// Endpoint is the server's base URL, e.g. http://127.0.0.1:40123.
+	Endpoint string
+	// AccessKey and SecretKey are the root user's credentials.
+	AccessKey, SecretKey string
+	// Region is the region versitygw reports (us-east-1).
+	Region string
+	// Dir is the posix root: one directory per bucket.
+	Dir string
+
+	buckets atomic.Int64
+}
+
+// StartVersityGW starts a versitygw server for t, building the binary first
+// if needed, and stops it when t ends. It fails t rather than skip when
+// the binary cannot be had: these tests are the evidence that the S3 code
+// works.
+func StartVersityGW(t testing.TB) *S3Server {
+	t.Helper()
+	bin := VersityGWBinary(t)
+	dir := xattrDir(t)
+	s := &S3Server{
+		AccessKey: "podmin-test-access",
+		SecretKey: "podmin-test-secret-0123456789",
+		Region:    "us-east-1",
+		Dir:       dir,
+	}
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		// A free port can be taken between Close and versitygw's bind;
+		// a few attempts make that race irrelevant.
+		addr, err := freeAddr()
+		if err != nil {
+			t.Fatalf("versitygw: pick a port: %v", err)
+		}
+		start := time.Now()
+		if lastErr = s.start(t, bin, addr); lastErr == nil {
+			s.Endpoint = "http://" + addr
+			t.Logf("versitygw %s serving %s, ready in %v", s.Endpoint, dir, time.Since(start).Round(time.Millisecond))
+			return s
+		}
+	}
+	t.Fatalf("versitygw: %v", lastErr)
+	return nil
+}
+
+// start runs bin on addr and waits until it accepts connections.
+func (s *S3Server) start(t testing.TB, bin, addr string) error {
+	cmd := exec.Command(bin, "--port", addr, "--quiet", "posix", s.Dir)
+	cmd.Env = append(os.Environ(),
+		"ROOT_ACCESS_KEY_ID="+s.AccessKey,
+		"ROOT_SECRET_ACCESS_KEY="+s.SecretKey,
+	)
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	// Kill the server if the test binary dies without running cleanups
+	// (panic, test timeout).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", bin, err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	stop := func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+	const poll = 10 * time.Millisecond
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			conn.Close()
+			t.Cleanup(func() {
+				stop()
+				if t.Failed() && out.Len() > 0 {
+					t.Logf("versitygw output:\n%s", out.String())
+				}
+			})
+			return nil
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("%s exited before serving %s: %s", bin, addr, out.String())
+		case <-time.After(poll):
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return fmt.Errorf("%s not listening on %s after 30s: %s", bin, addr, out.String())
+		}
+	}
+}
+
+// BucketName returns a valid S3 bucket name derived from t's name that no
+// earlier call on this server returned.
+func (s *S3Server) BucketName(t testing.TB) string {
+	n := s.buckets.Add(1)
+	var b strings.Builder
+	dash := true
+	for _, r := range strings.ToLower(t.Name()) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+			dash = false
+		} else if !dash {
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	name := strings.Trim(b.String(), "-")
+	if len(name) > 40 {
+		name = strings.Trim(name[:40], "-")
+	}
+	return fmt.Sprintf("pt-%s-%d", name, n)
+}
+
+// VersityGWBinary returns the path of a versitygw executable: $PODMIN_VERSITYGW
+// if set, else one built from the version pinned in go.mod into the user
+// cache directory, once per machine. Concurrent test processes (go test
+// ./... runs packages in parallel) serialise the build with a file lock.
+func VersityGWBinary(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv(VersityGWEnv); p != "" {
+		fi, err := os.Stat(p)
+		if err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+			t.Fatalf("%s=%q is not an executable file (%v): unset it to build versitygw from go.mod", VersityGWEnv, p, err)
+		}
+		return p
+	}
+	root, version := goModule(t)
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		t.Fatalf("versitygw: no cache directory (%v): set %s to a versitygw binary", err, VersityGWEnv)
+	}
+	dir := filepath.Join(cache, "podmin-test", "versitygw-"+version)
+	bin := filepath.Join(dir, "versitygw")
+	if isFile(bin) {
+		return bin
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatalf("versitygw: %v", err)
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatalf("versitygw: %v", err)
+	}
+	defer lock.Close()
+	// Blocks while another test process builds; the lock dies with it.
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatalf("versitygw: lock %s: %v", lock.Name(), err)
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	if isFile(bin) {
+		return bin
+	}
+	tmp := fmt.Sprintf("%s.tmp-%d", bin, os.Getpid())
+	start := time.Now()
+	build := exec.Command("go", "build", "-o", tmp, versityGWModule+"/cmd/versitygw")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		os.Remove(tmp)
+		t.Fatalf("versitygw: %s in %s: %v\n%s\nset %s to a prebuilt binary to skip the build",
+			strings.Join(build.Args, " "), root, err, out, VersityGWEnv)
+	}
+	if err := os.Rename(tmp, bin); err != nil {
+		t.Fatalf("versitygw: %v", err)
+	}
+	t.Logf("versitygw %s built into %s in %v", version, bin, time.Since(start).Round(time.Millisecond))
+	return bin
+}
+
+// goModule returns the main module's root and the versitygw version it pins.
+func goModule(t testing.TB) (root, version string) {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	gomod := strings.TrimSpace(string(out))
+	if err != nil || gomod == "" || gomod == os.DevNull {
+		t.Fatalf("versitygw: find go.mod with \"go env GOMOD\" (got %q, %v): run the tests inside the podmin module or set %s",
+			gomod, err, VersityGWEnv)
+	}
+	root = filepath.Dir(gomod)
+	list := exec.Command("go", "list", "-m", "-f", "{{.Version}}", versityGWModule)
+	list.Dir = root
+	out, err = list.CombinedOutput()
+	version = strings.TrimSpace(string(out))
+	if err != nil || version == "" {
+		t.Fatalf("versitygw: %s: %v\n%s\nis it pinned as a tool in go.mod?", strings.Join(list.Args, " "), err, out)
+	}
+	return root, version
+}
+
+// xattrDir returns a fresh directory whose filesystem takes user xattrs,
+// where the posix backend keeps object metadata (ETags among them).
+// t.TempDir is tried first; the user cache directory is the fallback for
+// a tmpfs-less /tmp on a filesystem without xattrs.
+func xattrDir(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	errTemp := probeXattr(dir)
+	if errTemp == nil {
+		return dir
+	}
+	cache, err := os.UserCacheDir()
+	if err == nil {
+		base := filepath.Join(cache, "podmin-test", "versitygw-data")
+		if err = os.MkdirAll(base, 0o755); err == nil {
+			if dir, err = os.MkdirTemp(base, "gw-"); err == nil {
+				t.Cleanup(func() { os.RemoveAll(dir) })
+				if err = probeXattr(dir); err == nil {
+					return dir
+				}
+			}
+		}
+	}
+	t.Fatalf("versitygw needs user xattrs: %s: %v; %v: set TMPDIR to a directory on ext4, xfs or tmpfs", os.TempDir(), errTemp, err)
+	return ""
+}
+
+// probeXattr sets a user xattr on a file in dir.
+func probeXattr(dir string) error {
+	p := filepath.Join(dir, ".xattr-probe")
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		return err
+	}
+	defer os.Remove(p)
+	if err := syscall.Setxattr(p, "user.podmin.probe", []byte("1"), 0); err != nil {
+		return fmt.Errorf("setxattr: %w", err)
+	}
+	return nil
+}
+
+// freeAddr returns a loopback address with a port nobody listens on now.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// isFile reports whether p is a regular file.
+func isFile(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// syncBuffer collects a child's output from its copy goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Len()
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,153 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package s3store
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"podmin.dev/podmin/internal/objstore"
+)
+
+// Get implements objstore.Store.
+func (b *Bucket) Get(ctx context.Context, key string, opts objstore.GetOptions) (objstore.Object, error) {
+	in := &s3.GetObjectInput{Bucket: aws.String(b.bucket), Key: aws.String(key)}
+	if opts.IfNoneMatch != "" {
+		in.IfNoneMatch = aws.String(opts.IfNoneMatch)
+	}
+	out, err := b.client.GetObject(ctx, in)
+	if err != nil {
+		return objstore.Object{}, b.mapError("get", key, err)
+	}
+	defer out.Body.Close()
+	data, err := io.ReadAll(out.Body)
+	if err != nil {
+		return objstore.Object{}, fmt.Errorf("s3 get s3://%s/%s: read body: %w", b.bucket, key, err)
+	}
+	return objstore.Object{Data: data, ETag: aws.ToString(out.ETag)}, nil
+}
+
+// Head implements objstore.Store.
+func (b *Bucket) Head(ctx context.Context, key string) (objstore.Info, error) {
+	out, err := b.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(b.bucket), Key: aws.String(key)})
+	if err != nil {
+		return objstore.Info{}, b.mapError("head", key, err)
+	}
+	return objstore.Info{
+		Key:          key,
+		ETag:         aws.ToString(out.ETag),
+		Size:         aws.ToInt64(out.ContentLength),
+		LastModified: aws.ToTime(out.LastModified),
+	}, nil
+}
+
+// PutIfAbsent implements objstore.Store with If-None-Match: *.
+func (b *Bucket) PutIfAbsent(ctx context.Context, key string, data []byte) (string, error) {
+	return b.put(ctx, "put-if-absent", key, data, func(in *s3.PutObjectInput) {
+		in.IfNoneMatch = aws.String("*")
+	})
+}
+
+// PutIfMatch implements objstore.Store with If-Match. S3 answers a missing
+// object with 404, so that case is ErrNotFound.
+func (b *Bucket) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (string, error) {
+	if etag == "" {
+		return "", fmt.Errorf("s3 put-if-match s3://%s/%s: empty etag: read the object first", b.bucket, key)
+	}
+	return b.put(ctx, "put-if-match", key, data, func(in *s3.PutObjectInput) {
+		in.IfMatch = aws.String(etag)
+	})
+}
+
+// Put implements objstore.Store.
+func (b *Bucket) Put(ctx context.Context, key string, data []byte) (string, error) {
+	return b.put(ctx, "put", key, data, nil)
+}
+
+// put writes data; a non-nil cond makes the write conditional, which changes
+// the retry policy (see conditionalRetryer).
+func (b *Bucket) put(ctx context.Context, op, key string, data []byte, cond func(*s3.PutObjectInput)) (string, error) {
+	in := &s3.PutObjectInput{
+		Bucket:        aws.String(b.bucket),
+		Key:           aws.String(key),
+		Body:          bytes.NewReader(data),
+		ContentLength: aws.Int64(int64(len(data))),
+	}
+	if cond == nil {
+		out, err := b.client.PutObject(ctx, in)
+		if err != nil {
+			return "", b.mapError(op, key, err)
+		}
+		return aws.ToString(out.ETag), nil
+	}
+	cond(in)
+	out, err := b.client.PutObject(ctx, in, b.withConditionalRetries)
+	if err != nil {
+		return "", b.conditionalError(op, key, err)
+	}
+	return aws.ToString(out.ETag), nil
+}
+
+// withConditionalRetries swaps in the conditional retry policy for one call.
+func (b *Bucket) withConditionalRetries(o *s3.Options) { o.Retryer = b.condRetryer }
+
+// Delete implements objstore.Store. An unconditional delete of a missing
+// object succeeds, as in S3.
+func (b *Bucket) Delete(ctx context.Context, key string, ifMatch string) error {
+	in := &s3.DeleteObjectInput{Bucket: aws.String(b.bucket), Key: aws.String(key)}
+	if ifMatch == "" {
+		_, err := b.client.DeleteObject(ctx, in)
+		return b.mapError("delete", key, err)
+	}
+	in.IfMatch = aws.String(ifMatch)
+	_, err := b.client.DeleteObject(ctx, in, b.withConditionalRetries)
+	if err != nil {
+		return b.conditionalError("delete-if-match", key, err)
+	}
+	return nil
+}
+
+// List implements objstore.Store with ListObjectsV2.
+func (b *Bucket) List(ctx context.Context, prefix string, opts objstore.ListOptions) (objstore.ListPage, error) {
+	in := &s3.ListObjectsV2Input{Bucket: aws.String(b.bucket)}
+	if prefix != "" {
+		in.Prefix = aws.String(prefix)
+	}
+	if opts.StartAfter != "" {
+		in.StartAfter = aws.String(opts.StartAfter)
+	}
+	if opts.MaxKeys > 0 {
+		in.MaxKeys = aws.Int32(int32(min(opts.MaxKeys, 1000)))
+	}
+	out, err := b.client.ListObjectsV2(ctx, in)
+	if err != nil {
+		return objstore.ListPage{}, b.mapError("list", prefix+"*", err)
+	}
+	page := objstore.ListPage{
+		Objects:   make([]objstore.Info, 0, len(out.Contents)),
+		Truncated: aws.ToBool(out.IsTruncated),
+	}
+	for _, o := range out.Contents {
+		page.Objects = append(page.Objects, objstore.Info{
+			Key:          aws.ToString(o.Key),
+			ETag:         aws.ToString(o.ETag),
+			Size:         aws.ToInt64(o.Size),
+			LastModified: aws.ToTime(o.LastModified),
+		})
+	}
+	if page.Truncated {
+		if len(page.Objects) == 0 {
+			return objstore.ListPage{}, fmt.Errorf("s3 list s3://%s/%s*: truncated page without keys after %q: the service does not page by StartAfter",
+				b.bucket, prefix, opts.StartAfter)
+		}
+		page.NextStartAfter = page.Objects[len(page.Objects)-1].Key
+	}
+	return page, nil
+}
