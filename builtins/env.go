@@ -5,12 +5,17 @@
 package builtins
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"path/filepath"
 	"sort"
 
 	"podmin.dev/podmin/internal/cloud"
 	"podmin.dev/podmin/internal/contexts"
+	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/paths"
+	"podmin.dev/podmin/internal/state"
 )
 
 // Env is what every operation needs from its surroundings. The CLI builds
@@ -23,6 +28,34 @@ type Env struct {
 	// Progress receives human-readable progress lines (stderr in the CLI);
 	// nil discards them.
 	Progress func(msg string)
+	// WorkDir resolves relative file paths; empty means the process's
+	// working directory.
+	WorkDir string
+	// LookupEnv resolves environment variables that operations inherit on
+	// purpose (init/deploy --env KEY); nil means none are set.
+	LookupEnv func(key string) (string, bool)
+	// Stdin is read for a file named "-"; nil refuses it.
+	Stdin io.Reader
+	// WrapStore, when set, wraps the cluster bucket's store (tests count
+	// requests and inject faults with it).
+	WrapStore func(objstore.Store) objstore.Store
+	// Commit tunes the deployment index commit loop; zero uses defaults.
+	Commit state.CommitOptions
+}
+
+// path resolves a user-supplied file path against WorkDir.
+func (e *Env) path(p string) string {
+	if filepath.IsAbs(p) || e.WorkDir == "" {
+		return p
+	}
+	return filepath.Join(e.WorkDir, p)
+}
+
+func (e *Env) lookupEnv(key string) (string, bool) {
+	if e.LookupEnv == nil {
+		return "", false
+	}
+	return e.LookupEnv(key)
 }
 
 func (e *Env) progress(format string, args ...any) {
@@ -60,4 +93,24 @@ func (e *Env) CurrentContext() (contexts.Context, error) {
 		return contexts.Context{}, err
 	}
 	return f.CurrentContext()
+}
+
+// openCluster opens the current context's bucket.
+func (e *Env) openCluster(ctx context.Context) (contexts.Context, objstore.Store, error) {
+	c, err := e.CurrentContext()
+	if err != nil {
+		return contexts.Context{}, nil, err
+	}
+	p, err := e.provider(c.Provider)
+	if err != nil {
+		return contexts.Context{}, nil, fmt.Errorf("context %s: %w", c.Cluster, err)
+	}
+	b, err := p.OpenBucket(ctx, cloud.BucketRef{Bucket: c.Bucket, Region: c.Region, Profile: c.Profile})
+	if err != nil {
+		return contexts.Context{}, nil, fmt.Errorf("open bucket %s of cluster %s: %w", c.Bucket, c.Cluster, err)
+	}
+	if e.WrapStore != nil {
+		return c, e.WrapStore(b), nil
+	}
+	return c, b, nil
 }

@@ -16,9 +16,10 @@ import (
 
 // cli runs podmin in-process with its own state directories.
 type cli struct {
-	t    *testing.T
-	root string
-	env  map[string]string
+	t     *testing.T
+	root  string
+	env   map[string]string
+	stdin string
 }
 
 func newCLI(t *testing.T) *cli {
@@ -33,7 +34,7 @@ func newCLI(t *testing.T) *cli {
 
 func (c *cli) run(args ...string) (stdout, stderr string, code int) {
 	var out, errb bytes.Buffer
-	code = run(context.Background(), args, &out, &errb, func(k string) string { return c.env[k] })
+	code = run(context.Background(), args, strings.NewReader(c.stdin), &out, &errb, func(k string) (string, bool) { v, ok := c.env[k]; return v, ok })
 	return out.String(), errb.String(), code
 }
 

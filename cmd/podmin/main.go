@@ -22,14 +22,15 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.LookupEnv)
 	stop()
 	os.Exit(code)
 }
 
 // run executes one invocation and returns the process exit code.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) int {
 	home, _ := os.UserHomeDir()
+	getenv := func(k string) string { v, _ := lookupEnv(k); return v }
 	dirs, err := paths.Resolve(paths.Env{GOOS: runtime.GOOS, Home: home, Getenv: getenv})
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
@@ -39,6 +40,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		Dirs:      dirs,
 		Providers: providers(dirs),
 		Progress:  func(msg string) { fmt.Fprintln(stderr, msg) },
+		LookupEnv: lookupEnv,
+		Stdin:     stdin,
 	}
 	return execute(ctx, newRoot(env), args, stdout, stderr)
 }

@@ -57,6 +57,11 @@ Start with "podmin connect CLUSTER --provider local --bucket NAME".`,
 		newConnectCmd(env),
 		newUseCmd(env),
 		newDisconnectCmd(env),
+		newInitCmd(env),
+		newValidateCmd(env),
+		newDeployCmd(env),
+		newListCmd(env),
+		newDeleteCmd(env),
 		newVersionCmd(),
 	)
 	root.InitDefaultHelpCmd()

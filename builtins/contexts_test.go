@@ -1,0 +1,122 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package builtins
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"podmin.dev/podmin/internal/cloud"
+	"podmin.dev/podmin/internal/cloud/aws"
+	"podmin.dev/podmin/internal/cloud/local"
+	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/objstore/objstoretest"
+	"podmin.dev/podmin/internal/objstore/s3store"
+	"podmin.dev/podmin/internal/paths"
+)
+
+func testEnv(t *testing.T) *Env {
+	root := t.TempDir()
+	dirs := paths.Dirs{
+		Config: filepath.Join(root, "config"), Cache: filepath.Join(root, "cache"),
+		Data: filepath.Join(root, "data"), Runtime: filepath.Join(root, "run"),
+	}
+	return &Env{Dirs: dirs, Providers: map[string]cloud.Provider{
+		"aws":   aws.Provider{},
+		"local": local.New(dirs.Data),
+	}}
+}
+
+// useVersityGW points the AWS provider's standard configuration at a real
+// S3-compatible server through the environment, as an operator would.
+func useVersityGW(t *testing.T) *objstoretest.S3Server {
+	srv := objstoretest.StartVersityGW(t)
+	t.Setenv("AWS_ENDPOINT_URL_S3", srv.Endpoint)
+	t.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
+	t.Setenv("AWS_REGION", srv.Region)
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	return srv
+}
+
+func rawBucket(t *testing.T, srv *objstoretest.S3Server, name string) *s3store.Bucket {
+	b, err := s3store.New(context.Background(), s3store.Options{Bucket: name, Region: srv.Region})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestConnectAWSAgainstVersityGW(t *testing.T) {
+	srv := useVersityGW(t)
+	ctx := context.Background()
+	env := testEnv(t)
+
+	res, err := env.Connect(ctx, ConnectOptions{Cluster: "prod", Provider: "aws", Bucket: "prod-state"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.BucketCreated || !res.BucketOwned || res.Context.Region != srv.Region || res.Context.SecretsProvider != "aws-parameter-store" {
+		t.Fatalf("connect result %+v", res)
+	}
+	b := rawBucket(t, srv, "prod-state")
+	tags, err := b.BucketTags(ctx)
+	if err != nil || tags[ClusterTag] != "prod" {
+		t.Fatalf("bucket tags %v, %v", tags, err)
+	}
+	// The probe object is gone again.
+	if objs, err := objstore.ListAll(ctx, b, ""); err != nil || len(objs) != 0 {
+		t.Fatalf("bucket holds %v after connect (%v)", objs, err)
+	}
+	// Reconnecting is idempotent.
+	if res, err = env.Connect(ctx, ConnectOptions{Cluster: "prod", Provider: "aws", Bucket: "prod-state"}); err != nil || res.BucketCreated || !res.Replaced {
+		t.Fatalf("reconnect %+v %v", res, err)
+	}
+
+	// Another operator's cluster cannot take the bucket over.
+	other := testEnv(t)
+	_, err = other.Connect(ctx, ConnectOptions{Cluster: "staging", Provider: "aws", Bucket: "prod-state"})
+	if !errors.Is(err, ErrForeignBucket) || !strings.Contains(err.Error(), "tagged podmin:cluster=prod, not staging") {
+		t.Fatalf("foreign bucket: %v", err)
+	}
+	if list, _ := other.ListContexts(); len(list) != 0 {
+		t.Fatalf("a refused connect saved %v", list)
+	}
+
+	// An untagged bucket someone else made is used but not claimed.
+	pre := rawBucket(t, srv, "handmade")
+	if err := pre.CreateBucket(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err = other.Connect(ctx, ConnectOptions{Cluster: "staging", Provider: "aws", Bucket: "handmade"})
+	if err != nil || res.BucketCreated || res.BucketOwned {
+		t.Fatalf("untagged bucket: %+v %v", res, err)
+	}
+	if tags, err := pre.BucketTags(ctx); err != nil || len(tags) != 0 {
+		t.Fatalf("connect claimed an untagged bucket: %v %v", tags, err)
+	}
+}
+
+func TestConnectLocalOwnership(t *testing.T) {
+	ctx := context.Background()
+	env := testEnv(t)
+	dir := filepath.Join(t.TempDir(), "bucket")
+	if _, err := env.Connect(ctx, ConnectOptions{Cluster: "one", Provider: "local", Bucket: dir}); err != nil {
+		t.Fatal(err)
+	}
+	other := testEnv(t)
+	if _, err := other.Connect(ctx, ConnectOptions{Cluster: "two", Provider: "local", Bucket: dir}); !errors.Is(err, ErrForeignBucket) {
+		t.Fatalf("err = %v", err)
+	}
+	c, err := env.CurrentContext()
+	if err != nil || c.Cluster != "one" || c.Region != "local" || c.SecretsProvider != "local" {
+		t.Fatalf("current = %+v, %v", c, err)
+	}
+}

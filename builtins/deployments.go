@@ -1,0 +1,243 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package builtins
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"podmin.dev/podmin/internal/ids"
+	"podmin.dev/podmin/internal/manifest"
+	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/state"
+)
+
+// DeployOptions are the inputs of deploy. Without File the built-in minimal
+// DaemonSet is used, shaped by the ManifestOptions; with File only Images
+// and Service apply.
+type DeployOptions struct {
+	ManifestOptions
+	// File is an explicit manifest ("-" reads standard input).
+	File string
+}
+
+// DeployResult reports a committed deployment.
+type DeployResult struct {
+	Name      string `json:"name"`
+	NodeGroup string `json:"nodegroup"`
+	Namespace string `json:"namespace"`
+	// Service is the Service's name, empty without one.
+	Service string `json:"service,omitempty"`
+	// Action is created, updated or unchanged.
+	Action string `json:"action"`
+	// Pod and ServicePath are the committed content-addressed payloads.
+	Pod         string `json:"pod"`
+	ServicePath string `json:"servicePath,omitempty"`
+	// ReplacedNamespace is set when this deploy replaced a same-named
+	// DaemonSet of another namespace in the same NodeGroup.
+	ReplacedNamespace string `json:"replacedNamespace,omitempty"`
+	// Bucket is where the index was committed.
+	Bucket string `json:"bucket"`
+}
+
+// deployManifest returns the manifest bytes and the image overrides that
+// Extract must still apply.
+func (e *Env) deployManifest(opts DeployOptions) ([]byte, []string, error) {
+	if opts.File == "" {
+		if len(opts.Images) == 0 {
+			return nil, nil, errors.New("deploy needs --image for the built-in manifest, or --file with a manifest")
+		}
+		data, err := e.buildManifest(opts.ManifestOptions)
+		return data, nil, err
+	}
+	o := opts.ManifestOptions
+	for _, f := range []struct {
+		flag string
+		set  bool
+	}{
+		{"--namespace", o.Namespace != ""}, {"--port", len(o.Ports) > 0}, {"--cpu", o.CPU != ""},
+		{"--memory", o.Memory != ""}, {"--env", len(o.Env) > 0}, {"--secret", len(o.Secrets) > 0},
+	} {
+		if f.set {
+			return nil, nil, fmt.Errorf("%s shapes the built-in manifest and cannot be combined with --file: put it in the manifest instead", f.flag)
+		}
+	}
+	data, err := e.readFile(opts.File)
+	return data, opts.Images, err
+}
+
+// Deploy validates the deployment exactly as validate does and commits it to
+// the cluster's deployment index. Success means the desired state was
+// committed; nodes reconcile it asynchronously.
+func (e *Env) Deploy(ctx context.Context, opts DeployOptions) (DeployResult, error) {
+	if err := ids.ValidateNodeGroup(opts.NodeGroup); err != nil {
+		return DeployResult{}, fmt.Errorf("--nodegroup: %w", err)
+	}
+	key, err := state.NewKey(opts.NodeGroup, opts.Name)
+	if err != nil {
+		return DeployResult{}, err
+	}
+	data, images, err := e.deployManifest(opts)
+	if err != nil {
+		return DeployResult{}, err
+	}
+	ex, err := manifest.Extract(data, manifest.ExtractOptions{
+		Name: opts.Name, NodeGroup: opts.NodeGroup, Images: images,
+		RequireService: opts.File != "" && opts.Service,
+	})
+	if err != nil {
+		return DeployResult{}, err
+	}
+	c, store, err := e.openCluster(ctx)
+	if err != nil {
+		return DeployResult{}, err
+	}
+	d := state.Deployment{Key: key, Namespace: ex.Namespace, Pod: ex.PodYAML}
+	if ex.Service != nil {
+		d.ServiceName, d.Service = ex.Service.Name, ex.ServiceYAML
+	}
+	e.progress("committing %s to bucket %s", key, c.Bucket)
+	r, err := state.NewCommitter(store, e.Commit).Deploy(ctx, d)
+	if err != nil {
+		return DeployResult{}, err
+	}
+	res := DeployResult{
+		Name: ex.Name, NodeGroup: ex.NodeGroup, Namespace: ex.Namespace, Service: d.ServiceName,
+		Action: string(r.Outcome), Pod: r.Entry.Pod, ServicePath: r.Entry.Service, Bucket: c.Bucket,
+	}
+	if r.Replaced != nil {
+		res.ReplacedNamespace = r.Replaced.Namespace
+		if res.ReplacedNamespace == "" {
+			res.ReplacedNamespace = "unknown"
+		}
+	}
+	return res, nil
+}
+
+// DeleteOptions are the inputs of delete.
+type DeleteOptions struct {
+	Name      string
+	NodeGroup string
+}
+
+// DeleteResult reports what delete did.
+type DeleteResult struct {
+	Name      string `json:"name"`
+	NodeGroup string `json:"nodegroup"`
+	// Action is deleted, or absent when there was no such deployment (and
+	// nothing was written).
+	Action string `json:"action"`
+}
+
+// Delete removes a deployment's index entry. Its payloads stay: they are
+// immutable and invisible once no entry references them.
+func (e *Env) Delete(ctx context.Context, opts DeleteOptions) (DeleteResult, error) {
+	if err := ids.ValidateNodeGroup(opts.NodeGroup); err != nil {
+		return DeleteResult{}, fmt.Errorf("--nodegroup: %w", err)
+	}
+	key, err := state.NewKey(opts.NodeGroup, opts.Name)
+	if err != nil {
+		return DeleteResult{}, err
+	}
+	_, store, err := e.openCluster(ctx)
+	if err != nil {
+		return DeleteResult{}, err
+	}
+	r, err := state.NewCommitter(store, e.Commit).Delete(ctx, key)
+	if err != nil {
+		return DeleteResult{}, err
+	}
+	return DeleteResult{Name: key.Name, NodeGroup: key.NodeGroup, Action: string(r.Outcome)}, nil
+}
+
+// OriginAnnotation marks a Pod that a Podmin install command created; list
+// reports the origins it recognises.
+const OriginAnnotation = "podmin.dev/origin"
+
+// knownOrigins are the built-in install commands.
+var knownOrigins = map[string]bool{"cloudflared": true}
+
+// ListEntry is one committed deployment.
+type ListEntry struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	NodeGroup string `json:"nodegroup"`
+	// Service is "<namespace>/<service>" when the deployment has one.
+	Service string `json:"service,omitempty"`
+	// Origin is the built-in install command that created it, if any.
+	Origin string `json:"origin,omitempty"`
+	Pod    string `json:"pod"`
+	// Error is set when the Pod payload could not be read or verified.
+	Error string `json:"error,omitempty"`
+}
+
+// listConcurrency bounds concurrent payload reads.
+const listConcurrency = 16
+
+// List reads the deployment index and its Pod payloads: an inventory of
+// committed desired state, never runtime status. Rows are sorted by
+// NodeGroup, then name. A payload that cannot be read or verified is
+// reported on its row, not hidden.
+func (e *Env) List(ctx context.Context) ([]ListEntry, error) {
+	_, store, err := e.openCluster(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ix, _, err := state.ReadIndex(ctx, store)
+	if err != nil {
+		return nil, err
+	}
+	items := ix.Items()
+	out := make([]ListEntry, len(items))
+	sem := make(chan struct{}, listConcurrency)
+	var wg sync.WaitGroup
+	for i, it := range items {
+		out[i] = ListEntry{Name: it.Key.Name, NodeGroup: it.Key.NodeGroup, Pod: it.Entry.Pod}
+		if id, ok := it.Entry.ServiceID(); ok {
+			out[i].Service = id.String()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				out[i].Error = ctx.Err().Error()
+				return
+			}
+			defer func() { <-sem }()
+			fillFromPod(ctx, store, &out[i])
+		}()
+	}
+	wg.Wait()
+	return out, ctx.Err()
+}
+
+// fillFromPod reads an entry's verified Pod payload for its namespace and
+// origin.
+func fillFromPod(ctx context.Context, store objstore.Store, le *ListEntry) {
+	data, err := state.FetchPayload(ctx, store, le.Pod)
+	if err != nil {
+		le.Error = err.Error()
+		return
+	}
+	var pod corev1.Pod
+	if err := yaml.Unmarshal(data, &pod); err != nil {
+		le.Error = fmt.Sprintf("decode Pod payload %s: %v", le.Pod, err)
+		return
+	}
+	le.Namespace = pod.Namespace
+	if le.Namespace == "" {
+		le.Namespace = manifest.DefaultNamespace
+	}
+	if o := pod.Annotations[OriginAnnotation]; knownOrigins[o] {
+		le.Origin = o
+	}
+}

@@ -1,0 +1,202 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"podmin.dev/podmin/internal/state"
+)
+
+func (c *cli) connectLocal() string {
+	c.t.Helper()
+	bucket := filepath.Join(c.root, "bucket")
+	c.ok("connect", "demo", "--provider", "local", "--bucket", bucket)
+	return bucket
+}
+
+func (c *cli) index(bucket string) *state.Index {
+	c.t.Helper()
+	b, err := os.ReadFile(filepath.Join(bucket, "deployments", "index.json"))
+	if os.IsNotExist(err) {
+		return state.NewIndex()
+	}
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	ix, err := state.DecodeIndex(b)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return ix
+}
+
+func TestInitValidateDeployListDelete(t *testing.T) {
+	c := newCLI(t)
+	bucket := c.connectLocal()
+	file := filepath.Join(c.root, "web.yaml")
+
+	c.ok("init", "web", "--image", "hello:v1", "-g", "workers", "--service", "--secret", "db-url", "--cpu", "250m", "-f", file)
+	written, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"podmin.dev/nodegroup: workers", "registry.podmin.internal/apps/hello:v1", "podmin.dev/local: db-url", "cpu: 250m", "port: 443", "targetPort: 8443"} {
+		if !strings.Contains(string(written), want) {
+			t.Errorf("init output lacks %q:\n%s", want, written)
+		}
+	}
+	// init never overwrites.
+	c.fails(1, "already exists: init never overwrites", "init", "web", "--image", "other:v1", "-g", "workers", "-f", file)
+	if again, _ := os.ReadFile(file); string(again) != string(written) {
+		t.Fatal("init changed an existing file")
+	}
+
+	out := c.ok("validate", "-f", file, "--service")
+	if !strings.Contains(out, "valid: DaemonSet web in namespace default for NodeGroup workers") || !strings.Contains(out, "443/TCP→8443") {
+		t.Fatalf("validate output:\n%s", out)
+	}
+	podYAML := c.ok("validate", "-f", file, "-o", "yaml", "--image", "hello:v2")
+	if !strings.Contains(podYAML, "kind: Pod") || !strings.Contains(podYAML, "hello:v2") || !strings.Contains(podYAML, "kind: Service") {
+		t.Fatalf("validate -o yaml:\n%s", podYAML)
+	}
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(c.ok("validate", "-f", file, "-o", "json")), &doc); err != nil || doc["pod"] == nil || doc["service"] == nil {
+		t.Fatalf("validate -o json: %v %v", doc, err)
+	}
+	c.fails(1, "validate needs --file", "validate")
+
+	out = c.ok("deploy", "web", "-g", "workers", "-f", file)
+	if !strings.Contains(out, "workers/web created: desired state committed") || !strings.Contains(out, "this does not mean the Pod is running") {
+		t.Fatalf("deploy output:\n%s", out)
+	}
+	before := c.snapshot()
+	out = c.ok("deploy", "web", "-g", "workers", "-f", file)
+	if !strings.Contains(out, "workers/web unchanged") {
+		t.Fatalf("re-deploy output:\n%s", out)
+	}
+	c.unchanged(before)
+
+	var res struct{ Action, Pod, ServicePath string }
+	if err := json.Unmarshal([]byte(c.ok("deploy", "web", "-g", "workers", "-f", file, "--image", "hello:v2", "-o", "json")), &res); err != nil || res.Action != "updated" {
+		t.Fatalf("update: %+v %v", res, err)
+	}
+	ix := c.index(bucket)
+	k, _ := state.NewKey("workers", "web")
+	if e, ok := ix.Lookup(k); !ok || e.Pod != res.Pod || e.Service != res.ServicePath || e.Service == "" {
+		t.Fatalf("index entry %+v, deploy said %+v", e, res)
+	}
+	pod, err := os.ReadFile(filepath.Join(bucket, res.Pod))
+	if err != nil || state.VerifyPayload(res.Pod, pod) != nil || !strings.Contains(string(pod), "hello:v2") {
+		t.Fatalf("pod payload: %v", err)
+	}
+
+	c.ok("deploy", "api", "-g", "workers", "--image", "api:v1", "--namespace", "product")
+	var list []struct{ Name, Namespace, NodeGroup, Service, Origin, Error string }
+	if err := json.Unmarshal([]byte(c.ok("list", "-o", "json")), &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 2 || list[0].Name != "api" || list[0].Namespace != "product" || list[1].Service != "default/web" || list[1].Error != "" {
+		t.Fatalf("list = %+v", list)
+	}
+	if table := c.ok("list"); !strings.Contains(table, "workers    web   default    default/web  -") {
+		t.Fatalf("list table:\n%s", table)
+	}
+
+	c.ok("delete", "api", "-g", "workers")
+	before = c.snapshot()
+	c.fails(1, "deployment workers/api does not exist: nothing was changed", "delete", "api", "-g", "workers")
+	c.ok("delete", "api", "-g", "workers", "--ignore-not-found")
+	c.unchanged(before)
+	if ix := c.index(bucket); ix.Len() != 1 {
+		t.Fatalf("index has %d entries after delete", ix.Len())
+	}
+}
+
+func TestDeployRejectsBadInputBeforeWriting(t *testing.T) {
+	c := newCLI(t)
+	c.connectLocal()
+	file := filepath.Join(c.root, "web.yaml")
+	c.ok("init", "web", "--image", "hello:v1", "-g", "workers", "-f", file)
+	tests := []struct {
+		name, wantErr string
+		args          []string
+	}{
+		{"no image", "deploy needs --image for the built-in manifest", []string{"deploy", "web", "-g", "workers"}},
+		{"port with file", "--port shapes the built-in manifest and cannot be combined with --file", []string{"deploy", "web", "-g", "workers", "-f", file, "--port", "80:8080"}},
+		{"cpu with file", "--cpu shapes the built-in manifest", []string{"deploy", "web", "-g", "workers", "-f", file, "--cpu", "1"}},
+		{"memory with file", "--memory shapes the built-in manifest", []string{"deploy", "web", "-g", "workers", "-f", file, "--memory", "1Gi"}},
+		{"env with file", "--env shapes the built-in manifest", []string{"deploy", "web", "-g", "workers", "-f", file, "--env", "A=b"}},
+		{"secret with file", "--secret shapes the built-in manifest", []string{"deploy", "web", "-g", "workers", "-f", file, "--secret", "k"}},
+		{"name mismatch", `does not match the deployment name "api"`, []string{"deploy", "api", "-g", "workers", "-f", file}},
+		{"nodegroup mismatch", "spec.template.spec.nodeSelector", []string{"deploy", "web", "-g", "other", "-f", file}},
+		{"service required", "Service", []string{"deploy", "web", "-g", "workers", "-f", file, "--service"}},
+		{"bad nodegroup", `--nodegroup: invalid NodeGroup ID "Workers"`, []string{"deploy", "web", "-g", "Workers", "--image", "x:v1"}},
+		{"missing file", "read manifest", []string{"deploy", "web", "-g", "workers", "-f", filepath.Join(c.root, "nope.yaml")}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c.t = t
+			before := c.snapshot()
+			c.fails(1, tc.wantErr, tc.args...)
+			c.unchanged(before)
+		})
+	}
+}
+
+// TestMain lets a test re-run this binary as the podmin command, so
+// several real podmin processes can race on one bucket.
+func TestMain(m *testing.M) {
+	if os.Getenv("PODMIN_TEST_RUN_MAIN") == "1" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func TestConcurrentDeployProcesses(t *testing.T) {
+	c := newCLI(t)
+	bucket := c.connectLocal()
+	const procs = 8
+	var wg sync.WaitGroup
+	errs := make([]error, procs)
+	for i := 0; i < procs; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := exec.Command(os.Args[0], "deploy", fmt.Sprintf("app-%d", i), "-g", "workers", "--image", fmt.Sprintf("app:v%d", i))
+			cmd.Env = append(os.Environ(), "PODMIN_TEST_RUN_MAIN=1")
+			for k, v := range c.env {
+				cmd.Env = append(cmd.Env, k+"="+v)
+			}
+			if out, err := cmd.CombinedOutput(); err != nil {
+				errs[i] = fmt.Errorf("process %d: %v\n%s", i, err, out)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	ix := c.index(bucket)
+	if ix.Len() != procs {
+		t.Fatalf("index holds %d entries after %d concurrent deploy processes: a lost update", ix.Len(), procs)
+	}
+	for i := 0; i < procs; i++ {
+		k, _ := state.NewKey("workers", fmt.Sprintf("app-%d", i))
+		if _, ok := ix.Lookup(k); !ok {
+			t.Errorf("%s missing from the index", k)
+		}
+	}
+}

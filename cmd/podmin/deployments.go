@@ -1,0 +1,178 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"podmin.dev/podmin/builtins"
+)
+
+func newDeployCmd(env *builtins.Env) *cobra.Command {
+	var opts builtins.DeployOptions
+	var out string
+	cmd := &cobra.Command{
+		Use:   "deploy NAME -g NODEGROUP (--image IMAGE... | -f FILE)",
+		Short: "Commit a deployment to the cluster's desired state",
+		Long: `Deploy validates a DaemonSet exactly as "podmin validate" does, stores its Pod
+(and Service) as content-addressed payloads, and commits its entry to the cluster's
+deployments/index.json with a compare-and-swap write.
+
+Without --file it deploys the built-in minimal DaemonSet shaped by --image,
+--namespace, --service, --port, --cpu, --memory, --env and --secret (as "podmin
+init" would write it). With --file only --image overrides and --service (which
+asserts that the manifest has a Service) apply.
+
+Success means the desired state was committed to the bucket. Nodes discover and
+reconcile it asynchronously: deploy does not claim that a Pod is running or ready.
+It reports created, updated or unchanged; an identical re-deploy writes nothing.
+
+Deployment identity is NODEGROUP/NAME: deploying a same-named DaemonSet from
+another namespace replaces the entry, and deploy warns when it does.`,
+		Example: `  podmin deploy web -g workers --image hello:v1 --service
+  podmin deploy app -g workers -f daemonset.yaml --image web=hello:v2`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(out); err != nil {
+				return err
+			}
+			opts.Name = args[0]
+			res, err := env.Deploy(cmd.Context(), opts)
+			if err != nil {
+				return err
+			}
+			if res.ReplacedNamespace != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: this replaced DaemonSet %s of namespace %s in NodeGroup %s: deployment identity is NODEGROUP/NAME, so same-named DaemonSets of different namespaces cannot coexist in one NodeGroup\n",
+					res.Name, res.ReplacedNamespace, res.NodeGroup)
+			}
+			return printResult(cmd.OutOrStdout(), out, res, func(w io.Writer) error {
+				target := res.NodeGroup + "/" + res.Name
+				switch res.Action {
+				case "unchanged":
+					fmt.Fprintf(w, "%s unchanged: the committed desired state already matches; nothing was written\n", target)
+				default:
+					fmt.Fprintf(w, "%s %s: desired state committed to deployments/index.json in bucket %s\n", target, res.Action, res.Bucket)
+				}
+				_, err := fmt.Fprintf(w, "nodes in NodeGroup %s reconcile it asynchronously; this does not mean the Pod is running\n", res.NodeGroup)
+				return err
+			})
+		},
+	}
+	f := cmd.Flags()
+	addManifestFlags(f, &opts.ManifestOptions)
+	f.StringVar(&opts.Namespace, "namespace", "", "namespace of the built-in DaemonSet and its Service (default \"default\")")
+	f.StringVarP(&opts.File, "file", "f", "", "deploy this manifest instead of the built-in one (- reads standard input)")
+	addOutputFlag(cmd, &out)
+	return cmd
+}
+
+func newListCmd(env *builtins.Env) *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List committed deployments (desired state, not runtime status)",
+		Long: `List reads the cluster's deployments/index.json and the Pod payloads it
+references, and shows each deployment's name, namespace, NodeGroup, optional
+Service and, for Pods made by a built-in install command, its origin.
+
+This is an inventory of committed desired state. It is not runtime status or
+health: a listed deployment may not be running yet, or at all.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(out); err != nil {
+				return err
+			}
+			list, err := env.List(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if err := printResult(cmd.OutOrStdout(), out, list, func(w io.Writer) error {
+				if len(list) == 0 {
+					_, err := fmt.Fprintln(w, "no deployments committed")
+					return err
+				}
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "NODEGROUP\tNAME\tNAMESPACE\tSERVICE\tORIGIN")
+				for _, e := range list {
+					ns := e.Namespace
+					if e.Error != "" {
+						ns = "?"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.NodeGroup, e.Name, ns, dash(e.Service), dash(e.Origin))
+				}
+				return tw.Flush()
+			}); err != nil {
+				return err
+			}
+			bad := 0
+			for _, e := range list {
+				if e.Error != "" {
+					bad++
+					fmt.Fprintf(cmd.ErrOrStderr(), "%s/%s: %s\n", e.NodeGroup, e.Name, e.Error)
+				}
+			}
+			if bad > 0 {
+				return fmt.Errorf("%d of %d Pod payloads could not be read or verified: nodes keep their last good state for them; redeploy those deployments", bad, len(list))
+			}
+			return nil
+		},
+	}
+	addOutputFlag(cmd, &out)
+	return cmd
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func newDeleteCmd(env *builtins.Env) *cobra.Command {
+	var opts builtins.DeleteOptions
+	var ignoreNotFound bool
+	var out string
+	cmd := &cobra.Command{
+		Use:   "delete NAME -g NODEGROUP",
+		Short: "Remove a deployment from the cluster's desired state",
+		Long: `Delete removes NODEGROUP/NAME from deployments/index.json with a
+compare-and-swap write. Its immutable payloads stay in the bucket, unreferenced.
+Nodes remove the Pod when they next reconcile.
+
+Deleting a deployment that does not exist writes nothing and fails, unless
+--ignore-not-found is given.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(out); err != nil {
+				return err
+			}
+			opts.Name = args[0]
+			res, err := env.Delete(cmd.Context(), opts)
+			if err != nil {
+				return err
+			}
+			if res.Action == "absent" && !ignoreNotFound {
+				return fmt.Errorf("deployment %s/%s does not exist: nothing was changed; run \"podmin list\" to see deployments", res.NodeGroup, res.Name)
+			}
+			return printResult(cmd.OutOrStdout(), out, res, func(w io.Writer) error {
+				if res.Action == "absent" {
+					_, err := fmt.Fprintf(w, "deployment %s/%s does not exist: nothing was changed\n", res.NodeGroup, res.Name)
+					return err
+				}
+				_, err := fmt.Fprintf(w, "%s/%s deleted from the desired state; nodes remove its Pod when they next reconcile\n", res.NodeGroup, res.Name)
+				return err
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&opts.NodeGroup, "nodegroup", "g", "", "NodeGroup of the deployment (required)")
+	f.BoolVar(&ignoreNotFound, "ignore-not-found", false, "succeed when the deployment does not exist")
+	addOutputFlag(cmd, &out)
+	return cmd
+}

@@ -1,0 +1,137 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package state_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"podmin.dev/podmin/internal/state"
+)
+
+// bigIndex builds an index of n deployments over 10 NodeGroups, half with a
+// Service.
+func bigIndex(b *testing.B, n int) *state.Index {
+	b.Helper()
+	ix := state.NewIndex()
+	for i := range n {
+		ng := fmt.Sprintf("ng%d", i%10)
+		k := state.Key{NodeGroup: ng, Name: fmt.Sprintf("app-%05d", i)}
+		e := state.Entry{}
+		var err error
+		if e.Pod, err = state.PodPayloadPath(ng, fmt.Appendf(nil, "pod %d", i)); err != nil {
+			b.Fatal(err)
+		}
+		if i%2 == 0 {
+			if e.Service, err = state.ServicePayloadPath("default", fmt.Sprintf("svc-%05d", i), fmt.Appendf(nil, "svc %d", i)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, _, err := ix.Set(k, e); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return ix
+}
+
+func BenchmarkIndexEncode10k(b *testing.B) {
+	ix := bigIndex(b, 10_000)
+	b.SetBytes(int64(len(ix.Encode())))
+	b.ReportAllocs()
+	for b.Loop() {
+		ix.Encode()
+	}
+}
+
+func BenchmarkIndexDecode10k(b *testing.B) {
+	data := bigIndex(b, 10_000).Encode()
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := state.DecodeIndex(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkIndexSet10k is one mutation of a 10,000-entry index, rules
+// included (the entry claims a Service identity).
+func BenchmarkIndexSet10k(b *testing.B) {
+	ix := bigIndex(b, 10_000)
+	k := state.Key{NodeGroup: "ng1", Name: "new"}
+	pod, _ := state.PodPayloadPath("ng1", []byte("new"))
+	svc, _ := state.ServicePayloadPath("default", "new", []byte("new"))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := ix.Set(k, state.Entry{Pod: pod, Service: svc}); err != nil {
+			b.Fatal(err)
+		}
+		ix.Remove(k)
+	}
+}
+
+// BenchmarkIndexCommitCPU10k is the CPU work of one commit round on a
+// 10,000-entry index: decode, mutate, encode.
+func BenchmarkIndexCommitCPU10k(b *testing.B) {
+	data := bigIndex(b, 10_000).Encode()
+	k := state.Key{NodeGroup: "ng1", Name: "new"}
+	pod, _ := state.PodPayloadPath("ng1", []byte("new"))
+	b.ReportAllocs()
+	for b.Loop() {
+		ix, err := state.DecodeIndex(data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, _, err := ix.Set(k, state.Entry{Pod: pod}); err != nil {
+			b.Fatal(err)
+		}
+		ix.Encode()
+	}
+}
+
+// BenchmarkCommit measures deploy throughput against the local store with
+// 1, 8 and 32 concurrent writers, each updating its own deployment with a
+// new Pod payload per operation, using the default backoff.
+func BenchmarkCommit(b *testing.B) {
+	for _, writers := range []int{1, 8, 32} {
+		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
+			store := newLocal(b)
+			c := state.NewCommitter(store, state.CommitOptions{MaxAttempts: 1000})
+			ctx := context.Background()
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			errs := make(chan error, writers)
+			b.ResetTimer()
+			start := time.Now()
+			for w := range writers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						i := next.Add(1)
+						if i > int64(b.N) {
+							return
+						}
+						d := deployment("workers", fmt.Sprintf("app%d", w), "default", fmt.Sprintf("x:v%d", i), "")
+						if _, err := c.Deploy(ctx, d); err != nil {
+							errs <- err
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "commits/s")
+			close(errs)
+			for err := range errs {
+				b.Fatal(err)
+			}
+		})
+	}
+}

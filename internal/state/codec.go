@@ -1,0 +1,173 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package state
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// ErrInvalidIndex reports an index object that does not decode strictly.
+var ErrInvalidIndex = errors.New("invalid deployments index")
+
+// Encode returns the canonical JSON form of the index: keys in ascending
+// byte order, two-space indentation, "pod" before "service", service omitted
+// when absent, and a trailing newline. An empty index is "{}\n". Equal
+// indexes encode to equal bytes, so an unchanged index is never rewritten
+// with a different ETag.
+func (ix *Index) Encode() []byte {
+	items := ix.Items()
+	if len(items) == 0 {
+		return []byte("{}\n")
+	}
+	var b bytes.Buffer
+	b.Grow(len(items) * 400)
+	b.WriteString("{\n")
+	for i, it := range items {
+		// Keys and paths are validated to a character set that needs no
+		// JSON escaping (lowercase letters, digits, '-', '.', '/').
+		b.WriteString(`  "`)
+		b.WriteString(it.Key.NodeGroup)
+		b.WriteByte('/')
+		b.WriteString(it.Key.Name)
+		b.WriteString("\": {\n    \"pod\": \"")
+		b.WriteString(it.Entry.Pod)
+		if it.Entry.Service != "" {
+			b.WriteString("\",\n    \"service\": \"")
+			b.WriteString(it.Entry.Service)
+		}
+		b.WriteString("\"\n  }")
+		if i < len(items)-1 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('\n')
+	}
+	b.WriteString("}\n")
+	return b.Bytes()
+}
+
+// DecodeIndex parses deployments/index.json strictly. Whitespace is free,
+// but everything else must be exactly what the specification defines: a JSON
+// object of "<nodegroup>/<deployment>" keys whose values have a "pod" path
+// under that NodeGroup and an optional "service" path, no other or repeated
+// fields, and no Service identity owned by two entries.
+func DecodeIndex(data []byte) (*Index, error) {
+	ix, err := decodeIndex(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w %s: %w: restore a valid index (or fix the named entry) before deploying", ErrInvalidIndex, IndexPath, err)
+	}
+	return ix, nil
+}
+
+func decodeIndex(data []byte) (*Index, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := expectDelim(dec, '{', "the index", ""); err != nil {
+		return nil, err
+	}
+	ix := NewIndex()
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		raw, _ := tok.(string)
+		k, err := ParseKey(raw)
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := ix.entries[k]; dup {
+			return nil, fmt.Errorf("deployment %q appears twice", raw)
+		}
+		e, err := decodeEntry(dec, raw)
+		if err != nil {
+			return nil, err
+		}
+		id, hasService, err := e.validate(k)
+		if err != nil {
+			return nil, err
+		}
+		if hasService {
+			if owner, taken := ix.services[id]; taken {
+				return nil, fmt.Errorf("deployments %q and %q both own Service %q", owner, k, id)
+			}
+			ix.services[id] = k
+		}
+		ix.entries[k] = e
+	}
+	if err := expectDelim(dec, '}', "the index", ""); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("unexpected data after the index object")
+	}
+	return ix, nil
+}
+
+// decodeEntry reads {"pod": "...", "service": "..."} for deployment key.
+func decodeEntry(dec *json.Decoder, key string) (Entry, error) {
+	if err := expectDelim(dec, '{', "deployment", key); err != nil {
+		return Entry{}, err
+	}
+	var e Entry
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return Entry{}, err
+		}
+		field, _ := tok.(string)
+		if seen[field] {
+			return Entry{}, fmt.Errorf("deployment %q: field %q appears twice", key, field)
+		}
+		seen[field] = true
+		var target *string
+		switch field {
+		case "pod":
+			target = &e.Pod
+		case "service":
+			target = &e.Service
+		default:
+			return Entry{}, fmt.Errorf("deployment %q: unknown field %q: only \"pod\" and \"service\" are allowed", key, field)
+		}
+		tok, err = dec.Token()
+		if err != nil {
+			return Entry{}, err
+		}
+		s, ok := tok.(string)
+		if !ok || s == "" {
+			return Entry{}, fmt.Errorf("deployment %q: field %q must be a non-empty path string (omit \"service\" when there is none)", key, field)
+		}
+		*target = s
+	}
+	if err := expectDelim(dec, '}', "deployment", key); err != nil {
+		return Entry{}, err
+	}
+	if !seen["pod"] {
+		return Entry{}, fmt.Errorf("deployment %q: missing field \"pod\"", key)
+	}
+	return e, nil
+}
+
+// expectDelim reads one delimiter token; what and key name the value for
+// the error (key quoted when set).
+func expectDelim(dec *json.Decoder, want json.Delim, what, key string) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if d, ok := tok.(json.Delim); ok && d == want {
+		return nil
+	}
+	if key != "" {
+		what = fmt.Sprintf("%s %q", what, key)
+	}
+	if want == '{' {
+		return fmt.Errorf("%s must be a JSON object", what)
+	}
+	return fmt.Errorf("%s: expected %q", what, string(want))
+}

@@ -1,0 +1,213 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package state
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"podmin.dev/podmin/internal/objstore"
+)
+
+// ErrOutcomeUnknown reports an index write whose effect could not be
+// determined: the store may or may not have applied it, and re-applying
+// could apply it twice. The operator checks the deployment and repeats the
+// command if needed.
+var ErrOutcomeUnknown = errors.New("outcome of the index write is unknown")
+
+// Defaults for CommitOptions.
+const (
+	// DefaultMaxAttempts covers a burst of a dozen concurrent writers: each
+	// lost round is another writer's success.
+	DefaultMaxAttempts = 16
+	// DefaultBaseDelay is about one S3 round trip.
+	DefaultBaseDelay = 20 * time.Millisecond
+	// DefaultMaxDelay keeps an interactive deploy responsive.
+	DefaultMaxDelay = 2 * time.Second
+)
+
+// CommitOptions tune the retry loop. The zero value uses the defaults.
+type CommitOptions struct {
+	// MaxAttempts bounds index read-modify-write rounds, including rounds
+	// that only re-read after a failed write. When the last write was
+	// ambiguous, one more read-only round resolves it.
+	MaxAttempts int
+	// BaseDelay is the backoff before the second round; it doubles per
+	// round up to MaxDelay. Each delay is jittered to [d/2, d).
+	BaseDelay time.Duration
+	// MaxDelay caps the backoff.
+	MaxDelay time.Duration
+	// Rand returns a number in [0, 1) for jitter. Nil uses math/rand/v2.
+	Rand func() float64
+	// Sleep waits for d or until ctx is done. Nil uses a timer. Tests pass a
+	// function that records the delay and returns at once.
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+// Committer applies mutations to deployments/index.json in one bucket with
+// the protocol described in the package documentation. It is safe for
+// concurrent use; concurrency control is the store's ETags, not a lock, so
+// committers in other processes are equally safe.
+type Committer struct {
+	store objstore.Store
+	opts  CommitOptions
+}
+
+// NewCommitter returns a Committer for store.
+func NewCommitter(store objstore.Store, opts CommitOptions) *Committer {
+	if opts.MaxAttempts <= 0 {
+		opts.MaxAttempts = DefaultMaxAttempts
+	}
+	if opts.BaseDelay <= 0 {
+		opts.BaseDelay = DefaultBaseDelay
+	}
+	if opts.MaxDelay <= 0 {
+		opts.MaxDelay = DefaultMaxDelay
+	}
+	if opts.Rand == nil {
+		opts.Rand = rand.Float64
+	}
+	if opts.Sleep == nil {
+		opts.Sleep = sleep
+	}
+	return &Committer{store: store, opts: opts}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// backoff is the jittered delay before round n (n >= 2).
+func (c *Committer) backoff(n int) time.Duration {
+	d := c.opts.BaseDelay
+	for i := 2; i < n && d < c.opts.MaxDelay; i++ {
+		d *= 2
+	}
+	d = min(d, c.opts.MaxDelay)
+	return d/2 + time.Duration(c.opts.Rand()*float64(d/2))
+}
+
+// ReadIndex reads and decodes the index with its ETag. A missing index is an
+// empty index with an empty ETag.
+func ReadIndex(ctx context.Context, store objstore.Store) (*Index, string, error) {
+	obj, err := store.Get(ctx, IndexPath, objstore.GetOptions{})
+	if errors.Is(err, objstore.ErrNotFound) {
+		return NewIndex(), "", nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("read %s: %w", IndexPath, err)
+	}
+	ix, err := DecodeIndex(obj.Data)
+	if err != nil {
+		return nil, "", err
+	}
+	return ix, obj.ETag, nil
+}
+
+// mutation is one change to one key. apply mutates ix and reports whether
+// it changed anything; it runs once per round against a fresh index, so all
+// rules are checked against the version the write replaces. target reports
+// whether a key state is what this mutation produces.
+type mutation struct {
+	op     string
+	key    Key
+	apply  func(ctx context.Context, ix *Index) (changed bool, err error)
+	target func(e Entry, ok bool) bool
+}
+
+// keyState is one key's value in one index version.
+type keyState struct {
+	entry Entry
+	ok    bool
+}
+
+// commit runs the read-modify-write loop for m until it lands, is refused,
+// or the attempts run out.
+func (c *Committer) commit(ctx context.Context, m mutation) error {
+	var (
+		lastErr error
+		// pending is the pre-image of an ambiguous write awaiting resolution.
+		pending *keyState
+	)
+	fail := func(err error) error {
+		if pending != nil {
+			return fmt.Errorf("%s %q: %w: %w: run \"podmin list\" to see whether it was applied and repeat the command if not", m.op, m.key, ErrOutcomeUnknown, err)
+		}
+		return fmt.Errorf("%s %q: %w", m.op, m.key, err)
+	}
+	giveUp := func() error {
+		return fail(fmt.Errorf("gave up after %d attempts: %w", c.opts.MaxAttempts, lastErr))
+	}
+	for round := 1; ; round++ {
+		// One extra round may only read, to resolve a pending ambiguous
+		// write rather than report it as unknown.
+		last := round > c.opts.MaxAttempts
+		if last && (pending == nil || round > c.opts.MaxAttempts+1) {
+			return giveUp()
+		}
+		if round > 1 {
+			if err := c.opts.Sleep(ctx, c.backoff(round)); err != nil {
+				return fail(err)
+			}
+		}
+		ix, etag, err := ReadIndex(ctx, c.store)
+		if err != nil {
+			if errors.Is(err, ErrInvalidIndex) || ctx.Err() != nil {
+				return fail(err)
+			}
+			lastErr = err
+			continue
+		}
+		cur := keyState{}
+		cur.entry, cur.ok = ix.Lookup(m.key)
+		if pending != nil {
+			switch {
+			case m.target(cur.entry, cur.ok):
+				return nil // landed (or the identical state was committed)
+			case cur != *pending:
+				return fail(fmt.Errorf("the deployment changed to a third state after the failed write: %w", lastErr))
+			}
+			pending = nil // still the pre-image: the write did not land
+		}
+		if last {
+			return giveUp()
+		}
+		changed, err := m.apply(ctx, ix)
+		if err != nil {
+			return fmt.Errorf("%s %q: %w", m.op, m.key, err)
+		}
+		if !changed {
+			return nil
+		}
+		data := ix.Encode()
+		if etag == "" {
+			_, err = c.store.PutIfAbsent(ctx, IndexPath, data)
+		} else {
+			_, err = c.store.PutIfMatch(ctx, IndexPath, data, etag)
+		}
+		switch {
+		case err == nil:
+			return nil
+		case etag == "" && errors.Is(err, objstore.ErrNotFound):
+			// A create-only write finds no bucket: nothing was written.
+			return fmt.Errorf("%s %q: write %s: %w: check that the cluster bucket exists", m.op, m.key, IndexPath, err)
+		case errors.Is(err, objstore.ErrPrecondition), errors.Is(err, objstore.ErrNotFound):
+			lastErr = fmt.Errorf("another writer changed %s: %w", IndexPath, err)
+		default:
+			lastErr = fmt.Errorf("write %s: %w", IndexPath, err)
+			pending = &cur
+		}
+	}
+}

@@ -1,0 +1,252 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package state_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/objstore/faultstore"
+	"podmin.dev/podmin/internal/state"
+)
+
+// indexWrites are the operations that write the index.
+var indexWrites = []faultstore.Op{faultstore.OpPutIfAbsent, faultstore.OpPutIfMatch}
+
+func TestDeployWritesPayloadsAndEntry(t *testing.T) {
+	ctx := context.Background()
+	b := newLocal(t)
+	c := committer(b, 4)
+	d := deployment("workers", "web", "product", "example/web:v1", "frontend")
+	res, err := c.Deploy(ctx, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != state.Created || res.Replaced != nil || res.Key != d.Key {
+		t.Fatalf("result %+v", res)
+	}
+	for p, want := range map[string][]byte{res.Entry.Pod: d.Pod, res.Entry.Service: d.Service} {
+		obj, err := b.Get(ctx, p, objstore.GetOptions{})
+		if err != nil || !bytes.Equal(obj.Data, want) {
+			t.Fatalf("object %s = %q, %v", p, obj.Data, err)
+		}
+	}
+	wantPod, _ := state.PodPayloadPath("workers", d.Pod)
+	wantSvc, _ := state.ServicePayloadPath("product", "frontend", d.Service)
+	if e, ok := readIndex(t, b).Lookup(d.Key); !ok || e.Pod != wantPod || e.Service != wantSvc {
+		t.Fatalf("index entry %+v, %v", e, ok)
+	}
+
+	again, err := c.Deploy(ctx, d)
+	if err != nil || again.Outcome != state.Unchanged || again.Entry != res.Entry {
+		t.Fatalf("re-deploy: %+v, %v", again, err)
+	}
+	d2 := deployment("workers", "web", "product", "example/web:v2", "")
+	upd, err := c.Deploy(ctx, d2)
+	if err != nil || upd.Outcome != state.Updated || upd.Replaced != nil || upd.Entry.Service != "" {
+		t.Fatalf("update: %+v, %v", upd, err)
+	}
+	del, err := c.Delete(ctx, d.Key)
+	if err != nil || del.Outcome != state.Deleted || del.Entry != upd.Entry {
+		t.Fatalf("delete: %+v, %v", del, err)
+	}
+	del, err = c.Delete(ctx, d.Key)
+	if err != nil || del.Outcome != state.Absent {
+		t.Fatalf("second delete: %+v, %v", del, err)
+	}
+	if n := readIndex(t, b).Len(); n != 0 {
+		t.Fatalf("index has %d entries after delete", n)
+	}
+	// Delete never removes payloads.
+	if _, err := b.Head(ctx, res.Entry.Pod); err != nil {
+		t.Fatalf("payload removed: %v", err)
+	}
+}
+
+func TestDeployValidation(t *testing.T) {
+	c := committer(newLocal(t), 4)
+	d := deployment("workers", "web", "product", "example/web:v1", "frontend")
+	for _, tc := range []struct {
+		name string
+		edit func(*state.Deployment)
+		err  string
+	}{
+		{"namespace differs from Pod", func(d *state.Deployment) { d.Namespace = "default" }, `the Pod payload is in namespace "product", not "default": pass the namespace of the extracted Pod`},
+		{"empty Pod", func(d *state.Deployment) { d.Pod = nil }, "has an empty Pod payload"},
+		{"not YAML", func(d *state.Deployment) { d.Pod = []byte("\t:") }, "pass the canonical Pod YAML"},
+		{"Service name without payload", func(d *state.Deployment) { d.Service = nil }, "a Service needs both its name and its payload"},
+		{"bad Service name", func(d *state.Deployment) { d.ServiceName = "Front" }, `invalid Service name "Front"`},
+		{"bad key", func(d *state.Deployment) { d.Key.Name = "a/b" }, `invalid deployment name "a/b"`},
+		{"bad nodegroup", func(d *state.Deployment) { d.Key.NodeGroup = "_system" }, `invalid NodeGroup ID "_system"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dd := d
+			tc.edit(&dd)
+			_, err := c.Deploy(context.Background(), dd)
+			checkErr(t, "Deploy", err, tc.err)
+		})
+	}
+	_, err := c.Delete(context.Background(), state.Key{NodeGroup: "workers", Name: "../x"})
+	checkErr(t, "Delete", err, `invalid deployment name "../x"`)
+}
+
+func TestReplacedNamespace(t *testing.T) {
+	ctx := context.Background()
+	b := newLocal(t)
+	c := committer(b, 4)
+	// Without a Service the old namespace comes from the old Pod payload.
+	if _, err := c.Deploy(ctx, deployment("workers", "web", "team-a", "example/web:v1", "")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Deploy(ctx, deployment("workers", "web", "team-b", "example/web:v1", ""))
+	if err != nil || res.Outcome != state.Updated || res.Replaced == nil || res.Replaced.Namespace != "team-a" {
+		t.Fatalf("cross-namespace replace: %+v %+v, %v", res, res.Replaced, err)
+	}
+	// A same-namespace update is no replacement.
+	res, err = c.Deploy(ctx, deployment("workers", "web", "team-b", "example/web:v2", "frontend"))
+	if err != nil || res.Replaced != nil {
+		t.Fatalf("same-namespace update: %+v, %v", res, err)
+	}
+	// With a Service the old namespace is in the Service path; no payload read.
+	res, err = c.Deploy(ctx, deployment("workers", "web", "team-c", "example/web:v2", ""))
+	if err != nil || res.Replaced == nil || res.Replaced.Namespace != "team-b" || res.Replaced.Entry.Service == "" {
+		t.Fatalf("replace of a deployment with a Service: %+v, %v", res, err)
+	}
+	// An unreadable old payload is reported as an unknown namespace, and the
+	// deploy that repairs the situation still succeeds.
+	if err := b.Delete(ctx, res.Entry.Pod, ""); err != nil {
+		t.Fatal(err)
+	}
+	res, err = c.Deploy(ctx, deployment("workers", "web", "team-c", "example/web:v3", ""))
+	if err != nil || res.Replaced == nil || res.Replaced.Namespace != "" {
+		t.Fatalf("replace of an unreadable deployment: %+v, %v", res, err)
+	}
+}
+
+func TestServiceConflict(t *testing.T) {
+	ctx := context.Background()
+	b := newLocal(t)
+	c := committer(b, 4)
+	if _, err := c.Deploy(ctx, deployment("workers", "web", "product", "example/web:v1", "frontend")); err != nil {
+		t.Fatal(err)
+	}
+	before := readIndex(t, b).Encode()
+	_, err := c.Deploy(ctx, deployment("other", "api", "product", "example/api:v1", "frontend"))
+	checkErr(t, "Deploy", err, `deploy "other/api": conflict: Service "product/frontend" is already owned by deployment "workers/web": delete that deployment first or rename the Service`)
+	if !errors.Is(err, state.ErrConflict) {
+		t.Fatalf("error %v does not wrap ErrConflict", err)
+	}
+	if after := readIndex(t, b).Encode(); !bytes.Equal(before, after) {
+		t.Fatalf("refused deploy changed the index:\n%s", after)
+	}
+	// The same Service name in another namespace is another identity.
+	if _, err := c.Deploy(ctx, deployment("other", "api", "default", "example/api:v1", "frontend")); err != nil {
+		t.Fatal(err)
+	}
+	// The owner may drop its Service; then the identity is free.
+	if _, err := c.Deploy(ctx, deployment("workers", "web", "product", "example/web:v1", "")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Deploy(ctx, deployment("other", "api2", "product", "example/api:v1", "frontend")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCorruptExistingPayload(t *testing.T) {
+	ctx := context.Background()
+	b := newLocal(t)
+	d := deployment("workers", "web", "default", "example/web:v1", "")
+	p, _ := state.PodPayloadPath("workers", d.Pod)
+	if _, err := b.Put(ctx, p, []byte("truncated")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := committer(b, 4).Deploy(ctx, d)
+	checkErr(t, "Deploy", err, "verify existing payload: payload does not match its digest: object \""+p+"\" hashes to sha512")
+	checkErr(t, "Deploy", err, "delete the object and run deploy again to rewrite it")
+	if !errors.Is(err, state.ErrCorruptPayload) {
+		t.Fatalf("error %v does not wrap ErrCorruptPayload", err)
+	}
+	if _, err := b.Head(ctx, state.IndexPath); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("index touched after a corrupt payload: %v", err)
+	}
+}
+
+func TestInvalidIndexIsNotRetried(t *testing.T) {
+	ctx := context.Background()
+	b := newLocal(t)
+	if _, err := b.Put(ctx, state.IndexPath, []byte(`{"workers/web": {}}`)); err != nil {
+		t.Fatal(err)
+	}
+	slept := 0
+	c := state.NewCommitter(b, state.CommitOptions{Sleep: func(context.Context, time.Duration) error { slept++; return nil }})
+	_, err := c.Delete(ctx, state.Key{NodeGroup: "workers", Name: "web"})
+	if !errors.Is(err, state.ErrInvalidIndex) || slept != 0 {
+		t.Fatalf("err %v after %d sleeps", err, slept)
+	}
+}
+
+func TestBackoffIsJitteredExponentialAndBounded(t *testing.T) {
+	ctx := context.Background()
+	b := newLocal(t)
+	h := faultstore.New(b, faultstore.WithRules(faultstore.Rule{
+		Action: faultstore.Fail, Ops: indexWrites, Prefix: state.IndexPath, Err: objstore.ErrPrecondition,
+	}))
+	var delays []time.Duration
+	c := state.NewCommitter(h, state.CommitOptions{
+		MaxAttempts: 5,
+		BaseDelay:   10 * time.Millisecond,
+		MaxDelay:    40 * time.Millisecond,
+		Rand:        func() float64 { return 0.5 },
+		Sleep:       func(_ context.Context, d time.Duration) error { delays = append(delays, d); return nil },
+	})
+	_, err := c.Deploy(ctx, deployment("workers", "web", "default", "example/web:v1", ""))
+	checkErr(t, "Deploy", err, `deploy "workers/web": gave up after 5 attempts: another writer changed deployments/index.json`)
+	if !errors.Is(err, objstore.ErrPrecondition) || errors.Is(err, state.ErrOutcomeUnknown) {
+		t.Fatalf("error %v", err)
+	}
+	// d/2 + 0.5*d/2 for d = 10, 20, 40, 40 ms.
+	want := []time.Duration{7500 * time.Microsecond, 15 * time.Millisecond, 30 * time.Millisecond, 30 * time.Millisecond}
+	if fmt.Sprint(delays) != fmt.Sprint(want) || h.Counts().PutIfAbsent != 1+5 || h.Counts().Get != 5 {
+		t.Fatalf("delays %v (want %v), requests %+v", delays, want, h.Counts())
+	}
+}
+
+func TestCancelledDuringBackoff(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	b := newLocal(t)
+	h := &fakeInterleaving{Store: b, before: func(int) error { cancel(); return objstore.ErrPrecondition }}
+	_, err := state.NewCommitter(h, state.CommitOptions{}).Deploy(ctx, deployment("workers", "web", "default", "example/web:v1", ""))
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v, want context.Canceled", err)
+	}
+}
+
+func TestVanishedIndexIsReread(t *testing.T) {
+	ctx := context.Background()
+	b := newLocal(t)
+	c := committer(b, 4)
+	if _, err := c.Deploy(ctx, deployment("workers", "web", "default", "example/web:v1", "")); err != nil {
+		t.Fatal(err)
+	}
+	// The index disappears between the read and the If-Match write.
+	h := &fakeInterleaving{Store: b, before: func(n int) error {
+		if n == 1 {
+			return b.Delete(ctx, state.IndexPath, "")
+		}
+		return nil
+	}}
+	res, err := committer(h, 4).Deploy(ctx, deployment("workers", "api", "default", "example/api:v1", ""))
+	if err != nil || res.Outcome != state.Created || h.n != 2 {
+		t.Fatalf("%+v, %v after %d writes", res, err, h.n)
+	}
+	if ix := readIndex(t, b); ix.Len() != 1 {
+		t.Fatalf("index has %d entries, want only workers/api", ix.Len())
+	}
+}

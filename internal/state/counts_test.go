@@ -1,0 +1,104 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package state_test
+
+import (
+	"context"
+	"testing"
+
+	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/objstore/faultstore"
+	"podmin.dev/podmin/internal/state"
+)
+
+func TestRequestCountsLocal(t *testing.T) {
+	testRequestCounts(t, func(t *testing.T) objstore.Store { return newLocal(t) })
+}
+
+// testRequestCounts checks the exact requests each kind of commit makes:
+// the index is read once, only changes write it, and existing payloads are
+// verified rather than rewritten.
+func testRequestCounts(t *testing.T, newStore func(t *testing.T) objstore.Store) {
+	ctx := context.Background()
+	fs := faultstore.New(newStore(t))
+	c := committer(fs, 4)
+	step := func(name string, want faultstore.Counts, run func() (state.Outcome, error), outcome state.Outcome) {
+		t.Helper()
+		fs.ResetCounts()
+		got, err := run()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got != outcome {
+			t.Errorf("%s: outcome %q, want %q", name, got, outcome)
+		}
+		if c := fs.Counts(); c != want {
+			t.Errorf("%s: requests %+v, want %+v", name, c, want)
+		}
+	}
+	deploy := func(d state.Deployment) func() (state.Outcome, error) {
+		return func() (state.Outcome, error) { r, err := c.Deploy(ctx, d); return r.Outcome, err }
+	}
+	del := func(ng, name string) func() (state.Outcome, error) {
+		return func() (state.Outcome, error) {
+			r, err := c.Delete(ctx, state.Key{NodeGroup: ng, Name: name})
+			return r.Outcome, err
+		}
+	}
+	web := deployment("workers", "web", "product", "example/web:v1", "frontend")
+
+	// No index yet: one read (404), two payload writes, one create-only index write.
+	step("first deployment", faultstore.Counts{Get: 1, PutIfAbsent: 3}, deploy(web), state.Created)
+	// A second new deployment: one read, two payload writes, one If-Match write.
+	step("new deployment", faultstore.Counts{Get: 1, PutIfAbsent: 2, PutIfMatch: 1},
+		deploy(deployment("workers", "api", "product", "example/api:v1", "api")), state.Created)
+	// Identical re-deploy: payload writes refused and verified, index read, no index write.
+	step("identical re-deploy", faultstore.Counts{PutIfAbsent: 2, Get: 3}, deploy(web), state.Unchanged)
+	// New Pod, same Service: the Service payload is verified, not rewritten.
+	step("update", faultstore.Counts{PutIfAbsent: 2, Get: 2, PutIfMatch: 1},
+		deploy(deployment("workers", "web", "product", "example/web:v2", "frontend")), state.Updated)
+	// Dropping the Service reuses the v2 Pod payload (verified).
+	step("drop Service", faultstore.Counts{PutIfAbsent: 1, Get: 2, PutIfMatch: 1},
+		deploy(deployment("workers", "web", "product", "example/web:v2", "")), state.Updated)
+	// A same-named DaemonSet from another namespace, old entry without a
+	// Service: one extra read of the old Pod payload for the warning.
+	step("other namespace", faultstore.Counts{PutIfAbsent: 1, Get: 2, PutIfMatch: 1},
+		deploy(deployment("workers", "web", "staging", "example/web:v2", "")), state.Updated)
+	// Delete: one read and one write; an absent entry is read only.
+	step("delete", faultstore.Counts{Get: 1, PutIfMatch: 1}, del("workers", "web"), state.Deleted)
+	step("delete absent", faultstore.Counts{Get: 1}, del("workers", "web"), state.Absent)
+	fresh := faultstore.New(newStore(t))
+	if r, err := committer(fresh, 4).Delete(ctx, web.Key); err != nil || r.Outcome != state.Absent {
+		t.Fatalf("delete without an index: %+v, %v", r, err)
+	}
+	if c := fresh.Counts(); c != (faultstore.Counts{Get: 1}) {
+		t.Errorf("delete without an index: requests %+v, want one Get", c)
+	}
+}
+
+// A payload write that fails aborts the deploy before the index is read.
+func TestPayloadWriteFailureAbortsBeforeIndex(t *testing.T) {
+	ctx := context.Background()
+	for _, action := range []faultstore.Action{faultstore.Fail, faultstore.Ambiguous} {
+		t.Run(action.String(), func(t *testing.T) {
+			b := newLocal(t)
+			fs := faultstore.New(b, faultstore.WithRules(faultstore.Rule{
+				Action: action, Ops: []faultstore.Op{faultstore.OpPutIfAbsent}, Prefix: state.ServicesPrefix,
+			}))
+			d := deployment("workers", "web", "product", "example/web:v1", "frontend")
+			_, err := committer(fs, 4).Deploy(ctx, d)
+			checkErr(t, "Deploy", err, "the deployment index was not changed; run deploy again")
+			if c := fs.Counts(); c != (faultstore.Counts{PutIfAbsent: 2}) {
+				t.Fatalf("requests %+v: the index was touched", c)
+			}
+			// Whatever was orphaned, the next deploy succeeds and verifies it.
+			fs.SetRules()
+			res, err := committer(fs, 4).Deploy(ctx, d)
+			if err != nil || res.Outcome != state.Created {
+				t.Fatalf("retry: %+v, %v", res, err)
+			}
+		})
+	}
+}
