@@ -61,8 +61,11 @@ func (c Config) Validate() error {
 	if c.Bucket == "" {
 		errs = append(errs, errors.New("--bucket is required: the cluster's object storage bucket"))
 	}
-	if c.Region == "" {
+	switch {
+	case c.Region == "":
 		errs = append(errs, errors.New("--region is required: the bucket's region (local for the local provider)"))
+	case c.Provider == "local" && c.Region != "local":
+		errs = append(errs, fmt.Errorf("--region %q is not a region of the local provider: use --region local", c.Region))
 	}
 	if err := ids.ValidateCluster(c.Cluster); err != nil {
 		errs = append(errs, fmt.Errorf("--cluster: %w", err))

@@ -15,6 +15,7 @@ import (
 	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/paths"
+	"podmin.dev/podmin/internal/secrets"
 	"podmin.dev/podmin/internal/state"
 )
 
@@ -41,6 +42,10 @@ type Env struct {
 	WrapStore func(objstore.Store) objstore.Store
 	// Commit tunes the deployment index commit loop; zero uses defaults.
 	Commit state.CommitOptions
+	// Secrets opens the secrets provider named provider for a context; the
+	// CLI wires the real providers, tests wire fakes. Nil refuses every
+	// secret operation.
+	Secrets func(ctx context.Context, c contexts.Context, provider string) (secrets.Store, error)
 }
 
 // path resolves a user-supplied file path against WorkDir.

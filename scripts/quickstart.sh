@@ -8,6 +8,7 @@
 set -euo pipefail
 podmin=${1:-bin/podmin}
 podmin=$(cd "$(dirname "$podmin")" && pwd)/$(basename "$podmin")
+recipe=$(cd "$(dirname "$0")/.." && pwd)/recipes/quickstart.star
 work=${PODMIN_QUICKSTART_DIR:-$(mktemp -d)}
 export XDG_CONFIG_HOME="$work/config" XDG_DATA_HOME="$work/data" XDG_CACHE_HOME="$work/cache" XDG_RUNTIME_DIR="$work/run"
 cd "$work"
@@ -15,7 +16,7 @@ cd "$work"
 step() { printf '\n$ podmin %s\n' "$*"; "$podmin" "$@"; }
 
 step version
-step connect demo --provider local --bucket demo
+step run "$recipe"
 step use
 echo
 echo "quick start finished; state is in $work"

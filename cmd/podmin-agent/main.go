@@ -3,10 +3,17 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Command podmin-agent is the node daemon. It takes exactly six
-// configuration flags and exits non-zero when any is invalid.
+// configuration flags, exits non-zero when any is invalid, and otherwise
+// reconciles its NodeGroup until SIGTERM.
+//
+// A few environment variables (PODMIN_ROOT, PODMIN_AGENT_HEALTH_ADDR,
+// PODMIN_AGENT_POLL_INTERVAL, PODMIN_AGENT_DNS_TTL_MARGIN) relocate and pace
+// the agent for tests and the local node mode; they are not node
+// configuration.
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,16 +21,26 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
 
 	"podmin.dev/podmin/agent"
+	"podmin.dev/podmin/internal/paths"
 	"podmin.dev/podmin/internal/version"
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
-func run(args []string, stdout, stderr io.Writer) int {
+// run executes the agent and returns the process exit code: 0 after a
+// clean shutdown, 1 for invalid configuration or a failed start, 2 for
+// misuse of the command line.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("podmin-agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg agent.Config
@@ -58,13 +75,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 		p = netip.MustParsePrefix("2600::/80")
 	}
 	cfg.IPv6Prefix = p
-	if err = errors.Join(cfg.Validate(), err); err != nil {
+	opts, optErr := agent.OptionsFromEnv(getenv)
+	if err = errors.Join(cfg.Validate(), err, optErr); err != nil {
 		log.Error("invalid configuration: podmin-agent exits", "err", err)
 		return 1
 	}
+	if cfg.Provider == "local" {
+		home, _ := os.UserHomeDir()
+		if dirs, err := paths.Resolve(paths.Env{GOOS: runtime.GOOS, Home: home, Getenv: getenv}); err == nil {
+			opts.DataDir = dirs.Data
+		}
+	}
+	opts.Log = log
 	log.Info("configuration valid", "provider", cfg.Provider, "bucket", cfg.Bucket, "region", cfg.Region,
 		"cluster", cfg.Cluster, "nodegroup", cfg.NodeGroup, "ipv6_prefix", cfg.IPv6Prefix.String(),
 		"version", version.Version)
-	log.Warn("this build of podmin-agent validates its configuration only; reconciliation is not implemented yet")
+	if err := agent.Run(ctx, cfg, opts); err != nil {
+		log.Error("podmin-agent failed", "err", err)
+		return 1
+	}
 	return 0
 }

@@ -42,6 +42,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		Progress:  func(msg string) { fmt.Fprintln(stderr, msg) },
 		LookupEnv: lookupEnv,
 		Stdin:     stdin,
+		Secrets:   secretStores(dirs),
 	}
 	return execute(ctx, newRoot(env), args, stdout, stderr)
 }

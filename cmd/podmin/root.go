@@ -15,6 +15,7 @@ import (
 
 	"podmin.dev/podmin/builtins"
 	"podmin.dev/podmin/internal/version"
+	pstar "podmin.dev/podmin/starlark"
 )
 
 // noContext marks commands that run without a current context (connect,
@@ -62,8 +63,14 @@ Start with "podmin connect CLUSTER --provider local --bucket NAME".`,
 		newDeployCmd(env),
 		newListCmd(env),
 		newDeleteCmd(env),
+		newPreviewCmd(env),
+		newBuildCmd(env),
+		newPullCmd(env),
+		newPushCmd(env),
+		newSecretCmd(env),
 		newVersionCmd(),
 	)
+	root.AddCommand(starlarkCommands(env)...)
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
 	for _, c := range root.Commands() {
@@ -89,6 +96,11 @@ func execute(ctx context.Context, root *cobra.Command, args []string, stdout, st
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return 0
+	}
+	var se *pstar.ScriptError
+	if errors.As(err, &se) {
+		fmt.Fprintln(stderr, "error: the script failed:", se.Error())
+		return 5
 	}
 	fmt.Fprintln(stderr, "error:", err)
 	var u usageError

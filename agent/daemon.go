@@ -1,0 +1,140 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Component is one subsystem of the agent with a start/stop lifecycle.
+// Start returns once the component runs (or failed to start); Stop ends it
+// within ctx.
+type Component interface {
+	Name() string
+	Start(ctx context.Context) error
+	Stop(ctx context.Context) error
+}
+
+// Daemon runs the agent's components. Serving components (health, and in
+// milestone 2 DNS and the dataplane) start first and stop last; reconcilers
+// (static Pods, the kubelet watcher) start after them and stop first, so
+// SIGTERM stops new reconciliation, waits the DNS TTL margin while still
+// serving, and then stops the rest.
+type Daemon struct {
+	Serving     []Component
+	Reconcilers []Component
+	// Health is marked draining when shutdown begins.
+	Health *Health
+	// TTLMargin is the wait between stopping reconciliation and stopping
+	// the serving components.
+	TTLMargin time.Duration
+	// Sleep waits d or until ctx ends; nil uses a timer.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// StopTimeout bounds each component's Stop; 0 means 30 s.
+	StopTimeout time.Duration
+	Log         *slog.Logger
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Run starts every component, waits for ctx to end (SIGTERM), and shuts
+// down in order. It returns an error only when a component fails to start
+// or to stop.
+func (d *Daemon) Run(ctx context.Context) error {
+	log := d.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	all := append(append([]Component{}, d.Serving...), d.Reconcilers...)
+	for i, c := range all {
+		if err := c.Start(ctx); err != nil {
+			stopErr := d.stop(all[:i], log)
+			return errors.Join(fmt.Errorf("start %s: %w", c.Name(), err), stopErr)
+		}
+		log.Info("component started", "component", c.Name())
+	}
+	<-ctx.Done()
+	log.Info("stopping: no new reconciliation")
+	err := d.stop(d.Reconcilers, log)
+	if d.Health != nil {
+		d.Health.Drain()
+	}
+	sleep := d.Sleep
+	if sleep == nil {
+		sleep = sleepCtx
+	}
+	log.Info("waiting the DNS TTL margin before exiting", "margin", d.TTLMargin.String())
+	_ = sleep(context.Background(), d.TTLMargin)
+	err = errors.Join(err, d.stop(d.Serving, log))
+	log.Info("stopped")
+	return err
+}
+
+// stop stops cs in reverse order, each within StopTimeout.
+func (d *Daemon) stop(cs []Component, log *slog.Logger) error {
+	timeout := d.StopTimeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	var errs []error
+	for i := len(cs) - 1; i >= 0; i-- {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		if err := cs[i].Stop(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stop %s: %w", cs[i].Name(), err))
+		}
+		cancel()
+		log.Info("component stopped", "component", cs[i].Name())
+	}
+	return errors.Join(errs...)
+}
+
+// loop adapts a function that runs until its context ends to a Component.
+type loop struct {
+	name   string
+	run    func(ctx context.Context) error
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// NewLoopComponent returns a Component that runs run in a goroutine from
+// Start until Stop cancels it.
+func NewLoopComponent(name string, run func(ctx context.Context) error) Component {
+	return &loop{name: name, run: run}
+}
+
+func (l *loop) Name() string { return l.name }
+
+func (l *loop) Start(ctx context.Context) error {
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	l.cancel, l.done = cancel, make(chan error, 1)
+	go func() { l.done <- l.run(rctx) }()
+	return nil
+}
+
+func (l *loop) Stop(ctx context.Context) error {
+	if l.cancel == nil {
+		return nil
+	}
+	l.cancel()
+	select {
+	case err := <-l.done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("%s did not stop in time: %w", l.name, ctx.Err())
+	}
+}

@@ -1,0 +1,112 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package agent
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+type fakeComponent struct {
+	name string
+	log  *[]string
+	mu   *sync.Mutex
+	fail error
+}
+
+func (f fakeComponent) Name() string { return f.name }
+func (f fakeComponent) record(s string) {
+	f.mu.Lock()
+	*f.log = append(*f.log, s)
+	f.mu.Unlock()
+}
+func (f fakeComponent) Start(context.Context) error { f.record("start " + f.name); return f.fail }
+func (f fakeComponent) Stop(context.Context) error  { f.record("stop " + f.name); return nil }
+
+// SIGTERM stops reconciliation first, waits the DNS TTL margin while still
+// serving and not ready, then stops the serving components.
+func TestDaemonShutdownOrder(t *testing.T) {
+	var log []string
+	var mu sync.Mutex
+	c := func(name string) fakeComponent { return fakeComponent{name: name, log: &log, mu: &mu} }
+	h := NewHealth()
+	d := &Daemon{
+		Serving: []Component{c("health"), c("dns")}, Reconcilers: []Component{c("staticpod"), c("pods")},
+		Health: h, TTLMargin: 5 * time.Second,
+		Sleep: func(_ context.Context, dur time.Duration) error {
+			ok, reasons := h.Ready()
+			mu.Lock()
+			log = append(log, "wait "+dur.String())
+			mu.Unlock()
+			if ok || !slices.Contains(reasons, "agent: shutting down") {
+				t.Errorf("ready during the TTL margin: %v", reasons)
+			}
+			return nil
+		},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := d.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"start health", "start dns", "start staticpod", "start pods", "stop pods", "stop staticpod", "wait 5s", "stop dns", "stop health"}
+	if !slices.Equal(log, want) {
+		t.Fatalf("order %q\nwant  %q", log, want)
+	}
+
+	log = nil
+	bad := c("pods")
+	bad.fail = errors.New("no socket")
+	d = &Daemon{Serving: []Component{c("health")}, Reconcilers: []Component{c("staticpod"), bad}}
+	if err := d.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "start pods: no socket") {
+		t.Fatalf("err %v", err)
+	}
+	if want := []string{"start health", "start staticpod", "start pods", "stop staticpod", "stop health"}; !slices.Equal(log, want) {
+		t.Fatalf("order %q", log)
+	}
+}
+
+func TestHealthEndpoints(t *testing.T) {
+	h := NewHealth("staticpod")
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	get := func(path string) (int, string) {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/healthz"); code != 200 || body != "ok\n" {
+		t.Fatalf("healthz %d %q", code, body)
+	}
+	if code, body := get("/readyz"); code != 503 || !strings.Contains(body, "staticpod: starting: no result yet") {
+		t.Fatalf("readyz before the first pass: %d %q", code, body)
+	}
+	h.Report("staticpod", nil)
+	if code, body := get("/readyz"); code != 200 || body != "ready\n" {
+		t.Fatalf("readyz %d %q", code, body)
+	}
+	h.Report("staticpod", errors.New("payload does not match its digest"))
+	if code, body := get("/readyz"); code != 503 || !strings.Contains(body, "staticpod: payload does not match its digest") {
+		t.Fatalf("readyz %d %q", code, body)
+	}
+	if err := checkLoopback("0.0.0.0:8082"); err == nil {
+		t.Fatal("accepted a non-loopback health address")
+	}
+	if err := checkLoopback("[::1]:8082"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,145 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// DefaultHealthAddr is the loopback address of /healthz and /readyz.
+const DefaultHealthAddr = "127.0.0.1:8082"
+
+// Health collects the readiness of the agent's components. A component is
+// not ready until it first reports success.
+type Health struct {
+	mu       sync.Mutex
+	reasons  map[string]string
+	draining bool
+}
+
+// NewHealth tracks the named components, each not ready yet.
+func NewHealth(components ...string) *Health {
+	h := &Health{reasons: map[string]string{}}
+	for _, c := range components {
+		h.reasons[c] = "starting: no result yet"
+	}
+	return h
+}
+
+// Report records a component's latest outcome; nil err means ready.
+func (h *Health) Report(component string, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err == nil {
+		h.reasons[component] = ""
+		return
+	}
+	h.reasons[component] = err.Error()
+}
+
+// Drain marks the agent as shutting down: it is no longer ready.
+func (h *Health) Drain() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.draining = true
+}
+
+// Ready reports readiness and, when not ready, one reason per problem in
+// component order.
+func (h *Health) Ready() (bool, []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var reasons []string
+	if h.draining {
+		reasons = append(reasons, "agent: shutting down")
+	}
+	for c, r := range h.reasons {
+		if r != "" {
+			reasons = append(reasons, c+": "+r)
+		}
+	}
+	slices.Sort(reasons)
+	return len(reasons) == 0, reasons
+}
+
+// ServeHTTP serves /healthz (the process is serving) and /readyz (every
+// component is ready, or 503 with the reasons).
+func (h *Health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	switch r.URL.Path {
+	case "/healthz":
+		fmt.Fprintln(w, "ok")
+	case "/readyz":
+		ok, reasons := h.Ready()
+		if ok {
+			fmt.Fprintln(w, "ready")
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, "not ready:\n%s\n", strings.Join(reasons, "\n"))
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// healthServer serves Health on a loopback address.
+type healthServer struct {
+	addr   string
+	health *Health
+	srv    *http.Server
+	done   chan error
+	bound  string
+}
+
+// checkLoopback accepts only host:port with a loopback IP.
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("health address %q: %w: use 127.0.0.1:<port>", addr, err)
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil || !ip.IsLoopback() {
+		return fmt.Errorf("health address %q is not a loopback IP address: health endpoints serve only 127.0.0.1 or [::1]", addr)
+	}
+	return nil
+}
+
+func (s *healthServer) Name() string { return "health" }
+
+func (s *healthServer) Start(ctx context.Context) error {
+	if err := checkLoopback(s.addr); err != nil {
+		return err
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", s.addr)
+	if err != nil {
+		return fmt.Errorf("serve health endpoints on %s: %w: stop whatever uses the port or set PODMIN_AGENT_HEALTH_ADDR", s.addr, err)
+	}
+	s.bound = ln.Addr().String()
+	s.srv = &http.Server{Handler: s.health, ReadHeaderTimeout: 5 * time.Second}
+	s.done = make(chan error, 1)
+	go func() { s.done <- s.srv.Serve(ln) }()
+	return nil
+}
+
+func (s *healthServer) Stop(ctx context.Context) error {
+	if s.srv == nil {
+		return nil
+	}
+	err := s.srv.Shutdown(ctx)
+	if serr := <-s.done; !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	return err
+}

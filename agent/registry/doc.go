@@ -1,0 +1,19 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package registry is the node's read-only OCI registry: the pull and
+// resolve half of the OCI distribution API (GET/HEAD /v2/, manifests by
+// tag and digest, blobs with single byte ranges) served from the apps/ and
+// mirror/ image layouts in the cluster bucket.
+//
+// Every repository, tag and digest is validated before any storage call,
+// so a request can reach nothing but apps/<repository> and
+// mirror/<upstream>/<repository> as internal/state lays them out. Tags and
+// digests resolve through the top-level index.json alone (push lists every
+// nested manifest there), which is cached by ETag. Blobs are streamed.
+//
+// It must not write to the bucket, list it, or keep any state besides the
+// index cache; it has no discovery, search or garbage collection. The
+// agent's composition root starts it with Listen and Serve.
+package registry

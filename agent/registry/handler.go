@@ -1,0 +1,214 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package registry
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/oci"
+	"podmin.dev/podmin/internal/state"
+)
+
+// Handler serves the read-only OCI distribution API. It is safe for
+// concurrent use.
+type Handler struct {
+	objects Objects
+	log     *slog.Logger
+	cache   *indexCache
+	bufs    sync.Pool
+}
+
+// Option configures New.
+type Option func(*Handler)
+
+// WithLogger sets the logger for storage failures (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(h *Handler) { h.log = l } }
+
+// WithIndexCacheSize bounds how many repositories' index.json stay cached
+// (default 256).
+func WithIndexCacheSize(n int) Option { return func(h *Handler) { h.cache.max = max(n, 1) } }
+
+// copyBufferSize is the streaming buffer per blob response.
+const copyBufferSize = 256 << 10
+
+// New returns a handler reading from objects.
+func New(objects Objects, opts ...Option) *Handler {
+	h := &Handler{
+		objects: objects,
+		log:     slog.New(slog.DiscardHandler),
+		cache:   &indexCache{max: 256, entries: map[string]cachedIndex{}},
+	}
+	h.bufs.New = func() any { b := make([]byte, copyBufferSize); return &b }
+	for _, opt := range opts {
+		opt(h)
+	}
+	return h
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rt, aerr := parseRoute(r)
+	if aerr == nil {
+		switch rt.kind {
+		case kindBase:
+			w.Header().Set("Docker-Distribution-API-Version", "registry/2.0")
+			w.Header().Set("Content-Type", "application/json")
+			if r.Method == http.MethodGet {
+				_, _ = io.WriteString(w, "{}")
+			}
+			return
+		case kindManifest:
+			aerr = h.manifest(w, r, rt)
+		case kindBlob:
+			aerr = h.blob(w, r, rt)
+		}
+	}
+	if aerr != nil {
+		writeError(w, r, aerr)
+	}
+}
+
+// storageError turns a failed read into a 500, logging the cause.
+func (h *Handler) storageError(ctx context.Context, what string, err error) *apiError {
+	h.log.ErrorContext(ctx, "registry read failed", "object", what, "err", err)
+	return errorf(http.StatusInternalServerError, CodeUnknown, "reading "+what+" from the cluster bucket failed")
+}
+
+func (h *Handler) manifest(w http.ResponseWriter, r *http.Request, rt route) *apiError {
+	ctx := r.Context()
+	idx, err := h.index(ctx, rt.layout)
+	if errors.Is(err, objstore.ErrNotFound) {
+		return errorf(http.StatusNotFound, CodeNameUnknown, "repository "+quote(rt.name)+" has no images: push one with podmin push")
+	}
+	if err != nil {
+		return h.storageError(ctx, rt.layout.IndexFile(), err)
+	}
+	var d v1.Descriptor
+	var ok bool
+	if rt.tag != "" {
+		d, ok = oci.FindTag(idx, rt.tag)
+	} else if hash, err := v1.NewHash(rt.digest); err == nil {
+		d, ok = oci.FindDigest(idx, hash)
+	}
+	if !ok || (!d.MediaType.IsIndex() && !d.MediaType.IsImage()) {
+		return errorf(http.StatusNotFound, CodeManifestUnknown, "manifest "+quote(rt.tag+rt.digest)+" is not in "+quote(rt.name))
+	}
+	if d.Size > oci.MaxManifestSize || d.Size < 0 {
+		return h.storageError(ctx, rt.layout.IndexFile(), errors.New("manifest descriptor size out of bounds"))
+	}
+	hdr := w.Header()
+	hdr.Set("Content-Type", string(d.MediaType))
+	hdr.Set("Docker-Content-Digest", d.Digest.String())
+	hdr.Set("Content-Length", strconv.FormatInt(d.Size, 10))
+	hdr.Set("ETag", `"`+d.Digest.String()+`"`)
+	if r.Method == http.MethodHead {
+		w.WriteHeader(http.StatusOK)
+		return nil
+	}
+	key, err := rt.layout.BlobPath(d.Digest.String())
+	if err != nil {
+		return errorf(http.StatusNotFound, CodeManifestUnknown, "manifest "+quote(d.Digest.String())+" is not a sha256 digest")
+	}
+	obj, err := h.objects.Get(ctx, key, objstore.GetOptions{})
+	if errors.Is(err, objstore.ErrNotFound) {
+		hdr.Del("Content-Length")
+		return errorf(http.StatusNotFound, CodeManifestUnknown, "manifest "+quote(d.Digest.String())+" is listed but its blob is missing: push the image again")
+	}
+	if err == nil {
+		err = oci.Verify(obj.Data, d)
+	}
+	if err != nil {
+		hdr.Del("Content-Length")
+		return h.storageError(ctx, key, err)
+	}
+	_, _ = w.Write(obj.Data)
+	return nil
+}
+
+func (h *Handler) blob(w http.ResponseWriter, r *http.Request, rt route) *apiError {
+	ctx := r.Context()
+	key, _ := rt.layout.BlobPath(rt.digest) // validated by parseRoute
+	info, err := h.objects.Head(ctx, key)
+	if errors.Is(err, objstore.ErrNotFound) {
+		return errorf(http.StatusNotFound, CodeBlobUnknown, "blob "+quote(rt.digest)+" is not in "+quote(rt.name))
+	}
+	if err != nil {
+		return h.storageError(ctx, key, err)
+	}
+	hdr := w.Header()
+	hdr.Set("Docker-Content-Digest", rt.digest)
+	hdr.Set("Accept-Ranges", "bytes")
+	hdr.Set("ETag", `"`+rt.digest+`"`)
+	start, length, status := int64(0), info.Size, http.StatusOK
+	if spec := r.Header.Get("Range"); spec != "" {
+		var ok bool
+		if start, length, ok = parseRange(spec, info.Size); !ok {
+			hdr.Set("Content-Range", "bytes */"+strconv.FormatInt(info.Size, 10))
+			return errorf(http.StatusRequestedRangeNotSatisfiable, CodeUnsupported, "range "+quote(spec)+" is not one satisfiable byte range of the "+strconv.FormatInt(info.Size, 10)+" byte blob")
+		}
+		status = http.StatusPartialContent
+		hdr.Set("Content-Range", "bytes "+strconv.FormatInt(start, 10)+"-"+strconv.FormatInt(start+length-1, 10)+"/"+strconv.FormatInt(info.Size, 10))
+	}
+	hdr.Set("Content-Type", "application/octet-stream")
+	hdr.Set("Content-Length", strconv.FormatInt(length, 10))
+	if r.Method == http.MethodHead {
+		w.WriteHeader(status)
+		return nil
+	}
+	body, err := h.objects.Open(ctx, key, start, length)
+	if err != nil {
+		hdr.Del("Content-Length")
+		hdr.Del("Content-Range")
+		if errors.Is(err, objstore.ErrNotFound) {
+			return errorf(http.StatusNotFound, CodeBlobUnknown, "blob "+quote(rt.digest)+" is not in "+quote(rt.name))
+		}
+		return h.storageError(ctx, key, err)
+	}
+	defer body.Close()
+	w.WriteHeader(status)
+	buf := h.bufs.Get().(*[]byte)
+	defer h.bufs.Put(buf)
+	if _, err := io.CopyBuffer(struct{ io.Writer }{w}, body, *buf); err != nil {
+		// The status is sent; the client sees a short body and retries.
+		h.log.WarnContext(ctx, "registry blob stream ended early", "digest", rt.digest, "err", err)
+	}
+	return nil
+}
+
+// index returns layout's index.json, revalidating the cached copy with
+// its ETag.
+func (h *Handler) index(ctx context.Context, l state.OCILayout) (*v1.IndexManifest, error) {
+	key := l.IndexFile()
+	cached, ok := h.cache.get(key)
+	var opts objstore.GetOptions
+	if ok {
+		opts.IfNoneMatch = cached.etag
+	}
+	obj, err := h.objects.Get(ctx, key, opts)
+	if ok && errors.Is(err, objstore.ErrNotModified) {
+		return cached.index, nil
+	}
+	if err != nil {
+		if errors.Is(err, objstore.ErrNotFound) {
+			h.cache.drop(key)
+		}
+		return nil, err
+	}
+	m, err := oci.ParseIndex(obj.Data)
+	if err != nil {
+		return nil, err
+	}
+	h.cache.put(key, cachedIndex{etag: obj.ETag, index: m})
+	return m, nil
+}

@@ -1,0 +1,116 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package registry
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
+
+	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/objstore/local"
+)
+
+// Objects is the read-only view of the bucket the registry needs. Errors
+// wrap objstore.ErrNotFound and objstore.ErrNotModified as objstore.Store
+// does.
+type Objects interface {
+	// Get reads a small object whole (index.json, manifests).
+	Get(ctx context.Context, key string, opts objstore.GetOptions) (objstore.Object, error)
+	// Head returns an object's size.
+	Head(ctx context.Context, key string) (objstore.Info, error)
+	// Open streams length bytes of key starting at offset; the caller has
+	// checked the range against Head.
+	Open(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error)
+}
+
+// StoreObjects adapts any objstore.Store. Its Open reads the whole object
+// and slices it, so it suits tests and small objects only; production
+// stores use LocalObjects or S3Objects, which stream.
+func StoreObjects(s objstore.Store) Objects { return storeObjects{s} }
+
+type storeObjects struct{ objstore.Store }
+
+func (s storeObjects) Open(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	obj, err := s.Get(ctx, key, objstore.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if offset < 0 || length < 0 || offset+length > int64(len(obj.Data)) {
+		return nil, fmt.Errorf("open %q: range %d+%d is outside the %d byte object", key, offset, length, len(obj.Data))
+	}
+	return io.NopCloser(bytes.NewReader(obj.Data[offset : offset+length])), nil
+}
+
+// LocalObjects adapts a local-directory bucket and streams blobs straight
+// from their files.
+func LocalObjects(b *local.Bucket) Objects { return localObjects{b} }
+
+type localObjects struct{ *local.Bucket }
+
+func (b localObjects) Open(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(filepath.Join(b.Dir(), filepath.FromSlash(key)))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("open %q: %w", key, objstore.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %q: %w", key, err)
+	}
+	return sectionReadCloser{io.NewSectionReader(f, offset, length), f}, nil
+}
+
+type sectionReadCloser struct {
+	*io.SectionReader
+	io.Closer
+}
+
+// S3GetObject is the one S3 call S3Objects makes; *s3.Client has it.
+type S3GetObject interface {
+	GetObject(ctx context.Context, in *s3.GetObjectInput, opts ...func(*s3.Options)) (*s3.GetObjectOutput, error)
+}
+
+// S3Objects serves Get and Head from store (the agent's s3store.Bucket)
+// and streams blob ranges with ranged GetObject calls on client, which
+// must address the same bucket.
+func S3Objects(store objstore.Store, client S3GetObject, bucket string) Objects {
+	return s3Objects{Store: store, client: client, bucket: bucket}
+}
+
+type s3Objects struct {
+	objstore.Store
+	client S3GetObject
+	bucket string
+}
+
+func (s s3Objects) Open(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	in := &s3.GetObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)}
+	if length > 0 {
+		in.Range = aws.String(fmt.Sprintf("bytes=%d-%d", offset, offset+length-1))
+	}
+	out, err := s.client.GetObject(ctx, in)
+	if err != nil {
+		var api smithy.APIError
+		if errors.As(err, &api) && (api.ErrorCode() == "NoSuchKey" || api.ErrorCode() == "NotFound") {
+			return nil, fmt.Errorf("open s3://%s/%s: %w", s.bucket, key, objstore.ErrNotFound)
+		}
+		return nil, fmt.Errorf("open s3://%s/%s: %w", s.bucket, key, err)
+	}
+	if length == 0 {
+		out.Body.Close()
+		return io.NopCloser(bytes.NewReader(nil)), nil
+	}
+	return out.Body, nil
+}

@@ -1,0 +1,140 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"podmin.dev/podmin/agent/mounts"
+	"podmin.dev/podmin/agent/pods"
+	"podmin.dev/podmin/agent/staticpod"
+	"podmin.dev/podmin/internal/cloud"
+	awscloud "podmin.dev/podmin/internal/cloud/aws"
+	cloudlocal "podmin.dev/podmin/internal/cloud/local"
+	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/secrets"
+	secretslocal "podmin.dev/podmin/internal/secrets/local"
+)
+
+// openStore opens the cluster bucket read-side.
+func openStore(ctx context.Context, cfg Config, opts Options) (objstore.Store, error) {
+	var p cloud.Provider = awscloud.Provider{}
+	if cfg.Provider == "local" {
+		if opts.DataDir == "" && !filepath.IsAbs(cfg.Bucket) {
+			return nil, fmt.Errorf("--bucket %q is a name, but the Podmin data directory is unknown: pass an absolute directory or set XDG_DATA_HOME", cfg.Bucket)
+		}
+		p = cloudlocal.New(opts.DataDir)
+	}
+	if err := p.ValidateBucketName(cfg.Bucket); err != nil {
+		return nil, fmt.Errorf("--bucket: %w", err)
+	}
+	b, err := p.OpenBucket(ctx, cloud.BucketRef{Bucket: cfg.Bucket, Region: cfg.Region})
+	if err != nil {
+		return nil, fmt.Errorf("open bucket %s: %w", cfg.Bucket, err)
+	}
+	return b, nil
+}
+
+// secretReaders returns the providers whose values this node can mount.
+func secretReaders(ctx context.Context, cfg Config, opts Options) (map[string]mounts.Reader, error) {
+	readers := map[string]mounts.Reader{}
+	if cfg.Provider == "local" {
+		if opts.DataDir != "" {
+			readers[secrets.Local] = mounts.StoreReader{Store: secretslocal.New(filepath.Join(opts.DataDir, "secrets"))}
+		}
+		return readers, nil
+	}
+	for _, name := range []string{secrets.ParameterStore, secrets.SecretsManager} {
+		s, err := awscloud.OpenSecrets(ctx, name, awscloud.SecretsOptions{Region: cfg.Region})
+		if err != nil {
+			return nil, err
+		}
+		readers[name] = mounts.StoreReader{Store: s}
+	}
+	return readers, nil
+}
+
+// Run is the agent: it validates cfg, assembles the components and runs
+// them until ctx ends (SIGTERM), then shuts down in order.
+func Run(ctx context.Context, cfg Config, opts Options) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	log := opts.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With("cluster", cfg.Cluster)
+	store, err := openStore(ctx, cfg, opts)
+	if err != nil {
+		return err
+	}
+	readers, err := secretReaders(ctx, cfg, opts)
+	if err != nil {
+		return err
+	}
+	publisher := opts.Publisher
+	if publisher == nil {
+		publisher = &staticpod.Recorder{}
+	}
+	rec, err := staticpod.New(staticpod.Options{
+		Store: store, Cluster: cfg.Cluster, NodeGroup: cfg.NodeGroup, Root: opts.Root,
+		Secrets: readers, Publisher: publisher, Log: log, Step: opts.Step,
+	})
+	if err != nil {
+		return err
+	}
+	health := NewHealth(staticpod.Component)
+	hs := &healthServer{addr: opts.HealthAddr, health: health}
+	loop := staticpod.NewLoop(rec, staticpod.LoopOptions{Interval: opts.PollInterval, Health: health})
+	d := &Daemon{
+		Serving:     []Component{hs},
+		Reconcilers: []Component{NewLoopComponent(staticpod.Component, loop.Run)},
+		Health:      health, TTLMargin: opts.TTLMargin, Log: log,
+	}
+	if cfg.Provider != "local" {
+		d.Reconcilers = append(d.Reconcilers, kubeletWatcher(opts, log))
+	}
+	log.Info("podmin-agent starting", "root", opts.Root, "manifests", rec.ManifestsDir(), "health", opts.HealthAddr,
+		"poll_interval", opts.PollInterval.String())
+	d.Serving = append(d.Serving, &startedHook{fn: func() {
+		log.Info("serving health endpoints", "addr", hs.bound)
+		if opts.Started != nil {
+			opts.Started(hs.bound)
+		}
+	}})
+	return d.Run(ctx)
+}
+
+// startedHook reports that the serving components run.
+type startedHook struct{ fn func() }
+
+func (s *startedHook) Name() string                { return "started" }
+func (s *startedHook) Start(context.Context) error { s.fn(); return nil }
+func (s *startedHook) Stop(context.Context) error  { return nil }
+
+// kubeletWatcher follows kubelet's Pods API. Until the dataplane exists
+// its refresh hints only log the number of ready Pods.
+func kubeletWatcher(opts Options, log *slog.Logger) Component {
+	w := pods.New(pods.Options{
+		Socket: filepath.Join(opts.Root, filepath.FromSlash(pods.SocketPath)),
+		Log:    log.With("component", "pods"),
+		Refresh: func(ps []*corev1.Pod) {
+			ready := 0
+			for _, p := range ps {
+				if pods.IsReady(p) {
+					ready++
+				}
+			}
+			log.Debug("kubelet Pods refreshed", "pods", len(ps), "ready", ready)
+		},
+	})
+	return NewLoopComponent("pods", w.Run)
+}

@@ -1,0 +1,27 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package staticpod reconciles one NodeGroup's committed desired state into
+// kubelet's static Pod directory, exactly in the order the specification
+// gives: read the complete deployments/index.json and its ETag (missing
+// means empty), keep this NodeGroup's entries, fetch only their immutable
+// payloads (each verified against its SHA-512), transform and stage the
+// complete candidate set (Pods, secret values, Services), confirm the index
+// ETag is unchanged, then publish: per Pod its values and an atomically
+// renamed file, then removal of stale *.yaml files, and only after those
+// succeed the Service desired state.
+//
+// Any failure before publication leaves the node exactly as it was and
+// reports unhealthy; a failure during publication leaves every file either
+// old or new (never partial, since temporary files are hidden dot files
+// kubelet ignores) and converges on the next attempt. Work is serialized:
+// one Reconciler owns one NodeGroup's directory.
+//
+// An idle poll costs one conditional index read (If-None-Match) and no
+// payload reads. Payloads are content-addressed, so the ones already staged
+// are reused instead of read again.
+//
+// It must not write desired state, and it knows nothing of kubelet beyond
+// its static Pod directory.
+package staticpod

@@ -1,0 +1,260 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package staticpod
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+
+	"podmin.dev/podmin/agent/mounts"
+	"podmin.dev/podmin/internal/ids"
+	"podmin.dev/podmin/internal/nodepod"
+	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/state"
+)
+
+// Step names a point of a reconcile pass, for Options.Step.
+type Step string
+
+// The points at which Options.Step is called.
+const (
+	// StepFetched follows reading and verifying every payload.
+	StepFetched Step = "fetched"
+	// StepStaged follows transforming the candidate set and fetching values.
+	StepStaged Step = "staged"
+	// StepConfirmed follows confirming the index ETag.
+	StepConfirmed Step = "confirmed"
+	// StepRename precedes renaming one synced temporary file into place.
+	StepRename Step = "rename"
+	// StepCleanup precedes removing one stale file.
+	StepCleanup Step = "cleanup"
+	// StepPublish precedes publishing the Service desired state.
+	StepPublish Step = "publish"
+)
+
+// Hooks let later subsystems observe reconciliation. Nil hooks are skipped.
+type Hooks struct {
+	// IndexChanged is called with the new ETag when a pass reads an index
+	// other than the one last applied, before acting on it.
+	IndexChanged func(etag string)
+	// Published is called after a pass published the complete state.
+	Published func(etag string, pods int)
+}
+
+// Options configure a Reconciler.
+type Options struct {
+	// Store is the cluster bucket (read only).
+	Store objstore.Store
+	// Cluster and NodeGroup identify this node's desired state.
+	Cluster, NodeGroup string
+	// Root is the node root the node paths hang off ("/" in production).
+	Root string
+	// Secrets read declared values, by provider name.
+	Secrets map[string]mounts.Reader
+	// Publisher receives the Service desired state; nil records nothing.
+	Publisher Publisher
+	// Hooks observe passes.
+	Hooks Hooks
+	// Log receives progress; nil discards it.
+	Log *slog.Logger
+	// Step, when set, is called at each Step of a pass (file names the
+	// file for StepRename and StepCleanup); an error ends the pass right
+	// there, as a crash would. Tests inject faults with it.
+	Step func(step Step, file string) error
+	// FetchConcurrency bounds concurrent payload reads; 0 means 16.
+	FetchConcurrency int
+}
+
+// Reconciler publishes one NodeGroup's desired state into the node's static
+// Pod directory. Passes are serialized.
+type Reconciler struct {
+	opts        Options
+	manifests   string
+	log         *slog.Logger
+	mu          sync.Mutex // serializes passes
+	applied     bool       // the index at appliedETag is fully published
+	appliedETag string
+	// forced makes the next pass re-read the index in full even when its
+	// ETag is the applied one (identity changes, for milestone 2).
+	forced bool
+	// payloads caches verified payload bytes by content-addressed path.
+	payloads map[string][]byte
+	// loaded is the revision whose values are on the tmpfs, by Pod.
+	loaded map[string]string
+	fmu    sync.Mutex
+}
+
+// New checks the options and returns a Reconciler that has published
+// nothing yet: its first pass fetches every declared value (first load
+// after boot).
+func New(opts Options) (*Reconciler, error) {
+	if opts.Store == nil {
+		return nil, errors.New("staticpod: no object store: pass the cluster bucket")
+	}
+	if err := ids.ValidateNodeGroup(opts.NodeGroup); err != nil {
+		return nil, fmt.Errorf("staticpod: %w", err)
+	}
+	if err := ids.ValidateCluster(opts.Cluster); err != nil {
+		return nil, fmt.Errorf("staticpod: %w", err)
+	}
+	if opts.Root == "" {
+		return nil, errors.New("staticpod: no node root: pass \"/\" or a sandbox directory")
+	}
+	if opts.FetchConcurrency <= 0 {
+		opts.FetchConcurrency = 16
+	}
+	log := opts.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Reconciler{
+		opts: opts, log: log.With("nodegroup", opts.NodeGroup),
+		manifests: filepath.Join(opts.Root, filepath.FromSlash(nodepod.ManifestsDir)),
+		payloads:  map[string][]byte{}, loaded: map[string]string{},
+	}, nil
+}
+
+// ManifestsDir is the host directory the Reconciler owns.
+func (r *Reconciler) ManifestsDir() string { return r.manifests }
+
+// IdentityChanged makes the next pass reconcile fully (fenced by the index
+// ETag like any other) even when the index is unchanged: the hook for a
+// changed workload CA bundle or an expiring leaf.
+func (r *Reconciler) IdentityChanged() {
+	r.fmu.Lock()
+	r.forced = true
+	r.fmu.Unlock()
+}
+
+func (r *Reconciler) step(s Step, file string) error {
+	if r.opts.Step == nil {
+		return nil
+	}
+	if err := r.opts.Step(s, file); err != nil {
+		return fmt.Errorf("reconcile stopped at %s %s: %w", s, file, err)
+	}
+	return nil
+}
+
+// Result describes one pass.
+type Result struct {
+	// Unchanged reports an idle pass: the index was not modified.
+	Unchanged bool
+	// ETag is the index version the pass acted on.
+	ETag string
+	// Pods counts the NodeGroup's desired Pods; Written the files replaced
+	// and Removed the stale files deleted.
+	Pods, Written, Removed int
+}
+
+// Reconcile runs one pass. When the applied index is still current it
+// costs one conditional read and changes nothing. On error the node keeps
+// its previously published state (or, after a failure during publication,
+// a mix of old and new complete files) and the next pass retries.
+func (r *Reconciler) Reconcile(ctx context.Context) (Result, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.fmu.Lock()
+	forced := r.forced
+	r.forced = false
+	r.fmu.Unlock()
+	res, err := r.pass(ctx, forced)
+	if err != nil && forced {
+		r.IdentityChanged() // keep the request for the retry
+	}
+	return res, err
+}
+
+// readIndex reads the index, conditionally on the applied ETag unless a
+// full pass is needed. A missing index is empty with an empty ETag.
+func (r *Reconciler) readIndex(ctx context.Context, full bool) (*state.Index, string, bool, error) {
+	opts := objstore.GetOptions{}
+	if r.applied && !full && r.appliedETag != "" {
+		opts.IfNoneMatch = r.appliedETag
+	}
+	obj, err := r.opts.Store.Get(ctx, state.IndexPath, opts)
+	switch {
+	case errors.Is(err, objstore.ErrNotModified):
+		return nil, r.appliedETag, true, nil
+	case errors.Is(err, objstore.ErrNotFound):
+		unchanged := r.applied && !full && r.appliedETag == ""
+		return state.NewIndex(), "", unchanged, nil
+	case err != nil:
+		return nil, "", false, fmt.Errorf("read %s: %w: check the bucket and the node's access to it", state.IndexPath, err)
+	}
+	ix, err := state.DecodeIndex(obj.Data)
+	if err != nil {
+		return nil, "", false, err
+	}
+	return ix, obj.ETag, false, nil
+}
+
+// confirm re-reads the index conditionally: ErrNotModified (or a still
+// missing index) means the staged set is still the committed one.
+func (r *Reconciler) confirm(ctx context.Context, etag string) error {
+	_, err := r.opts.Store.Get(ctx, state.IndexPath, objstore.GetOptions{IfNoneMatch: etag})
+	switch {
+	case etag == "" && errors.Is(err, objstore.ErrNotFound):
+		return nil
+	case errors.Is(err, objstore.ErrNotModified):
+		return nil
+	case err == nil && etag == "":
+		return errors.New("the deployment index was created during reconciliation: nothing was published; retrying with the new index")
+	case err == nil, errors.Is(err, objstore.ErrNotFound):
+		return fmt.Errorf("the deployment index changed during reconciliation (was %s): nothing was published; retrying with the new index", etag)
+	}
+	return fmt.Errorf("confirm %s: %w", state.IndexPath, err)
+}
+
+func (r *Reconciler) pass(ctx context.Context, forced bool) (Result, error) {
+	ix, etag, unchanged, err := r.readIndex(ctx, forced)
+	if err != nil {
+		return Result{}, err
+	}
+	if unchanged {
+		return Result{Unchanged: true, ETag: etag}, nil
+	}
+	if (!r.applied || etag != r.appliedETag) && r.opts.Hooks.IndexChanged != nil {
+		r.opts.Hooks.IndexChanged(etag)
+	}
+	log := r.log.With("etag", etag)
+	items := ix.NodeGroup(r.opts.NodeGroup)
+	c, err := r.stage(ctx, items)
+	if err != nil {
+		return Result{ETag: etag}, err
+	}
+	if err := r.confirm(ctx, etag); err != nil {
+		return Result{ETag: etag}, err
+	}
+	if err := r.step(StepConfirmed, ""); err != nil {
+		return Result{ETag: etag}, err
+	}
+	res := Result{ETag: etag, Pods: len(c.pods)}
+	if err := r.publish(ctx, c, &res); err != nil {
+		return res, err
+	}
+	if len(c.failed) > 0 {
+		return res, errors.Join(c.failed...)
+	}
+	if err := r.step(StepPublish, ""); err != nil {
+		return res, err
+	}
+	if r.opts.Publisher != nil {
+		if err := r.opts.Publisher.PublishServices(ctx, c.services); err != nil {
+			return res, fmt.Errorf("publish the Service desired state: %w", err)
+		}
+	}
+	r.applied, r.appliedETag = true, etag
+	r.keepPayloads(c)
+	log.Info("desired state published", "pods", res.Pods, "written", res.Written, "removed", res.Removed, "services", len(c.services))
+	if r.opts.Hooks.Published != nil {
+		r.opts.Hooks.Published(etag, res.Pods)
+	}
+	return res, nil
+}

@@ -1,0 +1,126 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package staticpod
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// Reporter receives the outcome of every pass; nil err means healthy.
+type Reporter interface {
+	Report(component string, err error)
+}
+
+// Component is the name the Reconciler reports its health under.
+const Component = "staticpod"
+
+// LoopOptions pace the reconcile loop.
+type LoopOptions struct {
+	// Interval is the poll period; it is jittered by ±10%.
+	Interval time.Duration
+	// Timeout bounds one pass.
+	Timeout time.Duration
+	// MinBackoff and MaxBackoff bound the jittered exponential wait after
+	// a failed pass.
+	MinBackoff, MaxBackoff time.Duration
+	// After returns a channel that fires after d (time.After by default).
+	After func(d time.Duration) <-chan time.Time
+	// Rand returns a number in [0, 1) for jitter (math/rand/v2 by default).
+	Rand func() float64
+	// Health receives each pass's outcome; nil reports nothing.
+	Health Reporter
+}
+
+// Loop runs passes until ctx ends: one every Interval while healthy, with
+// jittered exponential backoff after failures, and at once after Trigger.
+type Loop struct {
+	r       *Reconciler
+	opts    LoopOptions
+	trigger chan struct{}
+}
+
+// NewLoop paces r. Zero durations get defaults: 10 s interval, 2 min
+// timeout, backoff from min(1 s, interval) to 30 s.
+func NewLoop(r *Reconciler, opts LoopOptions) *Loop {
+	if opts.Interval <= 0 {
+		opts.Interval = 10 * time.Second
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 2 * time.Minute
+	}
+	if opts.MinBackoff <= 0 {
+		opts.MinBackoff = min(time.Second, opts.Interval)
+	}
+	if opts.MaxBackoff < opts.MinBackoff {
+		opts.MaxBackoff = max(30*time.Second, opts.MinBackoff)
+	}
+	if opts.After == nil {
+		opts.After = time.After
+	}
+	if opts.Rand == nil {
+		opts.Rand = rand.Float64
+	}
+	return &Loop{r: r, opts: opts, trigger: make(chan struct{}, 1)}
+}
+
+// Trigger asks for a pass now; triggers coalesce.
+func (l *Loop) Trigger() {
+	select {
+	case l.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// IdentityChanged forces a full, index-fenced pass now.
+func (l *Loop) IdentityChanged() {
+	l.r.IdentityChanged()
+	l.Trigger()
+}
+
+// backoff is the wait after the n-th consecutive failure, jittered into
+// [d/2, d).
+func (l *Loop) backoff(n int) time.Duration {
+	d := l.opts.MinBackoff
+	for i := 1; i < n && d < l.opts.MaxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, l.opts.MaxBackoff)
+	return d/2 + time.Duration(l.opts.Rand()*float64(d/2))
+}
+
+// Run reconciles until ctx ends, then returns nil: stopping the loop is the
+// way to stop new reconciliation.
+func (l *Loop) Run(ctx context.Context) error {
+	failures := 0
+	for {
+		pctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
+		_, err := l.r.Reconcile(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return nil
+		}
+		wait := time.Duration(float64(l.opts.Interval) * (0.9 + 0.2*l.opts.Rand()))
+		if err != nil {
+			failures++
+			wait = l.backoff(failures)
+			l.r.log.Error("reconcile failed: the node keeps its last valid state", "err", err, "retry_in", wait.String())
+			err = fmt.Errorf("reconcile of NodeGroup %s failed (%d in a row): %w", l.r.opts.NodeGroup, failures, err)
+		} else {
+			failures = 0
+		}
+		if l.opts.Health != nil {
+			l.opts.Health.Report(Component, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-l.trigger:
+		case <-l.opts.After(wait):
+		}
+	}
+}

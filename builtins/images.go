@@ -1,0 +1,256 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package builtins
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"podmin.dev/podmin/internal/oci"
+	"podmin.dev/podmin/internal/oci/build"
+)
+
+// BuildOptions are the arguments of build.
+type BuildOptions struct {
+	// Tag names the image; repeatable. "hello:v1" is shorthand for
+	// registry.podmin.internal/apps/hello:v1, as with --image.
+	Tag []string `json:"tag"`
+	// Platform lists OS/ARCH[/VARIANT] values; empty builds linux/<host arch>.
+	Platform []string `json:"platform,omitempty"`
+	// File is the Containerfile; empty means PATH/Containerfile or PATH/Dockerfile.
+	File string `json:"file,omitempty"`
+	// Pull fetches base images from their registry even when stored locally.
+	Pull bool `json:"pull,omitempty"`
+	// Path is the build context directory; empty means ".".
+	Path string `json:"path,omitempty"`
+}
+
+// ImageResult describes an image index in the local store or the cluster.
+type ImageResult struct {
+	// References name the image ("registry.podmin.internal/apps/hello:v1").
+	References []string `json:"references"`
+	// Digest is the image index digest.
+	Digest string `json:"digest"`
+	// Platforms lists the index's platforms in index order.
+	Platforms []string `json:"platforms"`
+}
+
+// PushResult reports a push.
+type PushResult struct {
+	ImageResult
+	// Bucket is the cluster bucket written to.
+	Bucket string `json:"bucket"`
+	// Blobs counts the blobs the image references; Uploaded those written now.
+	Blobs         int   `json:"blobs"`
+	Uploaded      int   `json:"uploaded"`
+	UploadedBytes int64 `json:"uploadedBytes"`
+}
+
+// PullOptions are the arguments of pull.
+type PullOptions struct {
+	// Source is the remote reference, with Docker's defaults.
+	Source string `json:"source"`
+}
+
+// PushOptions are the arguments of push.
+type PushOptions struct {
+	// Source is a locally built or pulled image, pulled when absent.
+	Source string `json:"source"`
+	// Destination is the cluster reference; shorthand resolves beneath
+	// registry.podmin.internal/apps/. Empty keeps the source's repository
+	// and tag beneath apps/.
+	Destination string `json:"destination,omitempty"`
+	// Pull refreshes the local copy from the source registry first.
+	Pull bool `json:"pull,omitempty"`
+}
+
+// imageStore is the local image store under the cache directory.
+func (e *Env) imageStore() *oci.Store {
+	return oci.NewStore(filepath.Join(e.Dirs.Cache, "images"))
+}
+
+// remoteOptions reach registries with the operator's docker credentials.
+func remoteOptions() []remote.Option {
+	return []remote.Option{remote.WithAuthFromKeychain(authn.DefaultKeychain)}
+}
+
+// Build builds the Containerfile subset into the local image store.
+func (e *Env) Build(ctx context.Context, opts BuildOptions) (ImageResult, error) {
+	if len(opts.Tag) == 0 {
+		return ImageResult{}, errors.New("build needs a name: pass --tag NAME[:TAG], e.g. --tag hello:v1")
+	}
+	refs := make([]oci.LocalRef, len(opts.Tag))
+	for i, t := range opts.Tag {
+		r, err := oci.BuildRef(t)
+		if err != nil {
+			return ImageResult{}, err
+		}
+		refs[i] = r
+	}
+	platforms, err := parsePlatforms(opts.Platform)
+	if err != nil {
+		return ImageResult{}, err
+	}
+	dir := opts.Path
+	if dir == "" {
+		dir = "."
+	}
+	file := opts.File
+	if file != "" {
+		file = e.path(file)
+	}
+	store := e.imageStore()
+	e.progress("building %d platform(s) from %s", len(platforms), dir)
+	idx, err := build.Build(ctx, build.Options{
+		ContextDir: e.path(dir), File: file, Platforms: platforms,
+		Base: build.StoreBase(store, opts.Pull, remoteOptions()...),
+	})
+	if err != nil {
+		return ImageResult{}, fmt.Errorf("build: %w", err)
+	}
+	var d v1.Descriptor
+	res := ImageResult{}
+	for _, r := range refs {
+		if d, err = store.Write(ctx, r.Repo, idx, r.Tag); err != nil {
+			return ImageResult{}, err
+		}
+		res.References = append(res.References, r.String())
+	}
+	res.Digest = d.Digest.String()
+	res.Platforms, err = indexPlatforms(idx)
+	return res, err
+}
+
+// Pull imports a complete remote index into the local image store.
+func (e *Env) Pull(ctx context.Context, opts PullOptions) (ImageResult, error) {
+	r, err := oci.RemoteRef(opts.Source)
+	if err != nil {
+		return ImageResult{}, err
+	}
+	return e.pull(ctx, r)
+}
+
+func (e *Env) pull(ctx context.Context, r oci.LocalRef) (ImageResult, error) {
+	e.progress("pulling %s", r.Remote)
+	store := e.imageStore()
+	d, err := store.Pull(ctx, r.Remote, r.Repo, r.Tag, remoteOptions()...)
+	if err != nil {
+		return ImageResult{}, err
+	}
+	idx, err := store.ImageIndex(r.Repo, r.Tag)
+	if err != nil {
+		return ImageResult{}, err
+	}
+	ps, err := indexPlatforms(idx)
+	return ImageResult{References: []string{r.String()}, Digest: d.Digest.String(), Platforms: ps}, err
+}
+
+// Push uploads a local image (pulling it when absent, or always with
+// Pull) into the cluster bucket and returns its cluster reference.
+func (e *Env) Push(ctx context.Context, opts PushOptions) (PushResult, error) {
+	dst, err := oci.Destination(opts.Source, opts.Destination)
+	if err != nil {
+		return PushResult{}, err
+	}
+	candidates, err := oci.SourceRefs(opts.Source)
+	if err != nil {
+		return PushResult{}, err
+	}
+	store := e.imageStore()
+	var src oci.LocalRef
+	var top v1.Descriptor
+	for _, c := range candidates {
+		if opts.Pull && c.Remote != nil {
+			break
+		}
+		if top, err = store.Lookup(c.Repo, c.Tag); err == nil {
+			src = c
+			break
+		} else if !errors.Is(err, oci.ErrNotFound) {
+			return PushResult{}, err
+		}
+	}
+	if src.Repo == "" {
+		last := candidates[len(candidates)-1]
+		if last.Remote == nil {
+			return PushResult{}, fmt.Errorf("%s is not in the local image store: run \"podmin build -t %s\" first", last, opts.Source)
+		}
+		if _, err := e.pull(ctx, last); err != nil {
+			return PushResult{}, err
+		}
+		if top, err = store.Lookup(last.Repo, last.Tag); err != nil {
+			return PushResult{}, err
+		}
+		src = last
+	}
+	c, bucket, err := e.openCluster(ctx)
+	if err != nil {
+		return PushResult{}, err
+	}
+	blobs, err := store.Source(src.Repo)
+	if err != nil {
+		return PushResult{}, err
+	}
+	res, err := oci.Push(ctx, bucket, blobs, top, dst.Layout, dst.Tag, oci.PushOptions{
+		Progress: func(p oci.PushProgress) {
+			e.progress("pushing %s: %d/%d blobs, %d uploaded (%d bytes)", dst, p.Done, p.Total, p.Uploaded, p.Bytes)
+		},
+	})
+	if err != nil {
+		return PushResult{}, fmt.Errorf("push %s to %s: %w", src, dst, err)
+	}
+	idx, err := store.ImageIndex(src.Repo, src.Tag)
+	if err != nil {
+		return PushResult{}, err
+	}
+	ps, err := indexPlatforms(idx)
+	return PushResult{
+		ImageResult: ImageResult{References: []string{dst.String()}, Digest: top.Digest.String(), Platforms: ps},
+		Bucket:      c.Bucket, Blobs: res.Blobs, Uploaded: res.Uploaded, UploadedBytes: res.UploadedBytes,
+	}, err
+}
+
+// parsePlatforms reads OS/ARCH[/VARIANT] values; none means the host's
+// architecture on Linux, which is what nodes run.
+func parsePlatforms(values []string) ([]v1.Platform, error) {
+	if len(values) == 0 {
+		return []v1.Platform{{OS: "linux", Architecture: runtime.GOARCH}}, nil
+	}
+	seen := map[string]bool{}
+	var out []v1.Platform
+	for _, v := range values {
+		p, err := v1.ParsePlatform(v)
+		if err != nil || p.OS == "" || p.Architecture == "" {
+			return nil, fmt.Errorf("platform %q must be OS/ARCH[/VARIANT], e.g. linux/arm64", v)
+		}
+		if seen[p.String()] {
+			return nil, fmt.Errorf("platform %q is given twice", v)
+		}
+		seen[p.String()] = true
+		out = append(out, *p)
+	}
+	return out, nil
+}
+
+func indexPlatforms(idx v1.ImageIndex) ([]string, error) {
+	m, err := idx.IndexManifest()
+	if err != nil {
+		return nil, err
+	}
+	out := []string{}
+	for _, d := range m.Manifests {
+		if d.Platform != nil {
+			out = append(out, d.Platform.String())
+		}
+	}
+	return out, nil
+}

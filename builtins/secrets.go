@@ -1,0 +1,237 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package builtins
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"podmin.dev/podmin/internal/contexts"
+	"podmin.dev/podmin/internal/manifest"
+	"podmin.dev/podmin/internal/secrets"
+)
+
+// SecretOptions address one secret; field names follow the flags of
+// "podmin secret". Provider defaults to the context's secrets provider and
+// Namespace to "default". System addresses /<cluster>/_system/KEY instead
+// of a Pod's secret, and only for the allowlisted otel-logs-headers.
+type SecretOptions struct {
+	Key       string
+	For       string
+	Namespace string
+	Provider  string
+	System    bool
+}
+
+// SecretValueOptions are the inputs of create and update. The CLI reads
+// Value from a prompt, standard input or a file; it is never printed.
+type SecretValueOptions struct {
+	SecretOptions
+	Value secrets.Value
+}
+
+// DestroySecretOptions are the inputs of destroy. Confirm must equal the
+// cluster ID: destroy is permanent, and a script must say so explicitly
+// (the CLI fills it after its prompt or --yes).
+type DestroySecretOptions struct {
+	SecretOptions
+	Confirm string
+}
+
+// ListSecretsOptions are the inputs of list. For (with Namespace, default
+// "default") limits it to one Pod, Namespace alone to one namespace, System
+// to the system keys.
+type ListSecretsOptions struct {
+	For       string
+	Namespace string
+	Provider  string
+	System    bool
+}
+
+// SecretResult reports what a secret operation did. It never holds a value.
+type SecretResult struct {
+	Cluster  string `json:"cluster"`
+	Provider string `json:"provider"`
+	Name     string `json:"name"`
+	// Action is created, updated, scheduled-for-deletion, restored or
+	// destroyed.
+	Action string `json:"action"`
+	// RecoveryWindowDays is how long a scheduled deletion can be restored.
+	RecoveryWindowDays int `json:"recoveryWindowDays,omitempty"`
+}
+
+// SecretList is the result of list.
+type SecretList struct {
+	Cluster  string          `json:"cluster"`
+	Provider string          `json:"provider"`
+	Secrets  []secrets.Entry `json:"secrets"`
+}
+
+// CreateSecret stores a new secret; it fails when the secret exists.
+func (e *Env) CreateSecret(ctx context.Context, opts SecretValueOptions) (SecretResult, error) {
+	return e.secretOp(ctx, opts.SecretOptions, "created", func(s secrets.Store, n secrets.Name) error {
+		return s.Create(ctx, n, opts.Value)
+	})
+}
+
+// UpdateSecret replaces an existing secret's value.
+func (e *Env) UpdateSecret(ctx context.Context, opts SecretValueOptions) (SecretResult, error) {
+	return e.secretOp(ctx, opts.SecretOptions, "updated", func(s secrets.Store, n secrets.Name) error {
+		return s.Update(ctx, n, opts.Value)
+	})
+}
+
+// DeleteSecret schedules a recoverable deletion on providers that have one
+// (aws-secrets-manager) and fails on the others, naming destroy.
+func (e *Env) DeleteSecret(ctx context.Context, opts SecretOptions) (SecretResult, error) {
+	return e.secretOp(ctx, opts, "scheduled-for-deletion", func(s secrets.Store, n secrets.Name) error {
+		return s.Delete(ctx, n)
+	})
+}
+
+// RestoreSecret cancels a scheduled deletion.
+func (e *Env) RestoreSecret(ctx context.Context, opts SecretOptions) (SecretResult, error) {
+	return e.secretOp(ctx, opts, "restored", func(s secrets.Store, n secrets.Name) error {
+		return s.Restore(ctx, n)
+	})
+}
+
+// DestroySecret deletes a secret permanently once Confirm equals the
+// cluster ID.
+func (e *Env) DestroySecret(ctx context.Context, opts DestroySecretOptions) (SecretResult, error) {
+	return e.secretOp(ctx, opts.SecretOptions, "destroyed", func(s secrets.Store, n secrets.Name) error {
+		if opts.Confirm != n.Cluster() {
+			return fmt.Errorf("destroying %s is permanent and needs confirmation: confirm with the cluster ID %q (podmin secret destroy asks for it; --yes gives it)", n, n.Cluster())
+		}
+		return s.Destroy(ctx, n)
+	})
+}
+
+// ListSecrets lists secret names and metadata, never values. Podmin's
+// internal system keys are never listed.
+func (e *Env) ListSecrets(ctx context.Context, opts ListSecretsOptions) (SecretList, error) {
+	c, err := e.CurrentContext()
+	if err != nil {
+		return SecretList{}, err
+	}
+	f := secrets.Filter{Namespace: opts.Namespace, Pod: opts.For, System: opts.System}
+	if opts.For != "" && f.Namespace == "" {
+		f.Namespace = manifest.DefaultNamespace
+	}
+	if err := secrets.CheckFilter(c.Cluster, f); err != nil {
+		return SecretList{}, err
+	}
+	s, err := e.openSecrets(ctx, c, opts.Provider)
+	if err != nil {
+		return SecretList{}, err
+	}
+	entries, err := s.List(ctx, c.Cluster, f)
+	if err != nil {
+		return SecretList{}, err
+	}
+	if entries == nil {
+		entries = []secrets.Entry{}
+	}
+	return SecretList{Cluster: c.Cluster, Provider: s.Provider(), Secrets: entries}, nil
+}
+
+// CheckSecret validates the options of a secret operation without calling
+// the provider, so the CLI can refuse a bad name before it prompts for a
+// value.
+func (e *Env) CheckSecret(opts SecretOptions) error {
+	c, err := e.CurrentContext()
+	if err != nil {
+		return err
+	}
+	if _, err := secretName(c, opts); err != nil {
+		return err
+	}
+	_, err = e.secretsProvider(c, opts.Provider)
+	return err
+}
+
+// secretOp validates everything that needs no provider call, opens the
+// provider and runs op.
+func (e *Env) secretOp(ctx context.Context, opts SecretOptions, action string, op func(secrets.Store, secrets.Name) error) (SecretResult, error) {
+	c, err := e.CurrentContext()
+	if err != nil {
+		return SecretResult{}, err
+	}
+	n, err := secretName(c, opts)
+	if err != nil {
+		return SecretResult{}, err
+	}
+	s, err := e.openSecrets(ctx, c, opts.Provider)
+	if err != nil {
+		return SecretResult{}, err
+	}
+	if err := op(s, n); err != nil {
+		return SecretResult{}, err
+	}
+	res := SecretResult{Cluster: c.Cluster, Provider: s.Provider(), Name: n.String(), Action: action}
+	if action == "scheduled-for-deletion" {
+		res.RecoveryWindowDays = s.Capabilities().RecoveryWindowDays
+	}
+	return res, nil
+}
+
+// secretName builds the secret's name from the options.
+func secretName(c contexts.Context, opts SecretOptions) (secrets.Name, error) {
+	if opts.System {
+		if opts.For != "" || opts.Namespace != "" {
+			return secrets.Name{}, fmt.Errorf("%w: --system addresses /%s/%s/%s, which belongs to no Pod: omit --for and --namespace",
+				secrets.ErrInvalid, c.Cluster, secrets.SystemNamespace, opts.Key)
+		}
+		return secrets.SystemSecret(c.Cluster, opts.Key)
+	}
+	if opts.For == "" {
+		return secrets.Name{}, fmt.Errorf("%w: no Pod given: pass --for POD (the DaemonSet's name), or --system for %s", secrets.ErrInvalid, secrets.OtelLogsHeaders)
+	}
+	return secrets.PodSecret(c.Cluster, opts.Namespace, opts.For, opts.Key)
+}
+
+// ErrNoSecrets reports an Env without a secrets factory.
+var ErrNoSecrets = errors.New("no secrets providers are configured")
+
+// openSecrets resolves the secrets provider (the option, else the
+// context's default), checks that the context's provider allows it and
+// opens it.
+func (e *Env) openSecrets(ctx context.Context, c contexts.Context, name string) (secrets.Store, error) {
+	name, err := e.secretsProvider(c, name)
+	if err != nil {
+		return nil, err
+	}
+	s, err := e.Secrets(ctx, c, name)
+	if err != nil {
+		return nil, fmt.Errorf("open secrets provider %s: %w", name, err)
+	}
+	return s, nil
+}
+
+// secretsProvider resolves and checks the secrets provider's name.
+func (e *Env) secretsProvider(c contexts.Context, name string) (string, error) {
+	p, err := e.provider(c.Provider)
+	if err != nil {
+		return "", fmt.Errorf("context %s: %w", c.Cluster, err)
+	}
+	allowed := p.SecretsProviders()
+	if name == "" {
+		name = c.SecretsProvider
+	}
+	if name == "" {
+		name = allowed[0]
+	}
+	switch {
+	case !slices.Contains(manifest.SecretsProviders(), name):
+		return "", fmt.Errorf("unknown secrets provider %q: use one of %q", name, allowed)
+	case !slices.Contains(allowed, name):
+		return "", fmt.Errorf("secrets provider %q cannot be used with cluster %s on provider %s: use one of %q", name, c.Cluster, p.Name(), allowed)
+	case e.Secrets == nil:
+		return "", fmt.Errorf("%w: this build cannot open %s", ErrNoSecrets, name)
+	}
+	return name, nil
+}

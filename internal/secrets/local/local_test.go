@@ -1,0 +1,66 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package local_test
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"podmin.dev/podmin/internal/secrets"
+	"podmin.dev/podmin/internal/secrets/local"
+	"podmin.dev/podmin/internal/secrets/secretstest"
+)
+
+// countEntries counts the files and directories below root: the local
+// store's "calls" are changes on disk.
+func countEntries(t *testing.T, root string) func() int {
+	return func() int {
+		n := 0
+		_ = filepath.WalkDir(root, func(string, fs.DirEntry, error) error { n++; return nil })
+		return n
+	}
+}
+
+func TestConformance(t *testing.T) {
+	secretstest.Run(t, func(t *testing.T) secretstest.Target {
+		root := filepath.Join(t.TempDir(), "secrets")
+		return secretstest.Target{Store: local.New(root), Calls: countEntries(t, root)}
+	})
+}
+
+func TestFilesOnDisk(t *testing.T) {
+	root := t.TempDir()
+	s := local.New(root)
+	n, _ := secrets.PodSecret("demo", "", "web", "db-password")
+	if err := s.Create(t.Context(), n, secrets.Value("on-disk")); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(root, "demo", "default", "web", "db-password")
+	st, err := os.Stat(p)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("value file %s: %v %v, want mode 0600", p, st, err)
+	}
+	if st, err := os.Stat(filepath.Dir(p)); err != nil || st.Mode().Perm() != 0o700 {
+		t.Fatalf("Pod directory: %v %v, want mode 0700", st, err)
+	}
+	// A crashed write's temporary file is not a secret.
+	tmp := filepath.Join(filepath.Dir(p), ".db-password.tmp-123")
+	if err := os.WriteFile(tmp, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := s.List(t.Context(), "demo", secrets.Filter{})
+	if err != nil || len(entries) != 1 || entries[0].Name != "/demo/default/web/db-password" {
+		t.Fatalf("List = %+v, %v", entries, err)
+	}
+	_ = os.Remove(tmp)
+	if err := s.Destroy(t.Context(), n); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "demo", "default", "web")); err == nil {
+		t.Errorf("Destroy left the empty Pod directory")
+	}
+}

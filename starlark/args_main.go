@@ -1,0 +1,179 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package starlark
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	star "go.starlark.net/starlark"
+)
+
+// mainParam is one parameter of main after ctx; its default's type is the
+// type of the command-line value.
+type mainParam struct {
+	name string
+	def  star.Value // nil: required
+}
+
+func (p mainParam) typeName() string {
+	switch p.def.(type) {
+	case nil, star.NoneType, star.String:
+		return "string"
+	case star.Bool:
+		return "bool"
+	case star.Int:
+		return "int"
+	case star.Float:
+		return "float"
+	case *star.List, star.Tuple:
+		return "list of strings"
+	}
+	return p.def.Type()
+}
+
+// mainParams lists main's parameters after the first (ctx).
+func mainParams(fn *star.Function) []mainParam {
+	n := fn.NumParams()
+	if fn.HasVarargs() {
+		n--
+	}
+	if fn.HasKwargs() {
+		n--
+	}
+	var out []mainParam
+	for i := 1; i < n; i++ {
+		name, _ := fn.Param(i)
+		out = append(out, mainParam{name: name, def: fn.ParamDefault(i)})
+	}
+	return out
+}
+
+// mainHelp renders -- --help: the docstring, then the parameters.
+func mainHelp(file string, fn *star.Function, params []mainParam) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "usage: podmin run %s -- [--key=value ...]\n\n", file)
+	if doc := strings.TrimSpace(fn.Doc()); doc != "" {
+		b.WriteString(doc + "\n\n")
+	}
+	b.WriteString("parameters:\n")
+	if len(params) == 0 {
+		b.WriteString("  (none)\n")
+	}
+	for _, p := range params {
+		flag := "--" + strings.ReplaceAll(p.name, "_", "-")
+		if p.def == nil {
+			fmt.Fprintf(&b, "  %-24s %s (required)\n", flag, p.typeName())
+		} else {
+			fmt.Fprintf(&b, "  %-24s %s (default %s)\n", flag, p.typeName(), p.def)
+		}
+	}
+	return b.String()
+}
+
+// parseArgs converts --key=value, --key value and bare --flag (bools)
+// into keyword arguments typed by each parameter's default. Lists collect
+// repeated flags. A parameter without a default is required.
+func parseArgs(params []mainParam, anyKwargs bool, args []string) ([]star.Tuple, error) {
+	byName := map[string]mainParam{}
+	for _, p := range params {
+		byName[p.name] = p
+	}
+	got := map[string]star.Value{}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "--") || len(a) == 2 {
+			return nil, fmt.Errorf("unexpected argument %q: pass parameters as --key=value", a)
+		}
+		key, val, hasVal := strings.Cut(a[2:], "=")
+		name := strings.ReplaceAll(key, "-", "_")
+		p, ok := byName[name]
+		if !ok && !anyKwargs {
+			return nil, fmt.Errorf("unknown parameter --%s: main takes %s", key, paramNames(params))
+		}
+		if !ok {
+			p = mainParam{name: name, def: star.String("")}
+		}
+		if _, isBool := p.def.(star.Bool); isBool && !hasVal {
+			val, hasVal = "true", true
+		}
+		if !hasVal {
+			if i+1 >= len(args) {
+				return nil, fmt.Errorf("--%s needs a value", key)
+			}
+			i++
+			val = args[i]
+		}
+		v, err := convertArg(p, val, got[name])
+		if err != nil {
+			return nil, fmt.Errorf("--%s: %w", key, err)
+		}
+		got[name] = v
+	}
+	var missing []string
+	for _, p := range params {
+		if p.def == nil && got[p.name] == nil {
+			missing = append(missing, "--"+strings.ReplaceAll(p.name, "_", "-"))
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("missing required parameter(s) %s", strings.Join(missing, ", "))
+	}
+	names := make([]string, 0, len(got))
+	for n := range got {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	out := make([]star.Tuple, len(names))
+	for i, n := range names {
+		out[i] = star.Tuple{star.String(n), got[n]}
+	}
+	return out, nil
+}
+
+func paramNames(params []mainParam) string {
+	if len(params) == 0 {
+		return "no parameters"
+	}
+	var ns []string
+	for _, p := range params {
+		ns = append(ns, "--"+strings.ReplaceAll(p.name, "_", "-"))
+	}
+	return strings.Join(ns, ", ")
+}
+
+func convertArg(p mainParam, s string, prev star.Value) (star.Value, error) {
+	switch p.def.(type) {
+	case star.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return nil, fmt.Errorf("want true or false, got %q", s)
+		}
+		return star.Bool(b), nil
+	case star.Int:
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("want an integer, got %q", s)
+		}
+		return star.MakeInt64(n), nil
+	case star.Float:
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return nil, fmt.Errorf("want a number, got %q", s)
+		}
+		return star.Float(f), nil
+	case *star.List, star.Tuple:
+		var items []star.Value
+		if l, ok := prev.(*star.List); ok {
+			for i := 0; i < l.Len(); i++ {
+				items = append(items, l.Index(i))
+			}
+		}
+		return star.NewList(append(items, star.String(s))), nil
+	}
+	return star.String(s), nil
+}

@@ -1,0 +1,17 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package starlark is Podmin's Starlark host: the predeclared podmin module
+// (thin wrappers over the builtins package, one small mod_*.go file per
+// command group), podmin run (entry point, typed arguments, dry run, exit
+// codes), load() resolution for shared recipes, podmin test and podmin repl.
+//
+// It owns argument unpacking, result conversion, the recorded plan of a dry
+// run and the documentation registry that feeds help(), "podmin help
+// starlark" and docs/starlark.md. It must not implement operations itself:
+// every wrapper calls the same builtins function as the CLI, through the Ops
+// interface. It must not print except through the writers it is given.
+package starlark
+
+//go:generate go run ./gendocs -o ../docs/starlark.md

@@ -1,0 +1,182 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package starlark
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"go.starlark.net/lib/json"
+	"go.starlark.net/lib/math"
+	starlarktime "go.starlark.net/lib/time"
+	star "go.starlark.net/starlark"
+	"go.starlark.net/starlarkstruct"
+	"go.starlark.net/syntax"
+)
+
+// Ops is everything the podmin module calls: the same functions the CLI
+// calls. *builtins.Env satisfies it; a dry run wraps it in a recorder.
+// Each command group declares the part it needs next to its wrappers.
+type Ops interface {
+	contextOps
+	manifestOps
+	deploymentOps
+	secretOps
+	imageOps
+	previewOps
+}
+
+// DefaultMaxSteps bounds a run's computation so a runaway loop ends with a
+// clear error instead of hanging. Real recipes use a tiny fraction of it.
+const DefaultMaxSteps = 100_000_000
+
+// FileOptions are the language settings of every Podmin file: recipes read
+// like Python.
+func FileOptions() *syntax.FileOptions {
+	return &syntax.FileOptions{Set: true, While: true, TopLevelControl: true, GlobalReassign: true, Recursion: true}
+}
+
+// Options configure a Host.
+type Options struct {
+	// Ops performs the operations (normally a *builtins.Env).
+	Ops Ops
+	// Stdout receives print() and plans; everything passes the scrubber.
+	Stdout io.Writer
+	// Stderr receives diagnostics; it is scrubbed too.
+	Stderr io.Writer
+	// DryRun records mutating operations instead of performing them.
+	DryRun bool
+	// Yes confirms destructive operations for the whole run (--yes).
+	Yes bool
+	// Now is the clock of time.now(); nil means time.Now.
+	Now func() time.Time
+	// MaxSteps bounds computation; zero means DefaultMaxSteps.
+	MaxSteps uint64
+	// CacheDir is the Podmin cache directory; @name loads of git
+	// repositories are fetched into <CacheDir>/recipes.
+	CacheDir string
+	// WorkDir resolves relative manifest paths as the Ops do; empty means
+	// the process's working directory.
+	WorkDir string
+}
+
+// Host runs Starlark for one invocation: a run, a REPL session, one test.
+type Host struct {
+	opts   Options
+	ops    Ops
+	plan   *Plan
+	rec    *recorder
+	scrub  *scrubber
+	stdout io.Writer
+	stderr io.Writer
+	module *starlarkstruct.Module
+	loader *loader
+}
+
+// New returns a Host. Under DryRun its Ops are wrapped in a recorder.
+func New(opts Options) *Host {
+	if opts.Stdout == nil {
+		opts.Stdout = io.Discard
+	}
+	if opts.Stderr == nil {
+		opts.Stderr = io.Discard
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.MaxSteps == 0 {
+		opts.MaxSteps = DefaultMaxSteps
+	}
+	h := &Host{opts: opts, ops: opts.Ops, scrub: &scrubber{}, module: newModule(Builtins())}
+	h.stdout = h.scrub.writer(opts.Stdout)
+	h.stderr = h.scrub.writer(opts.Stderr)
+	if opts.DryRun {
+		h.plan = &Plan{}
+		h.rec = newRecorder(opts.Ops, h.plan, opts.WorkDir)
+		h.ops = h.rec
+	}
+	h.loader = newLoader(h)
+	return h
+}
+
+// Close releases what the Host holds (a dry run's scratch directory).
+func (h *Host) Close() error {
+	if h.rec != nil {
+		return h.rec.close()
+	}
+	return nil
+}
+
+// Plan is the recorded plan of a dry run, nil otherwise.
+func (h *Host) Plan() *Plan { return h.plan }
+
+// Stdout is the scrubbed standard output.
+func (h *Host) Stdout() io.Writer { return h.stdout }
+
+// Stderr is the scrubbed diagnostics stream.
+func (h *Host) Stderr() io.Writer { return h.stderr }
+
+// Scrub replaces every secret value seen in this run.
+func (h *Host) Scrub(s string) string { return h.scrub.replace(s) }
+
+// Predeclared are the names every file sees besides Starlark's universe.
+func (h *Host) Predeclared() star.StringDict {
+	return star.StringDict{
+		"podmin": h.module,
+		"json":   json.Module,
+		"time":   starlarktime.Module,
+		"math":   math.Module,
+	}
+}
+
+type threadKey string
+
+const (
+	hostKey    threadKey = "podmin.host"
+	contextKey threadKey = "podmin.context"
+)
+
+// hostOf returns the Host a thread belongs to.
+func hostOf(t *star.Thread) *Host {
+	h, _ := t.Local(string(hostKey)).(*Host)
+	return h
+}
+
+// threadContext is the context a builtin passes to I/O; cancelling it (Ctrl-C)
+// also cancels the thread.
+func threadContext(t *star.Thread) context.Context {
+	if ctx, ok := t.Local(string(contextKey)).(context.Context); ok {
+		return ctx
+	}
+	return context.Background()
+}
+
+// NewThread returns a thread bound to this Host and to ctx: cancelling ctx
+// cancels both the running builtin (through its context) and the Starlark
+// computation. Call release when the thread is done.
+func (h *Host) NewThread(ctx context.Context, name string) (thread *star.Thread, release func()) {
+	t := &star.Thread{
+		Name:  name,
+		Print: func(_ *star.Thread, msg string) { fmt.Fprintln(h.stdout, msg) },
+		Load:  h.loader.load,
+	}
+	t.SetLocal(string(hostKey), h)
+	t.SetLocal(string(contextKey), ctx)
+	starlarktime.SetNow(t, func() (time.Time, error) { return h.opts.Now(), nil })
+	max := h.opts.MaxSteps
+	t.SetMaxExecutionSteps(max)
+	t.OnMaxSteps = func(t *star.Thread) {
+		t.Cancel(fmt.Sprintf("the script exceeded its step limit of %d (a runaway loop?): fix the loop, or raise the limit with --max-steps", max))
+	}
+	stop := context.AfterFunc(ctx, func() {
+		t.Cancel("interrupted: " + context.Cause(ctx).Error())
+	})
+	return t, func() { stop() }
+}
+
+// planned reports whether mutating operations are recorded, not performed.
+func (h *Host) planned() bool { return h.plan != nil }

@@ -1,0 +1,147 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package starlark
+
+import (
+	"context"
+
+	star "go.starlark.net/starlark"
+
+	"podmin.dev/podmin/builtins"
+	"podmin.dev/podmin/internal/contexts"
+)
+
+// contextOps are the context operations the contexts module calls.
+type contextOps interface {
+	Connect(ctx context.Context, opts builtins.ConnectOptions) (builtins.ConnectResult, error)
+	Use(opts builtins.UseOptions) (contexts.Context, error)
+	Disconnect(opts builtins.DisconnectOptions) (builtins.DisconnectResult, error)
+	ListContexts() ([]builtins.ContextEntry, error)
+	CurrentContext() (contexts.Context, error)
+}
+
+var clusterParam = Param{Name: "cluster", Type: "str", Positional: true, Required: true, Doc: "the cluster ID"}
+
+func contextFields(c contexts.Context) []field {
+	return []field{str("cluster", c.Cluster), str("provider", c.Provider), str("region", c.Region),
+		str("bucket", c.Bucket), str("profile", c.Profile), str("secrets_provider", c.SecretsProvider)}
+}
+
+func contextValue(c contexts.Context, extra ...field) star.Value {
+	return result("context", append(contextFields(c), extra...)...)
+}
+
+func contextsFamily() []*Builtin {
+	return []*Builtin{
+		{
+			Name: "contexts.connect", Command: "connect", Returns: "connection", Mutates: true,
+			Params: []Param{clusterParam,
+				{Name: "provider", Type: "str", Required: true, Doc: "aws or local"},
+				{Name: "bucket", Type: "str", Required: true, Doc: "the cluster's bucket (created when absent)"},
+				{Name: "region", Type: "str", Doc: "region (default: the provider's configured region)"},
+				{Name: "profile", Type: "str", Doc: "AWS shared-config profile"},
+				{Name: "secrets_provider", Type: "str", Doc: "default secrets provider"},
+			},
+			Doc: `Connects to a cluster's bucket (creating it when absent) and selects it.
+
+Same as "podmin connect". Returns connection(cluster, provider, region, bucket,
+profile, secrets_provider, bucket_created, bucket_owned, replaced, planned).`,
+			impl: func(c *call) (star.Value, error) {
+				var o builtins.ConnectOptions
+				if err := c.unpack(&o.Cluster, &o.Provider, &o.Bucket, &o.Region, &o.Profile, &o.SecretsProvider); err != nil {
+					return nil, err
+				}
+				res, err := c.host.ops.Connect(c.ctx, o)
+				if err != nil {
+					return nil, c.fail(err)
+				}
+				return result("connection", append(contextFields(res.Context),
+					boolean("bucket_created", res.BucketCreated), boolean("bucket_owned", res.BucketOwned),
+					boolean("replaced", res.Replaced), boolean("planned", c.host.planned()))...), nil
+			},
+		},
+		{
+			Name: "contexts.use", Command: "use", Returns: "context", Mutates: true,
+			Params: []Param{clusterParam},
+			Doc: `Selects a saved context for the operations that follow.
+
+Same as "podmin use CLUSTER". Returns context(cluster, provider, region,
+bucket, profile, secrets_provider).`,
+			impl: func(c *call) (star.Value, error) {
+				var o builtins.UseOptions
+				if err := c.unpack(&o.Cluster); err != nil {
+					return nil, err
+				}
+				ctx, err := c.host.ops.Use(o)
+				if err != nil {
+					return nil, c.fail(err)
+				}
+				return contextValue(ctx), nil
+			},
+		},
+		{
+			Name: "contexts.disconnect", Command: "disconnect", Returns: "disconnection", Mutates: true,
+			Params: []Param{clusterParam},
+			Doc: `Forgets a saved context on this machine; the bucket stays untouched.
+
+Same as "podmin disconnect CLUSTER". Returns disconnection(cluster, bucket,
+was_current, planned).`,
+			impl: func(c *call) (star.Value, error) {
+				var o builtins.DisconnectOptions
+				if err := c.unpack(&o.Cluster); err != nil {
+					return nil, err
+				}
+				res, err := c.host.ops.Disconnect(o)
+				if err != nil {
+					return nil, c.fail(err)
+				}
+				return result("disconnection", str("cluster", res.Context.Cluster), str("bucket", res.Context.Bucket),
+					boolean("was_current", res.WasCurrent), boolean("planned", c.host.planned())), nil
+			},
+		},
+		{
+			Name: "contexts.list", Command: "use", Returns: "list[context]",
+			Doc: `Lists the saved contexts in name order.
+
+Same as "podmin use" without an argument. Each item is context(cluster, provider,
+region, bucket, profile, secrets_provider, current).`,
+			impl: func(c *call) (star.Value, error) {
+				if err := c.unpack(); err != nil {
+					return nil, err
+				}
+				list, err := c.host.ops.ListContexts()
+				if err != nil {
+					return nil, c.fail(err)
+				}
+				vs := make([]star.Value, len(list))
+				for i, e := range list {
+					vs[i] = contextValue(e.Context, boolean("current", e.Current))
+				}
+				return frozenList(vs), nil
+			},
+		},
+		{
+			Name: "contexts.current", Returns: "context",
+			Params: []Param{{Name: "default", Type: "any", Default: "<unset>", Doc: "returned when no context is selected"}},
+			Doc: `Returns the current context, or default when none is selected.
+
+Without default, no current context is an error that says how to connect.`,
+			impl: func(c *call) (star.Value, error) {
+				var def star.Value
+				if err := c.unpack(&def); err != nil {
+					return nil, err
+				}
+				ctx, err := c.host.ops.CurrentContext()
+				if err != nil {
+					if def != nil {
+						return def, nil
+					}
+					return nil, c.fail(err)
+				}
+				return contextValue(ctx), nil
+			},
+		},
+	}
+}

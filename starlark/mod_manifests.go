@@ -1,0 +1,123 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package starlark
+
+import (
+	"fmt"
+
+	star "go.starlark.net/starlark"
+
+	"podmin.dev/podmin/builtins"
+)
+
+// manifestOps are the manifest operations the manifests module calls.
+type manifestOps interface {
+	Init(opts builtins.InitOptions) (builtins.InitResult, error)
+	Validate(opts builtins.ValidateOptions) (*builtins.Extracted, error)
+}
+
+// manifestParams are the parameters of the built-in minimal DaemonSet that
+// init and deploy share, in the order the CLI's addManifestFlags has them.
+func manifestParams(fileDoc string) []Param {
+	return []Param{
+		{Name: "name", Type: "str", Positional: true, Required: true, Doc: "the DaemonSet's name"},
+		{Name: "nodegroup", Type: "str", Required: true, Doc: "NodeGroup whose VMs run the Pod"},
+		{Name: "image", Type: "str | list[str] | dict[str, str]", Default: "[]", Doc: "one bare reference, CONTAINER=REFERENCE entries, or {container: reference}"},
+		{Name: "service", Type: "bool", Default: "False", Doc: "add a TCP Service 443 → 8443 with an HTTPS /healthz readiness probe"},
+		{Name: "port", Type: "list[str]", Default: "[]", Doc: "SERVICE:TARGET Service ports replacing the default"},
+		{Name: "cpu", Type: "str", Doc: "CPU limit for every container"},
+		{Name: "memory", Type: "str", Doc: "memory limit for every container"},
+		{Name: "env", Type: "list[str] | dict[str, str]", Default: "[]", Doc: "KEY=VALUE entries, or KEY to copy from Podmin's environment"},
+		{Name: "secret", Type: "list[str]", Default: "[]", Doc: "secret keys mounted from the context's default secrets provider"},
+		{Name: "namespace", Type: "str", Doc: "namespace (default \"default\")"},
+		{Name: "file", Type: "str", Doc: fileDoc},
+	}
+}
+
+// unpackManifest unpacks manifestParams.
+func (c *call) unpackManifest(o *builtins.ManifestOptions, file *string) error {
+	var service star.Bool
+	var images, env kvList
+	var ports, secrets strList
+	if err := c.unpack(&o.Name, &o.NodeGroup, &images, &service, &ports, &o.CPU, &o.Memory, &env, &secrets, &o.Namespace, file); err != nil {
+		return err
+	}
+	o.Images, o.Service, o.Ports, o.Env, o.Secrets = images, bool(service), ports, env, secrets
+	return nil
+}
+
+func manifestsFamily() []*Builtin {
+	return []*Builtin{
+		{
+			Name: "manifests.init", Command: "init", Returns: "manifest", Mutates: true,
+			Params: manifestParams(`output file (default "daemonset.yaml"); never overwritten`),
+			Doc: `Writes a minimal valid DaemonSet (and Service) to a new file.
+
+Same as "podmin init". Returns manifest(file, name, namespace, nodegroup,
+service, planned).`,
+			impl: func(c *call) (star.Value, error) {
+				var o builtins.InitOptions
+				if err := c.unpackManifest(&o.ManifestOptions, &o.File); err != nil {
+					return nil, err
+				}
+				res, err := c.host.ops.Init(o)
+				if err != nil {
+					return nil, c.fail(err)
+				}
+				return result("manifest", str("file", res.File), str("name", res.Name), str("namespace", res.Namespace),
+					str("nodegroup", res.NodeGroup), boolean("service", res.Service), boolean("planned", c.host.planned())), nil
+			},
+		},
+		{
+			Name: "manifests.validate", Command: "validate", Returns: "validated",
+			Params: []Param{
+				{Name: "file", Type: "str", Required: true, Doc: "the manifest to check"},
+				{Name: "image", Type: "str | list[str] | dict[str, str]", Default: "[]", Doc: "image overrides"},
+				{Name: "service", Type: "bool", Default: "False", Doc: "require a Service"},
+			},
+			Doc: `Checks a manifest exactly as deploy would, without writing anything.
+
+Same as "podmin validate". Returns validated(name, namespace, nodegroup,
+containers, service, pod_yaml, service_yaml): containers is a list of
+container(name, image, init); service is None or service(name, namespace, ports)
+with ports like "443/TCP→8443".`,
+			impl: func(c *call) (star.Value, error) {
+				var o builtins.ValidateOptions
+				var images kvList
+				var service star.Bool
+				if err := c.unpack(&o.File, &images, &service); err != nil {
+					return nil, err
+				}
+				o.Images, o.Service = images, bool(service)
+				res, err := c.host.ops.Validate(o)
+				if err != nil {
+					return nil, c.fail(err)
+				}
+				return extractedValue(res), nil
+			},
+		},
+	}
+}
+
+func extractedValue(res *builtins.Extracted) star.Value {
+	var containers []star.Value
+	for _, ct := range res.Pod.Spec.InitContainers {
+		containers = append(containers, result("container", str("name", ct.Name), str("image", ct.Image), boolean("init", true)))
+	}
+	for _, ct := range res.Pod.Spec.Containers {
+		containers = append(containers, result("container", str("name", ct.Name), str("image", ct.Image), boolean("init", false)))
+	}
+	var svc star.Value = star.None
+	if s := res.Service; s != nil {
+		ports := make([]string, len(s.Ports))
+		for i, p := range s.Ports {
+			ports[i] = fmt.Sprintf("%d/%s→%d", p.Port, p.Protocol, p.TargetPort)
+		}
+		svc = result("service", str("name", s.Name), str("namespace", s.Namespace), value("ports", stringList(ports)))
+	}
+	return result("validated", str("name", res.Name), str("namespace", res.Namespace), str("nodegroup", res.NodeGroup),
+		value("containers", frozenList(containers)), value("service", svc),
+		str("pod_yaml", string(res.PodYAML)), str("service_yaml", string(res.ServiceYAML)))
+}

@@ -1,0 +1,209 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package starlark
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	star "go.starlark.net/starlark"
+	"go.starlark.net/starlarkstruct"
+)
+
+// Param documents one parameter of a builtin. Its Name is also the name
+// UnpackArgs matches, so the documentation cannot drift from the code.
+type Param struct {
+	// Name equals the CLI flag name with "-" replaced by "_".
+	Name string
+	// Type is the accepted Starlark type, for humans ("str", "list[str]").
+	Type string
+	// Positional marks the subject (CLUSTER, NAME): the only parameter that
+	// may be passed by position.
+	Positional bool
+	// Required parameters must be given; they come first.
+	Required bool
+	// Default is the default as shown in docs; empty means None/not given.
+	Default string
+	// Doc is one line.
+	Doc string
+}
+
+// Builtin documents one function of the podmin module and the CLI command
+// it mirrors.
+type Builtin struct {
+	// Name is the dotted name below podmin, e.g. "deployments.deploy".
+	Name string
+	// Command is the CLI command path below "podmin" that calls the same
+	// builtins function ("deploy", "use"); empty when it has none.
+	Command string
+	// Params in unpacking order: required first.
+	Params []Param
+	// Returns names the result, e.g. "deployment".
+	Returns string
+	// Doc is the docstring: a summary line, a blank line, details.
+	Doc string
+	// Mutates marks operations a dry run records instead of performing.
+	Mutates bool
+
+	impl func(c *call) (star.Value, error)
+}
+
+// FullName is the name a script calls, e.g. "podmin.deployments.deploy".
+func (b *Builtin) FullName() string { return "podmin." + b.Name }
+
+// Signature renders the call form, e.g.
+// podmin.deployments.delete(name, *, nodegroup, ignore_not_found=False).
+func (b *Builtin) Signature() string {
+	var parts []string
+	star := false
+	for _, p := range b.Params {
+		if !p.Positional && !star {
+			parts, star = append(parts, "*"), true
+		}
+		s := p.Name
+		switch {
+		case p.Required:
+		case p.Default != "":
+			s += "=" + p.Default
+		default:
+			s += "=None"
+		}
+		parts = append(parts, s)
+	}
+	return b.FullName() + "(" + strings.Join(parts, ", ") + ")"
+}
+
+// Keywords returns the names of the keyword-only parameters.
+func (b *Builtin) Keywords() []string {
+	var out []string
+	for _, p := range b.Params {
+		if !p.Positional {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}
+
+// Positional returns the name of the subject parameter, or "".
+func (b *Builtin) Positional() string {
+	for _, p := range b.Params {
+		if p.Positional {
+			return p.Name
+		}
+	}
+	return ""
+}
+
+// family registers the builtins of one command group.
+type family func() []*Builtin
+
+// families lists the plugins, one per mod_*.go file.
+var families = []family{versionFamily, contextsFamily, manifestsFamily, deploymentsFamily, previewFamily, secretsFamily, imagesFamily}
+
+// Builtins returns every builtin of the podmin module, sorted by name: the
+// documentation registry.
+func Builtins() []*Builtin {
+	var all []*Builtin
+	for _, f := range families {
+		all = append(all, f()...)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
+	return all
+}
+
+// Lookup returns the registry entry of a builtin by its full or dotted name.
+func Lookup(name string) (*Builtin, bool) {
+	name = strings.TrimPrefix(name, "podmin.")
+	for _, b := range Builtins() {
+		if b.Name == name {
+			return b, true
+		}
+	}
+	return nil, false
+}
+
+// newModule assembles the podmin module from the registry. The module is a
+// plain frozen value: each call finds its Host through the thread, so one
+// module serves every run and test.
+func newModule(all []*Builtin) *starlarkstruct.Module {
+	root := &starlarkstruct.Module{Name: "podmin", Members: star.StringDict{}}
+	for _, b := range all {
+		m := root
+		parts := strings.Split(b.Name, ".")
+		for _, p := range parts[:len(parts)-1] {
+			sub, ok := m.Members[p].(*starlarkstruct.Module)
+			if !ok {
+				sub = &starlarkstruct.Module{Name: m.Name + "." + p, Members: star.StringDict{}}
+				m.Members[p] = sub
+			}
+			m = sub
+		}
+		m.Members[parts[len(parts)-1]] = star.NewBuiltin(b.FullName(), b.call)
+	}
+	root.Freeze()
+	return root
+}
+
+// call is one invocation of a builtin.
+type call struct {
+	thread *star.Thread
+	host   *Host
+	ctx    context.Context
+	b      *Builtin
+	args   star.Tuple
+	kwargs []star.Tuple
+}
+
+func (b *Builtin) call(thread *star.Thread, _ *star.Builtin, args star.Tuple, kwargs []star.Tuple) (star.Value, error) {
+	h := hostOf(thread)
+	if h == nil {
+		return nil, fmt.Errorf("%s: not available on this thread (a Podmin bug)", b.FullName())
+	}
+	npos := 0
+	for _, p := range b.Params {
+		if p.Positional {
+			npos++
+		}
+	}
+	if len(args) > npos {
+		if npos == 0 {
+			return nil, fmt.Errorf("got %d positional arguments, want none: pass %s by keyword", len(args), strings.Join(b.Keywords(), ", "))
+		}
+		return nil, fmt.Errorf("got %d positional arguments, want at most %d (%s): pass the others by keyword", len(args), npos, b.Positional())
+	}
+	return b.impl(&call{thread: thread, host: h, ctx: threadContext(thread), b: b, args: args, kwargs: kwargs})
+}
+
+// unpack binds the arguments to ptrs, one per Param in order. Optional
+// parameters accept None as "not given".
+func (c *call) unpack(ptrs ...any) error {
+	if len(ptrs) != len(c.b.Params) {
+		panic(fmt.Sprintf("%s: %d pointers for %d params", c.b.Name, len(ptrs), len(c.b.Params)))
+	}
+	pairs := make([]any, 0, 2*len(ptrs))
+	for i, p := range c.b.Params {
+		name := p.Name
+		switch {
+		case p.Required:
+		case p.Type == "any":
+			name += "?" // None is a value here (default=None)
+		default:
+			name += "??" // None means not given
+		}
+		pairs = append(pairs, name, ptrs[i])
+	}
+	if err := star.UnpackArgs(c.b.FullName(), c.args, c.kwargs, pairs...); err != nil {
+		// The backtrace already says "Error in podmin.x.y:".
+		return errors.New(strings.TrimPrefix(err.Error(), c.b.FullName()+": "))
+	}
+	return nil
+}
+
+// fail reports a builtins error as it is: the interpreter prefixes it
+// with "Error in podmin.x.y:" and adds the backtrace with file:line.
+func (c *call) fail(err error) error { return err }

@@ -1,0 +1,107 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package starlark
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	star "go.starlark.net/starlark"
+)
+
+// ScriptError is a failure of the script itself: a syntax error, a failed
+// builtin, fail(), a failed test. Its message is the Starlark backtrace and
+// the root cause, each frame with file:line. The CLI exits 5 on it.
+type ScriptError struct {
+	Err error
+}
+
+func (e *ScriptError) Error() string {
+	var ev *star.EvalError
+	if errors.As(e.Err, &ev) {
+		return strings.TrimSpace(ev.Backtrace())
+	}
+	return e.Err.Error()
+}
+
+func (e *ScriptError) Unwrap() error { return e.Err }
+
+// ArgsError is a bad command-line argument for main(); the CLI treats it
+// as bad usage (exit 2).
+type ArgsError struct {
+	Err error
+}
+
+func (e *ArgsError) Error() string { return e.Err.Error() }
+func (e *ArgsError) Unwrap() error { return e.Err }
+
+// Run executes file and, when it defines main(ctx, ...), calls main with
+// args parsed as --key=value keyword arguments. "--help" among args prints
+// main's docstring and parameters instead.
+func (h *Host) Run(ctx context.Context, file string, args []string) error {
+	if _, err := os.Stat(file); err != nil {
+		return fmt.Errorf("recipe %w", err) // Podmin cannot start it: exit 1, not a script failure
+	}
+	thread, release := h.NewThread(ctx, "main")
+	defer release()
+	globals, err := h.ExecFile(thread, file)
+	if err != nil {
+		return &ScriptError{err}
+	}
+	mainv, ok := globals["main"]
+	if !ok {
+		if len(args) > 0 {
+			return &ArgsError{fmt.Errorf("%s defines no main(ctx, ...), so it takes no arguments (got %q)", file, args)}
+		}
+		return nil
+	}
+	fn, ok := mainv.(*star.Function)
+	if !ok || fn.NumParams() == 0 {
+		return &ScriptError{fmt.Errorf("%s: main must be a function main(ctx, **params)", file)}
+	}
+	params := mainParams(fn)
+	for _, a := range args {
+		if a == "--help" || a == "-h" {
+			_, err := fmt.Fprint(h.stdout, mainHelp(file, fn, params))
+			return err
+		}
+	}
+	kwargs, err := parseArgs(params, fn.HasKwargs(), args)
+	if err != nil {
+		return &ArgsError{fmt.Errorf("%s: %w (run with -- --help for the parameters)", file, err)}
+	}
+	ctxv, err := h.runContext(kwargs)
+	if err != nil {
+		return err
+	}
+	v, err := star.Call(thread, fn, star.Tuple{ctxv}, kwargs)
+	if err != nil {
+		return &ScriptError{err}
+	}
+	if v != star.None {
+		fmt.Fprintln(h.stdout, v)
+	}
+	return nil
+}
+
+// RunContext returns the ctx value passed to main: ctx.args (the keyword
+// arguments), ctx.context (the current context, or None) and ctx.dry_run.
+func (h *Host) runContext(kwargs []star.Tuple) (star.Value, error) {
+	args := star.NewDict(len(kwargs))
+	for _, kv := range kwargs {
+		if err := args.SetKey(kv[0], kv[1]); err != nil {
+			return nil, err
+		}
+	}
+	args.Freeze()
+	var cur star.Value = star.None
+	if c, err := h.ops.CurrentContext(); err == nil {
+		cur = result("context", str("cluster", c.Cluster), str("provider", c.Provider), str("region", c.Region), str("bucket", c.Bucket))
+	}
+	return result("run_context", value("args", args), value("context", cur), boolean("dry_run", h.planned())), nil
+}

@@ -1,0 +1,216 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package starlark
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	star "go.starlark.net/starlark"
+
+	"podmin.dev/podmin/builtins"
+	"podmin.dev/podmin/internal/cloud"
+	"podmin.dev/podmin/internal/cloud/local"
+	"podmin.dev/podmin/internal/paths"
+)
+
+// TestClock is the fixed time.now() of every recipe test.
+var TestClock = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// TestCluster is the cluster every recipe test starts connected to.
+const TestCluster = "test"
+
+// TestOptions configure RunTests.
+type TestOptions struct {
+	// Paths are files or directories; directories are searched for
+	// *_test.star. Empty means ".".
+	Paths []string
+	// Stdout receives one line per test, test output and the summary.
+	Stdout io.Writer
+	// CacheDir is where @name repositories are fetched.
+	CacheDir string
+	// TempDir makes each test's state directory; nil uses os.MkdirTemp
+	// and removes it afterwards.
+	TempDir func() (string, error)
+}
+
+// TestSummary counts the tests RunTests ran.
+type TestSummary struct {
+	Passed, Failed int
+}
+
+// FindTests returns the *_test.star files below paths, sorted.
+func FindTests(paths []string) ([]string, error) {
+	if len(paths) == 0 {
+		paths = []string{"."}
+	}
+	var files []string
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		if !st.IsDir() {
+			files = append(files, p)
+			continue
+		}
+		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() && path != p && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+				return filepath.SkipDir
+			}
+			if !d.IsDir() && strings.HasSuffix(d.Name(), "_test.star") {
+				files = append(files, path)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	sort.Strings(files)
+	return files, nil
+}
+
+// RunTests runs every test_*(t) function of the test files, each against a
+// fresh local provider (its own state directories and bucket, connected as
+// cluster "test") with a fixed clock, and reports like go test: one line
+// per test, then "N passed, N failed".
+func RunTests(ctx context.Context, opts TestOptions) (TestSummary, error) {
+	var sum TestSummary
+	files, err := FindTests(opts.Paths)
+	if err != nil {
+		return sum, err
+	}
+	if len(files) == 0 {
+		return sum, fmt.Errorf("no *_test.star files in %q", opts.Paths)
+	}
+	out := opts.Stdout
+	if out == nil {
+		out = io.Discard
+	}
+	for _, file := range files {
+		if err := runTestFile(ctx, opts, out, file, &sum); err != nil {
+			return sum, err
+		}
+	}
+	fmt.Fprintf(out, "%d passed, %d failed\n", sum.Passed, sum.Failed)
+	return sum, nil
+}
+
+// sandbox is one test's fresh Podmin: state directories, a local bucket
+// and a Host connected to it.
+type sandbox struct {
+	host *Host
+	dir  string
+	done func()
+}
+
+func newSandbox(ctx context.Context, opts TestOptions, out io.Writer) (*sandbox, error) {
+	mk := opts.TempDir
+	cleanup := func(string) {}
+	if mk == nil {
+		mk = func() (string, error) { return os.MkdirTemp("", "podmin-test-") }
+		cleanup = func(d string) { _ = os.RemoveAll(d) }
+	}
+	dir, err := mk()
+	if err != nil {
+		return nil, err
+	}
+	dirs := paths.Dirs{Config: filepath.Join(dir, "config"), Cache: filepath.Join(dir, "cache"),
+		Data: filepath.Join(dir, "data"), Runtime: filepath.Join(dir, "run")}
+	work := filepath.Join(dir, "work")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return nil, err
+	}
+	env := &builtins.Env{Dirs: dirs, Providers: map[string]cloud.Provider{"local": local.New(dirs.Data)}, WorkDir: work}
+	if _, err := env.Connect(ctx, builtins.ConnectOptions{Cluster: TestCluster, Provider: "local", Bucket: filepath.Join(dir, "bucket")}); err != nil {
+		cleanup(dir)
+		return nil, fmt.Errorf("connect the test cluster: %w", err)
+	}
+	cache := opts.CacheDir
+	if cache == "" {
+		cache = dirs.Cache
+	}
+	h := New(Options{Ops: env, Stdout: out, Stderr: out, Now: func() time.Time { return TestClock }, CacheDir: cache, WorkDir: work})
+	return &sandbox{host: h, dir: dir, done: func() { _ = h.Close(); cleanup(dir) }}, nil
+}
+
+func runTestFile(ctx context.Context, opts TestOptions, out io.Writer, file string, sum *TestSummary) error {
+	// The file and its loads run once, in a sandbox of their own; each test
+	// function then runs on a fresh sandbox's thread.
+	sb, err := newSandbox(ctx, opts, out)
+	if err != nil {
+		return err
+	}
+	defer sb.done()
+	thread, release := sb.host.NewThread(ctx, "load "+file)
+	globals, err := sb.host.ExecFile(thread, file)
+	release()
+	if err != nil {
+		sum.Failed++
+		fmt.Fprintf(out, "--- FAIL: %s (load)\n%s\n", file, indent((&ScriptError{err}).Error()))
+		return nil
+	}
+	var names []string
+	for n, v := range globals {
+		if _, ok := v.(star.Callable); ok && strings.HasPrefix(n, "test_") {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if err := runOneTest(ctx, opts, out, file, n, globals[n].(star.Callable), sum); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func runOneTest(ctx context.Context, opts TestOptions, out io.Writer, file, name string, fn star.Callable, sum *TestSummary) error {
+	sb, err := newSandbox(ctx, opts, out)
+	if err != nil {
+		return err
+	}
+	defer sb.done()
+	start := time.Now()
+	thread, release := sb.host.NewThread(ctx, name)
+	defer release()
+	_, err = star.Call(thread, fn, star.Tuple{newTestT(name, sb)}, nil)
+	elapsed := time.Since(start).Seconds()
+	if err != nil {
+		sum.Failed++
+		fmt.Fprintf(out, "--- FAIL: %s: %s (%.2fs)\n%s\n", file, name, elapsed, indent((&ScriptError{err}).Error()))
+		return nil
+	}
+	sum.Passed++
+	fmt.Fprintf(out, "--- PASS: %s: %s (%.2fs)\n", file, name, elapsed)
+	return nil
+}
+
+func indent(s string) string {
+	return "    " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ")
+}
+
+// errTestsFailed is returned (wrapped in ScriptError) when tests failed.
+var errTestsFailed = errors.New("tests failed")
+
+// TestsFailed returns the error the CLI reports when sum has failures.
+func TestsFailed(sum TestSummary) error {
+	if sum.Failed == 0 {
+		return nil
+	}
+	return &ScriptError{fmt.Errorf("%w: %d of %d", errTestsFailed, sum.Failed, sum.Failed+sum.Passed)}
+}
