@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"podmin.dev/podmin/agent/registry"
 	"podmin.dev/podmin/agent/staticpod"
 )
 
@@ -22,6 +23,9 @@ const (
 	EnvRoot = "PODMIN_ROOT"
 	// EnvHealthAddr moves the loopback health endpoints.
 	EnvHealthAddr = "PODMIN_AGENT_HEALTH_ADDR"
+	// EnvRegistryAddr moves the loopback read-only registry (default
+	// 127.0.0.1:5000); "off" disables it.
+	EnvRegistryAddr = "PODMIN_AGENT_REGISTRY_ADDR"
 	// EnvPollInterval sets the index poll period (a Go duration).
 	EnvPollInterval = "PODMIN_AGENT_POLL_INTERVAL"
 	// EnvTTLMargin sets the wait between stopping reconciliation and
@@ -41,6 +45,9 @@ type Options struct {
 	Root string
 	// HealthAddr is the loopback address of /healthz and /readyz.
 	HealthAddr string
+	// RegistryAddr is the loopback address of the read-only OCI registry;
+	// empty serves none.
+	RegistryAddr string
 	// PollInterval is the index poll period.
 	PollInterval time.Duration
 	// TTLMargin is the SIGTERM wait for DNS caches to expire.
@@ -63,7 +70,8 @@ type Options struct {
 // OptionsFromEnv reads the environment variables above; unset ones get
 // defaults.
 func OptionsFromEnv(getenv func(string) string) (Options, error) {
-	o := Options{Root: "/", HealthAddr: DefaultHealthAddr, PollInterval: DefaultPollInterval, TTLMargin: DefaultTTLMargin}
+	o := Options{Root: "/", HealthAddr: DefaultHealthAddr, RegistryAddr: registry.DefaultAddress,
+		PollInterval: DefaultPollInterval, TTLMargin: DefaultTTLMargin}
 	var errs []error
 	if v := getenv(EnvRoot); v != "" {
 		if !filepath.IsAbs(v) {
@@ -76,6 +84,16 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 			errs = append(errs, fmt.Errorf("%s: %w", EnvHealthAddr, err))
 		}
 		o.HealthAddr = v
+	}
+	switch v := getenv(EnvRegistryAddr); v {
+	case "":
+	case "off":
+		o.RegistryAddr = ""
+	default:
+		if err := checkLoopback(v); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", EnvRegistryAddr, err))
+		}
+		o.RegistryAddr = v
 	}
 	duration := func(name string, min time.Duration, dst *time.Duration) {
 		v := getenv(name)

@@ -99,6 +99,9 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 		Reconcilers: []Component{NewLoopComponent(staticpod.Component, loop.Run)},
 		Health:      health, TTLMargin: opts.TTLMargin, Log: log,
 	}
+	if opts.RegistryAddr != "" {
+		d.Serving = append(d.Serving, newRegistryServer(opts.RegistryAddr, store, log))
+	}
 	if cfg.Provider != "local" {
 		d.Reconcilers = append(d.Reconcilers, kubeletWatcher(opts, log))
 	}

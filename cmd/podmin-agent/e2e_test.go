@@ -81,7 +81,7 @@ func (n *node) startAgent(nodegroup string) {
 	cmd := exec.Command(os.Args[0], "--provider", "local", "--bucket", n.bucket, "--region", "local",
 		"--cluster", "demo", "--nodegroup", nodegroup, "--ipv6-prefix", "2001:db8:0:1:2::/80")
 	cmd.Env = append(n.env, "PODMIN_AGENT_TEST_RUN_MAIN=1", "PODMIN_ROOT="+n.root,
-		"PODMIN_AGENT_HEALTH_ADDR=127.0.0.1:0", "PODMIN_AGENT_POLL_INTERVAL=20ms", "PODMIN_AGENT_DNS_TTL_MARGIN=50ms")
+		"PODMIN_AGENT_HEALTH_ADDR=127.0.0.1:0", "PODMIN_AGENT_REGISTRY_ADDR=127.0.0.1:0", "PODMIN_AGENT_POLL_INTERVAL=20ms", "PODMIN_AGENT_DNS_TTL_MARGIN=50ms")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		n.t.Fatal(err)

@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 func TestAgentFlags(t *testing.T) {
 	dir := t.TempDir()
 	env := map[string]string{
-		"PODMIN_ROOT": filepath.Join(dir, "root"), "PODMIN_AGENT_HEALTH_ADDR": "127.0.0.1:0",
+		"PODMIN_ROOT": filepath.Join(dir, "root"), "PODMIN_AGENT_HEALTH_ADDR": "127.0.0.1:0", "PODMIN_AGENT_REGISTRY_ADDR": "127.0.0.1:0",
 		"PODMIN_AGENT_DNS_TTL_MARGIN": "0s", "XDG_DATA_HOME": filepath.Join(dir, "data"),
 	}
 	getenv := func(k string) string { return env[k] }

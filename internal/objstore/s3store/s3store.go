@@ -123,3 +123,8 @@ func chooseEndpoint(explicit, resolved string) endpointChoice {
 	}
 	return endpointChoice{DualStack: aws.DualStackEndpointStateEnabled}
 }
+
+// Client returns the S3 client addressing the bucket, for callers that
+// stream ranged reads (the node registry) which the object contract leaves
+// out.
+func (b *Bucket) Client() *s3.Client { return b.client }
