@@ -140,7 +140,7 @@ func Build(opts BuildOptions) ([]byte, error) {
 			},
 		},
 	}
-	out, err := canonicalYAML(&ds)
+	out, err := CanonicalYAML(&ds)
 	if err != nil {
 		return nil, fmt.Errorf("encode DaemonSet: %w", err)
 	}

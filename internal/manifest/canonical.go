@@ -11,7 +11,7 @@ import (
 	yamlv2 "go.yaml.in/yaml/v2"
 )
 
-// canonicalYAML renders a Kubernetes object as the stable bytes that are
+// CanonicalYAML renders a Kubernetes object as the stable bytes that are
 // content-addressed: keys sorted, no top-level status, and no null values
 // (metav1.ObjectMeta's zero creationTimestamp marshals as null, which would
 // otherwise appear in every payload as "creationTimestamp: null").
@@ -21,7 +21,7 @@ import (
 // sigs.k8s.io/yaml.JSONToYAML, which re-parses JSON as YAML and fails on
 // control characters that encoding/json leaves unescaped (found by
 // FuzzBuild with an environment value holding DEL).
-func canonicalYAML(obj any) ([]byte, error) {
+func CanonicalYAML(obj any) ([]byte, error) {
 	j, err := json.Marshal(obj)
 	if err != nil {
 		return nil, err

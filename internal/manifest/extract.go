@@ -126,7 +126,7 @@ func Extract(data []byte, opts ExtractOptions) (*Result, error) {
 		},
 		Spec: spec,
 	}
-	if r.PodYAML, err = canonicalYAML(r.Pod); err != nil {
+	if r.PodYAML, err = CanonicalYAML(r.Pod); err != nil {
 		return nil, fmt.Errorf("encode Pod: %w", err)
 	}
 	if svc != nil {

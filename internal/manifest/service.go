@@ -53,7 +53,7 @@ func (s *Service) YAML() ([]byte, error) {
 			Protocol: p.Protocol, Port: p.Port, TargetPort: intstr.FromInt32(p.TargetPort),
 		})
 	}
-	return canonicalYAML(&svc)
+	return CanonicalYAML(&svc)
 }
 
 // DecodeService reads a Service payload, such as the canonical bytes that
