@@ -1,0 +1,23 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package scrub is Podmin's one output scrubber: a registry of the secret
+// values the process has seen, and writers and error wrappers that replace
+// every registered value — and its common encodings (JSON and Go quoting,
+// standard and URL base64 at every byte alignment, hex, URL escaping) —
+// with "<secret KEY>" before a byte leaves the process.
+//
+// The command-line program creates one Registry per process and passes it
+// to everything that prints: stdout, stderr, error messages, Starlark
+// print() and backtraces, dry-run plans, the REPL and its history. Values
+// are registered the moment they enter the process (a flag, a file,
+// standard input, a Starlark literal given to podmin.secret, a value read
+// from a secrets provider).
+//
+// Values shorter than MinLen bytes are not scrubbed: replacing every
+// occurrence of a two-letter string would make output unreadable without
+// protecting anything. They stay opaque in Starlark all the same.
+//
+// The package must not print, log or keep values anywhere but in memory.
+package scrub
