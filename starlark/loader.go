@@ -117,7 +117,11 @@ func (l *loader) exec(parent *star.Thread, abs, from string) (star.StringDict, e
 		thread, release = l.h.NewThread(threadContext(parent), "load "+abs)
 		defer release()
 	}
-	globals, err := star.ExecFileOptions(FileOptions(), thread, l.display(abs), src, l.h.Predeclared())
+	name := l.display(abs)
+	if f, perr := FileOptions().Parse(name, src, 0); perr == nil {
+		l.h.registerLiterals(f)
+	}
+	globals, err := star.ExecFileOptions(FileOptions(), thread, name, src, l.h.Predeclared())
 	var ev *star.EvalError
 	if from != "" && errors.As(err, &ev) {
 		// Keep the inner backtrace: the interpreter reports only the message.

@@ -116,7 +116,7 @@ func (c *call) secretValue(key string, v star.Value, file string) (secrets.Value
 	if v != nil && file != "" {
 		return nil, errors.New("pass value= or file=, not both")
 	}
-	c.host.scrub.add(key, raw)
+	c.host.scrub.AddString(key, raw)
 	return secrets.Value(raw), nil
 }
 
@@ -139,8 +139,39 @@ func secretSimple(verb, doc string, op func(secretOps) func(context.Context, bui
 	}
 }
 
+// secretReader reads a secret's value; Ops that cannot (a recorder without
+// it) make secrets.read fail with a clear error.
+type secretReader interface {
+	ReadSecret(ctx context.Context, opts builtins.SecretOptions) (secrets.Value, builtins.SecretResult, error)
+}
+
 func secretsFamily() []*Builtin {
 	return []*Builtin{
+		{
+			Name: "secrets.read", Returns: "secret",
+			Params: append([]Param{secretKeyParam}, secretAddress()...),
+			Doc: `Reads a secret's current value as an opaque secret.
+
+The result prints as <secret KEY>, cannot become part of a str, and can be
+passed whole as value = to secrets.create or secrets.update (to copy a secret
+to another Pod, say). The value is registered with the scrubber before the
+call returns. There is no CLI command: Podmin never prints a value.`,
+			impl: func(c *call) (star.Value, error) {
+				o, err := c.unpackSecret()
+				if err != nil {
+					return nil, err
+				}
+				r, ok := c.host.ops.(secretReader)
+				if !ok {
+					return nil, errors.New("reading secret values is not available here")
+				}
+				v, _, err := r.ReadSecret(c.ctx, o)
+				if err != nil {
+					return nil, err
+				}
+				return NewSecret(c.thread, o.Key, string(v)), nil
+			},
+		},
 		secretWrite("create", func(o secretOps) func(context.Context, builtins.SecretValueOptions) (builtins.SecretResult, error) {
 			return o.CreateSecret
 		}),

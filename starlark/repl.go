@@ -48,7 +48,7 @@ func (r *REPL) Preload(ctx context.Context, file string) error {
 	defer release()
 	g, err := r.h.ExecFile(thread, file)
 	if err != nil {
-		return &ScriptError{err}
+		return &ScriptError{r.h.scrub.Error(err)}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -111,6 +111,7 @@ func (r *REPL) rep(ctx context.Context, in LineReader, interrupts <-chan struct{
 		r.printError(err)
 		return nil
 	}
+	r.h.registerLiterals(f)
 
 	callCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -165,7 +166,7 @@ func soleExpr(f *syntax.File) syntax.Expr {
 }
 
 func (r *REPL) printError(err error) {
-	fmt.Fprintln(r.h.stderr, (&ScriptError{err}).Error())
+	fmt.Fprintln(r.h.stderr, (&ScriptError{r.h.scrub.Error(err)}).Error())
 }
 
 // Do implements readline.AutoCompleter: globals and builtins for a bare

@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"net/url"
 	"sort"
 	"strconv"
@@ -242,3 +243,30 @@ type scrubbed struct {
 
 func (s *scrubbed) Error() string { return s.r.String(s.err.Error()) }
 func (s *scrubbed) Unwrap() error { return s.err }
+
+var (
+	processOnce sync.Once
+	process     *Registry
+)
+
+// Process returns the registry of this process. A secret must be scrubbed
+// from everything the process prints, including output written by code
+// that never saw the secret (another recipe's test report, a progress
+// line, a panic), so the command-line program uses one registry for its
+// whole life. Tests that need isolation create their own with New.
+func Process() *Registry {
+	processOnce.Do(func() { process = New() })
+	return process
+}
+
+// RegistryOf returns the registry of the outermost error in err's chain
+// that Registry.Error wrapped, or nil.
+func RegistryOf(err error) *Registry {
+	for err != nil {
+		if s, ok := err.(*scrubbed); ok {
+			return s.r
+		}
+		err = errors.Unwrap(err)
+	}
+	return nil
+}
