@@ -54,6 +54,10 @@ type Options struct {
 	DryRun bool
 	// Yes confirms destructive operations for the whole run (--yes).
 	Yes bool
+	// Confirm, when set, asks the operator to confirm a destructive call
+	// that has no confirm = (the REPL on a terminal). Nil never asks: a
+	// script never prompts.
+	Confirm func(question string) (bool, error)
 	// Now is the clock of time.now(); nil means time.Now.
 	Now func() time.Time
 	// MaxSteps bounds computation; zero means DefaultMaxSteps.

@@ -120,9 +120,9 @@ func (c *call) secretValue(key string, v star.Value, file string) (secrets.Value
 	return secrets.Value(raw), nil
 }
 
-func secretSimple(verb, doc string, op func(secretOps) func(context.Context, builtins.SecretOptions) (builtins.SecretResult, error)) *Builtin {
+func secretSimple(verb, doc string, destructive bool, op func(secretOps) func(context.Context, builtins.SecretOptions) (builtins.SecretResult, error)) *Builtin {
 	return &Builtin{
-		Name: "secrets." + verb, Command: "secret " + verb, Returns: "secret_result", Mutates: true,
+		Name: "secrets." + verb, Command: "secret " + verb, Returns: "secret_result", Mutates: true, Destructive: destructive,
 		Params: append([]Param{secretKeyParam}, secretAddress()...),
 		Doc:    doc + "\n\nSame as \"podmin secret " + verb + "\". Returns secret_result(...).",
 		impl: func(c *call) (star.Value, error) {
@@ -178,25 +178,21 @@ call returns. There is no CLI command: Podmin never prints a value.`,
 		secretWrite("update", func(o secretOps) func(context.Context, builtins.SecretValueOptions) (builtins.SecretResult, error) {
 			return o.UpdateSecret
 		}),
-		secretSimple("delete", "Schedules a recoverable deletion (aws-secrets-manager only).", func(o secretOps) func(context.Context, builtins.SecretOptions) (builtins.SecretResult, error) {
+		secretSimple("delete", "Schedules a recoverable deletion (aws-secrets-manager only). Destructive: needs confirm or --yes.", true, func(o secretOps) func(context.Context, builtins.SecretOptions) (builtins.SecretResult, error) {
 			return o.DeleteSecret
 		}),
-		secretSimple("restore", "Cancels a scheduled deletion (aws-secrets-manager only).", func(o secretOps) func(context.Context, builtins.SecretOptions) (builtins.SecretResult, error) {
+		secretSimple("restore", "Cancels a scheduled deletion (aws-secrets-manager only).", false, func(o secretOps) func(context.Context, builtins.SecretOptions) (builtins.SecretResult, error) {
 			return o.RestoreSecret
 		}),
 		{
-			Name: "secrets.destroy", Command: "secret destroy", Returns: "secret_result", Mutates: true,
-			Params: append(append([]Param{secretKeyParam}, secretAddress()...), confirmParam),
-			Doc: `Deletes a secret permanently. Destructive: needs confirm="<cluster>" or --yes.
+			Name: "secrets.destroy", Command: "secret destroy", Returns: "secret_result", Mutates: true, Destructive: true,
+			Params: append([]Param{secretKeyParam}, secretAddress()...),
+			Doc: `Deletes a secret permanently. Destructive: needs confirm or --yes.
 
 Same as "podmin secret destroy". Returns secret_result(...).`,
 			impl: func(c *call) (star.Value, error) {
-				var confirm string
-				o, err := c.unpackSecret(&confirm)
+				o, err := c.unpackSecret()
 				if err != nil {
-					return nil, err
-				}
-				if err := c.confirm(confirm, "secrets.destroy deletes secret "+o.Key+" permanently"); err != nil {
 					return nil, err
 				}
 				cur, err := c.host.ops.CurrentContext()
