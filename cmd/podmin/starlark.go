@@ -89,7 +89,7 @@ starlark" for the language reference.`,
 	}
 	f := cmd.Flags()
 	f.BoolVar(&dryRun, "dry-run", false, "perform reads, record writes and print the plan instead of changing anything")
-	f.BoolVar(&yes, "yes", false, "confirm every destructive operation of the script")
+	f.BoolVarP(&yes, "yes", "y", false, "confirm every destructive operation of the script")
 	f.Uint64Var(&maxSteps, "max-steps", pstar.DefaultMaxSteps, "stop the script after this many Starlark steps")
 	cmd.Flags().StringVarP(&out, "output", "o", "table", "format of the dry-run plan: table or json")
 	return cmd
