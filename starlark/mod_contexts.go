@@ -84,7 +84,7 @@ bucket, profile, secrets_provider).`,
 		{
 			Name: "contexts.disconnect", Command: "disconnect", Returns: "disconnection", Mutates: true, Destructive: true,
 			confirmTarget: func(c *call) string { return c.subject("cluster") },
-			Params: []Param{clusterParam},
+			Params:        []Param{clusterParam},
 			Doc: `Forgets a saved context on this machine; the bucket stays untouched. Destructive: needs confirm or --yes.
 
 Same as "podmin disconnect CLUSTER". Returns disconnection(cluster, bucket,
