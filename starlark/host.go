@@ -125,6 +125,10 @@ func (h *Host) Close() error {
 	return nil
 }
 
+// SetConfirm sets how a destructive call without confirm = asks the
+// operator (the REPL on a terminal, once its line editor exists).
+func (h *Host) SetConfirm(ask func(question string) (bool, error)) { h.opts.Confirm = ask }
+
 // Plan is the recorded plan of a dry run, nil otherwise.
 func (h *Host) Plan() *Plan { return h.plan }
 

@@ -86,6 +86,7 @@ func newSecretWriteCmd(env *builtins.Env, verb, short string, op func(context.Co
 				return err
 			}
 			v, err := readSecretValue(cmd, env, opts.Key, stdin, file)
+			env.Scrub.Add(opts.Key, v) // from the moment it is read
 			if err != nil {
 				return err
 			}

@@ -11,13 +11,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 
-	"github.com/chzyer/readline"
 	"github.com/spf13/cobra"
 
 	"podmin.dev/podmin/builtins"
-	"podmin.dev/podmin/internal/paths"
 	pstar "podmin.dev/podmin/starlark"
 )
 
@@ -123,7 +120,9 @@ func newReplCmd(env *builtins.Env) *cobra.Command {
 		Long: `Repl starts an interactive Starlark session with the podmin module, optionally
 pre-loading FILE. Tab completes names and attributes, help(x) documents a builtin,
 _ holds the last value, Ctrl-C cancels the running call, Ctrl-D leaves. History is
-kept in the Podmin data directory.`,
+kept in the Podmin data directory (repl_history, mode 0600); it never keeps a line
+that contains a secret value. On a terminal, a destructive call without confirm =
+asks before it runs.`,
 		Args:        cobra.MaximumNArgs(1),
 		Annotations: map[string]string{noContext: "true"},
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -140,16 +139,7 @@ kept in the Podmin data directory.`,
 					return err
 				}
 			}
-			if err := paths.EnsureDir(env.Dirs.Data); err != nil {
-				return err
-			}
-			rl, err := readline.NewEx(&readline.Config{
-				Prompt:       ">>> ",
-				HistoryFile:  filepath.Join(env.Dirs.Data, "repl_history"),
-				AutoComplete: r,
-				Stdout:       cmd.OutOrStdout(),
-				Stderr:       cmd.ErrOrStderr(),
-			})
+			rl, err := newReplReader(env, h, r, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
