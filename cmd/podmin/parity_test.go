@@ -26,6 +26,7 @@ var (
 		"test":       "runs Starlark tests: the host, not an operation",
 		"repl":       "interactive Starlark: the host, not an operation",
 		"starlark":   "a help topic, not a command",
+		"recipes":    "manages the recipe lock file: the host, not an operation",
 		"help":       "Cobra's help",
 		"completion": "Cobra's shell completion scripts",
 	}

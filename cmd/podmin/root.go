@@ -68,6 +68,7 @@ Start with "podmin connect CLUSTER --provider local --bucket NAME".`,
 		newPullCmd(env),
 		newPushCmd(env),
 		newSecretCmd(env),
+		newRecipesCmd(env),
 		newVersionCmd(),
 	)
 	root.AddCommand(starlarkCommands(env)...)
