@@ -41,6 +41,9 @@ Start with "podmin connect CLUSTER --provider local --bucket NAME".`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if isCompletion(cmd) {
+				return nil // completion works in a fresh home, without a context
+			}
 			for c := cmd; c != nil; c = c.Parent() {
 				if c.Annotations[noContext] == "true" {
 					return nil
@@ -79,6 +82,7 @@ Start with "podmin connect CLUSTER --provider local --bucket NAME".`,
 			markNoContext(c)
 		}
 	}
+	addCompletions(root, env)
 	return root
 }
 
