@@ -95,7 +95,7 @@ func (c *call) secretValue(key string, v star.Value, file string) (secrets.Value
 	switch x := v.(type) {
 	case nil:
 		if file == "" {
-			return nil, errors.New("pass the value as value= or file=")
+			return nil, errors.New("pass the value as value = or file =")
 		}
 		p := file
 		if !filepath.IsAbs(p) && c.host.opts.WorkDir != "" {
@@ -114,7 +114,7 @@ func (c *call) secretValue(key string, v star.Value, file string) (secrets.Value
 		return nil, fmt.Errorf("for parameter \"value\": got %s, want str or secret", v.Type())
 	}
 	if v != nil && file != "" {
-		return nil, errors.New("pass value= or file=, not both")
+		return nil, errors.New("pass value = or file =, not both")
 	}
 	c.host.scrub.AddString(key, raw)
 	return secrets.Value(raw), nil
