@@ -36,6 +36,7 @@ type Registry struct {
 	patterns map[string]string // pattern (value or an encoding) → label
 	rep      *strings.Replacer // nil until needed after a change
 	sorted   []string          // patterns, longest first
+	fails    [][]int           // KMP failure function of each sorted pattern
 }
 
 // New returns an empty Registry.
@@ -58,7 +59,7 @@ func (r *Registry) Add(label string, value []byte) {
 		}
 	}
 	if changed {
-		r.rep, r.sorted = nil, nil
+		r.rep, r.sorted, r.fails = nil, nil, nil
 	}
 }
 
@@ -151,19 +152,20 @@ func base64Cores(enc *base64.Encoding, value []byte) []string {
 	return out
 }
 
-// replacer returns the replacer and the patterns, longest first, so a
-// value that contains another is replaced whole.
-func (r *Registry) replacer() (*strings.Replacer, []string) {
+// replacer returns the replacer, the patterns longest first (so a value
+// that contains another is replaced whole) and their failure functions,
+// all from one consistent state.
+func (r *Registry) replacer() (*strings.Replacer, []string, [][]int) {
 	r.mu.RLock()
-	rep, sorted := r.rep, r.sorted
+	rep, sorted, fails := r.rep, r.sorted, r.fails
 	r.mu.RUnlock()
 	if rep != nil {
-		return rep, sorted
+		return rep, sorted, fails
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.rep != nil {
-		return r.rep, r.sorted
+		return r.rep, r.sorted, r.fails
 	}
 	sorted = make([]string, 0, len(r.patterns))
 	for p := range r.patterns {
@@ -179,8 +181,12 @@ func (r *Registry) replacer() (*strings.Replacer, []string) {
 	for _, p := range sorted {
 		pairs = append(pairs, p, Redacted(r.patterns[p]))
 	}
+	r.fails = make([][]int, len(sorted))
+	for i, p := range sorted {
+		r.fails[i] = failure(p)
+	}
 	r.rep, r.sorted = strings.NewReplacer(pairs...), sorted
-	return r.rep, r.sorted
+	return r.rep, r.sorted, r.fails
 }
 
 // String replaces every registered value and encoding in s.
@@ -188,7 +194,7 @@ func (r *Registry) String(s string) string {
 	if r == nil || r.Len() == 0 {
 		return s
 	}
-	rep, _ := r.replacer()
+	rep, _, _ := r.replacer()
 	return rep.Replace(s)
 }
 
@@ -197,7 +203,7 @@ func (r *Registry) Contains(s string) bool {
 	if r == nil || r.Len() == 0 {
 		return false
 	}
-	_, sorted := r.replacer()
+	_, sorted, _ := r.replacer()
 	for _, p := range sorted {
 		if strings.Contains(s, p) {
 			return true
@@ -208,20 +214,56 @@ func (r *Registry) Contains(s string) bool {
 
 // pendingPrefix returns the length of the longest suffix of s that is a
 // proper prefix of a registered pattern: bytes a writer must hold back
-// because the next write may complete a value.
+// because the next write may complete a value. It runs each pattern's
+// Knuth-Morris-Pratt automaton over the tail of s, so it costs time linear
+// in the text, however long the values are.
 func (r *Registry) pendingPrefix(s string) int {
-	_, sorted := r.replacer()
+	_, sorted, fails := r.replacer()
 	best := 0
-	for _, p := range sorted {
-		n := min(len(p)-1, len(s))
-		for k := n; k > best; k-- {
-			if strings.HasSuffix(s, p[:k]) {
-				best = k
-				break
-			}
+	for i, p := range sorted {
+		if len(p)-1 <= best {
+			break // sorted longest first: no shorter pattern can beat best
+		}
+		tail := s[max(0, len(s)-(len(p)-1)):]
+		if k := kmpState(p, fails[i], tail); k > best {
+			best = k
 		}
 	}
 	return best
+}
+
+// failure computes the Knuth-Morris-Pratt failure function of p.
+func failure(p string) []int {
+	f := make([]int, len(p))
+	k := 0
+	for i := 1; i < len(p); i++ {
+		for k > 0 && p[i] != p[k] {
+			k = f[k-1]
+		}
+		if p[i] == p[k] {
+			k++
+		}
+		f[i] = k
+	}
+	return f
+}
+
+// kmpState returns the length of the longest prefix of p that is a suffix
+// of text, below len(p).
+func kmpState(p string, f []int, text string) int {
+	k := 0
+	for i := 0; i < len(text); i++ {
+		for k > 0 && (k == len(p) || text[i] != p[k]) {
+			k = f[k-1]
+		}
+		if text[i] == p[k] {
+			k++
+		}
+	}
+	if k == len(p) {
+		k = f[k-1]
+	}
+	return k
 }
 
 // Error wraps err so that its message is scrubbed; errors.Is and errors.As

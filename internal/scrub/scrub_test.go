@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"strings"
 	"testing"
@@ -171,5 +172,52 @@ func BenchmarkString(b *testing.B) {
 	b.SetBytes(int64(len(line)))
 	for b.Loop() {
 		_ = r.String(line)
+	}
+}
+
+// FuzzString checks the scrubber's promise: once a value is registered, no
+// text that embeds it comes out holding it, wherever it sits.
+func FuzzString(f *testing.F) {
+	f.Add("before ", "hunter2-value", " after")
+	f.Add("aaaaa", "aaaaaa", "a")
+	f.Add("", "abcabc", "abc")
+	f.Add("x\n", "line1-value\nline2-value", "\n")
+	f.Fuzz(func(t *testing.T, x, v, y string) {
+		if len(v) < MinLen || strings.Contains(v, "<") || strings.Contains(v, ">") {
+			return // the replacement text itself could complete it
+		}
+		r := New()
+		r.AddString("k", v)
+		if got := r.String(x + v + y); strings.Contains(got, v) {
+			t.Fatalf("String(%q + %q + %q) = %q still holds the value", x, v, y, got)
+		}
+		var out bytes.Buffer
+		w := NewWriter(r, &out)
+		text := x + v + y
+		for i := 0; i < len(text); i += 3 {
+			_, _ = w.Write([]byte(text[i:min(i+3, len(text))]))
+		}
+		_ = w.Flush()
+		if strings.Contains(out.String(), v) {
+			t.Fatalf("Writer passed %q through in 3-byte writes: %q", v, out.String())
+		}
+	})
+}
+
+// BenchmarkWriterLargeValue writes ordinary lines through a Writer whose
+// registry holds a 64 KiB value (the largest any provider stores): the
+// hold-back check stays linear in the line, not the value.
+func BenchmarkWriterLargeValue(b *testing.B) {
+	r := New()
+	big := make([]byte, 64<<10)
+	for i := range big {
+		big[i] = byte('a' + i%26)
+	}
+	r.Add("big", big)
+	w := NewWriter(r, io.Discard)
+	line := []byte("an ordinary line of output, nothing secret in it\n")
+	b.SetBytes(int64(len(line)))
+	for b.Loop() {
+		_, _ = w.Write(line)
 	}
 }

@@ -6,15 +6,13 @@ package scrub
 
 import (
 	"io"
-	"strings"
 	"sync"
 )
 
 // Writer scrubs everything written to it before passing it on. A value
 // split across two writes is still caught: the tail of a write that could
-// begin a registered value is held back until the next write or Flush.
-// A line break is never held back, so line-oriented output is never
-// delayed; each line of a multi-line value is registered on its own. Writer is safe for concurrent use.
+// begin a registered value is held back until the next write or Flush;
+// text that cannot is never delayed. Writer is safe for concurrent use.
 type Writer struct {
 	r       *Registry
 	w       io.Writer
@@ -37,7 +35,7 @@ func (sw *Writer) Write(p []byte) (int, error) {
 		return len(p), err
 	}
 	out := sw.r.String(s)
-	if hold := sw.r.pendingPrefix(out); hold > 0 && !strings.Contains(out[len(out)-hold:], "\n") {
+	if hold := sw.r.pendingPrefix(out); hold > 0 {
 		sw.pending, out = out[len(out)-hold:], out[:len(out)-hold]
 	}
 	if out != "" {
