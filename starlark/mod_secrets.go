@@ -69,6 +69,15 @@ func secretWrite(verb string, op func(secretOps) func(context.Context, builtins.
 Same as "podmin secret %s". Returns secret_result(cluster, provider, name, action,
 recovery_window_days, planned). The value never appears in output.`, map[string]string{"create": "Creates (fails when it exists)", "update": "Replaces the value of"}[verb], verb),
 		impl: func(c *call) (star.Value, error) {
+			// A str value is registered before anything else happens, so
+			// not even an argument error can print it.
+			for _, kv := range c.kwargs {
+				if k, ok := kv[0].(star.String); ok && k == "value" {
+					if s, ok := kv[1].(star.String); ok {
+						c.host.scrub.AddString(c.subject("key"), string(s))
+					}
+				}
+			}
 			var v star.Value
 			var file string
 			o, err := c.unpackSecret(&v, &file)
