@@ -38,7 +38,9 @@ URL-escaped and base64 forms (at any alignment inside a longer base64 text),
 with <secret KEY>. A value is registered the moment it enters the process: read
 from --stdin, --file or the terminal, read from a provider, or written as a
 literal given to podmin.secret or to value = — literals are registered before
-the file starts to run, so printing one early prints <secret KEY>. Values
+the file starts to run, so printing one early prints <secret KEY> (the REPL runs
+one input at a time, so there a str printed before the input that makes it a
+secret is printed as it is). Values
 shorter than 6 bytes are not scrubbed (they would make every output unreadable);
 they stay opaque all the same. A str copy of a value that Podmin never saw as a
 secret is an ordinary string: wrap it with podmin.secret first.
