@@ -203,7 +203,9 @@ func (h *Host) NewThread(ctx context.Context, name string) (thread *star.Thread,
 	stop := context.AfterFunc(ctx, func() {
 		t.Cancel("interrupted: " + context.Cause(ctx).Error())
 	})
-	return t, func() { stop() }
+	// When a thread is done its output is complete: what the scrubbing
+	// writers held back (a possible start of a secret) is written out.
+	return t, func() { stop(); h.Flush() }
 }
 
 // planned reports whether mutating operations are recorded, not performed.

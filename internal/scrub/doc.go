@@ -8,12 +8,13 @@
 // standard and URL base64 at every byte alignment, hex, URL escaping) —
 // with "<secret KEY>" before a byte leaves the process.
 //
-// The command-line program creates one Registry per process and passes it
-// to everything that prints: stdout, stderr, error messages, Starlark
-// print() and backtraces, dry-run plans, the REPL and its history. Values
-// are registered the moment they enter the process (a flag, a file,
-// standard input, a Starlark literal given to podmin.secret, a value read
-// from a secrets provider).
+// The command-line program uses the process's registry (Process) for
+// everything that prints: stdout, stderr, error messages, Starlark print()
+// and backtraces, dry-run plans, test reports, the REPL and its history.
+// Values are registered the moment they enter the process (a file,
+// standard input, the terminal, a Starlark literal given to podmin.secret
+// or value =, a value read from a secrets provider). Tests that need
+// isolation create their own Registry with New.
 //
 // Values shorter than MinLen bytes are not scrubbed: replacing every
 // occurrence of a two-letter string would make output unreadable without
