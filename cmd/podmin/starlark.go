@@ -51,11 +51,12 @@ parameters.
 
 With --dry-run every read runs for real and every write (connect, use,
 disconnect, init, deploy, delete) is recorded instead; the plan is printed at the
-end (-o json for data). Destructive operations need confirm="<cluster>" in the
-script or --yes.
+end (-o json for data). Destructive operations need confirm = True or
+confirm = "<cluster>" in the script, or --yes (-y) for the whole run.
 
-Exit status: 0 success, 1 Podmin failed, 2 bad usage, 5 the script failed
-(the error shows the Starlark backtrace with file:line). See "podmin help
+Exit status: 0 success, 1 Podmin failed, 2 bad usage, 4 a destructive
+operation was not confirmed, 5 the script failed (the error shows the Starlark
+backtrace with file:line). See "podmin help
 starlark" for the language reference.`,
 		Example: `  podmin run recipes/quickstart.star
   podmin run --dry-run recipes/rollout.star -- --image=hello:v2 --nodegroups=a --nodegroups=b`,
