@@ -47,6 +47,7 @@ def main(ctx):
         podmin.deployments.delete("old", nodegroup = "workers")
     d = podmin.deployments.deploy("web", nodegroup = "workers", image = "hello:v1", service = True)
     print("deploy:", d.action, d.planned)
+    print("service:", d.service_path != "")
     print("get:", podmin.deployments.get("web", nodegroup = "workers").service)
     print("old gone:", podmin.deployments.get("old", nodegroup = "workers", default = None))
     m = podmin.manifests.init("api", nodegroup = "edge", image = "api:v1")
@@ -86,6 +87,7 @@ func TestDryRunRecordsWritesAndChangesNothing(t *testing.T) {
 	}
 	wantOut := `before: ["old"]
 deploy: created True
+service: True
 get: default/web
 old gone: None
 validate: api
@@ -95,18 +97,31 @@ now: other []
 	if e.stdout.String() != wantOut {
 		t.Fatalf("stdout:\n%s\nwant:\n%s", e.stdout.String(), wantOut)
 	}
-	var ops []string
-	for _, c := range h.Plan().Changes() {
-		ops = append(ops, c.Op+" "+c.Target)
+	var calls []string
+	for _, st := range h.Plan().Steps() {
+		var cs []string
+		for _, c := range st.Changes {
+			cs = append(cs, c.Action+" "+c.Kind+" "+c.Target)
+		}
+		calls = append(calls, st.Call+": "+strings.Join(cs, "; "))
 	}
-	if got, want := strings.Join(ops, ", "), "delete workers/old, deploy workers/web, init daemonset.yaml, connect other"; got != want {
-		t.Fatalf("plan %q, want %q", got, want)
+	got := strings.Join(calls, "\n")
+	for _, want := range []string{
+		`podmin.deployments.delete("old"): updated object deployments/index.json`,
+		`podmin.deployments.deploy("web"): created object nodegroups/workers/pods/sha512/`,
+		`podmin.manifests.init("api"): created file ` + filepath.Join(e.ops.WorkDir, "daemonset.yaml"),
+		`podmin.deployments.deploy("web"): ` + "\n",
+		`podmin.contexts.connect("other"): created bucket other; updated bucket-tags other; updated contexts contexts.json`,
+	} {
+		if !strings.Contains(got+"\n", want) {
+			t.Errorf("plan lacks %q:\n%s", want, got)
+		}
 	}
 	var table, js strings.Builder
 	if err := h.Plan().Write(&table, "table"); err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []string{"dry run: 4 change(s) planned; nothing was written", "2. deploy workers/web: created: commit Pod nodegroups/workers/pods/sha512/", "(deployments/index.json in bucket " + filepath.Join(e.dir, "bucket") + ")", "3. init daemonset.yaml: write DaemonSet api for NodeGroup edge (file " + filepath.Join(e.ops.WorkDir, "daemonset.yaml") + ")"} {
+	for _, w := range []string{"nothing was written", "~ current: \"test\" -> \"other\"", "+kind: DaemonSet", "  unchanged\n"} {
 		if !strings.Contains(table.String(), w) {
 			t.Errorf("plan lacks %q:\n%s", w, table.String())
 		}
@@ -115,10 +130,10 @@ now: other []
 		t.Fatal(err)
 	}
 	var doc struct {
-		DryRun  bool
-		Changes []Change
+		DryRun bool
+		Steps  []Step
 	}
-	if err := json.Unmarshal([]byte(js.String()), &doc); err != nil || !doc.DryRun || len(doc.Changes) != 4 || doc.Changes[0].Op != "delete" {
+	if err := json.Unmarshal([]byte(js.String()), &doc); err != nil || !doc.DryRun || len(doc.Steps) != 5 || doc.Steps[0].Call != `podmin.deployments.delete("old")` {
 		t.Fatalf("json plan %v: %s", err, js.String())
 	}
 }

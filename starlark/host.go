@@ -16,10 +16,14 @@ import (
 	star "go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 	"go.starlark.net/syntax"
+
+	"podmin.dev/podmin/builtins"
+	"podmin.dev/podmin/builtins/dryrun"
 )
 
 // Ops is everything the podmin module calls: the same functions the CLI
-// calls. *builtins.Env satisfies it; a dry run wraps it in a recorder.
+// calls. *builtins.Env satisfies it; a dry run runs the same *builtins.Env
+// code over recording boundaries (package builtins/dryrun).
 // Each command group declares the part it needs next to its wrappers.
 type Ops interface {
 	contextOps
@@ -48,7 +52,9 @@ type Options struct {
 	Stdout io.Writer
 	// Stderr receives diagnostics; it is scrubbed too.
 	Stderr io.Writer
-	// DryRun records mutating operations instead of performing them.
+	// DryRun runs the operations over recording boundaries: reads are
+	// real, writes land in an overlay and become the plan. Ops must be a
+	// *builtins.Env.
 	DryRun bool
 	// Yes confirms destructive operations for the whole run (--yes).
 	Yes bool
@@ -69,7 +75,8 @@ type Host struct {
 	opts   Options
 	ops    Ops
 	plan   *Plan
-	rec    *recorder
+	rec    *dryrun.Recorder
+	err    error // a dry run that could not be set up
 	scrub  *scrubber
 	stdout io.Writer
 	stderr io.Writer
@@ -77,7 +84,8 @@ type Host struct {
 	loader *loader
 }
 
-// New returns a Host. Under DryRun its Ops are wrapped in a recorder.
+// New returns a Host. Under DryRun its Ops run over recording boundaries;
+// Close removes their scratch state.
 func New(opts Options) *Host {
 	if opts.Stdout == nil {
 		opts.Stdout = io.Discard
@@ -96,8 +104,12 @@ func New(opts Options) *Host {
 	h.stderr = h.scrub.writer(opts.Stderr)
 	if opts.DryRun {
 		h.plan = &Plan{}
-		h.rec = newRecorder(opts.Ops, h.plan, opts.WorkDir)
-		h.ops = h.rec
+		env, ok := opts.Ops.(*builtins.Env)
+		if !ok {
+			h.err = fmt.Errorf("a dry run needs the builtins environment, not %T (a Podmin bug)", opts.Ops)
+		} else if h.rec, h.ops, h.err = dryrun.New(env); h.err != nil {
+			h.err = fmt.Errorf("prepare the dry run: %w", h.err)
+		}
 	}
 	h.loader = newLoader(h)
 	return h
@@ -106,7 +118,7 @@ func New(opts Options) *Host {
 // Close releases what the Host holds (a dry run's scratch directory).
 func (h *Host) Close() error {
 	if h.rec != nil {
-		return h.rec.close()
+		return h.rec.Close()
 	}
 	return nil
 }

@@ -176,7 +176,17 @@ func (b *Builtin) call(thread *star.Thread, _ *star.Builtin, args star.Tuple, kw
 		}
 		return nil, fmt.Errorf("got %d positional arguments, want at most %d (%s): pass the others by keyword", len(args), npos, b.Positional())
 	}
-	return b.impl(&call{thread: thread, host: h, ctx: threadContext(thread), b: b, args: args, kwargs: kwargs})
+	c := &call{thread: thread, host: h, ctx: threadContext(thread), b: b, args: args, kwargs: kwargs}
+	if h.rec == nil {
+		return b.impl(c)
+	}
+	from := h.rec.Mark()
+	v, err := b.impl(c)
+	changes := h.rec.Changes(from, h.rec.Mark())
+	if err == nil && (b.Mutates || len(changes) > 0) {
+		h.plan.add(newStep(thread, b, args, changes))
+	}
+	return v, err
 }
 
 // unpack binds the arguments to ptrs, one per Param in order. Optional

@@ -23,13 +23,15 @@ import (
 
 // Kinds of changed things.
 const (
-	KindObject   = "object"
-	KindBucket   = "bucket"
-	KindSecret   = "secret"
-	KindContexts = "contexts"
-	KindFile     = "file"
-	KindDir      = "directory"
-	KindImage    = "image"
+	KindObject = "object"
+	KindBucket = "bucket"
+	// KindBucketTags are a bucket's tags.
+	KindBucketTags = "bucket-tags"
+	KindSecret     = "secret"
+	KindContexts   = "contexts"
+	KindFile       = "file"
+	KindDir        = "directory"
+	KindImage      = "image"
 )
 
 // Actions of a change.
@@ -242,6 +244,7 @@ func (p *provider) OpenBucket(ctx context.Context, ref cloud.BucketRef) (objstor
 	b := &bucketSource{
 		bucket: overlay.NewBucket(real, overlay.Options{Sequence: &p.r.seq, Region: ref.Region}),
 		where:  fmt.Sprintf("bucket %s (%s)", ref.Bucket, p.Name()),
+		name:   ref.Bucket, provider: "provider " + p.Name(),
 	}
 	p.r.buckets[key] = b
 	p.r.sources = append(p.r.sources, b)
@@ -262,21 +265,23 @@ func (r *Recorder) Buckets() map[string]*overlay.Bucket {
 
 // bucketSource turns an overlay's records into records.
 type bucketSource struct {
-	bucket *overlay.Bucket
-	where  string
+	bucket         *overlay.Bucket
+	where          string
+	name, provider string
 }
 
 func (b *bucketSource) records() []record {
 	var out []record
 	for _, a := range b.bucket.AdminRecords() {
-		rec := record{seq: a.Seq, kind: KindBucket, where: b.where, target: "(bucket)"}
+		rec := record{seq: a.Seq, kind: KindBucket, where: b.provider, target: b.name}
 		switch a.Op {
 		case overlay.OpCreateBucket:
 			rec.after = state{exists: true}
 		case overlay.OpSetTags:
-			rec.kind, rec.target = KindBucket, "(tags)"
-			rec.before = state{exists: true}
-			rec.after = state{exists: true, data: []byte(fmt.Sprint(a.Tags))}
+			tags, _ := json.Marshal(a.Tags)
+			rec.kind = KindBucketTags
+			rec.before = state{exists: true, data: []byte("{}")}
+			rec.after = state{exists: true, data: tags}
 		}
 		out = append(out, rec)
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 
 	"github.com/chzyer/readline"
 	"github.com/spf13/cobra"
@@ -52,10 +53,13 @@ arguments after "--" (--key=value) become main's keyword arguments, converted to
 the type of each parameter's default; "-- --help" prints main's docstring and
 parameters.
 
-With --dry-run every read runs for real and every write (connect, use,
-disconnect, init, deploy, delete) is recorded instead; the plan is printed at the
-end (-o json for data). Destructive operations need confirm="<cluster>" in the
-script or --yes.
+With --dry-run the recipe runs the same operations over recording boundaries:
+every read is real, every write (the cluster bucket, secrets, the contexts file,
+local files, the local image store) lands in an in-memory overlay that later
+reads see, and nothing real is modified. The plan printed at the end lists, per
+call, each changed object, secret, context and file with a diff. With -o json
+standard output carries only the plan; the script's print() goes to standard
+error. Destructive operations need confirm="<cluster>" in the script or --yes.
 
 Exit status: 0 success, 1 Podmin failed, 2 bad usage, 5 the script failed
 (the error shows the Starlark backtrace with file:line). See "podmin help
@@ -72,7 +76,12 @@ starlark" for the language reference.`,
 				return usageError{errors.New(`pass the script's arguments after "--": podmin run FILE -- --key=value`)}
 			}
 			e, bind := scriptEnv(env, cmd.ErrOrStderr())
-			h := pstar.New(pstar.Options{Ops: e, Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(), DryRun: dryRun, Yes: yes,
+			// A JSON plan owns standard output: the script prints to stderr.
+			scriptOut := cmd.OutOrStdout()
+			if dryRun && out == "json" {
+				scriptOut = cmd.ErrOrStderr()
+			}
+			h := pstar.New(pstar.Options{Ops: e, Stdout: scriptOut, Stderr: cmd.ErrOrStderr(), DryRun: dryRun, Yes: yes,
 				MaxSteps: maxSteps, CacheDir: env.Dirs.Cache, WorkDir: env.WorkDir})
 			bind(h)
 			defer h.Close()
@@ -82,7 +91,12 @@ starlark" for the language reference.`,
 				return usageError{ae}
 			}
 			if err == nil && h.Plan() != nil {
-				return h.Plan().Write(h.Stdout(), out)
+				var buf strings.Builder
+				if err := h.Plan().Write(&buf, out); err != nil {
+					return err
+				}
+				_, err = io.WriteString(cmd.OutOrStdout(), h.Scrub(buf.String()))
+				return err
 			}
 			return err
 		},
