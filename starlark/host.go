@@ -126,6 +126,15 @@ func (h *Host) Close() error {
 // Plan is the recorded plan of a dry run, nil otherwise.
 func (h *Host) Plan() *Plan { return h.plan }
 
+// DryRunChanges are the net changes of the whole dry run so far (nil
+// outside a dry run): what the plan's calls add up to.
+func (h *Host) DryRunChanges() []dryrun.Change {
+	if h.rec == nil {
+		return nil
+	}
+	return h.rec.Changes(0, 0)
+}
+
 // Stdout is the scrubbed standard output.
 func (h *Host) Stdout() io.Writer { return h.stdout }
 
