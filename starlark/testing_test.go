@@ -109,3 +109,28 @@ def test_beta(t):
 		t.Fatalf("%+v\n%s", sum, out)
 	}
 }
+
+// TestDocumentedTestExample runs the example test of the reference, so the
+// documentation cannot drift from the behaviour.
+func TestDocumentedTestExample(t *testing.T) {
+	var lines []string
+	in := false
+	for _, l := range strings.Split(Overview, "\n") {
+		switch {
+		case strings.HasPrefix(l, "    def test_pull(t):"):
+			in = true
+		case in && !strings.HasPrefix(l, "    "):
+			in = false
+		}
+		if in {
+			lines = append(lines, strings.TrimPrefix(l, "    "))
+		}
+	}
+	if len(lines) < 2 {
+		t.Fatal("the reference has no test_pull example")
+	}
+	sum, out := runSuite(t, strings.Join(lines, "\n")+"\n", TestOptions{})
+	if sum.Passed != 1 || sum.Failed != 0 {
+		t.Fatalf("%+v\n%s", sum, out)
+	}
+}

@@ -121,6 +121,7 @@ func TestTestCommand(t *testing.T) {
 def test_ok(t):
     t.assert.eq(podmin.contexts.current().cluster, "test")
     t.assert.eq(time.now().year, 2026)
+    print("checked")
 
 def test_bad(t):
     t.assert.eq(1, 2)
@@ -129,10 +130,21 @@ def test_bad(t):
 	}
 	out, errs, code := c.run("test", dir)
 	if code != 5 || !strings.Contains(out, "--- PASS: "+filepath.Join(dir, "a_test.star")+": test_ok") ||
-		!strings.Contains(out, "a_test.star:7:16: in test_bad") || !strings.Contains(out, "t.assert.eq: got 1, want 2") ||
+		!strings.Contains(out, "a_test.star:8:16: in test_bad") || !strings.Contains(out, "t.assert.eq: got 1, want 2") ||
 		!strings.HasSuffix(out, "\n1 passed, 1 failed\n") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}
+	// Go's spelling of the flags: -run selects, -v shows a passing test's output.
+	for _, args := range [][]string{{"test", "-run", "_ok$", "-v", dir}, {"test", "--run=_ok$", "--verbose", dir}} {
+		out, errs, code = c.run(args...)
+		if code != 0 || !strings.Contains(out, "test_ok") || strings.Contains(out, "test_bad") || !strings.Contains(out, "    checked\n") {
+			t.Fatalf("%q: exit %d\nstdout:\n%s\nstderr:\n%s", args, code, out, errs)
+		}
+	}
+	if out, _, _ := c.run("test", "-run", "_ok$", dir); strings.Contains(out, "checked") {
+		t.Fatalf("output of a passing test printed without -v:\n%s", out)
+	}
+	c.fails(2, "-run: error parsing regexp", "test", "-run", "(", dir)
 }
 
 // buildPodmin builds the podmin binary once per test binary run.
