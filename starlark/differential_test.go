@@ -149,6 +149,9 @@ type diffCase struct {
 	inPlan []string
 	// noChange marks a script that changes nothing.
 	noChange bool
+	// file runs a recipe of recipes/ with args instead of script.
+	file string
+	args []string
 }
 
 var diffCases = []diffCase{
@@ -195,6 +198,7 @@ podmin.deployments.preview(nodegroup = "workers", out = "pods")`},
 func TestDryRunEqualsRealRun(t *testing.T) {
 	cases := append([]diffCase(nil), diffCases...)
 	cases = append(cases, generatedCases(rand.New(rand.NewPCG(11, 0)), 12)...)
+	cases = append(cases, recipeCases(t)...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { differential(t, tc) })
 	}
@@ -223,10 +227,13 @@ def has_token():
 		}
 	}
 	script := e.write("case.star", prelude+tc.script+"\n")
+	if tc.file != "" {
+		script = tc.file
+	}
 	before := e.world()
 
 	dry := e.host(Options{DryRun: true, Yes: true})
-	if err := dry.Run(ctx, script, nil); err != nil {
+	if err := dry.Run(ctx, script, tc.args); err != nil {
 		t.Fatalf("dry run: %v", err)
 	}
 	plan := planned(dry.DryRunChanges())
@@ -246,7 +253,7 @@ def has_token():
 		t.Fatalf("the dry run changed %q", slices.Sorted(maps.Keys(d)))
 	}
 
-	if err := e.host(Options{Yes: true}).Run(ctx, script, nil); err != nil {
+	if err := e.host(Options{Yes: true}).Run(ctx, script, tc.args); err != nil {
 		t.Fatalf("real run: %v", err)
 	}
 	real := changed(before, e.world())
@@ -298,6 +305,31 @@ func generatedCases(r *rand.Rand, n int) []diffCase {
 		out = append(out, diffCase{name: fmt.Sprintf("generated %02d", i), script: strings.Join(lines, "\n")})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// recipeCases runs every recipe of recipes/ (rollout with the arguments it
+// requires).
+func recipeCases(t *testing.T) []diffCase {
+	files, err := filepath.Glob(filepath.Join("..", "recipes", "*.star"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := map[string][]string{"rollout.star": {"--image=hello:v2"}}
+	var out []diffCase
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.star") {
+			continue
+		}
+		abs, err := filepath.Abs(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, diffCase{name: "recipe " + filepath.Base(f), file: abs, args: args[filepath.Base(f)]})
+	}
+	if len(out) < 2 {
+		t.Fatalf("found only %q in recipes/", files)
+	}
 	return out
 }
 
