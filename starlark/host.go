@@ -19,6 +19,7 @@ import (
 
 	"podmin.dev/podmin/builtins"
 	"podmin.dev/podmin/builtins/dryrun"
+	"podmin.dev/podmin/internal/objstore"
 )
 
 // Ops is everything the podmin module calls: the same functions the CLI
@@ -125,6 +126,20 @@ func (h *Host) Close() error {
 
 // Plan is the recorded plan of a dry run, nil otherwise.
 func (h *Host) Plan() *Plan { return h.plan }
+
+// readPlanned reads an object as the dry run sees it (for the plan's
+// diffs of replaced payloads).
+func (h *Host) readPlanned(where, key string) ([]byte, bool) {
+	b, ok := h.rec.Buckets()[where]
+	if !ok {
+		return nil, false
+	}
+	obj, err := b.Get(context.Background(), key, objstore.GetOptions{})
+	if err != nil {
+		return nil, false
+	}
+	return obj.Data, true
+}
 
 // DryRunChanges are the net changes of the whole dry run so far (nil
 // outside a dry run): what the plan's calls add up to.

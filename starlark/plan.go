@@ -75,8 +75,9 @@ func (p *Plan) Changes() []PlanChange {
 	return out
 }
 
-// newStep describes a finished builtin call.
-func newStep(thread *star.Thread, b *Builtin, args star.Tuple, changes []dryrun.Change) Step {
+// newStep describes a finished builtin call. read returns an object's
+// content as the dry run sees it.
+func newStep(thread *star.Thread, b *Builtin, args star.Tuple, changes []dryrun.Change, read func(where, key string) ([]byte, bool)) Step {
 	call := b.FullName() + "()"
 	if len(args) > 0 {
 		call = b.FullName() + "(" + args[0].String() + ")"
@@ -88,7 +89,51 @@ func newStep(thread *star.Thread, b *Builtin, args star.Tuple, changes []dryrun.
 	for _, c := range changes {
 		s.Changes = append(s.Changes, PlanChange{Kind: c.Kind, Where: c.Where, Target: c.Target, Action: c.Action, Diff: diff(c)})
 	}
+	diffReplacedPayloads(s.Changes, changes, read)
 	return s
+}
+
+// diffReplacedPayloads shows a new content-addressed payload as a diff
+// against the payload it replaces: when a JSON document of the same call
+// (deployments/index.json) swaps a reference from one object key to a key
+// this call created, the created object's diff is taken against the old
+// object instead of against nothing.
+func diffReplacedPayloads(out []PlanChange, changes []dryrun.Change, read func(where, key string) ([]byte, bool)) {
+	created := map[string]int{}
+	for i, c := range changes {
+		if c.Kind == dryrun.KindObject && c.Action == dryrun.Created {
+			created[c.Where+"\x00"+c.Target] = i
+		}
+	}
+	for _, c := range changes {
+		if c.Kind != dryrun.KindObject || !isJSON(c.Before) || !isJSON(c.After) {
+			continue
+		}
+		before, after := flatten(c.Before), flatten(c.After)
+		for path, nv := range after {
+			ov, ok := before[path]
+			if !ok || ov == nv {
+				continue
+			}
+			var oldKey, newKey string
+			if json.Unmarshal([]byte(ov), &oldKey) != nil || json.Unmarshal([]byte(nv), &newKey) != nil {
+				continue
+			}
+			i, ok := created[c.Where+"\x00"+newKey]
+			if !ok || read == nil {
+				continue
+			}
+			old, ok := read(c.Where, oldKey)
+			if !ok || !isText(old) || !isText(changes[i].After) {
+				continue
+			}
+			lines := append([]string{"(compared with " + oldKey + ")"}, textDiff(string(old), string(changes[i].After))...)
+			if len(lines) > maxDiffLines {
+				lines = append(lines[:maxDiffLines], fmt.Sprintf("... %d more line(s)", len(lines)-maxDiffLines))
+			}
+			out[i].Diff = lines
+		}
+	}
 }
 
 // Write prints the plan as text (the default) or as JSON.
@@ -250,8 +295,8 @@ func join(path, key string) string {
 // removed and added whole.
 const maxLCSCells = 4 << 20
 
-// textDiff is a unified line diff without context limits: "-" removed,
-// "+" added, " " kept lines.
+// textDiff is a unified line diff: "-" removed, "+" added, " " kept lines
+// near a change.
 func textDiff(before, after string) []string {
 	a, b := splitLines(before), splitLines(after)
 	if len(a)*len(b) > maxLCSCells {
@@ -285,13 +330,47 @@ func textDiff(before, after string) []string {
 		case i < len(a) && j < len(b) && a[i] == b[j]:
 			out = append(out, " "+a[i])
 			i, j = i+1, j+1
-		case j < len(b) && (i == len(a) || lcs[i][j+1] >= lcs[i+1][j]):
-			out = append(out, "+"+b[j])
-			j++
-		default:
+		case i < len(a) && (j == len(b) || lcs[i+1][j] >= lcs[i][j+1]):
 			out = append(out, "-"+a[i])
 			i++
+		default:
+			out = append(out, "+"+b[j])
+			j++
 		}
+	}
+	return trimContext(out)
+}
+
+// diffContext is how many unchanged lines are kept around a change.
+const diffContext = 3
+
+// trimContext drops unchanged lines further than diffContext from any
+// change, marking each gap with "...".
+func trimContext(lines []string) []string {
+	keep := make([]bool, len(lines))
+	for i, l := range lines {
+		if l[0] == ' ' {
+			continue
+		}
+		for k := max(0, i-diffContext); k <= min(len(lines)-1, i+diffContext); k++ {
+			keep[k] = true
+		}
+	}
+	var out []string
+	gap := false
+	for i, l := range lines {
+		if !keep[i] {
+			gap = true
+			continue
+		}
+		if gap {
+			out = append(out, "...")
+			gap = false
+		}
+		out = append(out, l)
+	}
+	if gap {
+		out = append(out, "...")
 	}
 	return out
 }

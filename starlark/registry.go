@@ -184,7 +184,7 @@ func (b *Builtin) call(thread *star.Thread, _ *star.Builtin, args star.Tuple, kw
 	v, err := b.impl(c)
 	changes := h.rec.Changes(from, h.rec.Mark())
 	if err == nil && (b.Mutates || len(changes) > 0) {
-		h.plan.add(newStep(thread, b, args, changes))
+		h.plan.add(newStep(thread, b, args, changes, h.readPlanned))
 	}
 	return v, err
 }
