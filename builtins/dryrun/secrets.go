@@ -36,6 +36,9 @@ func (r *Recorder) openSecrets(ctx context.Context, c contexts.Context, name str
 	return s, nil
 }
 
+// hintScheduled is what to do about a secret scheduled for deletion.
+const hintScheduled = "use restore to cancel the deletion, or destroy to delete it now"
+
 // secretState is the overlay's state of one secret. The value is kept so
 // that later reads in the same run see it; it is never recorded.
 type secretState struct {
@@ -111,9 +114,9 @@ func (s *secretStore) Create(ctx context.Context, n secrets.Name, v secrets.Valu
 	return s.change(ctx, n, Created, func(st *secretState) error {
 		switch {
 		case !st.scheduled.IsZero():
-			return fmt.Errorf("%s: %w: restore or destroy it first", n, secrets.ErrScheduledForDeletion)
+			return fmt.Errorf("%s: %w: %s", n, secrets.ErrScheduledForDeletion, hintScheduled)
 		case st.exists:
-			return fmt.Errorf("%s: %w", n, secrets.ErrExists)
+			return fmt.Errorf("%s: %w: use update to change its value", n, secrets.ErrExists)
 		}
 		st.exists, st.value, st.modified = true, append(secrets.Value(nil), v...), s.now()
 		return nil
@@ -127,9 +130,9 @@ func (s *secretStore) Update(ctx context.Context, n secrets.Name, v secrets.Valu
 	return s.change(ctx, n, Updated, func(st *secretState) error {
 		switch {
 		case !st.exists:
-			return fmt.Errorf("%s: %w", n, secrets.ErrNotFound)
+			return fmt.Errorf("%s: %w: use create to add it", n, secrets.ErrNotFound)
 		case !st.scheduled.IsZero():
-			return fmt.Errorf("%s: %w: restore it first", n, secrets.ErrScheduledForDeletion)
+			return fmt.Errorf("%s: %w: %s", n, secrets.ErrScheduledForDeletion, hintScheduled)
 		}
 		st.value, st.modified = append(secrets.Value(nil), v...), s.now()
 		return nil
@@ -146,7 +149,7 @@ func (s *secretStore) Read(ctx context.Context, n secrets.Name) (secrets.Value, 
 	case !st.exists:
 		return nil, fmt.Errorf("%s: %w", n, secrets.ErrNotFound)
 	case !st.scheduled.IsZero():
-		return nil, fmt.Errorf("%s: %w", n, secrets.ErrScheduledForDeletion)
+		return nil, fmt.Errorf("%s: %w: %s", n, secrets.ErrScheduledForDeletion, hintScheduled)
 	}
 	return append(secrets.Value(nil), st.value...), nil
 }
@@ -163,7 +166,7 @@ func (s *secretStore) Delete(ctx context.Context, n secrets.Name) error {
 		case !st.exists:
 			return fmt.Errorf("%s: %w", n, secrets.ErrNotFound)
 		case !st.scheduled.IsZero():
-			return fmt.Errorf("%s: %w", n, secrets.ErrScheduledForDeletion)
+			return fmt.Errorf("%s: %w: it is already scheduled: use restore to cancel, or destroy to delete it now", n, secrets.ErrScheduledForDeletion)
 		}
 		st.scheduled = s.now()
 		return nil
