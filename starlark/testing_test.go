@@ -134,3 +134,30 @@ func TestDocumentedTestExample(t *testing.T) {
 		t.Fatalf("%+v\n%s", sum, out)
 	}
 }
+
+// TestTestRunChecksArguments calls main through t.run with the same typed
+// argument checks as podmin run.
+func TestTestRunChecksArguments(t *testing.T) {
+	sum, out := runSuite(t, `
+def main(ctx, n = 1, names = ["a"], verbose = False, label = "x"):
+    return ctx.args
+
+def test_args(t):
+    t.assert.eq(t.run(main, n = "3")["n"], 3)
+    t.assert.eq(t.run(main, n = 4, names = ["b", "c"], verbose = True)["names"], ["b", "c"])
+    t.fails(lambda: t.run(main, n = "three"), 'n: want an integer, got "three"')
+    t.fails(lambda: t.run(main, n = True), "n: want int, got bool")
+    t.fails(lambda: t.run(main, names = [1]), "names: want a list of strings")
+    t.fails(lambda: t.run(main, colour = "red"), "unknown parameter colour: main takes n, names, verbose, label")
+
+def required(ctx, image):
+    return image
+
+def test_required(t):
+    t.fails(lambda: t.run(required), "missing required parameter.s. image")
+    t.assert.eq(t.run(required, image = "hello:v1"), "hello:v1")
+`, TestOptions{})
+	if sum.Passed != 2 || sum.Failed != 0 {
+		t.Fatalf("%+v\n%s", sum, out)
+	}
+}
