@@ -7,12 +7,14 @@ package starlark
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"podmin.dev/podmin/builtins"
 )
@@ -151,5 +153,38 @@ func TestDryRunFailsLikeTheRealThing(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: got %v, want %q", script, err, want)
 		}
+	}
+}
+
+// TestDryRunScratchIsRemoved checks that the dry run's scratch copy of the
+// local image store is gone after a failed and after an interrupted run.
+func TestDryRunScratchIsRemoved(t *testing.T) {
+	e := newEnv(t)
+	seedImage(t, e)
+	for name, script := range map[string]string{
+		"error":     "podmin.images.push(\"hello:v1\")\nfail(\"boom\")\n",
+		"interrupt": "podmin.images.push(\"hello:v1\")\nwhile True:\n    pass\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := e.host(Options{DryRun: true})
+			scratch := h.rec.ScratchDir()
+			if _, err := os.Stat(filepath.Join(scratch, "images")); err != nil {
+				t.Fatalf("no scratch image store: %v", err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			if name == "interrupt" {
+				time.AfterFunc(50*time.Millisecond, cancel)
+			}
+			defer cancel()
+			if err := h.Run(ctx, e.write(name+".star", script), nil); err == nil {
+				t.Fatal("the run did not fail")
+			}
+			if err := h.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(scratch); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("scratch %s remains: %v", scratch, err)
+			}
+		})
 	}
 }

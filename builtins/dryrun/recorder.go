@@ -119,7 +119,11 @@ func New(env *builtins.Env) (*Recorder, *builtins.Env, error) {
 	if env.Secrets != nil {
 		e.Secrets = r.openSecrets
 	}
-	e.WrapStore = env.WrapStore
+	if env.Progress != nil {
+		// The operations report what they do; in a dry run it only
+		// happens in the overlay.
+		e.Progress = func(msg string) { env.Progress("dry run: " + msg) }
+	}
 	images, err := r.imageScratch(env.Dirs.Cache)
 	if err != nil {
 		return nil, nil, err
@@ -140,6 +144,14 @@ func (r *Recorder) Close() error {
 	err := os.RemoveAll(r.scratch)
 	r.scratch = ""
 	return err
+}
+
+// ScratchDir is the dry run's scratch directory (the local image store's
+// copy); Close removes it.
+func (r *Recorder) ScratchDir() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.scratch
 }
 
 // Mark returns the position of the last write so far; Changes between two
