@@ -170,12 +170,12 @@ func TestBucketCreatedInOverlay(t *testing.T) {
 // empty real bucket, and over an overlay whose real bucket holds objects
 // the overlay has deleted (tombstones must not show through).
 func TestConformance(t *testing.T) {
-	t.Run("empty", func(t *testing.T) {
+	t.Run("overlay", func(t *testing.T) {
 		objstoretest.Run(t, func(t *testing.T) objstore.Store {
 			return overlay.New(newLocal(t), overlay.Options{})
 		})
 	})
-	t.Run("tombstones", func(t *testing.T) {
+	t.Run("overlay-tombstones", func(t *testing.T) {
 		objstoretest.Run(t, func(t *testing.T) objstore.Store {
 			real := newLocal(t)
 			o := overlay.New(real, overlay.Options{})

@@ -20,6 +20,10 @@ import (
 // reads fall through to real S3 responses and real ETags.
 func TestConformanceOverS3(t *testing.T) {
 	srv := objstoretest.StartVersityGW(t)
+	t.Run("overlay-versitygw", func(t *testing.T) { runOverS3(t, srv) })
+}
+
+func runOverS3(t *testing.T, srv *objstoretest.S3Server) {
 	objstoretest.Run(t, func(t *testing.T) objstore.Store {
 		real := s3storetest.NewBucket(t, srv)
 		o := overlay.New(real, overlay.Options{})
