@@ -39,6 +39,10 @@ func (r *Recorder) imageScratch(realCache string) (*imageStore, error) {
 		parent = realCache // same file system, so hard links work
 	}
 	dir, err := os.MkdirTemp(parent, ".podmin-dry-run-")
+	if err != nil && parent != "" {
+		// A read-only cache: copy into the temporary directory instead.
+		dir, err = os.MkdirTemp("", ".podmin-dry-run-")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("dry run scratch directory: %w", err)
 	}
