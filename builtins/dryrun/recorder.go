@@ -6,9 +6,6 @@ package dryrun
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
-	"fmt"
 	"os"
 	"sort"
 	"sync"
@@ -16,8 +13,6 @@ import (
 
 	"podmin.dev/podmin/builtins"
 	"podmin.dev/podmin/internal/cloud"
-	"podmin.dev/podmin/internal/contexts"
-	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/objstore/overlay"
 )
 
@@ -232,144 +227,4 @@ func (r *Recorder) Changes(from, to uint64) []Change {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
 	return out
-}
-
-// provider wraps a real provider so every bucket it opens is one overlay
-// per bucket for the whole dry run.
-type provider struct {
-	cloud.Provider
-	r *Recorder
-}
-
-// OpenBucket implements cloud.Provider.
-func (p *provider) OpenBucket(ctx context.Context, ref cloud.BucketRef) (objstore.Bucket, error) {
-	key := p.Name() + "\x00" + ref.Bucket + "\x00" + ref.Region + "\x00" + ref.Profile
-	p.r.mu.Lock()
-	defer p.r.mu.Unlock()
-	if b, ok := p.r.buckets[key]; ok {
-		return b.bucket, nil
-	}
-	real, err := p.Provider.OpenBucket(ctx, ref)
-	if err != nil {
-		return nil, err
-	}
-	b := &bucketSource{
-		bucket: overlay.NewBucket(real, overlay.Options{Sequence: &p.r.seq, Region: ref.Region}),
-		where:  fmt.Sprintf("bucket %s (%s)", ref.Bucket, p.Name()),
-		name:   ref.Bucket, provider: "provider " + p.Name(),
-	}
-	p.r.buckets[key] = b
-	p.r.sources = append(p.r.sources, b)
-	return b.bucket, nil
-}
-
-// Buckets returns the overlays of every bucket the dry run opened, by
-// their Where name.
-func (r *Recorder) Buckets() map[string]*overlay.Bucket {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := map[string]*overlay.Bucket{}
-	for _, b := range r.buckets {
-		out[b.where] = b.bucket
-	}
-	return out
-}
-
-// bucketSource turns an overlay's records into records.
-type bucketSource struct {
-	bucket         *overlay.Bucket
-	where          string
-	name, provider string
-}
-
-func (b *bucketSource) records() []record {
-	var out []record
-	for _, a := range b.bucket.AdminRecords() {
-		rec := record{seq: a.Seq, kind: KindBucket, where: b.provider, target: b.name}
-		switch a.Op {
-		case overlay.OpCreateBucket:
-			rec.after = state{exists: true}
-		case overlay.OpSetTags:
-			tags, _ := json.Marshal(a.Tags)
-			rec.kind = KindBucketTags
-			rec.before = state{exists: true, data: []byte("{}")}
-			rec.after = state{exists: true, data: tags}
-		}
-		out = append(out, rec)
-	}
-	for _, o := range b.bucket.Records() {
-		out = append(out, record{seq: o.Seq, kind: KindObject, where: b.where, target: o.Key,
-			before: state{exists: o.Before.Exists, data: o.Before.Data},
-			after:  state{exists: o.After.Exists, data: o.After.Data}})
-	}
-	return out
-}
-
-// contextsFile records contexts changes in memory.
-type contextsFile struct {
-	seq  *overlay.Sequence
-	real builtins.ContextsFile
-
-	mu   sync.Mutex
-	cur  *contexts.File // nil until the first change
-	recs []record
-}
-
-func cloneContexts(f *contexts.File) *contexts.File {
-	c := &contexts.File{Current: f.Current, Contexts: map[string]contexts.Context{}}
-	for k, v := range f.Contexts {
-		c.Contexts[k] = v
-	}
-	return c
-}
-
-// Load implements builtins.ContextsFile.
-func (c *contextsFile) Load() (*contexts.File, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.load()
-}
-
-func (c *contextsFile) load() (*contexts.File, error) {
-	if c.cur != nil {
-		return cloneContexts(c.cur), nil
-	}
-	return c.real.Load()
-}
-
-// Update implements builtins.ContextsFile.
-func (c *contextsFile) Update(fn func(*contexts.File) error) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	f, err := c.load()
-	if err != nil {
-		return err
-	}
-	before := encodeContexts(f)
-	if err := fn(f); err != nil {
-		return err
-	}
-	after := encodeContexts(f)
-	if bytes.Equal(before, after) {
-		return nil
-	}
-	c.cur = cloneContexts(f)
-	c.recs = append(c.recs, record{seq: c.seq.Next(), kind: KindContexts, where: "this machine", target: contexts.FileName,
-		before: state{exists: true, data: before}, after: state{exists: true, data: after}})
-	return nil
-}
-
-func (c *contextsFile) records() []record {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]record(nil), c.recs...)
-}
-
-// encodeContexts is the contexts file as it would be saved.
-func encodeContexts(f *contexts.File) []byte {
-	b, err := json.MarshalIndent(f, "", "  ")
-	if err != nil {
-		return []byte(err.Error())
-	}
-	return append(b, '\n')
 }
