@@ -7,6 +7,8 @@ package dryrun
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"sync"
 
 	"podmin.dev/podmin/builtins"
@@ -54,18 +56,32 @@ func (c *contextsFile) Update(fn func(*contexts.File) error) error {
 	if err != nil {
 		return err
 	}
-	before := encodeContexts(f)
+	before := state{exists: c.cur != nil || c.realExists(), data: encodeContexts(f)}
+	if !before.exists {
+		before.data = nil
+	}
 	if err := fn(f); err != nil {
 		return err
 	}
 	after := encodeContexts(f)
-	if bytes.Equal(before, after) {
+	if before.exists && bytes.Equal(before.data, after) {
 		return nil
 	}
 	c.cur = cloneContexts(f)
 	c.recs = append(c.recs, record{seq: c.seq.Next(), kind: KindContexts, where: "this machine", target: contexts.FileName,
-		before: state{exists: true, data: before}, after: state{exists: true, data: after}})
+		before: before, after: state{exists: true, data: after}})
 	return nil
+}
+
+// realExists reports whether the real contexts file exists; a boundary
+// other than the config directory's file always counts as existing.
+func (c *contextsFile) realExists() bool {
+	cc, ok := c.real.(builtins.ConfigContexts)
+	if !ok {
+		return true
+	}
+	_, err := os.Stat(filepath.Join(cc.Dir, contexts.FileName))
+	return err == nil
 }
 
 func (c *contextsFile) records() []record {

@@ -60,7 +60,7 @@ func TestConnectIsRecordedNotPerformed(t *testing.T) {
 		t.Fatalf("connect result %+v", res)
 	}
 	got := summary(rec.Changes(from, rec.Mark()))
-	want := []string{"created bucket demo", "updated bucket-tags demo", "updated contexts contexts.json"}
+	want := []string{"created bucket demo", "updated bucket-tags demo", "created contexts contexts.json"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("changes %q, want %q", got, want)
 	}
