@@ -49,7 +49,8 @@ func FileOptions() *syntax.FileOptions {
 type Options struct {
 	// Ops performs the operations (normally a *builtins.Env).
 	Ops Ops
-	// Stdout receives print() and plans; everything passes the scrubber.
+	// Stdout receives print() output; everything passes the scrubber. (The
+	// caller writes a dry run's plan, through Scrub.)
 	Stdout io.Writer
 	// Stderr receives diagnostics; it is scrubbed too.
 	Stderr io.Writer
