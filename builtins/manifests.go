@@ -9,12 +9,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
-	"path/filepath"
 
 	"podmin.dev/podmin/internal/ids"
 	"podmin.dev/podmin/internal/manifest"
-	"podmin.dev/podmin/internal/paths"
 )
 
 // DefaultManifestFile is where init writes when --file is not given.
@@ -87,47 +84,19 @@ func (e *Env) Init(opts InitOptions) (InitResult, error) {
 	if file == "" {
 		file = DefaultManifestFile
 	}
-	if err := writeNewFile(e.path(file), data); err != nil {
+	if err := e.writeNewFile(e.path(file), data); err != nil {
 		return InitResult{}, err
 	}
 	return InitResult{File: file, Name: res.Name, Namespace: res.Namespace, NodeGroup: res.NodeGroup, Service: res.Service != nil}, nil
 }
 
-// writeNewFile creates path with data, failing if it exists. The content
-// appears complete or not at all: it is written to a temporary file and
-// hard-linked into place, which fails atomically when path exists.
-func writeNewFile(path string, data []byte) (err error) {
-	if _, err := os.Lstat(path); err == nil {
+// writeNewFile creates path with data, failing if it exists.
+func (e *Env) writeNewFile(path string, data []byte) error {
+	err := e.files().CreateNew(path, data, 0o644)
+	if errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("%s already exists: init never overwrites; remove it or pass --file with another path", path)
 	}
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Link(tmp.Name(), path); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("%s already exists: init never overwrites; remove it or pass --file with another path", path)
-		}
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return paths.SyncDir(dir)
+	return err
 }
 
 // ValidateOptions are the inputs of validate.
@@ -165,7 +134,7 @@ func (e *Env) readFile(name string) ([]byte, error) {
 		}
 		r = e.Stdin
 	} else {
-		f, err := os.Open(e.path(name))
+		f, err := e.files().Open(e.path(name))
 		if err != nil {
 			return nil, fmt.Errorf("read manifest: %w", err)
 		}
