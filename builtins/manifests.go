@@ -5,6 +5,7 @@
 package builtins
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -40,7 +41,16 @@ type InitOptions struct {
 	ManifestOptions
 	// File is the output path; DefaultManifestFile when empty.
 	File string
+	// Force replaces an existing file that holds something else.
+	Force bool
 }
+
+// Init actions.
+const (
+	InitCreated   = "created"
+	InitUnchanged = "unchanged"
+	InitReplaced  = "replaced"
+)
 
 // InitResult reports what init wrote.
 type InitResult struct {
@@ -49,6 +59,9 @@ type InitResult struct {
 	Namespace string `json:"namespace"`
 	NodeGroup string `json:"nodegroup"`
 	Service   bool   `json:"service"`
+	// Action is InitCreated, InitUnchanged (the file already held exactly
+	// this manifest, so nothing was written) or InitReplaced (Force).
+	Action string `json:"action"`
 }
 
 // buildManifest renders the built-in DaemonSet with the current context's
@@ -72,8 +85,10 @@ func (e *Env) buildManifest(o ManifestOptions) ([]byte, error) {
 	})
 }
 
-// Init writes a minimal valid DaemonSet (and Service) to a new file. It
-// never overwrites: an existing file is an error and stays as it was.
+// Init writes a minimal valid DaemonSet (and Service) to a new file. It is
+// idempotent: an existing file that already holds exactly this manifest is
+// reported unchanged and not written. An existing file holding anything
+// else is an error and stays as it was, unless Force replaces it.
 func (e *Env) Init(opts InitOptions) (InitResult, error) {
 	data, err := e.buildManifest(opts.ManifestOptions)
 	if err != nil {
@@ -87,10 +102,53 @@ func (e *Env) Init(opts InitOptions) (InitResult, error) {
 	if file == "" {
 		file = DefaultManifestFile
 	}
-	if err := writeNewFile(e.path(file), data); err != nil {
+	out := InitResult{File: file, Name: res.Name, Namespace: res.Namespace, NodeGroup: res.NodeGroup, Service: res.Service != nil}
+	path := e.path(file)
+	existing, err := readExisting(path, len(data))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := writeNewFile(path, data); err != nil {
+			return InitResult{}, err
+		}
+		out.Action = InitCreated
+	case err != nil:
 		return InitResult{}, err
+	case bytes.Equal(existing, data):
+		out.Action = InitUnchanged
+	case !opts.Force:
+		return InitResult{}, fmt.Errorf("%s already exists and holds a different manifest: init left it as it is; compare it with \"podmin validate -f %s\", then remove it, pass --force to replace it, or pass --file with another path", path, file)
+	default:
+		if err := paths.WriteFileAtomic(path, data, 0o644); err != nil {
+			return InitResult{}, fmt.Errorf("replace %s: %w", path, err)
+		}
+		out.Action = InitReplaced
 	}
-	return InitResult{File: file, Name: res.Name, Namespace: res.Namespace, NodeGroup: res.NodeGroup, Service: res.Service != nil}, nil
+	return out, nil
+}
+
+// readExisting reads the regular file at path, or reports fs.ErrNotExist.
+// It reads at most one byte more than want: a longer file differs anyway.
+func readExisting(path string, want int) ([]byte, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s already exists and is not a regular file: init left it as it is; remove it or pass --file with another path", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, int64(want)+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return b, nil
 }
 
 // writeNewFile creates path with data, failing if it exists. The content
@@ -98,7 +156,7 @@ func (e *Env) Init(opts InitOptions) (InitResult, error) {
 // hard-linked into place, which fails atomically when path exists.
 func writeNewFile(path string, data []byte) (err error) {
 	if _, err := os.Lstat(path); err == nil {
-		return fmt.Errorf("%s already exists: init never overwrites; remove it or pass --file with another path", path)
+		return fmt.Errorf("%s already exists: init left it as it is; pass --force to replace it or --file with another path", path)
 	}
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
@@ -123,7 +181,7 @@ func writeNewFile(path string, data []byte) (err error) {
 	}
 	if err := os.Link(tmp.Name(), path); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("%s already exists: init never overwrites; remove it or pass --file with another path", path)
+			return fmt.Errorf("%s already exists: init left it as it is; pass --force to replace it or --file with another path", path)
 		}
 		return fmt.Errorf("write %s: %w", path, err)
 	}
