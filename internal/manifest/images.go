@@ -154,8 +154,8 @@ func ParseImageRef(s string) (ImageRef, error) {
 }
 
 // ggcrProblem explains why go-containerregistry refused s. ParseReference
-// only says that it could not parse; the constructor for the form s has
-// says why.
+// only says that it could not parse s; the constructor for the form of s
+// (tag or digest) says why.
 func ggcrProblem(s string, opts []name.Option) error {
 	var err error
 	if strings.Contains(s, "@") {
@@ -169,8 +169,9 @@ func ggcrProblem(s string, opts []name.Option) error {
 	return fmt.Errorf("%v; write [registry/]repository[:tag][@sha256:<hex>], e.g. hello:v1", err)
 }
 
-// splitRef splits a reference that name.ParseReference accepted, with the
-// same rules, keeping every part as written.
+// splitRef splits s into parts with name.ParseReference's rules, keeping
+// every part as written. The parts are meaningful only when ParseReference
+// accepts s; before that they only serve to explain a problem.
 func splitRef(s string) ImageRef {
 	var r ImageRef
 	rest := s
