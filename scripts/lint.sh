@@ -17,6 +17,13 @@ fi
 
 go vet ./...
 
+# Test-only programs are pinned in tools/go.mod; their dependencies must not
+# leak into Podmin's own module graph.
+if leaked=$(go list -m all | grep -E '^github\.com/(versity/|Azure/|AzureAD/|segmentio/kafka-go|nats-io/|rabbitmq/)'); then
+  printf 'modules of test-only tools are in go.mod (pin tools in tools/go.mod, then go mod tidy):\n%s\n' "$leaked" >&2
+  exit 1
+fi
+
 missing=()
 for f in "${gofiles[@]}"; do
   [[ -f "$f" ]] || continue
