@@ -99,8 +99,13 @@ func TestFilesAreRecordedNotWritten(t *testing.T) {
 	if _, err := denv.Init(builtins.InitOptions{ManifestOptions: m, File: "web.yaml"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := denv.Init(builtins.InitOptions{ManifestOptions: m, File: "web.yaml"}); err == nil {
-		t.Fatal("init overwrote the file it planned")
+	if res, err := denv.Init(builtins.InitOptions{ManifestOptions: m, File: "web.yaml"}); err != nil || res.Action != builtins.InitUnchanged {
+		t.Fatalf("init of the same manifest over the file it planned: %+v, %v; want unchanged", res, err)
+	}
+	m2 := m
+	m2.Images = []string{"hello:v2"}
+	if _, err := denv.Init(builtins.InitOptions{ManifestOptions: m2, File: "web.yaml"}); err == nil {
+		t.Fatal("init replaced the different file it planned without --force")
 	}
 	ex, err := denv.Validate(builtins.ValidateOptions{File: "web.yaml"})
 	if err != nil || ex.Name != "web" {
