@@ -6,14 +6,14 @@ package bpf
 
 // Slots of the per-CPU "stats" map, in the order of vip.c's enum.
 const (
-	StatNewFlow       uint32 = iota // a flow was assigned a backend and NAT port
-	StatForward                     // a packet to a VIP was forwarded
-	StatReverse                     // a backend reply was reverse-NATed
-	StatNoBackend                   // dropped: the Service has no ready backend
-	StatNoService                   // dropped: the VIP has no Service on that port and protocol
-	StatUnsupported                 // dropped: fragment, extension header or non-TCP/UDP to a VIP
-	StatNATExhausted                // dropped: no free NAT port within the probe limit
-	StatCount                       // number of slots
+	StatNewFlow      uint32 = iota // a flow was assigned a backend and NAT port
+	StatForward                    // a packet to a VIP was forwarded
+	StatReverse                    // a backend reply was reverse-NATed
+	StatNoBackend                  // dropped: the Service has no ready backend
+	StatNoService                  // dropped: the VIP has no Service on that port and protocol
+	StatUnsupported                // dropped: fragment, extension header or non-TCP/UDP to a VIP
+	StatNATExhausted               // dropped: no free NAT port within the probe limit
+	StatCount                      // number of slots
 )
 
 // Limits the program's maps are created with; they are the spec's sizes.
