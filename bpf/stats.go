@@ -13,6 +13,7 @@ const (
 	StatNoService                  // dropped: the VIP has no Service on that port and protocol
 	StatUnsupported                // dropped: fragment, extension header or non-TCP/UDP to a VIP
 	StatNATExhausted               // dropped: no free NAT port within the probe limit
+	StatNoFlow                     // dropped: a TCP segment other than SYN matched no flow
 	StatCount                      // number of slots
 )
 

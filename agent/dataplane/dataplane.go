@@ -300,7 +300,7 @@ func (d *Dataplane) Stop() error {
 type Stats struct {
 	NewFlows, Forwarded, Reversed uint64
 	// Drops by reason.
-	NoBackend, NoService, Unsupported, NATExhausted uint64
+	NoBackend, NoService, Unsupported, NATExhausted, NoFlow uint64
 }
 
 // Stats reads the program's counters.
@@ -324,5 +324,6 @@ func (d *Dataplane) Stats() (Stats, error) {
 		NewFlows: v[bpf.StatNewFlow], Forwarded: v[bpf.StatForward], Reversed: v[bpf.StatReverse],
 		NoBackend: v[bpf.StatNoBackend], NoService: v[bpf.StatNoService],
 		Unsupported: v[bpf.StatUnsupported], NATExhausted: v[bpf.StatNATExhausted],
+		NoFlow: v[bpf.StatNoFlow],
 	}, nil
 }

@@ -59,6 +59,7 @@ enum {
 	STAT_NO_SERVICE,
 	STAT_UNSUPPORTED,
 	STAT_NAT_EXHAUSTED,
+	STAT_NO_FLOW,
 	STAT_MAX,
 };
 
@@ -383,6 +384,12 @@ static __always_inline int forward_nat(struct __sk_buff *skb, struct flow_key *k
 			r = NULL;
 	}
 	if (!r) {
+		// Only a SYN starts a TCP flow: a stray segment (say, the last
+		// ACK of a flow whose port was reused) must not take a port.
+		if (th && !syn) {
+			count(STAT_NO_FLOW);
+			return TCX_DROP;
+		}
 		err = allocate(k, svc, &cfg->node, &nfw, now);
 		if (err) {
 			count(err);
@@ -394,16 +401,6 @@ static __always_inline int forward_nat(struct __sk_buff *skb, struct flow_key *k
 			r->flags = 0;
 		r->flags |= flags;
 		r->seen = now;
-	}
-	if (!r && flags) {
-		rk.src = fw->backend;
-		rk.dst = cfg->node;
-		rk.sport = fw->bport;
-		rk.dport = fw->nat_port;
-		rk.proto = k->proto;
-		r = bpf_map_lookup_elem(&reverse_flows, &rk);
-		if (r)
-			r->flags |= flags;
 	}
 
 	old[0] = k->src;
