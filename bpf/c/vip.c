@@ -40,8 +40,9 @@
 #define NAT_PORT_COUNT 2768 // 30000-32767
 #define NAT_PROBES 32
 
-// A closed TCP flow (RST, or FIN both ways) frees its NAT port after this;
-// an idle flow frees it after the idle timeout of its protocol.
+// A TCP flow whose last FIN was acknowledged frees its NAT port at once;
+// one that was reset, or closed without a seen final ACK, after a grace
+// period for stray segments; an idle flow after its protocol's timeout.
 #define CLOSED_GRACE_NS (1ULL * 1000000000ULL)
 #define TCP_IDLE_NS (3600ULL * 1000000000ULL)
 #define UDP_IDLE_NS (30ULL * 1000000000ULL)
@@ -49,6 +50,7 @@
 #define FLOW_FIN_CLIENT 1
 #define FLOW_FIN_BACKEND 2
 #define FLOW_RST 4
+#define FLOW_DONE 8 // both FINs seen and the last one acknowledged
 
 // Counters, one slot each in the per-CPU stats array.
 enum {
@@ -248,24 +250,27 @@ static __always_inline int expired(const struct reverse *r, __u8 proto, __u64 no
 
 	if (proto == IPPROTO_UDP)
 		return age > UDP_IDLE_NS;
+	if (r->flags & FLOW_DONE)
+		return 1;
 	if ((r->flags & FLOW_RST) ||
 	    (r->flags & (FLOW_FIN_CLIENT | FLOW_FIN_BACKEND)) == (FLOW_FIN_CLIENT | FLOW_FIN_BACKEND))
 		return age > CLOSED_GRACE_NS;
 	return age > TCP_IDLE_NS;
 }
 
-// tcp_flags returns the FIN/RST flags of a TCP segment as flow flags, with
-// the FIN credited to the given side; syn reports a bare SYN.
-static __always_inline __u32 tcp_flags(struct tcphdr *th, __u32 fin, int *syn)
+// track follows a TCP flow's close from a segment sent by the side whose
+// FIN flag is fin. An ACK sent after both FINs were seen acknowledges the
+// last one, so neither side will send on this tuple again.
+static __always_inline void track(struct reverse *r, struct tcphdr *th, __u32 fin)
 {
-	__u32 f = 0;
+	__u32 both = FLOW_FIN_CLIENT | FLOW_FIN_BACKEND;
 
+	if ((r->flags & both) == both && th->ack)
+		r->flags |= FLOW_DONE;
 	if (th->rst)
-		f |= FLOW_RST;
+		r->flags |= FLOW_RST;
 	if (th->fin)
-		f |= fin;
-	*syn = th->syn && !th->ack;
-	return f;
+		r->flags |= fin;
 }
 
 // reverse_nat handles a backend's reply to the node address.
@@ -273,12 +278,11 @@ static __always_inline int reverse_nat(struct __sk_buff *skb, struct flow_key *k
 {
 	struct reverse *r = bpf_map_lookup_elem(&reverse_flows, k);
 	struct addr old[2], new[2];
-	int syn = 0;
 
 	if (!r)
 		return TCX_NEXT;
 	if (th)
-		r->flags |= tcp_flags(th, FLOW_FIN_BACKEND, &syn);
+		track(r, th, FLOW_FIN_BACKEND);
 	r->seen = bpf_ktime_get_ns();
 
 	old[0] = k->src;
@@ -302,7 +306,7 @@ static __always_inline int allocate(struct flow_key *k, const struct service *sv
 	struct reverse rv = {};
 	struct flow_key rk = {};
 	struct backend *b;
-	__u32 start, i;
+	__u32 i;
 
 	if (svc->count == 0)
 		return STAT_NO_BACKEND;
@@ -321,9 +325,9 @@ static __always_inline int allocate(struct flow_key *k, const struct service *sv
 	rv.vport = k->dport;
 	rv.seen = now;
 
-	start = hash(k, 0x9e3779b9) % NAT_PORT_COUNT;
+	// Independent probes: linear probing would cluster around busy ports.
 	for (i = 0; i < NAT_PROBES; i++) {
-		__u16 port = NAT_PORT_MIN + (start + i) % NAT_PORT_COUNT;
+		__u16 port = NAT_PORT_MIN + hash(k, 0x9e3779b9 + i) % NAT_PORT_COUNT;
 		struct reverse *cur;
 
 		rk.dport = bpf_htons(port);
@@ -347,7 +351,7 @@ static __always_inline int allocate(struct flow_key *k, const struct service *sv
 static __always_inline int forward_nat(struct __sk_buff *skb, struct flow_key *k, struct tcphdr *th)
 {
 	struct service_key sk = {.vip = k->dst, .port = k->dport, .proto = k->proto};
-	__u32 zero = 0, flags = 0;
+	__u32 zero = 0;
 	struct forward *fw, nfw = {};
 	struct reverse *r = NULL;
 	struct flow_key rk = {};
@@ -355,7 +359,7 @@ static __always_inline int forward_nat(struct __sk_buff *skb, struct flow_key *k
 	struct service *svc;
 	struct config *cfg;
 	__u64 now = bpf_ktime_get_ns();
-	int syn = 0, err;
+	int syn = th && th->syn && !th->ack, err;
 
 	cfg = bpf_map_lookup_elem(&config, &zero);
 	svc = bpf_map_lookup_elem(&services, &sk);
@@ -363,8 +367,6 @@ static __always_inline int forward_nat(struct __sk_buff *skb, struct flow_key *k
 		count(STAT_NO_SERVICE);
 		return TCX_DROP;
 	}
-	if (th)
-		flags = tcp_flags(th, FLOW_FIN_CLIENT, &syn);
 
 	// An existing flow stays on its backend, ready or not, as long as its
 	// NAT port still belongs to it. A bare SYN on a closed flow is a new
@@ -399,7 +401,8 @@ static __always_inline int forward_nat(struct __sk_buff *skb, struct flow_key *k
 	} else {
 		if (syn)
 			r->flags = 0;
-		r->flags |= flags;
+		if (th)
+			track(r, th, FLOW_FIN_CLIENT);
 		r->seen = now;
 	}
 
