@@ -369,3 +369,32 @@ func TestNATPortExhaustion(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestClosedFlowsFreePorts opens and closes more connections to one
+// backend than there are NAT ports: a flow whose close completed gives its
+// port back at once, so none is refused.
+func TestClosedFlowsFreePorts(t *testing.T) {
+	f := newFixture(t, "p")
+	f.apply(t, service(backend1))
+	to := netip.AddrPortFrom(vip, pingPort)
+	for i := range 3200 {
+		c, err := f.dial(t, to, 3*time.Second)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		var one [1]byte
+		if _, err := c.Write(one[:]); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SetDeadline(time.Now().Add(3 * time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Read(one[:]); err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		c.Close()
+	}
+	if s := f.stats(t); s.NATExhausted != 0 || s.NewFlows != 3200 {
+		t.Errorf("stats %+v, want 3200 new flows and no NAT exhaustion", s)
+	}
+}
