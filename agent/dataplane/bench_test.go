@@ -10,6 +10,9 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 )
 
 // BenchmarkVIP measures, in one topology and one run, TCP throughput and
@@ -20,17 +23,7 @@ import (
 //
 //	go test ./agent/dataplane -run '^$' -bench VIP -count 5
 func BenchmarkVIP(b *testing.B) {
-	requireRoot(b)
-	tp := newTopology(b, "B")
-	tp.serve(b, tp.b1, "b1")
-	dp, err := New(Config{NodeAddr: nodeIP, PodPrefix: podPrefix, NetNS: tp.nsPath(tp.node)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = dp.Stop() })
-	if err := dp.Apply(b.Context(), []Service{service(backend1)}); err != nil {
-		b.Fatal(err)
-	}
+	tp, dp := benchTopology(b, "B")
 	targets := []struct {
 		name string
 		addr netip.Addr
@@ -85,5 +78,105 @@ func BenchmarkVIP(b *testing.B) {
 				b.Logf("dataplane drops so far: %d without a free NAT port, %d without a flow", s.NATExhausted, s.NoFlow)
 			}
 		})
+	}
+}
+
+func benchTopology(b *testing.B, tag string) (*topology, *Dataplane) {
+	requireRoot(b)
+	tp := newTopology(b, tag)
+	tp.serve(b, tp.b1, "b1")
+	dp, err := New(Config{NodeAddr: nodeIP, PodPrefix: podPrefix, NetNS: tp.nsPath(tp.node)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = dp.Stop() })
+	if err := dp.Apply(b.Context(), []Service{service(backend1)}); err != nil {
+		b.Fatal(err)
+	}
+	return tp, dp
+}
+
+// BenchmarkVIPInterleaved alternates the direct and the VIP path in short
+// slices (one slice of each per iteration), so that load from elsewhere
+// on the machine hits both alike, and reports both rates and their ratio:
+//
+//	go test ./agent/dataplane -run '^$' -bench VIPInterleaved -benchtime 20x
+func BenchmarkVIPInterleaved(b *testing.B) {
+	tp, dp := benchTopology(b, "I")
+	const slice = 100 * time.Millisecond
+	// The kernel's own account of the program's cost per run.
+	if st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)); err == nil {
+		defer st.Close()
+	}
+	before, err := dp.objs.PodminVip.Stats()
+	if err != nil {
+		b.Fatal(err)
+	}
+	dialOrFail := func(to netip.AddrPort) net.Conn {
+		c, err := tp.dial(b, to, 3*time.Second)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return c
+	}
+	// Throughput: one long-lived connection per path, written in turns.
+	streams := [2]net.Conn{dialOrFail(netip.AddrPortFrom(backend1, ackPort)), dialOrFail(netip.AddrPortFrom(vip, ackPort))}
+	defer streams[0].Close()
+	defer streams[1].Close()
+	targets := [2]netip.Addr{backend1, vip}
+	var bytes, conns [2]float64
+	var streamTime, connTime [2]time.Duration
+	// A slice ends when the backend acknowledged every MiB written in it,
+	// so no data of one path is still in flight during the other's slice.
+	buf := make([]byte, 1<<20)
+	acks := make([]byte, 4096)
+	for b.Loop() {
+		for i := range 2 {
+			start := time.Now()
+			n := 0
+			for time.Since(start) < slice {
+				if _, err := streams[i].Write(buf); err != nil {
+					b.Fatal(err)
+				}
+				n++
+			}
+			bytes[i] += float64(n * len(buf))
+			for n > 0 {
+				m, err := streams[i].Read(acks[:min(n, len(acks))])
+				if err != nil {
+					b.Fatal(err)
+				}
+				n -= m
+			}
+			streamTime[i] += time.Since(start)
+		}
+		for i := range 2 {
+			to := netip.AddrPortFrom(targets[i], pingPort)
+			start := time.Now()
+			for time.Since(start) < slice {
+				c := dialOrFail(to)
+				var one [1]byte
+				if _, err := c.Write(one[:]); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := io.ReadFull(c, one[:]); err != nil {
+					b.Fatal(err)
+				}
+				c.Close()
+				conns[i]++
+			}
+			connTime[i] += time.Since(start)
+		}
+	}
+	mbps := func(i int) float64 { return bytes[i] / streamTime[i].Seconds() / 1e6 }
+	cps := func(i int) float64 { return conns[i] / connTime[i].Seconds() }
+	b.ReportMetric(mbps(0), "direct-MB/s")
+	b.ReportMetric(mbps(1), "vip-MB/s")
+	b.ReportMetric(mbps(1)/mbps(0), "throughput-ratio")
+	b.ReportMetric(cps(0), "direct-conns/s")
+	b.ReportMetric(cps(1), "vip-conns/s")
+	b.ReportMetric(cps(1)/cps(0), "conns-ratio")
+	if after, err := dp.objs.PodminVip.Stats(); err == nil && after.RunCount > before.RunCount {
+		b.ReportMetric(float64(after.Runtime-before.Runtime)/float64(after.RunCount-before.RunCount), "prog-ns/run")
 	}
 }

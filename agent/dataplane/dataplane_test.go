@@ -42,6 +42,7 @@ func service(backends ...netip.Addr) Service {
 			{Protocol: UDP, Port: dnsPort, TargetPort: udpPort},
 			{Protocol: TCP, Port: sinkPort, TargetPort: sinkPort},
 			{Protocol: TCP, Port: pingPort, TargetPort: pingPort},
+			{Protocol: TCP, Port: ackPort, TargetPort: ackPort},
 		},
 		Backends: backends,
 	}

@@ -39,6 +39,7 @@ const (
 	linePort    = 8080 // TCP: answers every line with "<name> <client address>"
 	sinkPort    = 9000 // TCP: discards until EOF, then answers "ok"
 	pingPort    = 9001 // TCP: echoes one byte, then waits for EOF
+	ackPort     = 9002 // TCP: discards, answering one byte per MiB received
 	udpPort     = 5353 // UDP: answers every datagram with "<name> <client address>"
 	servicePort = 80
 	dnsPort     = 53
@@ -116,7 +117,7 @@ func (tp *topology) in(tb testing.TB, ns string, fn func() error) {
 // serve starts the backend servers in a backend namespace.
 func (tp *topology) serve(tb testing.TB, ns, name string) {
 	tb.Helper()
-	var lines, sink, ping net.Listener
+	var lines, sink, ping, acks net.Listener
 	var udp net.PacketConn
 	tp.in(tb, ns, func() (err error) {
 		if lines, err = net.Listen("tcp6", fmt.Sprintf("[::]:%d", linePort)); err != nil {
@@ -128,6 +129,9 @@ func (tp *topology) serve(tb testing.TB, ns, name string) {
 		if ping, err = net.Listen("tcp6", fmt.Sprintf("[::]:%d", pingPort)); err != nil {
 			return err
 		}
+		if acks, err = net.Listen("tcp6", fmt.Sprintf("[::]:%d", ackPort)); err != nil {
+			return err
+		}
 		udp, err = net.ListenPacket("udp6", fmt.Sprintf("[::]:%d", udpPort))
 		return err
 	})
@@ -136,6 +140,7 @@ func (tp *topology) serve(tb testing.TB, ns, name string) {
 		lines.Close()
 		sink.Close()
 		ping.Close()
+		acks.Close()
 		udp.Close()
 		wg.Wait()
 	})
@@ -186,6 +191,21 @@ func (tp *topology) serve(tb testing.TB, ns, name string) {
 			return
 		}
 		_, _ = io.Copy(io.Discard, c)
+	})
+	accept(acks, func(c net.Conn) {
+		buf := make([]byte, 256<<10)
+		total := 0
+		for {
+			n, err := c.Read(buf)
+			if err != nil {
+				return
+			}
+			for total += n; total >= 1<<20; total -= 1 << 20 {
+				if _, err := c.Write([]byte{'a'}); err != nil {
+					return
+				}
+			}
+		}
 	})
 	wg.Add(1)
 	go func() {
