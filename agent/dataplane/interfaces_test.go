@@ -146,9 +146,9 @@ func TestDetachWithoutServices(t *testing.T) {
 func TestApplyWritesOnlyChanges(t *testing.T) {
 	f := newFixture(t, "w")
 	f.apply(t, service(backend1, backend2))
-	// config, 4 ports x 2 backends, 4 service keys, 1 VIP
-	if f.dp.writes != 1+8+4+1 {
-		t.Errorf("first Apply made %d writes, want 14", f.dp.writes)
+	// config, 5 ports x 2 backends, 5 service keys, 1 VIP
+	if f.dp.writes != 1+10+5+1 {
+		t.Errorf("first Apply made %d writes, want 17", f.dp.writes)
 	}
 	w := f.dp.writes
 	f.apply(t, service(backend2, backend1)) // same set, other order
@@ -158,8 +158,8 @@ func TestApplyWritesOnlyChanges(t *testing.T) {
 	w = f.dp.writes
 	f.apply(t, service(backend1))
 	// per port: slot 1 deleted, count lowered (slot 0 already b1)
-	if f.dp.writes-w != 8 {
-		t.Errorf("removing a backend made %d writes, want 8", f.dp.writes-w)
+	if f.dp.writes-w != 10 {
+		t.Errorf("removing a backend made %d writes, want 10", f.dp.writes-w)
 	}
 }
 
