@@ -14,6 +14,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 )
 
 type fixture struct {
@@ -397,5 +398,38 @@ func TestClosedFlowsFreePorts(t *testing.T) {
 	}
 	if s := f.stats(t); s.NATExhausted != 0 || s.NewFlows != 3200 {
 		t.Errorf("stats %+v, want 3200 new flows and no NAT exhaustion", s)
+	}
+}
+
+// TestExtensionHeadersDropped sends a datagram whose TCP/UDP header is
+// not immediate (a hop-by-hop options header comes first) to the VIP: the
+// parser does not walk extension-header chains, so it is refused.
+func TestExtensionHeadersDropped(t *testing.T) {
+	f := newFixture(t, "h")
+	f.apply(t, service(backend1, backend2))
+	u := f.udpSocket(t)
+	raw, err := u.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Hop-by-hop header: next header (set by the kernel), length 0, PadN
+	// of four bytes.
+	hbh := string([]byte{0, 0, 1, 4, 0, 0, 0, 0})
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		serr = unix.SetsockoptString(int(fd), unix.IPPROTO_IPV6, unix.IPV6_HOPOPTS, hbh)
+	}); err != nil || serr != nil {
+		t.Fatalf("set hop-by-hop options: %v %v", err, serr)
+	}
+	before := f.stats(t)
+	if _, _, err := askUDP(u, vipUDP, []byte("q"), 500*time.Millisecond); !isTimeout(err) {
+		t.Fatalf("datagram with an extension header to the VIP: %v, want it dropped", err)
+	}
+	if after := f.stats(t); after.Unsupported <= before.Unsupported {
+		t.Errorf("unsupported drops stayed at %d", after.Unsupported)
+	}
+	// The same socket reaches a backend directly: the header itself is fine.
+	if _, _, err := askUDP(u, netip.AddrPortFrom(backend1, udpPort), []byte("q"), 3*time.Second); err != nil {
+		t.Fatalf("datagram with an extension header straight to a backend: %v", err)
 	}
 }
