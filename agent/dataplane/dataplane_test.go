@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os/exec"
 	"slices"
 	"testing"
 	"time"
@@ -431,5 +432,45 @@ func TestExtensionHeadersDropped(t *testing.T) {
 	// The same socket reaches a backend directly: the header itself is fine.
 	if _, _, err := askUDP(u, netip.AddrPortFrom(backend1, udpPort), []byte("q"), 3*time.Second); err != nil {
 		t.Fatalf("datagram with an extension header straight to a backend: %v", err)
+	}
+}
+
+// TestRemoteBackendRepliesOnDefaultRoute puts the backend behind the
+// node's default-route interface, as a Pod on another node is: its
+// replies to the node address arrive there and must be reverse-NATed
+// there, or the client would never see them.
+func TestRemoteBackendRepliesOnDefaultRoute(t *testing.T) {
+	f := newFixture(t, "o")
+	remoteNS := f.client + "r"
+	remote := netip.MustParseAddr("2001:db8:9::b3")
+	run(t, "ip", "netns", "add", remoteNS)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", remoteNS).Run() })
+	run(t, "ip", "netns", "exec", remoteNS, "sysctl", "-qw", "net.ipv6.conf.all.accept_dad=0")
+	run(t, "ip", "netns", "exec", remoteNS, "sysctl", "-qw", "net.ipv6.conf.default.accept_dad=0")
+	f.pod(t, remoteNS, "up0", remote)
+	run(t, "ip", "-n", f.node, "-6", "route", "del", remote.String()+"/128")
+	run(t, "ip", "-n", f.node, "-6", "route", "add", "default", "dev", "up0", "metric", "100")
+	f.serve(t, remoteNS, "remote")
+
+	f.apply(t, service(remote))
+	if got := names(f.dp.Interfaces()); !slices.Contains(got, "up0") {
+		t.Fatalf("attached to %v, want the default-route interface up0 among them", got)
+	}
+	c, err := f.dial(t, vipTCP, 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r, err := ask(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.backend != "remote" {
+		t.Fatalf("reached %s, want the remote backend", r.backend)
+	}
+	checkSNAT(t, r)
+	ru, from, err := askUDP(f.udpSocket(t), vipUDP, []byte("q"), 3*time.Second)
+	if err != nil || ru.backend != "remote" || from != vipUDP {
+		t.Fatalf("UDP via the remote backend: %v from %v, %v", ru, from, err)
 	}
 }
