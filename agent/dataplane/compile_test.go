@@ -117,3 +117,40 @@ func TestDiffOrder(t *testing.T) {
 		t.Errorf("updates %v: counts must be lowered before slots are deleted", ups)
 	}
 }
+
+// TestUnknownRewritesEverything: after a failed write the next diff must
+// rewrite every entry of the target and delete every other old entry,
+// whatever part of the failed update reached the kernel.
+func TestUnknownRewritesEverything(t *testing.T) {
+	other := Service{Namespace: "a", Name: "old", VIP: netip.MustParseAddr("fd50:6f64:6d69::9"), Ports: []Port{{Protocol: TCP, Port: 1, TargetPort: 1}}, Backends: []netip.Addr{backend2}}
+	prev, err := compile([]Service{other, service(backend1)}, nodeIP, newState())
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := compile([]Service{service(backend1, backend2)}, nodeIP, prev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := unknown(prev, next)
+	again, err := compile([]Service{service(backend1, backend2)}, nodeIP, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(diff(next, again)) != 0 {
+		t.Fatal("compiling against the unknown state assigned other ids")
+	}
+	writes, deletes := map[mapName]int{}, map[mapName]int{}
+	for _, up := range diff(u, again) {
+		if up.val == nil {
+			deletes[up.m]++
+		} else {
+			writes[up.m]++
+		}
+	}
+	if writes[mapConfig] != 1 || writes[mapVIPs] != len(next.vips) || writes[mapServices] != len(next.services) || writes[mapBackends] != len(next.backends) {
+		t.Errorf("writes %v, want every entry of the target", writes)
+	}
+	if deletes[mapVIPs] != 1 || deletes[mapServices] != 1 || deletes[mapBackends] != 1 {
+		t.Errorf("deletes %v, want the removed Service's VIP, key and backend", deletes)
+	}
+}

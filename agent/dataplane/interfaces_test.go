@@ -58,6 +58,23 @@ func TestReconcileFollowsInterfaces(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- f.dp.Run(ctx) }()
 
+	// Applies racing with hints and reconciliation (for the race detector).
+	applied := make(chan error, 1)
+	go func() {
+		for i := range 20 {
+			b := []netip.Addr{backend1, backend2}[:1+i%2]
+			if err := f.dp.Apply(ctx, []Service{service(b...)}); err != nil {
+				applied <- err
+				return
+			}
+			f.dp.Refresh()
+		}
+		applied <- f.dp.Apply(ctx, []Service{service(backend1, backend2)})
+	}()
+	if err := <-applied; err != nil {
+		t.Fatal(err)
+	}
+
 	// A new Pod on the node.
 	extra := f.client + "e"
 	run(t, "ip", "netns", "add", extra)
