@@ -22,7 +22,7 @@ func Example() {
 	defer stop()
 
 	dp, err := dataplane.New(dataplane.Config{
-		NodeAddr:  netip.MustParseAddr("2001:db8:ff::1"),     // the node's global IPv6 address
+		NodeAddr:  netip.MustParseAddr("2001:db8:ff::1"),      // the node's global IPv6 address
 		PodPrefix: netip.MustParsePrefix("2001:db8:1:2::/80"), // --ipv6-prefix
 		Log:       slog.Default(),
 	})
