@@ -154,3 +154,19 @@ func TestUnknownRewritesEverything(t *testing.T) {
 		t.Errorf("deletes %v, want the removed Service's VIP, key and backend", deletes)
 	}
 }
+
+func TestCovers(t *testing.T) {
+	for list, want := range map[string]bool{
+		"":                  false,
+		"30000-32767":       true,
+		"22,30000-32767,80": true,
+		"29000-40000":       true,
+		"30000-32766":       false,
+		"30000":             false,
+		"31000-32767":       false,
+	} {
+		if got := covers(list, 30000, 32767); got != want {
+			t.Errorf("covers(%q) = %v, want %v", list, got, want)
+		}
+	}
+}

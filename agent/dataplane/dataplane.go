@@ -211,6 +211,9 @@ func (d *Dataplane) reconcileLocked() error {
 	return inNetNS(d.cfg.NetNS, func() error {
 		var want []Interface
 		if d.services > 0 {
+			if err := reserveNATPorts(); err != nil {
+				return err
+			}
 			var err error
 			if want, err = discover(d.cfg.PodPrefix, d.cfg.PodENI); err != nil {
 				return err

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,6 +109,9 @@ func TestTCPAndUDPThroughVIP(t *testing.T) {
 		if n := f.attachedPrograms(t, ifc); n != 1 {
 			t.Errorf("%s has %d TCX ingress programs, want 1", ifc, n)
 		}
+	}
+	if out, err := exec.Command("ip", "netns", "exec", f.node, "sysctl", "-n", "net.ipv4.ip_local_reserved_ports").Output(); err != nil || strings.TrimSpace(string(out)) != "30000-32767" {
+		t.Errorf("the node reserves ports %q (%v), want the source-NAT range 30000-32767", out, err)
 	}
 
 	seen := map[string]int{}

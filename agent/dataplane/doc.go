@@ -11,9 +11,10 @@
 //
 // Links are never pinned: they go away with the process. With no Services
 // anywhere the program is detached and no node address is needed. Stop
-// detaches and releases everything.
+// detaches and releases everything. While Services exist, the source-NAT
+// ports 30000-32767 are added to the namespace's reserved local ports.
 //
 // It must not select backends (Service selection and readiness belong to
 // the caller), change routes or addresses, or write anything but its own
-// maps and links.
+// maps, its links and that port reservation.
 package dataplane
