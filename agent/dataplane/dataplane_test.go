@@ -478,3 +478,28 @@ func TestRemoteBackendRepliesOnDefaultRoute(t *testing.T) {
 		t.Fatalf("UDP via the remote backend: %v from %v, %v", ru, from, err)
 	}
 }
+
+// TestHairpin: a Pod calling its own Service may be its own backend; the
+// packet goes out and back through the same veth.
+func TestHairpin(t *testing.T) {
+	f := newFixture(t, "l")
+	f.serve(t, f.client, "self")
+	f.apply(t, service(clientIP))
+	c, err := f.dial(t, vipTCP, 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r, err := ask(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.backend != "self" {
+		t.Fatalf("reached %s, want the client itself", r.backend)
+	}
+	checkSNAT(t, r)
+	ru, from, err := askUDP(f.udpSocket(t), vipUDP, []byte("q"), 3*time.Second)
+	if err != nil || ru.backend != "self" || from != vipUDP {
+		t.Fatalf("UDP hairpin: %v from %v, %v", ru, from, err)
+	}
+}
