@@ -22,6 +22,9 @@ import (
 // NAT. Compare each vip sub-benchmark with its direct twin:
 //
 //	go test ./agent/dataplane -run '^$' -bench VIP -count 5
+//
+// On a shared machine the sub-benchmarks run minutes apart and drift with
+// its load; BenchmarkVIPInterleaved is the one to read a ratio from.
 func BenchmarkVIP(b *testing.B) {
 	tp, dp := benchTopology(b, "B")
 	targets := []struct {
