@@ -4,8 +4,8 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # Rebuilds the committed eBPF object and its Go bindings from c/ with clang
-# and bpf2go (run from the main module, so its version is the one go.mod
-# pins for github.com/cilium/ebpf). Usage: bpf/generate.sh [OUTPUT_DIR]
+# and bpf2go (pinned in tools/go.mod at the version of github.com/cilium/ebpf
+# that go.mod requires, because the generated code calls that library). Usage: bpf/generate.sh [OUTPUT_DIR]
 # The default output is this directory; the up-to-date test writes to a
 # temporary one and compares.
 set -euo pipefail
@@ -20,7 +20,7 @@ command -v clang >/dev/null || {
 # <asm/types.h> lives in the multiarch include directory on Debian.
 multiarch="/usr/include/$(uname -m)-linux-gnu"
 
-go run github.com/cilium/ebpf/cmd/bpf2go \
+go tool -modfile=../tools/go.mod bpf2go \
   -cc clang -target bpfel -go-package bpf -output-dir "$out" -output-stem vip \
   Vip c/vip.c -- -I"$multiarch" -O2 -g -Wall -Werror
 

@@ -2,7 +2,10 @@ module podmin.dev/podmin/tools
 
 go 1.26.8
 
-tool github.com/versity/versitygw/cmd/versitygw
+tool (
+	github.com/cilium/ebpf/cmd/bpf2go
+	github.com/versity/versitygw/cmd/versitygw
+)
 
 require (
 	github.com/Azure/azure-sdk-for-go/sdk/azcore v1.23.1 // indirect
@@ -35,6 +38,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/sts v1.52.0 // indirect
 	github.com/aws/smithy-go v1.28.9 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/cilium/ebpf v0.22.0 // indirect
 	github.com/cpuguy83/go-md2man/v2 v2.0.7 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/go-asn1-ber/asn1-ber v1.5.8 // indirect
