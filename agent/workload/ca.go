@@ -131,10 +131,14 @@ func (m *Manager) Refresh(ctx context.Context) (changed bool, err error) {
 // write makes it fail with ErrSuperseded.
 func (m *Manager) Rotate(ctx context.Context) error {
 	now := m.opts.Now()
+	m.leaderMu.Lock()
+	defer m.leaderMu.Unlock()
 	var cur *pki.CAState
 	etag := ""
-	obj, err := m.opts.Store.Get(ctx, state.IdentityCAPath, getOpts(""))
+	obj, err := m.opts.Store.Get(ctx, state.IdentityCAPath, getOpts(m.leaderETag))
 	switch {
+	case isNotModified(err) && m.leaderState != nil:
+		cur, etag = m.leaderState, m.leaderETag
 	case isNotFound(err):
 	case err != nil:
 		return fmt.Errorf("read %s: %w", state.IdentityCAPath, err)
@@ -144,6 +148,7 @@ func (m *Manager) Rotate(ctx context.Context) error {
 			return fmt.Errorf("refusing to rotate over an invalid %s (fix or remove it): %w", state.IdentityCAPath, err)
 		}
 		cur, etag = &s, obj.ETag
+		m.leaderState, m.leaderETag = cur, etag
 	}
 	ext := m.opts.External
 	observed := false
@@ -178,6 +183,7 @@ func (m *Manager) Rotate(ctx context.Context) error {
 		}
 		m.log.Info("workload CA state written", "reason", plan.Reason, "etag", newETag)
 		final = &plan.Next
+		m.leaderState, m.leaderETag = final, newETag
 	}
 	if ext != nil && final != nil {
 		return m.publishExternal(ctx, final.BundlePEM())

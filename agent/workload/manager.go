@@ -86,7 +86,12 @@ type Manager struct {
 	trust    *trust
 	leaves   map[string]leafState
 	locks    [64]sync.Mutex
-	leaderMu sync.Mutex
+	// leaderMu serializes Rotate; leaderState is the last parsed
+	// identity/ca.json at leaderETag, so an idle leader pass is one
+	// conditional read.
+	leaderMu    sync.Mutex
+	leaderState *pki.CAState
+	leaderETag  string
 }
 
 // New checks the options and returns a Manager with no CA state: call
