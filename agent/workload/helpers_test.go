@@ -10,6 +10,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/objstore/local"
 	"podmin.dev/podmin/internal/pki"
+	"podmin.dev/podmin/internal/secrets"
 )
 
 var t0 = time.Date(2027, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -72,7 +74,7 @@ func newKey(t testing.TB) ed25519.PrivateKey {
 
 func newBucket(t testing.TB) objstore.Store {
 	t.Helper()
-	b := local.Open(t.TempDir())
+	b := local.Open(filepath.Join(t.TempDir(), "bucket"))
 	if err := b.CreateBucket(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -118,4 +120,16 @@ func mustRefresh(t testing.TB, m *Manager) bool {
 		t.Fatal(err)
 	}
 	return changed
+}
+
+// rnd reads crypto/rand.
+type rnd struct{}
+
+func (rnd) Read(p []byte) (int, error) { return rand.Read(p) }
+
+// staticReader is a KeyReader holding one value.
+type staticReader string
+
+func (s staticReader) Read(context.Context, secrets.Name) (secrets.Value, error) {
+	return secrets.Value(s), nil
 }
