@@ -164,11 +164,12 @@ func TestAtomicSwitchReaderLoop(t *testing.T) {
 	for range 2 {
 		wg.Go(func() {
 			for !stop.Load() {
-				dir, err := filepath.EvalSymlinks(link)
+				target, err := os.Readlink(link)
 				if err != nil {
 					errs <- err
 					return
 				}
+				dir := filepath.Join(filepath.Dir(link), target)
 				crt, err1 := os.ReadFile(filepath.Join(dir, CertFile))
 				key, err2 := os.ReadFile(filepath.Join(dir, KeyFile))
 				ca, err3 := os.ReadFile(filepath.Join(dir, CAFile))
