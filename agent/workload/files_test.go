@@ -197,7 +197,7 @@ func TestAtomicSwitchReaderLoop(t *testing.T) {
 			}
 		})
 	}
-	for i := 0; i < 300; i++ {
+	for i := 0; i < 100; i++ {
 		clk.Add(pki.LeafLifetime)
 		if _, err := m.Ensure(ctx, pod); err != nil {
 			t.Fatal(err)
@@ -212,7 +212,7 @@ func TestAtomicSwitchReaderLoop(t *testing.T) {
 	if reads.Load() == 0 {
 		t.Fatal("reader never completed a read")
 	}
-	t.Logf("%d coherent reads, %d reads of a pruned generation, 300 switches", reads.Load(), misses.Load())
+	t.Logf("%d coherent reads, %d reads of a pruned generation, 100 switches", reads.Load(), misses.Load())
 }
 
 // TestBadCAStateRejected: a foreign, truncated or garbage identity/ca.json
