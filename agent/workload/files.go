@@ -80,8 +80,13 @@ func writeGeneration(podDir, name string, g generation) (previous string, err er
 		return "", err
 	}
 	if err := os.Rename(tmpLink, link); err != nil {
-		_ = os.Remove(tmpLink)
-		return "", err
+		// The static-Pod reconciler may have made an empty directory as a
+		// placeholder for kubelet: replace it once with the link.
+		fi, lerr := os.Lstat(link)
+		if lerr != nil || !fi.IsDir() || os.Remove(link) != nil || os.Rename(tmpLink, link) != nil {
+			_ = os.Remove(tmpLink)
+			return "", fmt.Errorf("switch %s: %w", link, err)
+		}
 	}
 	return previous, syncDir(podDir)
 }
