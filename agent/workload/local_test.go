@@ -26,7 +26,7 @@ metadata:
   name: web
   namespace: product
   annotations:
-    podmin.dev/revision: 0123
+    podmin.dev/revision: abc123
     podmin.dev/service: frontend
 spec:
   containers:
@@ -72,7 +72,7 @@ func TestLocalNodeAnnotatePod(t *testing.T) {
 	if pod.Annotations[RevisionAnnotation] != pki.Fingerprint(leaf) || id.Revision != pki.Fingerprint(leaf) {
 		t.Fatalf("annotation %q, leaf %s", pod.Annotations[RevisionAnnotation], pki.Fingerprint(leaf))
 	}
-	if pod.Annotations["podmin.dev/revision"] != "0123" || leaf.DNSNames[0] != "frontend.product.svc.cluster.local" {
+	if pod.Annotations["podmin.dev/revision"] != "abc123" || leaf.DNSNames[0] != "frontend.product.svc.cluster.local" {
 		t.Fatalf("annotations %v names %v", pod.Annotations, leaf.DNSNames)
 	}
 	if fi, err := os.Lstat(placeholder); err != nil || fi.Mode()&os.ModeSymlink == 0 {
