@@ -24,7 +24,7 @@ import (
 // client Pod "web" with identities written by a Manager.
 type tlsFixture struct {
 	server, client string // identity directories
-	pool               *x509.CertPool
+	pool           *x509.CertPool
 }
 
 func newTLSFixture(t *testing.T) tlsFixture {
