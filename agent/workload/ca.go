@@ -185,7 +185,7 @@ func (m *Manager) Rotate(ctx context.Context) error {
 		final = &plan.Next
 		m.leaderState, m.leaderETag = final, newETag
 	}
-	if ext != nil && final != nil {
+	if ext != nil && final != nil && (plan.Write || !observed) {
 		return m.publishExternal(ctx, final.BundlePEM())
 	}
 	return nil

@@ -74,6 +74,7 @@ func writeGeneration(podDir, name string, g generation) (previous string, err er
 		return "", err
 	}
 	previous, _ = currentGeneration(podDir)
+	removeStaleLinks(podDir)
 	link := filepath.Join(podDir, LinkName)
 	tmpLink := filepath.Join(podDir, "."+LinkName+".tmp-"+randomSuffix())
 	if err := os.Symlink(GenerationsDir+"/"+name, tmpLink); err != nil {
@@ -187,4 +188,12 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// removeStaleLinks removes temporary links an interrupted switch left.
+func removeStaleLinks(podDir string) {
+	stale, _ := filepath.Glob(filepath.Join(podDir, "."+LinkName+".tmp-*"))
+	for _, p := range stale {
+		_ = os.Remove(p)
+	}
 }
