@@ -18,6 +18,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"podmin.dev/podmin/internal/pki"
+	"podmin.dev/podmin/internal/state"
 )
 
 // tlsFixture is a server Pod "db" (Service "database" in "product") and a
@@ -225,5 +228,43 @@ func TestGoClientAgainstOpenSSLServer(t *testing.T) {
 	}
 	if os.Getenv("PODMIN_TEST_VERBOSE") != "" {
 		t.Log(out.String())
+	}
+}
+
+// TestOpenSSLBundleWithExpiredRetired: after a recovery the bundle holds
+// an expired retired certificate with the same subject and key, listed
+// first. OpenSSL and Go must still choose the valid one.
+func TestOpenSSLBundleWithExpiredRetired(t *testing.T) {
+	openssl := needOpenSSL(t)
+	ctx := context.Background()
+	now := time.Now()
+	key := newKey(t)
+	store := newFakeStore()
+	old, err := pki.NewCA(rnd{}, key, pki.WorkloadCASpec("demo"), now.Add(-pki.WorkloadCALifetime-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := pki.CAState{Active: old}.Marshal()
+	if _, err := store.Put(ctx, state.IdentityCAPath, data); err != nil {
+		t.Fatal(err)
+	}
+	m := newManager(t, agentOpts{store: store, key: key, clock: &clock{t: now}})
+	mustRefresh(t, m) // the leader recovers: new active, expired retired
+	st := readState(t, store, key)
+	if st.Retired == nil || !st.Retired.Equal(old) || st.Certs()[0] != st.Retired {
+		t.Fatal("want the expired retired certificate first in the bundle")
+	}
+	if _, err := m.Ensure(ctx, Pod{Name: "db", Namespace: "product", Service: "database"}); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(m.PodDir("db"), LinkName)
+	out, err := exec.Command(openssl, "verify", "-CAfile", filepath.Join(dir, CAFile), filepath.Join(dir, CertFile)).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), ": OK") {
+		t.Fatalf("openssl verify with an expired retired CA first: %v\n%s", err, out)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(m.Bundle())
+	if _, err := currentLeaf(t, m, "db").Verify(x509.VerifyOptions{Roots: pool, DNSName: "database.product.svc"}); err != nil {
+		t.Fatal(err)
 	}
 }
