@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -89,6 +90,14 @@ func TestRotationTwoYearsThreeAgents(t *testing.T) {
 	if testing.Short() {
 		t.Skip("two simulated years")
 	}
+	t.Run("bucket only", func(t *testing.T) { simulateTwoYears(t, nil) })
+	// With --workload-ca-publish every bundle the leader settles on is
+	// also at the external destination.
+	ext := &External{Store: newFakeStore(), Key: "trust/demo.pem"}
+	t.Run("external copy", func(t *testing.T) { simulateTwoYears(t, ext) })
+}
+
+func simulateTwoYears(t *testing.T, ext *External) {
 	ctx := context.Background()
 	store := newFakeStore()
 	key := newKey(t)
@@ -99,7 +108,7 @@ func TestRotationTwoYearsThreeAgents(t *testing.T) {
 	var pods [3]Pod
 	for i := range agents {
 		leaders[i] = &leaderFlag{}
-		agents[i] = newManager(t, agentOpts{store: store, key: key, clock: clk, leader: leaders[i]})
+		agents[i] = newManager(t, agentOpts{store: store, key: key, clock: clk, leader: leaders[i], external: ext})
 		pods[i] = Pod{Name: fmt.Sprintf("web-%d", i), Namespace: "product", Service: "frontend"}
 	}
 	leaders[0].set(true)
@@ -181,8 +190,17 @@ func TestRotationTwoYearsThreeAgents(t *testing.T) {
 				pendings++
 			case lastState.Pending != nil && st.Active.Equal(lastState.Pending):
 				promotions = append(promotions, now)
-				if d := now.Sub(st.PendingSince); d < pki.Propagation {
-					t.Fatalf("%s: promoted %s after publication", now, d)
+				if d := now.Sub(st.RetiredAt); d != 0 {
+					t.Fatalf("%s: retiredAt %s", now, st.RetiredAt)
+				}
+				if d := now.Sub(lastState.PendingSince); d < pki.Propagation {
+					t.Fatalf("%s: promoted %s after the delay began", now, d)
+				}
+				if ext != nil {
+					e, err := ext.Store.Get(ctx, ext.Key, objstore.GetOptions{})
+					if err != nil || !bytes.Equal(e.Data, st.BundlePEM()) {
+						t.Fatalf("%s: promoted while the external copy lacks the new CA (%v)", now, err)
+					}
 				}
 			case lastState.Retired != nil && st.Retired == nil:
 				drops = append(drops, now)
@@ -190,6 +208,18 @@ func TestRotationTwoYearsThreeAgents(t *testing.T) {
 			lastState, lastETag = st, obj.ETag
 		} else if !errors.Is(err, objstore.ErrNotModified) {
 			t.Fatal(err)
+		}
+		if ext != nil {
+			e, err := ext.Store.Get(ctx, ext.Key, objstore.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The external copy may lag a bundle change by one pass, but it
+			// always holds the active CA and never more than two.
+			certs, err := pki.ParseCertsPEM(e.Data)
+			if err != nil || len(certs) > 2 || !slices.ContainsFunc(certs, lastState.Active.Equal) {
+				t.Fatalf("%s: external copy holds %d certificates without the active CA (%v)", now, len(certs), err)
+			}
 		}
 	}
 	if len(promotions) != 2 || pendings != 2 {
