@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -387,4 +388,38 @@ func (m *Manager) Run(ctx context.Context, interval time.Duration, poke func()) 
 		case <-t.C:
 		}
 	}
+}
+
+// Leaf is a freshly issued leaf with its private key and the bundle that
+// trusts it, for identities the agent keeps outside Pods (the log
+// exporter's client leaf).
+type Leaf struct {
+	Cert   *x509.Certificate
+	Key    ed25519.PrivateKey
+	Bundle []byte
+}
+
+// IssueLeaf signs spec with the active workload CA, after the same checks
+// as Pod leaves. The caller stores the key; it must stay on this node.
+func (m *Manager) IssueLeaf(spec pki.LeafSpec) (Leaf, error) {
+	m.mu.RLock()
+	t := m.trust
+	m.mu.RUnlock()
+	if t == nil {
+		return Leaf{}, fmt.Errorf("%w: issuing nothing until identity/ca.json has been read", ErrNoCA)
+	}
+	now := m.opts.Now()
+	issuer, err := t.state.Issuer(now)
+	if err != nil {
+		return Leaf{}, err
+	}
+	key, err := pki.GenerateKey(m.opts.Random)
+	if err != nil {
+		return Leaf{}, err
+	}
+	cert, err := pki.Issue(m.opts.Random, issuer, m.opts.Key, key.Public().(ed25519.PublicKey), spec, now)
+	if err != nil {
+		return Leaf{}, err
+	}
+	return Leaf{Cert: cert, Key: key, Bundle: t.bundle}, nil
 }

@@ -71,3 +71,24 @@ func TestRunPokesReconciliation(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestIssueTelemetryLeaf(t *testing.T) {
+	clk := &clock{t: t0}
+	m := newManager(t, agentOpts{store: newFakeStore(), key: newKey(t), clock: clk})
+	if _, err := m.IssueLeaf(pki.TelemetryLeaf("demo", "i-0abc")); err == nil {
+		t.Fatal("issued before the CA state was read")
+	}
+	mustRefresh(t, m)
+	spec := pki.TelemetryLeaf("demo", "i-0abc")
+	l, err := m.IssueLeaf(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certs, _ := pki.ParseCertsPEM(l.Bundle)
+	if err := pki.CheckLeaf(l.Cert, l.Key, spec, certs, clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if l.Cert.URIs[0].String() != "spiffe://demo.podmin.internal/system/otel-logs/node/i-0abc" || len(l.Cert.ExtKeyUsage) != 1 {
+		t.Fatalf("telemetry leaf %v %v", l.Cert.URIs, l.Cert.ExtKeyUsage)
+	}
+}

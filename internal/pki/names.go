@@ -103,3 +103,19 @@ func NodeLeaf(cluster, nodeGroup, nodeID string, addr netip.Addr) LeafSpec {
 		Lifetime: NodeLeafLifetime,
 	}
 }
+
+// TelemetryURI is the URI SAN of a node's log-export client identity:
+// spiffe://<cluster>.podmin.internal/system/otel-logs/node/<node-id>.
+func TelemetryURI(cluster, nodeID string) *url.URL {
+	return &url.URL{Scheme: "spiffe", Host: TrustDomain(cluster), Path: "/system/otel-logs/node/" + nodeID}
+}
+
+// TelemetryLeaf is the 24-hour client-only leaf the agent issues Fluent
+// Bit from the workload CA; it has no server authentication.
+func TelemetryLeaf(cluster, nodeID string) LeafSpec {
+	return LeafSpec{
+		CommonName: "otel-logs." + nodeID,
+		URIs:       []*url.URL{TelemetryURI(cluster, nodeID)},
+		ClientAuth: true, Lifetime: LeafLifetime,
+	}
+}
