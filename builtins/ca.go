@@ -18,7 +18,9 @@ import (
 )
 
 // CASecretsOptions are the inputs of EnsureCASecrets. Provider defaults to
-// the context's secrets provider.
+// the cloud provider's system store, where every agent reads the CA
+// secrets: aws-parameter-store on aws (SSM), local on local. The context's
+// default for Pod secrets does not apply.
 type CASecretsOptions struct {
 	Provider string
 }
@@ -48,7 +50,15 @@ func (e *Env) EnsureCASecrets(ctx context.Context, opts CASecretsOptions) (CASec
 	if err != nil {
 		return CASecretsResult{}, err
 	}
-	s, err := e.openSecrets(ctx, c, opts.Provider)
+	provider := opts.Provider
+	if provider == "" {
+		p, err := e.provider(c.Provider)
+		if err != nil {
+			return CASecretsResult{}, fmt.Errorf("context %s: %w", c.Cluster, err)
+		}
+		provider = p.SecretsProviders()[0]
+	}
+	s, err := e.openSecrets(ctx, c, provider)
 	if err != nil {
 		return CASecretsResult{}, err
 	}

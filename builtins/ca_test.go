@@ -126,6 +126,12 @@ func TestEnsureCASecretsAmbiguousCreate(t *testing.T) {
 	if v, _ := otherBase.Read(ctx, keyName); string(v) != string(rivalKey) {
 		t.Fatal("rival's key overwritten")
 	}
+	// Without a provider the CA secrets go to the system store of the
+	// context's cloud provider: local for a local context.
+	fourth := newSecretsEnv(t)
+	if res, err := fourth.EnsureCASecrets(ctx, CASecretsOptions{}); err != nil || res.Provider != secrets.Local {
+		t.Fatalf("default provider: %+v %v", res, err)
+	}
 	// A wrong-size stored key is reported, never replaced.
 	third := newSecretsEnv(t)
 	thirdBase, _ := third.Secrets(ctx, mustContext(t, third.Env), secrets.Local)
