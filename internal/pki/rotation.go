@@ -34,6 +34,18 @@ type CAState struct {
 	RetiredAt time.Time
 }
 
+// caStateDoc is identity/ca.json: each certificate is one PEM block and
+// the times are RFC 3339 UTC, e.g.
+//
+//	{
+//	  "version": 1,
+//	  "active": "-----BEGIN CERTIFICATE-----\n...",
+//	  "pending": "-----BEGIN CERTIFICATE-----\n...",
+//	  "pendingSince": "2028-01-30T12:00:00Z"
+//	}
+//
+// with "retired" and "retiredAt" in place of the pending pair after a
+// promotion.
 type caStateDoc struct {
 	Version      int        `json:"version"`
 	Active       string     `json:"active"`
