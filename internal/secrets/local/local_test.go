@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"podmin.dev/podmin/internal/secrets"
@@ -62,5 +63,34 @@ func TestFilesOnDisk(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "demo", "default", "web")); err == nil {
 		t.Errorf("Destroy left the empty Pod directory")
+	}
+}
+
+// TestLongKey creates, lists and reads keys as long as the key rules allow:
+// the temporary file of the atomic write has a short fixed name, so only
+// the final file name carries the key.
+func TestLongKey(t *testing.T) {
+	root := t.TempDir()
+	s := local.New(root)
+	for _, n := range []int{250, 255} {
+		key := strings.Repeat("k", n-1) + "z"
+		name, err := secrets.PodSecret("demo", "", "web", key)
+		if err != nil {
+			t.Fatalf("%d-character key rejected: %v", n, err)
+		}
+		if err := s.Create(t.Context(), name, secrets.Value("long")); err != nil {
+			t.Fatalf("create a %d-character key: %v", n, err)
+		}
+		if err := s.Update(t.Context(), name, secrets.Value("longer")); err != nil {
+			t.Fatalf("update a %d-character key: %v", n, err)
+		}
+		v, err := s.Read(t.Context(), name)
+		if err != nil || string(v) != "longer" {
+			t.Fatalf("read a %d-character key: %q, %v", n, v, err)
+		}
+	}
+	entries, err := s.List(t.Context(), "demo", secrets.Filter{})
+	if err != nil || len(entries) != 2 {
+		t.Fatalf("List = %+v, %v; want the two long keys", entries, err)
 	}
 }
