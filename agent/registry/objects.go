@@ -29,8 +29,8 @@ type Objects interface {
 	Get(ctx context.Context, key string, opts objstore.GetOptions) (objstore.Object, error)
 	// Head returns an object's size.
 	Head(ctx context.Context, key string) (objstore.Info, error)
-	// Open streams length bytes of key starting at offset; the caller has
-	// checked the range against Head.
+	// Open streams up to length bytes of key starting at offset (fewer
+	// when the object ends first).
 	Open(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error)
 }
 
@@ -46,10 +46,11 @@ func (s storeObjects) Open(ctx context.Context, key string, offset, length int64
 	if err != nil {
 		return nil, err
 	}
-	if offset < 0 || length < 0 || offset+length > int64(len(obj.Data)) {
+	if offset < 0 || length < 0 || offset > int64(len(obj.Data)) {
 		return nil, fmt.Errorf("open %q: range %d+%d is outside the %d byte object", key, offset, length, len(obj.Data))
 	}
-	return io.NopCloser(bytes.NewReader(obj.Data[offset : offset+length])), nil
+	end := min(offset+length, int64(len(obj.Data)))
+	return io.NopCloser(bytes.NewReader(obj.Data[offset:end])), nil
 }
 
 // LocalObjects adapts a local-directory bucket and streams blobs straight
