@@ -141,3 +141,29 @@ func fileContains(path, s string) bool {
 	b, err := os.ReadFile(path)
 	return err == nil && strings.Contains(string(b), s)
 }
+
+// commitMissing commits a deployment whose Pod payload was never written:
+// its index entry names an object the bucket does not hold.
+func commitMissing(t testing.TB, b objstore.Store, name, image string) {
+	t.Helper()
+	scratch := localstore.Open(filepath.Join(t.TempDir(), "scratch"))
+	if err := scratch.CreateBucket(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e := commit(t, scratch, name, image, false)
+	obj, err := b.Get(context.Background(), state.IndexPath, objstore.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, err := state.DecodeIndex(obj.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := state.NewKey("workers", name)
+	if _, _, err := ix.Set(k, e); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.PutIfMatch(context.Background(), state.IndexPath, ix.Encode(), obj.ETag); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -39,12 +39,7 @@ func TestReadinessAndMetricsReportFailures(t *testing.T) {
 	commit(t, a.bucket, "web", "web:v1", true)
 	waitFor(t, 5*time.Second, "ready", func() bool { code, _ := a.get(t, "/readyz"); return code == 200 })
 
-	gone := commit(t, a.bucket, "gone", "gone:v1", false)
-	payload := filepath.Join(a.bucket.Dir(), filepath.FromSlash(gone.Pod))
-	good, _ := os.ReadFile(payload)
-	if err := os.Remove(payload); err != nil {
-		t.Fatal(err)
-	}
+	commitMissing(t, a.bucket, "gone", "gone:v1")
 	commit(t, a.bucket, "api", "api:v1", false)
 	waitFor(t, 5*time.Second, "api published beside the failing gone", func() bool {
 		return fileContains(filepath.Join(a.manifests, "api.yaml"), "api:v1")
@@ -60,9 +55,7 @@ func TestReadinessAndMetricsReportFailures(t *testing.T) {
 	if !strings.Contains(a.logs.String(), "level=WARN msg=\"Pod kept at its last valid state\"") {
 		t.Fatalf("no WARN for the failing Pod:\n%s", a.logs)
 	}
-	if err := os.WriteFile(payload, good, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	commit(t, a.bucket, "gone", "gone:v1", false) // writes the payload
 	waitFor(t, 5*time.Second, "ready after repair", func() bool { code, _ := a.get(t, "/readyz"); return code == 200 })
 	if !fileContains(filepath.Join(a.manifests, "gone.yaml"), "gone:v1") {
 		t.Fatal("gone.yaml not published after repair")
