@@ -26,7 +26,9 @@ const Component = "staticpod"
 
 // LoopOptions pace the reconcile loop.
 type LoopOptions struct {
-	// Interval is the poll period; it is jittered by ±10%.
+	// Interval is the poll period: each wait is jittered within 80–100%
+	// of it, so nodes spread their reads and a commit is seen within one
+	// Interval.
 	Interval time.Duration
 	// Timeout bounds one pass.
 	Timeout time.Duration
@@ -116,7 +118,7 @@ func (l *Loop) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		wait := time.Duration(float64(l.opts.Interval) * (0.9 + 0.2*l.opts.Rand()))
+		wait := time.Duration(float64(l.opts.Interval) * (0.8 + 0.2*l.opts.Rand()))
 		report := true
 		var pods *PodsFailedError
 		switch {

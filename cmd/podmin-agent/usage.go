@@ -52,8 +52,8 @@ Environment (settings of the process, not of the node):
                                (default /)
   %-28[2]s 1: run one reconcile pass and exit: 0 when the whole
                                NodeGroup was published, 1 otherwise (default 0)
-  %-28[3]s index poll period, a Go duration (default %[4]s,
-                               jittered ±10%%)
+  %-28[3]s index poll period, a Go duration (default %[4]s;
+                               each wait is jittered within 80-100%% of it)
   %-28[5]s loopback address of /healthz, /readyz and /metrics
                                (default %[6]s)
   %-28[7]s loopback address of the read-only registry, or "off"
