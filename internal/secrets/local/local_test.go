@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"podmin.dev/podmin/internal/paths"
 	"podmin.dev/podmin/internal/secrets"
 	"podmin.dev/podmin/internal/secrets/local"
 	"podmin.dev/podmin/internal/secrets/secretstest"
@@ -53,11 +54,17 @@ func TestFilesOnDisk(t *testing.T) {
 	if err := os.WriteFile(tmp, []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	short, err := paths.CreateTemp(filepath.Dir(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = short.Close()
 	entries, err := s.List(t.Context(), "demo", secrets.Filter{})
 	if err != nil || len(entries) != 1 || entries[0].Name != "/demo/default/web/db-password" {
 		t.Fatalf("List = %+v, %v", entries, err)
 	}
 	_ = os.Remove(tmp)
+	_ = os.Remove(short.Name())
 	if err := s.Destroy(t.Context(), n); err != nil {
 		t.Fatal(err)
 	}
