@@ -72,6 +72,41 @@ func (b *badBlobs) is(key string, info objstore.Info) bool {
 	return false
 }
 
+// goodBlobs remembers the versions of blobs that were streamed completely
+// and matched their digest, so later complete reads of the same version
+// (same ETag, size and modification time) are served without hashing
+// again, at the speed of the storage. It is bounded; when full it forgets
+// everything and verifies afresh.
+type goodBlobs struct {
+	mu   sync.Mutex
+	max  int
+	good map[string]objstore.Info
+}
+
+func newGoodBlobs(max int) *goodBlobs { return &goodBlobs{max: max, good: map[string]objstore.Info{}} }
+
+func (g *goodBlobs) mark(key string, info objstore.Info) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.good) >= g.max {
+		clear(g.good)
+	}
+	g.good[key] = info
+}
+
+func (g *goodBlobs) is(key string, info objstore.Info) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	prev, ok := g.good[key]
+	return ok && prev.ETag == info.ETag && prev.Size == info.Size && prev.LastModified.Equal(info.LastModified)
+}
+
+func (g *goodBlobs) forget(key string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.good, key)
+}
+
 // readManifest reads the manifest blob d names, never more than d.Size+1
 // bytes, and verifies its size and digest.
 func (h *Handler) readManifest(ctx context.Context, key string, d v1.Descriptor) ([]byte, error) {
