@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -20,6 +22,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"podmin.dev/podmin/agent/registry"
+	"podmin.dev/podmin/internal/objstore/local"
 	"podmin.dev/podmin/internal/oci"
 )
 
@@ -173,5 +176,46 @@ func TestOversizedIndexRefusedEarly(t *testing.T) {
 	}
 	if len(f.gets) != 0 {
 		t.Fatalf("read %q whole, want only its size checked", f.gets)
+	}
+}
+
+// The same on a local bucket, where a verified blob version is served
+// with sendfile: a byte changed in place afterwards is still caught.
+func TestTamperedLocalBlobIsNeverServedComplete(t *testing.T) {
+	bucket := local.Open(filepath.Join(t.TempDir(), "bucket"))
+	if err := bucket.CreateBucket(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	good := bytes.Repeat([]byte("podmin layer "), 100_000)
+	d := digestOf(good)
+	key := "apps/hello/blobs/sha256/" + d[7:]
+	if _, err := bucket.Put(t.Context(), key, good); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	srv := httptest.NewServer(registry.New(registry.LocalObjects(bucket), registry.WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))))
+	defer srv.Close()
+	url := srv.URL + "/v2/apps/hello/blobs/" + d
+	for range 2 { // verified, then served as a verified version
+		if status, body, complete := get(t, "GET", url); status != 200 || !complete || !bytes.Equal(body, good) {
+			t.Fatalf("good blob: %d complete=%v", status, complete)
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(bucket.Dir(), filepath.FromSlash(key)), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("X"), int64(len(good)/2)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if status, _, complete := get(t, "GET", url); status == 200 && complete {
+		t.Fatal("a blob changed in place was served complete with 200")
+	}
+	if status, _, _ := get(t, "GET", url); status != 500 {
+		t.Fatalf("known tampered blob = %d, want 500", status)
+	}
+	if !strings.Contains(logs.String(), key) {
+		t.Fatalf("mismatch not logged with the object path:\n%s", logs.String())
 	}
 }
