@@ -4,13 +4,14 @@
 
 // Package staticpod reconciles one NodeGroup's committed desired state into
 // kubelet's static Pod directory, exactly in the order the specification
-// gives: read the complete deployments/index.json and its ETag (missing
-// means empty), keep this NodeGroup's entries, fetch only their immutable
+// gives: read the complete deployments/index.json and its ETag (absent from
+// an existing bucket means empty), keep this NodeGroup's entries, fetch only their immutable
 // payloads (each verified against its SHA-512), transform and stage the
 // complete candidate set (Pods, secret values, Services), confirm the index
 // ETag is unchanged, then publish: per Pod its values and an atomically
-// renamed file, then removal of stale *.yaml files, and only after those
-// succeed the Service desired state.
+// renamed file, then removal of stale *.yaml files and the workload
+// directories of deleted Pods, and only after those the Service desired
+// state.
 //
 // One bad Pod never blocks its NodeGroup: a deployment whose payload is
 // missing, corrupt or oversized, whose values cannot be fetched, or whose

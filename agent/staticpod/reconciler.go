@@ -45,7 +45,8 @@ type Hooks struct {
 	// IndexChanged is called with the new ETag when a pass reads an index
 	// other than the one last applied, before acting on it.
 	IndexChanged func(etag string)
-	// Published is called after a pass published the complete state.
+	// Published is called after a pass published the NodeGroup's state,
+	// also when some Pods were kept at their last valid state.
 	Published func(etag string, pods int)
 }
 
