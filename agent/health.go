@@ -100,9 +100,9 @@ type healthServer struct {
 	health *Health
 	// metrics, when set, serves /metrics beside the health endpoints.
 	metrics http.Handler
-	srv    *http.Server
-	done   chan error
-	bound  string
+	srv     *http.Server
+	done    chan error
+	bound   string
 }
 
 // checkLoopback accepts only host:port with a loopback IP.

@@ -15,8 +15,8 @@ import (
 
 	"podmin.dev/podmin/agent/staticpod"
 	"podmin.dev/podmin/internal/objstore"
-	"podmin.dev/podmin/internal/objstore/objstoretest"
 	localstore "podmin.dev/podmin/internal/objstore/local"
+	"podmin.dev/podmin/internal/objstore/objstoretest"
 	"podmin.dev/podmin/internal/objstore/s3store/s3storetest"
 )
 
