@@ -35,7 +35,7 @@ func TestIndexWatcherFollowsTheBucket(t *testing.T) {
 	// a new watch sends on its own is not taken for a commit's.
 	settle := func() {
 		last, since := n.Load(), time.Now()
-		waitFor(t, 5*time.Second, "notifications settle", func() bool {
+		waitFor(t, 20*time.Second, "notifications settle", func() bool {
 			if cur := n.Load(); cur != last {
 				last, since = cur, time.Now()
 			}
@@ -47,7 +47,7 @@ func TestIndexWatcherFollowsTheBucket(t *testing.T) {
 		settle()
 		before := n.Load()
 		act()
-		waitFor(t, 5*time.Second, what+" notified", func() bool { return n.Load() > before })
+		waitFor(t, 20*time.Second, what+" notified", func() bool { return n.Load() > before })
 	}
 	b := localstore.Open(dir)
 	if err := b.CreateBucket(ctx); err != nil {

@@ -25,7 +25,7 @@ func TestLocalCommitsPropagateByNotification(t *testing.T) {
 	// bucket directory to it.
 	for i := 1; i <= 5; i++ {
 		commit(t, a.bucket, "web", fmt.Sprintf("hello:v%d", i), false)
-		waitFor(t, 5*time.Second, fmt.Sprintf("commit %d", i), func() bool {
+		waitFor(t, 20*time.Second, fmt.Sprintf("commit %d", i), func() bool {
 			return fileContains(filepath.Join(a.manifests, "web.yaml"), fmt.Sprintf("hello:v%d", i))
 		})
 	}
@@ -37,14 +37,14 @@ func TestLocalCommitsPropagateByNotification(t *testing.T) {
 func TestReadinessAndMetricsReportFailures(t *testing.T) {
 	a := startLocalAgent(t, 20*time.Millisecond)
 	commit(t, a.bucket, "web", "web:v1", true)
-	waitFor(t, 5*time.Second, "ready", func() bool { code, _ := a.get(t, "/readyz"); return code == 200 })
+	waitFor(t, 20*time.Second, "ready", func() bool { code, _ := a.get(t, "/readyz"); return code == 200 })
 
 	commitMissing(t, a.bucket, "gone", "gone:v1")
 	commit(t, a.bucket, "api", "api:v1", false)
-	waitFor(t, 5*time.Second, "api published beside the failing gone", func() bool {
+	waitFor(t, 20*time.Second, "api published beside the failing gone", func() bool {
 		return fileContains(filepath.Join(a.manifests, "api.yaml"), "api:v1")
 	})
-	waitFor(t, 5*time.Second, "readiness names gone", func() bool {
+	waitFor(t, 20*time.Second, "readiness names gone", func() bool {
 		code, body := a.get(t, "/readyz")
 		return code == 503 && strings.Contains(body, "pod gone (deployment workers/gone)")
 	})
@@ -56,7 +56,7 @@ func TestReadinessAndMetricsReportFailures(t *testing.T) {
 		t.Fatalf("no WARN for the failing Pod:\n%s", a.logs)
 	}
 	commit(t, a.bucket, "gone", "gone:v1", false) // writes the payload
-	waitFor(t, 5*time.Second, "ready after repair", func() bool { code, _ := a.get(t, "/readyz"); return code == 200 })
+	waitFor(t, 20*time.Second, "ready after repair", func() bool { code, _ := a.get(t, "/readyz"); return code == 200 })
 	if !fileContains(filepath.Join(a.manifests, "gone.yaml"), "gone:v1") {
 		t.Fatal("gone.yaml not published after repair")
 	}
@@ -66,7 +66,7 @@ func TestReadinessAndMetricsReportFailures(t *testing.T) {
 	if err := os.Rename(a.bucket.Dir(), moved); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "unready naming the bucket", func() bool {
+	waitFor(t, 20*time.Second, "unready naming the bucket", func() bool {
 		code, body := a.get(t, "/readyz")
 		return code == 503 && strings.Contains(body, "the cluster bucket does not exist")
 	})
@@ -77,7 +77,7 @@ func TestReadinessAndMetricsReportFailures(t *testing.T) {
 	if err := os.Rename(moved, a.bucket.Dir()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "ready after the bucket returned", func() bool { code, _ := a.get(t, "/readyz"); return code == 200 })
+	waitFor(t, 30*time.Second, "ready after the bucket returned", func() bool { code, _ := a.get(t, "/readyz"); return code == 200 })
 }
 
 // A storm of commits during a cold start converges to the last commit
@@ -118,10 +118,10 @@ func TestCommitStormDuringColdStart(t *testing.T) {
 		commit(t, a.bucket, fmt.Sprintf("app-%d", i%6), fmt.Sprintf("app:v%d", i), i%2 == 0)
 		time.Sleep(time.Duration(i%3) * time.Millisecond)
 	}
-	waitFor(t, 10*time.Second, "converged", func() bool {
+	waitFor(t, 30*time.Second, "converged", func() bool {
 		return fileContains(filepath.Join(a.manifests, fmt.Sprintf("app-%d.yaml", commits%6)), fmt.Sprintf("app:v%d", commits))
 	})
-	waitFor(t, 5*time.Second, "ready", func() bool { return ready.Load() })
+	waitFor(t, 20*time.Second, "ready", func() bool { return ready.Load() })
 	close(stop)
 	<-watched
 	if lost.Load() {
