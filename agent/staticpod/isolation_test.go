@@ -11,9 +11,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"podmin.dev/podmin/agent/staticpod"
+	"podmin.dev/podmin/internal/objstore"
 )
 
 // One bad Pod never blocks its NodeGroup: beside a Pod carrying a
@@ -106,5 +108,47 @@ func TestMissingBucketKeepsThePublishedState(t *testing.T) {
 	mustReconcile(t, r)
 	if got := visible(f.files(t)); len(got) != 0 {
 		t.Fatalf("index absent from an existing bucket left %q", names(got))
+	}
+}
+
+// getRecorder records the keys read whole.
+type getRecorder struct {
+	objstore.Store
+	mu   sync.Mutex
+	gets []string
+}
+
+func (g *getRecorder) Get(ctx context.Context, key string, opts objstore.GetOptions) (objstore.Object, error) {
+	g.mu.Lock()
+	g.gets = append(g.gets, key)
+	g.mu.Unlock()
+	return g.Store.Get(ctx, key, opts)
+}
+
+// An oversized payload is refused by its size before it is read, and so is
+// an oversized index after one read.
+func TestOversizedObjectsAreRefused(t *testing.T) {
+	f := newFixture(t)
+	e := f.deploy(t, "workers", "web", "web:v1", false)
+	if err := os.WriteFile(filepath.Join(f.bucket.Dir(), filepath.FromSlash(e.Pod)), make([]byte, staticpod.MaxPayloadBytes+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec := &getRecorder{Store: f.bucket}
+	r, err := staticpod.New(staticpod.Options{Store: rec, Cluster: "demo", NodeGroup: "workers", Root: f.root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(context.Background()); !errors.Is(err, staticpod.ErrTooLarge) {
+		t.Fatalf("err %v, want ErrTooLarge", err)
+	}
+	if slices.Contains(rec.gets, e.Pod) {
+		t.Fatalf("the oversized payload was read: %q", rec.gets)
+	}
+	big := append([]byte(`{"workers/x":{"pod":"`), make([]byte, staticpod.MaxIndexBytes)...)
+	if _, err := f.bucket.Put(context.Background(), "deployments/index.json", big); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(context.Background()); !errors.Is(err, staticpod.ErrTooLarge) {
+		t.Fatalf("oversized index: err %v, want ErrTooLarge", err)
 	}
 }
