@@ -15,6 +15,7 @@ import (
 	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/paths"
+	"podmin.dev/podmin/internal/scrub"
 	"podmin.dev/podmin/internal/secrets"
 	"podmin.dev/podmin/internal/state"
 )
@@ -46,6 +47,10 @@ type Env struct {
 	// CLI wires the real providers, tests wire fakes. Nil refuses every
 	// secret operation.
 	Secrets func(ctx context.Context, c contexts.Context, provider string) (secrets.Store, error)
+	// Scrub registers every secret value an operation handles, so it is
+	// scrubbed from all output; nil registers nothing (the CLI passes the
+	// process's registry).
+	Scrub *scrub.Registry
 }
 
 // path resolves a user-supplied file path against WorkDir.

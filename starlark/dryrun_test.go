@@ -44,7 +44,7 @@ def main(ctx):
     before = [e.name for e in podmin.deployments.list()]
     print("before:", before)
     if "old" in before:
-        podmin.deployments.delete("old", nodegroup = "workers")
+        podmin.deployments.delete("old", nodegroup = "workers", confirm = True)
     d = podmin.deployments.deploy("web", nodegroup = "workers", image = "hello:v1", service = True)
     print("deploy:", d.action, d.planned)
     print("get:", podmin.deployments.get("web", nodegroup = "workers").service)
@@ -126,10 +126,10 @@ now: other []
 func TestDryRunFailsLikeTheRealThing(t *testing.T) {
 	e := newEnv(t)
 	for script, want := range map[string]string{
-		`podmin.deployments.delete("nope", nodegroup = "workers")`:           "deployment workers/nope does not exist",
-		`podmin.deployments.deploy("web", nodegroup = "Bad", image = "x:1")`: "--nodegroup: invalid NodeGroup ID",
-		`podmin.contexts.use("nope")`:                                        `unknown context "nope"`,
-		`podmin.deployments.deploy("web", nodegroup = "w")`:                  "deploy needs --image",
+		`podmin.deployments.delete("nope", nodegroup = "workers", confirm = True)`: "deployment workers/nope does not exist",
+		`podmin.deployments.deploy("web", nodegroup = "Bad", image = "x:1")`:       "argument nodegroup: invalid NodeGroup ID",
+		`podmin.contexts.use("nope")`:                                              `unknown context "nope"`,
+		`podmin.deployments.deploy("web", nodegroup = "w")`:                        "deploy needs image =",
 	} {
 		h := e.host(Options{DryRun: true})
 		err := h.Run(context.Background(), e.write("bad.star", script+"\n"), nil)

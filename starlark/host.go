@@ -16,6 +16,8 @@ import (
 	star "go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 	"go.starlark.net/syntax"
+
+	"podmin.dev/podmin/internal/scrub"
 )
 
 // Ops is everything the podmin module calls: the same functions the CLI
@@ -52,6 +54,10 @@ type Options struct {
 	DryRun bool
 	// Yes confirms destructive operations for the whole run (--yes).
 	Yes bool
+	// Confirm, when set, asks the operator to confirm a destructive call
+	// that has no confirm = (the REPL on a terminal). Nil never asks: a
+	// script never prompts.
+	Confirm func(question string) (bool, error)
 	// Now is the clock of time.now(); nil means time.Now.
 	Now func() time.Time
 	// MaxSteps bounds computation; zero means DefaultMaxSteps.
@@ -62,6 +68,9 @@ type Options struct {
 	// WorkDir resolves relative manifest paths as the Ops do; empty means
 	// the process's working directory.
 	WorkDir string
+	// Scrub is the registry of secret values scrubbed from everything the
+	// host prints and every error it returns; nil means scrub.Process().
+	Scrub *scrub.Registry
 }
 
 // Host runs Starlark for one invocation: a run, a REPL session, one test.
@@ -70,9 +79,9 @@ type Host struct {
 	ops    Ops
 	plan   *Plan
 	rec    *recorder
-	scrub  *scrubber
-	stdout io.Writer
-	stderr io.Writer
+	scrub  *scrub.Registry
+	stdout *scrub.Writer
+	stderr *scrub.Writer
 	module *starlarkstruct.Module
 	loader *loader
 }
@@ -91,9 +100,12 @@ func New(opts Options) *Host {
 	if opts.MaxSteps == 0 {
 		opts.MaxSteps = DefaultMaxSteps
 	}
-	h := &Host{opts: opts, ops: opts.Ops, scrub: &scrubber{}, module: newModule(Builtins())}
-	h.stdout = h.scrub.writer(opts.Stdout)
-	h.stderr = h.scrub.writer(opts.Stderr)
+	if opts.Scrub == nil {
+		opts.Scrub = scrub.Process()
+	}
+	h := &Host{opts: opts, ops: opts.Ops, scrub: opts.Scrub, module: newModule(Builtins())}
+	h.stdout = scrub.NewWriter(h.scrub, opts.Stdout)
+	h.stderr = scrub.NewWriter(h.scrub, opts.Stderr)
 	if opts.DryRun {
 		h.plan = &Plan{}
 		h.rec = newRecorder(opts.Ops, h.plan, opts.WorkDir)
@@ -103,13 +115,19 @@ func New(opts Options) *Host {
 	return h
 }
 
-// Close releases what the Host holds (a dry run's scratch directory).
+// Close releases what the Host holds (a dry run's scratch directory) and
+// writes out what its scrubbing writers held back.
 func (h *Host) Close() error {
+	h.Flush()
 	if h.rec != nil {
 		return h.rec.close()
 	}
 	return nil
 }
+
+// SetConfirm sets how a destructive call without confirm = asks the
+// operator (the REPL on a terminal, once its line editor exists).
+func (h *Host) SetConfirm(ask func(question string) (bool, error)) { h.opts.Confirm = ask }
 
 // Plan is the recorded plan of a dry run, nil otherwise.
 func (h *Host) Plan() *Plan { return h.plan }
@@ -120,8 +138,18 @@ func (h *Host) Stdout() io.Writer { return h.stdout }
 // Stderr is the scrubbed diagnostics stream.
 func (h *Host) Stderr() io.Writer { return h.stderr }
 
-// Scrub replaces every secret value seen in this run.
-func (h *Host) Scrub(s string) string { return h.scrub.replace(s) }
+// Scrub replaces every registered secret value in s.
+func (h *Host) Scrub(s string) string { return h.scrub.String(s) }
+
+// Scrubber is the registry of secret values this host scrubs.
+func (h *Host) Scrubber() *scrub.Registry { return h.scrub }
+
+// Flush writes out what the scrubbing writers held back (the start of
+// what might have become a secret value).
+func (h *Host) Flush() {
+	_ = h.stdout.Flush()
+	_ = h.stderr.Flush()
+}
 
 // Predeclared are the names every file sees besides Starlark's universe.
 func (h *Host) Predeclared() star.StringDict {
@@ -175,7 +203,9 @@ func (h *Host) NewThread(ctx context.Context, name string) (thread *star.Thread,
 	stop := context.AfterFunc(ctx, func() {
 		t.Cancel("interrupted: " + context.Cause(ctx).Error())
 	})
-	return t, func() { stop() }
+	// When a thread is done its output is complete: what the scrubbing
+	// writers held back (a possible start of a secret) is written out.
+	return t, func() { stop(); h.Flush() }
 }
 
 // planned reports whether mutating operations are recorded, not performed.

@@ -112,10 +112,10 @@ func TestInitValidateDeployListDelete(t *testing.T) {
 		t.Fatalf("list table:\n%s", table)
 	}
 
-	c.ok("delete", "api", "-g", "workers")
+	c.ok("delete", "api", "-g", "workers", "-y")
 	before = c.snapshot()
-	c.fails(1, "deployment workers/api does not exist: nothing was changed", "delete", "api", "-g", "workers")
-	c.ok("delete", "api", "-g", "workers", "--ignore-not-found")
+	c.fails(1, "deployment workers/api does not exist: nothing was changed", "delete", "api", "-g", "workers", "-y")
+	c.ok("delete", "api", "-g", "workers", "--ignore-not-found", "-y")
 	c.unchanged(before)
 	if ix := c.index(bucket); ix.Len() != 1 {
 		t.Fatalf("index has %d entries after delete", ix.Len())

@@ -11,13 +11,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 
-	"github.com/chzyer/readline"
 	"github.com/spf13/cobra"
 
 	"podmin.dev/podmin/builtins"
-	"podmin.dev/podmin/internal/paths"
 	pstar "podmin.dev/podmin/starlark"
 )
 
@@ -54,11 +51,12 @@ parameters.
 
 With --dry-run every read runs for real and every write (connect, use,
 disconnect, init, deploy, delete) is recorded instead; the plan is printed at the
-end (-o json for data). Destructive operations need confirm="<cluster>" in the
-script or --yes.
+end (-o json for data). Destructive operations need confirm = True or
+confirm = "<cluster>" in the script, or --yes (-y) for the whole run.
 
-Exit status: 0 success, 1 Podmin failed, 2 bad usage, 5 the script failed
-(the error shows the Starlark backtrace with file:line). See "podmin help
+Exit status: 0 success, 1 Podmin failed, 2 bad usage, 4 a destructive
+operation was not confirmed, 5 the script failed (the error shows the Starlark
+backtrace with file:line). See "podmin help
 starlark" for the language reference.`,
 		Example: `  podmin run recipes/quickstart.star
   podmin run --dry-run recipes/rollout.star -- --image=hello:v2 --nodegroups=a --nodegroups=b`,
@@ -89,7 +87,7 @@ starlark" for the language reference.`,
 	}
 	f := cmd.Flags()
 	f.BoolVar(&dryRun, "dry-run", false, "perform reads, record writes and print the plan instead of changing anything")
-	f.BoolVar(&yes, "yes", false, "confirm every destructive operation of the script")
+	f.BoolVarP(&yes, "yes", "y", false, "confirm every destructive operation of the script")
 	f.Uint64Var(&maxSteps, "max-steps", pstar.DefaultMaxSteps, "stop the script after this many Starlark steps")
 	cmd.Flags().StringVarP(&out, "output", "o", "table", "format of the dry-run plan: table or json")
 	return cmd
@@ -123,7 +121,9 @@ func newReplCmd(env *builtins.Env) *cobra.Command {
 		Long: `Repl starts an interactive Starlark session with the podmin module, optionally
 pre-loading FILE. Tab completes names and attributes, help(x) documents a builtin,
 _ holds the last value, Ctrl-C cancels the running call, Ctrl-D leaves. History is
-kept in the Podmin data directory.`,
+kept in the Podmin data directory (repl_history, mode 0600); it never keeps a line
+that contains a secret value. On a terminal, a destructive call without confirm =
+asks before it runs.`,
 		Args:        cobra.MaximumNArgs(1),
 		Annotations: map[string]string{noContext: "true"},
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -140,16 +140,7 @@ kept in the Podmin data directory.`,
 					return err
 				}
 			}
-			if err := paths.EnsureDir(env.Dirs.Data); err != nil {
-				return err
-			}
-			rl, err := readline.NewEx(&readline.Config{
-				Prompt:       ">>> ",
-				HistoryFile:  filepath.Join(env.Dirs.Data, "repl_history"),
-				AutoComplete: r,
-				Stdout:       cmd.OutOrStdout(),
-				Stderr:       cmd.ErrOrStderr(),
-			})
+			rl, err := newReplReader(env, h, r, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
