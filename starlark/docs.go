@@ -18,8 +18,8 @@ import (
 const Overview = `Podmin recipes are Starlark files that drive the same operations as the CLI.
 
     podmin run FILE [-- --key=value ...]   execute FILE, then main(ctx, **params) if defined
-    podmin run --dry-run FILE              perform reads, record writes, print the plan
-    podmin test [PATH ...]                 run test_*(t) in every *_test.star
+    podmin run --dry-run FILE              real reads, recorded writes, print the plan
+    podmin test [-run RE] [-v] [PATH ...]  run test_*(t) in every *_test.star
     podmin repl [FILE]                     interactive session, optionally pre-loading FILE
 
 Every builtin below calls the same Go function as the CLI command it names.
@@ -41,6 +41,33 @@ the git repository root); "@name//x.star" is a shared recipe repository pinned i
 podmin.star.lock, as {"recipes": {"name": {"path": "../dir"}}} or
 {"recipes": {"name": {"git": "URL", "commit": "40-hex"}}} (cloned once into
 <cache>/recipes/<name>/<commit> and verified by commit). Loaded modules are frozen.
+
+Dry run: --dry-run runs the very same operations, over recording boundaries.
+Every read is real; every write (the cluster bucket, secrets, the contexts file,
+local files, the local image store) lands in an in-memory copy-on-write overlay
+that later reads in the same run see, so a script can branch on real results
+(a dry run on a machine without a context can connect, then deploy into the
+planned cluster). Nothing real is modified. The plan lists each builtin call
+with the net change of every object, secret, context and file it wrote:
+JSON documents (deployments/index.json, contexts.json) field by field, text
+(Pods, Services, manifests) as a line diff, secrets by name and action only.
+With -o json standard output carries only the plan; print() goes to stderr.
+
+Tests: podmin test runs each test_*(t) in a sandbox of its own: a fresh local
+bucket connected as cluster "test", its own contexts, its own local secrets
+store and a scratch directory that every file the test writes lands in
+(absolute paths included), with time.now() fixed. Network access fails with
+"network access is disabled in podmin test"; t.fake_registry() starts an
+in-memory OCI registry the test may reach, and .image(name, platforms=[...])
+stores a random image there and returns the reference to pull:
+
+    def test_pull(t):
+        ref = t.fake_registry().image("apps/hello:v1", platforms = ["linux/amd64"])
+        t.assert.eq(podmin.images.pull(ref).platforms, ["linux/amd64"])
+
+t also has name, workdir, assert.eq/ne/true/contains(x, y, msg=),
+fails(fn, "regexp") and run(main, **kwargs). -run REGEX selects test functions;
+a passing test's print() output is shown only with -v.
 
 Also predeclared: json, time (time.now() follows the injected clock), math.
 Language: set, while, top-level if/for, global reassignment and recursion are
@@ -77,7 +104,7 @@ func Markdown() string {
 		if bi.Command != "" {
 			fmt.Fprintf(&b, "\nCLI: `podmin %s`.", bi.Command)
 			if bi.Mutates {
-				b.WriteString(" Recorded, not performed, under `--dry-run`.")
+				b.WriteString(" Under `--dry-run` its writes are recorded in the plan, not performed.")
 			}
 			b.WriteString("\n")
 		}

@@ -17,11 +17,15 @@ import (
 	"go.starlark.net/starlarkstruct"
 	"go.starlark.net/syntax"
 
+	"podmin.dev/podmin/builtins"
+	"podmin.dev/podmin/builtins/dryrun"
+	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/scrub"
 )
 
 // Ops is everything the podmin module calls: the same functions the CLI
-// calls. *builtins.Env satisfies it; a dry run wraps it in a recorder.
+// calls. *builtins.Env satisfies it; a dry run runs the same *builtins.Env
+// code over recording boundaries (package builtins/dryrun).
 // Each command group declares the part it needs next to its wrappers.
 type Ops interface {
 	contextOps
@@ -46,11 +50,14 @@ func FileOptions() *syntax.FileOptions {
 type Options struct {
 	// Ops performs the operations (normally a *builtins.Env).
 	Ops Ops
-	// Stdout receives print() and plans; everything passes the scrubber.
+	// Stdout receives print() output; everything passes the scrubber. (The
+	// caller writes a dry run's plan, through Scrub.)
 	Stdout io.Writer
 	// Stderr receives diagnostics; it is scrubbed too.
 	Stderr io.Writer
-	// DryRun records mutating operations instead of performing them.
+	// DryRun runs the operations over recording boundaries: reads are
+	// real, writes land in an overlay and become the plan. Ops must be a
+	// *builtins.Env.
 	DryRun bool
 	// Yes confirms destructive operations for the whole run (--yes).
 	Yes bool
@@ -78,7 +85,8 @@ type Host struct {
 	opts   Options
 	ops    Ops
 	plan   *Plan
-	rec    *recorder
+	rec    *dryrun.Recorder
+	err    error // a dry run that could not be set up
 	scrub  *scrub.Registry
 	stdout *scrub.Writer
 	stderr *scrub.Writer
@@ -86,7 +94,8 @@ type Host struct {
 	loader *loader
 }
 
-// New returns a Host. Under DryRun its Ops are wrapped in a recorder.
+// New returns a Host. Under DryRun its Ops run over recording boundaries;
+// Close removes their scratch state.
 func New(opts Options) *Host {
 	if opts.Stdout == nil {
 		opts.Stdout = io.Discard
@@ -108,8 +117,12 @@ func New(opts Options) *Host {
 	h.stderr = scrub.NewWriter(h.scrub, opts.Stderr)
 	if opts.DryRun {
 		h.plan = &Plan{}
-		h.rec = newRecorder(opts.Ops, h.plan, opts.WorkDir)
-		h.ops = h.rec
+		env, ok := opts.Ops.(*builtins.Env)
+		if !ok {
+			h.err = fmt.Errorf("a dry run needs the builtins environment, not %T (a Podmin bug)", opts.Ops)
+		} else if h.rec, h.ops, h.err = dryrun.New(env); h.err != nil {
+			h.err = fmt.Errorf("prepare the dry run: %w", h.err)
+		}
 	}
 	h.loader = newLoader(h)
 	return h
@@ -120,7 +133,7 @@ func New(opts Options) *Host {
 func (h *Host) Close() error {
 	h.Flush()
 	if h.rec != nil {
-		return h.rec.close()
+		return h.rec.Close()
 	}
 	return nil
 }
@@ -131,6 +144,29 @@ func (h *Host) SetConfirm(ask func(question string) (bool, error)) { h.opts.Conf
 
 // Plan is the recorded plan of a dry run, nil otherwise.
 func (h *Host) Plan() *Plan { return h.plan }
+
+// readPlanned reads an object as the dry run sees it (for the plan's
+// diffs of replaced payloads).
+func (h *Host) readPlanned(where, key string) ([]byte, bool) {
+	b, ok := h.rec.Buckets()[where]
+	if !ok {
+		return nil, false
+	}
+	obj, err := b.Get(context.Background(), key, objstore.GetOptions{})
+	if err != nil {
+		return nil, false
+	}
+	return obj.Data, true
+}
+
+// DryRunChanges are the net changes of the whole dry run so far (nil
+// outside a dry run): what the plan's calls add up to.
+func (h *Host) DryRunChanges() []dryrun.Change {
+	if h.rec == nil {
+		return nil
+	}
+	return h.rec.Changes(0, 0)
+}
 
 // Stdout is the scrubbed standard output.
 func (h *Host) Stdout() io.Writer { return h.stdout }

@@ -200,7 +200,19 @@ func (b *Builtin) call(thread *star.Thread, _ *star.Builtin, args star.Tuple, kw
 			return nil, err
 		}
 	}
+	if h.rec == nil {
+		v, err := b.impl(c)
+		if err != nil {
+			return nil, c.kwargErrors(err)
+		}
+		return v, nil
+	}
+	from := h.rec.Mark()
 	v, err := b.impl(c)
+	changes := h.rec.Changes(from, h.rec.Mark())
+	if err == nil && (b.Mutates || len(changes) > 0) {
+		h.plan.add(newStep(thread, b, args, changes, h.readPlanned))
+	}
 	if err != nil {
 		return nil, c.kwargErrors(err)
 	}

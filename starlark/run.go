@@ -52,6 +52,9 @@ func (e *ArgsError) Unwrap() error { return e.Err }
 // args parsed as --key=value keyword arguments. "--help" among args prints
 // main's docstring and parameters instead.
 func (h *Host) Run(ctx context.Context, file string, args []string) error {
+	if h.err != nil {
+		return h.err
+	}
 	if _, err := os.Stat(file); err != nil {
 		return fmt.Errorf("recipe %w", err) // Podmin cannot start it: exit 1, not a script failure
 	}
