@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -19,12 +20,13 @@ import (
 	awscloud "podmin.dev/podmin/internal/cloud/aws"
 	cloudlocal "podmin.dev/podmin/internal/cloud/local"
 	"podmin.dev/podmin/internal/objstore"
+	localstore "podmin.dev/podmin/internal/objstore/local"
 	"podmin.dev/podmin/internal/secrets"
 	secretslocal "podmin.dev/podmin/internal/secrets/local"
 )
 
 // openStore opens the cluster bucket read-side.
-func openStore(ctx context.Context, cfg Config, opts Options) (objstore.Store, error) {
+func openStore(ctx context.Context, cfg Config, opts Options) (objstore.Bucket, error) {
 	var p cloud.Provider = awscloud.Provider{}
 	if cfg.Provider == "local" {
 		if opts.DataDir == "" && !filepath.IsAbs(cfg.Bucket) {
@@ -87,17 +89,27 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	rec, err := staticpod.New(staticpod.Options{
 		Store: store, Cluster: cfg.Cluster, NodeGroup: cfg.NodeGroup, Root: opts.Root,
 		Secrets: readers, Publisher: publisher, Log: log, Step: opts.Step,
+		BucketExists: store.BucketExists,
 	})
 	if err != nil {
 		return err
 	}
+	if opts.Once {
+		return runOnce(ctx, rec, log)
+	}
 	health := NewHealth(staticpod.Component)
-	hs := &healthServer{addr: opts.HealthAddr, health: health}
+	hs := &healthServer{addr: opts.HealthAddr, health: health, metrics: &metrics{rec: rec, nodegroup: cfg.NodeGroup}}
 	loop := staticpod.NewLoop(rec, staticpod.LoopOptions{Interval: opts.PollInterval, Health: health})
 	d := &Daemon{
 		Serving:     []Component{hs},
 		Reconcilers: []Component{NewLoopComponent(staticpod.Component, loop.Run)},
 		Health:      health, TTLMargin: opts.TTLMargin, Log: log,
+	}
+	if b, ok := store.(*localstore.Bucket); ok {
+		// A local bucket notifies its commits: reconcile within
+		// milliseconds, with the poll as the correctness path.
+		w := &IndexWatcher{Bucket: b.Dir(), Changed: loop.Trigger, Log: log.With("component", "index-watcher")}
+		d.Reconcilers = append(d.Reconcilers, NewLoopComponent("index-watcher", w.Run))
 	}
 	if opts.RegistryAddr != "" {
 		d.Serving = append(d.Serving, newRegistryServer(opts.RegistryAddr, store, log))
@@ -114,6 +126,21 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 		}
 	}})
 	return d.Run(ctx)
+}
+
+// runOnce is the one-shot mode: a single reconcile pass (restarted while
+// the index changes under it), then exit. It fails when anything, even one
+// Pod, could not be published.
+func runOnce(ctx context.Context, rec *staticpod.Reconciler, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	res, err := rec.Reconcile(ctx)
+	if err != nil {
+		return fmt.Errorf("one reconcile pass: %w", err)
+	}
+	log.Info("one reconcile pass done", "manifests", rec.ManifestsDir(), "pods", res.Pods, "written", res.Written,
+		"removed", res.Removed, "etag", res.ETag)
+	return nil
 }
 
 // startedHook reports that the serving components run.
