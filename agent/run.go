@@ -6,6 +6,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"podmin.dev/podmin/agent/mounts"
 	"podmin.dev/podmin/agent/pods"
 	"podmin.dev/podmin/agent/staticpod"
+	"podmin.dev/podmin/agent/workload"
 	"podmin.dev/podmin/internal/cloud"
 	awscloud "podmin.dev/podmin/internal/cloud/aws"
 	cloudlocal "podmin.dev/podmin/internal/cloud/local"
@@ -86,11 +88,19 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	if publisher == nil {
 		publisher = &staticpod.Recorder{}
 	}
-	rec, err := staticpod.New(staticpod.Options{
+	identities, err := workloadIdentities(ctx, cfg, opts, store, log)
+	if err != nil {
+		return err
+	}
+	sopts := staticpod.Options{
 		Store: store, Cluster: cfg.Cluster, NodeGroup: cfg.NodeGroup, Root: opts.Root,
 		Secrets: readers, Publisher: publisher, Log: log, Step: opts.Step,
 		BucketExists: store.BucketExists,
-	})
+	}
+	if identities != nil {
+		sopts.Identity = identities
+	}
+	rec, err := staticpod.New(sopts)
 	if err != nil {
 		return err
 	}
@@ -104,6 +114,11 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 		Serving:     []Component{hs},
 		Reconcilers: []Component{NewLoopComponent(staticpod.Component, loop.Run)},
 		Health:      health, TTLMargin: opts.TTLMargin, Log: log,
+	}
+	if identities != nil {
+		d.Reconcilers = append(d.Reconcilers, NewLoopComponent("workload", func(ctx context.Context) error {
+			return identities.Run(ctx, identityInterval, rec.IdentityChanged)
+		}))
 	}
 	if b, ok := store.(*localstore.Bucket); ok {
 		// A local bucket notifies its commits: reconcile within
@@ -126,6 +141,45 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 		}
 	}})
 	return d.Run(ctx)
+}
+
+// identityInterval is how often the agent re-reads identity/ca.json and
+// checks its leaves for renewal.
+const identityInterval = 30 * time.Second
+
+// workloadIdentities returns the workload identity manager, reading the
+// workload CA key from the provider's system store. A cluster whose key
+// does not exist yet (podmin setup has not run) gets no identities: the
+// agent still publishes Pods and says how to fix it; every other failure
+// to read the key stops the agent.
+func workloadIdentities(ctx context.Context, cfg Config, opts Options, store objstore.Store, log *slog.Logger) (*workload.Manager, error) {
+	var r workload.KeyReader
+	if cfg.Provider == "local" {
+		if opts.DataDir == "" {
+			log.Warn("workload identities disabled: the Podmin data directory holding the local secrets store is unknown; set XDG_DATA_HOME")
+			return nil, nil
+		}
+		r = secretslocal.New(filepath.Join(opts.DataDir, "secrets"))
+	} else {
+		s, err := awscloud.OpenSecrets(ctx, secrets.ParameterStore, awscloud.SecretsOptions{Region: cfg.Region})
+		if err != nil {
+			return nil, err
+		}
+		r = s
+	}
+	key, err := workload.ReadKey(ctx, r, cfg.Cluster)
+	if errors.Is(err, secrets.ErrNotFound) {
+		log.Warn("workload identities disabled until the agent restarts: the cluster has no workload CA key yet", "err", err)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return workload.New(workload.Options{
+		Store: store, Cluster: cfg.Cluster, Root: opts.Root, Key: key,
+		Leader: workload.Always{},
+		Log:    log.With("component", "workload"),
+	})
 }
 
 // runOnce is the one-shot mode: a single reconcile pass (restarted while

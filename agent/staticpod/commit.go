@@ -41,7 +41,7 @@ func (r *Reconciler) publish(ctx context.Context, c *candidate, res *Result) err
 		sp := &c.pods[i]
 		p := sp.pod
 		keep[p.File] = true
-		written, err := r.publishPod(sp)
+		written, err := r.publishPod(ctx, sp)
 		if errors.Is(err, errStep) {
 			return err
 		}
@@ -59,9 +59,17 @@ func (r *Reconciler) publish(ctx context.Context, c *candidate, res *Result) err
 }
 
 // publishPod installs one Pod's identity directory, values and file.
-func (r *Reconciler) publishPod(sp *stagedPod) (bool, error) {
+// With an Identity the Pod's leaf is ensured first and the Pod's bytes
+// carry its revision; a Pod whose identity fails keeps its last file.
+func (r *Reconciler) publishPod(ctx context.Context, sp *stagedPod) (bool, error) {
 	p := sp.pod
-	if err := r.ensureIdentityDir(p); err != nil {
+	if r.opts.Identity != nil {
+		annotated, _, err := r.opts.Identity.AnnotatePod(ctx, p.YAML)
+		if err != nil {
+			return false, fmt.Errorf("pod %s: workload identity: %w", p.Name, err)
+		}
+		p.YAML = annotated
+	} else if err := r.ensureIdentityDir(p); err != nil {
 		return false, err
 	}
 	if sp.values != nil {
@@ -181,6 +189,15 @@ func (r *Reconciler) cleanup(c *candidate, keep map[string]bool, res *Result) er
 		}
 	}
 	r.removeStaleWorkloads(c, keep)
+	if r.opts.Identity != nil {
+		names := make([]string, 0, len(keep))
+		for file := range keep {
+			names = append(names, strings.TrimSuffix(file, ".yaml"))
+		}
+		if err := r.opts.Identity.Forget(names); err != nil {
+			r.log.Warn("cannot remove the identities of deleted Pods", "err", err)
+		}
+	}
 	return nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"podmin.dev/podmin/agent/mounts"
+	"podmin.dev/podmin/agent/workload"
 	"podmin.dev/podmin/internal/ids"
 	"podmin.dev/podmin/internal/nodepod"
 	"podmin.dev/podmin/internal/objstore"
@@ -75,6 +76,18 @@ type Options struct {
 	// BucketExists, when set, is asked whenever the index is absent: only
 	// an index absent from an existing bucket means empty desired state.
 	BucketExists func(ctx context.Context) (bool, error)
+	// Identity, when set, gives every Pod its workload identity before its
+	// file is written (the podmin.dev/identity-revision annotation) and
+	// forgets the identities of Pods that left. Without it the reconciler
+	// only creates the identity directory kubelet's hostPath needs.
+	Identity Identity
+}
+
+// Identity is the workload identity the reconciler needs
+// (*workload.Manager satisfies it).
+type Identity interface {
+	AnnotatePod(ctx context.Context, podYAML []byte) ([]byte, workload.Identity, error)
+	Forget(keep []string) error
 }
 
 // Reconciler publishes one NodeGroup's desired state into the node's static
