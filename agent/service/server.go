@@ -142,8 +142,8 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	s.addr = netip.MustParseAddrPort(l.Addr().String())
 	// UDPSize is the read buffer: room for any query a client may send.
-	s.udp = &dns.Server{PacketConn: pc, Handler: s, UDPSize: 4096}
-	s.tcp = &dns.Server{Listener: l, Handler: s, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second,
+	s.udp = &dns.Server{PacketConn: pc, Handler: s, UDPSize: 4096, MsgAcceptFunc: acceptQuery}
+	s.tcp = &dns.Server{Listener: l, Handler: s, MsgAcceptFunc: acceptQuery, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second,
 		IdleTimeout: func() time.Duration { return 10 * time.Second }, MaxTCPQueries: 1000}
 	s.done = make(chan error, 2)
 	for _, srv := range []*dns.Server{s.udp, s.tcp} {
@@ -190,6 +190,25 @@ func (s *Server) Stop(ctx context.Context) error {
 		return nil
 	}
 	return errors.Join(s.udp.ShutdownContext(ctx), s.tcp.ShutdownContext(ctx))
+}
+
+// acceptQuery screens a message by its header before it is parsed: replies
+// are dropped unanswered (answering them could loop between servers or
+// amplify spoofed traffic), other opcodes are not implemented, and a query
+// must hold one question, no answer or authority records and at most an
+// OPT and a signature in the additional section.
+func acceptQuery(h dns.Header) dns.MsgAcceptAction {
+	const qr = 1 << 15
+	if h.Bits&qr != 0 {
+		return dns.MsgIgnore
+	}
+	if opcode := int(h.Bits>>11) & 0xF; opcode != dns.OpcodeQuery {
+		return dns.MsgRejectNotImplemented
+	}
+	if h.Qdcount != 1 || h.Ancount != 0 || h.Nscount != 0 || h.Arcount > 2 {
+		return dns.MsgReject
+	}
+	return dns.MsgAccept
 }
 
 // ServeDNS answers one query. UDP answers larger than the client may
