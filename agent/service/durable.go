@@ -5,7 +5,6 @@
 package service
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,10 +52,10 @@ func load(path string) ([]Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
+	// Fields other than the identity (backends, readiness, from an older
+	// or richer writer) are dropped: they would be stale.
 	var d durable
-	if err := dec.Decode(&d); err != nil {
+	if err := json.Unmarshal(data, &d); err != nil {
 		return nil, fmt.Errorf("%s is not a Service DNS record set: %w", path, err)
 	}
 	if d.Version != stateVersion {
