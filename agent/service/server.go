@@ -211,19 +211,28 @@ func acceptQuery(h dns.Header) dns.MsgAcceptAction {
 	return dns.MsgAccept
 }
 
-// ServeDNS answers one query. UDP answers larger than the client may
-// receive are replaced by a truncated reply.
+// ServeDNS answers one query.
 func (s *Server) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
+	_, isUDP := w.RemoteAddr().(*net.UDPAddr)
+	if buf := s.reply(r, isUDP); buf != nil {
+		_, _ = w.Write(buf)
+	}
+}
+
+// reply packs the answer to r. A UDP answer larger than the client may
+// receive is replaced by a truncated reply.
+func (s *Server) reply(r *dns.Msg, udp bool) []byte {
 	m := answer(s.records.Load(), r, s.maxUDP)
 	buf, err := m.Pack()
 	if err != nil {
 		s.log.Warn("service DNS cannot pack a reply", "err", err)
-		return
+		return nil
 	}
-	if _, isUDP := w.RemoteAddr().(*net.UDPAddr); isUDP && len(buf) > udpLimit(r, s.maxUDP) {
+	if udp && len(buf) > udpLimit(r, s.maxUDP) {
 		if buf, err = truncated(m).Pack(); err != nil {
-			return
+			s.log.Warn("service DNS cannot pack a truncated reply", "err", err)
+			return nil
 		}
 	}
-	_, _ = w.Write(buf)
+	return buf
 }
