@@ -95,6 +95,13 @@ func FuzzQuery(f *testing.F) {
 		if r.Id != q.Id || !r.Response {
 			t.Fatalf("reply ID %d QR %v to query %d", r.Id, r.Response, q.Id)
 		}
+		if len(q.Question) != 1 {
+			// The header promised a question the bytes did not hold.
+			if r.Rcode != dns.RcodeFormatError || len(r.Answer)+len(r.Ns) != 0 {
+				t.Fatalf("reply to a query without its question: %v", &r)
+			}
+			return
+		}
 		if len(r.Question) != 1 || r.Question[0] != q.Question[0] {
 			t.Fatalf("reply question %v, query %v", r.Question, q.Question)
 		}
