@@ -64,45 +64,71 @@ func freePort(t testing.TB, ip string) uint16 {
 	return 0
 }
 
-// startCoreDNS runs bin with corefile until the test ends and waits until
-// it answers probe (a name it serves) over UDP at addr.
-func startCoreDNS(t testing.TB, bin string, corefile []byte, addr netip.AddrPort, probe string) {
+// startCoreDNS runs bin on the Corefile render returns for a free port
+// on ip, until the test ends, and waits until CoreDNS answers probe (a
+// name it serves) over UDP. A port taken between the check and CoreDNS's
+// bind makes it exit; it is then started again on another port.
+func startCoreDNS(t testing.TB, bin, ip string, render func(port uint16) []byte, probe string) netip.AddrPort {
 	t.Helper()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "Corefile")
-	if err := os.WriteFile(path, corefile, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "-conf", path, "-quiet")
-	cmd.Dir = dir
 	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
+	for range 3 {
+		out.Reset()
+		port := freePort(t, ip)
+		addr := netip.AddrPortFrom(netip.MustParseAddr(ip), port)
+		dir := t.TempDir()
+		path := filepath.Join(dir, "Corefile")
+		if err := os.WriteFile(path, render(port), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cmd := exec.CommandContext(ctx, bin, "-conf", path, "-quiet")
+		cmd.Dir = dir
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		if probeCoreDNS(addr, probe, exited) {
+			t.Cleanup(func() {
+				cancel()
+				<-exited
+			})
+			return addr
+		}
 		cancel()
 		<-exited
-	})
+		if !strings.Contains(out.String(), "address already in use") {
+			break
+		}
+	}
+	t.Fatalf("CoreDNS did not answer %s within 20 s:\n%s", probe, out.String())
+	return netip.AddrPort{}
+}
+
+// probeCoreDNS polls addr until it answers probe with a record while the
+// process is running (a truncated reply counts: TCP carries the record).
+func probeCoreDNS(addr netip.AddrPort, probe string, exited <-chan error) bool {
 	c := &dns.Client{Net: "udp", Timeout: 200 * time.Millisecond}
 	m := new(dns.Msg)
 	m.SetQuestion(probe, dns.TypeAAAA)
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
 		select {
-		case err := <-exited:
-			t.Fatalf("CoreDNS exited: %v\n%s", err, out.String())
+		case <-exited:
+			return false
 		default:
 		}
-		if r, _, err := c.Exchange(m, addr.String()); err == nil && r.Rcode != dns.RcodeServerFailure {
-			return
+		if r, _, err := c.Exchange(m, addr.String()); err == nil && r.Rcode == dns.RcodeSuccess && (len(r.Answer) > 0 || r.Truncated) {
+			select {
+			case <-exited:
+				return false
+			default:
+				return true
+			}
 		}
 	}
-	t.Fatalf("CoreDNS did not answer %s at %v within 20 s:\n%s", probe, addr, out.String())
+	return false
 }
 
 // fakeUpstream stands in for the provider's resolver: it answers every
@@ -141,14 +167,15 @@ func TestRenderedCorefileRunsInCoreDNS(t *testing.T) {
 		if err := agent.Update(services([2]string{"product", "database"})); err != nil {
 			t.Fatal(err)
 		}
-		port := freePort(t, "::1")
-		corefile, err := service.RenderCorefile(service.CorefileConfig{Bind: netip.MustParseAddr("::1"), Port: port,
-			Agent: agent.Addr(), Upstreams: []string{fakeUpstream(t).String()}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		node := netip.AddrPortFrom(netip.MustParseAddr("::1"), port)
-		startCoreDNS(t, bin, corefile, node, "database.product.svc.cluster.local.")
+		upstream := fakeUpstream(t)
+		node := startCoreDNS(t, bin, "::1", func(port uint16) []byte {
+			corefile, err := service.RenderCorefile(service.CorefileConfig{Bind: netip.MustParseAddr("::1"), Port: port,
+				Agent: agent.Addr(), Upstreams: []string{upstream.String()}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return corefile
+		}, "database.product.svc.cluster.local.")
 
 		r, viaTCP := resolve(t, node, "database.product.svc.cluster.local.", dns.TypeAAAA)
 		if got := vipOf(t, r); got != vip.For(cluster, "product", "database") {
