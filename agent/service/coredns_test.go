@@ -194,4 +194,3 @@ func TestRenderedCorefileRunsInCoreDNS(t *testing.T) {
 		}
 	}
 }
-
