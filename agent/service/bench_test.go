@@ -5,12 +5,16 @@
 package service_test
 
 import (
+	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -52,16 +56,79 @@ func zoneFile(records []service.Service) []byte {
 	return []byte(b.String())
 }
 
-// benchTargets starts the agent's server and, when the binary is
-// available, CoreDNS serving the same records from a zone file. It checks
-// that both give the same answers before any timing.
-func benchTargets(b *testing.B) (podmin, coredns netip.AddrPort) {
-	records := benchRecords()
-	s := startServer(b, service.Config{})
-	if err := s.Update(records); err != nil {
+// envServe makes the test binary run the agent's server on the benchmark
+// records instead of tests, so the benchmark measures it, like CoreDNS, as
+// a process of its own beside the load generator.
+const envServe = "PODMIN_DNS_BENCH_SERVE"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envServe) == "1" {
+		if err := serveBenchRecords(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// serveBenchRecords serves the benchmark records on a free loopback port,
+// prints the address, and stops when standard input closes.
+func serveBenchRecords() error {
+	s := service.New(service.Config{Addr: "127.0.0.1:0"})
+	if err := s.Update(benchRecords()); err != nil {
+		return err
+	}
+	if err := s.Start(context.Background()); err != nil {
+		return err
+	}
+	fmt.Println(s.Addr())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return s.Stop(ctx)
+}
+
+// startServerProcess runs serveBenchRecords in a child test binary until
+// the benchmark ends.
+func startServerProcess(b *testing.B) netip.AddrPort {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envServe+"=1")
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
 		b.Fatal(err)
 	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		stdin.Close()
+		_ = cmd.Wait()
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		b.Fatalf("the server process printed no address: %v", err)
+	}
+	addr, err := netip.ParseAddrPort(strings.TrimSpace(line))
+	if err != nil {
+		b.Fatalf("the server process printed %q: %v", line, err)
+	}
+	return addr
+}
+
+// benchTargets starts the agent's server and, when the binary is
+// available, CoreDNS serving the same records from a zone file, each as a
+// process of its own. It checks that both give the same answers before
+// any timing.
+func benchTargets(b *testing.B) (podmin, coredns netip.AddrPort) {
+	records := benchRecords()
 	bin := coreDNSBinary(b)
+	podmin = startServerProcess(b)
 	dir := b.TempDir()
 	zone := filepath.Join(dir, "db.svc.cluster.local")
 	if err := os.WriteFile(zone, zoneFile(records), 0o644); err != nil {
@@ -74,14 +141,14 @@ func benchTargets(b *testing.B) (podmin, coredns netip.AddrPort) {
 		if i%97 != 0 {
 			continue
 		}
-		for _, target := range []netip.AddrPort{s.Addr(), coredns} {
+		for _, target := range []netip.AddrPort{podmin, coredns} {
 			r := query(b, "udp", target, rec.FQDN(), dns.TypeAAAA, false)
 			if got := vipOf(b, r); got != rec.VIP || r.Answer[0].Header().Ttl != service.TTL {
 				b.Fatalf("%v answers %s with %v TTL %d, want %v TTL %d", target, rec.FQDN(), got, r.Answer[0].Header().Ttl, rec.VIP, service.TTL)
 			}
 		}
 	}
-	return s.Addr(), coredns
+	return podmin, coredns
 }
 
 // loadGenerator is the one client both servers are measured with:
