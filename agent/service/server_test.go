@@ -229,3 +229,54 @@ func TestUpdateIsAllOrNothing(t *testing.T) {
 		t.Errorf("after removing every Service: %s", dns.RcodeToString[r.Rcode])
 	}
 }
+
+// TestTCPPipelinedQueries sends several queries on one TCP connection
+// before reading (RFC 7766) and matches every reply by ID.
+func TestTCPPipelinedQueries(t *testing.T) {
+	s := startServer(t, service.Config{})
+	if err := s.Update(services([2]string{"product", "database"}, [2]string{"default", "web"})); err != nil {
+		t.Fatal(err)
+	}
+	c, err := dns.Dial("tcp", s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	want := map[uint16]netip.Addr{}
+	for i, name := range []string{"database.product.svc.cluster.local.", "web.default.svc.cluster.local.", "nothing.default.svc.cluster.local."} {
+		m := new(dns.Msg)
+		m.SetQuestion(name, dns.TypeAAAA)
+		m.Id = uint16(100 + i)
+		if err := c.WriteMsg(m); err != nil {
+			t.Fatal(err)
+		}
+		switch i {
+		case 0:
+			want[m.Id] = vip.For(cluster, "product", "database")
+		case 1:
+			want[m.Id] = vip.For(cluster, "default", "web")
+		default:
+			want[m.Id] = netip.Addr{}
+		}
+	}
+	for n := len(want); n > 0; n-- {
+		r, err := c.ReadMsg()
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, ok := want[r.Id]
+		if !ok {
+			t.Fatalf("reply with unknown ID %d", r.Id)
+		}
+		delete(want, r.Id)
+		if !w.IsValid() {
+			if r.Rcode != dns.RcodeNameError {
+				t.Errorf("ID %d: %s, want NXDOMAIN", r.Id, dns.RcodeToString[r.Rcode])
+			}
+			continue
+		}
+		if got := vipOf(t, r); got != w {
+			t.Errorf("ID %d: %v, want %v", r.Id, got, w)
+		}
+	}
+}
