@@ -31,10 +31,15 @@ build: ## build bin/podmin and bin/podmin-agent with version metadata
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/podmin ./cmd/podmin
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/podmin-agent ./cmd/podmin-agent
 
-tools: $(VERSITYGW) ## build the test servers pinned in tools/go.mod
+tools: $(VERSITYGW) $(BIN)/tools/coredns ## build the test servers pinned in tools/go.mod
 
 $(VERSITYGW): tools/go.mod tools/go.sum
 	cd tools && $(GO) build -o $(abspath $@) github.com/versity/versitygw/cmd/versitygw
+
+# CoreDNS for the Service DNS tests and the side-by-side DNS benchmark
+# (PODMIN_COREDNS overrides the path the tests look at).
+$(BIN)/tools/coredns: tools/go.mod tools/go.sum
+	cd tools && $(GO) build -o $(abspath $@) github.com/coredns/coredns
 
 prereqs: ## install ShellCheck when missing (apt-get as root, else prints the command)
 	scripts/prereqs.sh
