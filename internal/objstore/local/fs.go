@@ -5,10 +5,12 @@
 package local
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,29 +61,45 @@ func (b *Bucket) lock(key string) (func(), error) {
 	return func() { _ = syscall.Close(fd) }, nil
 }
 
-// requireBucket returns an ErrNotFound error when the bucket directory is
-// missing, so that callers can tell a missing bucket from a missing key.
+// requireBucket returns an ErrBucketNotFound error when the bucket
+// directory or its .podmin folder is missing, so that callers can tell a
+// missing bucket from a missing key. A directory without .podmin was never
+// made a bucket (or is not the directory the operator meant): CreateBucket
+// adopts it.
 func (b *Bucket) requireBucket() error {
 	fi, err := os.Stat(b.dir)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return fmt.Errorf("local bucket directory %q does not exist (%w): create the bucket first", b.dir, objstore.ErrNotFound)
+		return fmt.Errorf("local bucket directory %q does not exist (%w): check the bucket name, or create the bucket first", b.dir, objstore.ErrBucketNotFound)
 	case err != nil:
 		return fmt.Errorf("local bucket: %w", err)
 	case !fi.IsDir():
 		return fmt.Errorf("local bucket %q is not a directory: remove the file or choose another bucket directory", b.dir)
 	}
+	fi, err = os.Stat(b.metaPath())
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("local bucket directory %q has no %s folder, so it is not a bucket (%w): check the bucket name, or create the bucket to adopt the directory", b.dir, metaDir, objstore.ErrBucketNotFound)
+	case err != nil:
+		return fmt.Errorf("local bucket: %w", err)
+	case !fi.IsDir():
+		return fmt.Errorf("local bucket %q: %s is not a directory: remove it and create the bucket again", b.dir, b.metaPath())
+	}
 	return nil
 }
 
-// ensureMeta creates the .podmin folders in an existing bucket directory.
-// A directory made by hand (or by an older version) is thereby adopted.
+// metaDirs are the folders inside .podmin.
+var metaDirs = []string{"locks", "tmp", "objects"}
+
+// ensureMeta creates the folders inside .podmin of an existing bucket; a
+// bucket made by an older version lacks some of them. It never creates
+// .podmin itself: only CreateBucket makes a directory a bucket.
 func (b *Bucket) ensureMeta() error {
 	if err := b.requireBucket(); err != nil {
 		return err
 	}
-	for _, d := range []string{b.metaPath("locks"), b.metaPath("tmp")} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
+	for _, d := range metaDirs {
+		if err := os.MkdirAll(b.metaPath(d), 0o700); err != nil {
 			return fmt.Errorf("create local bucket metadata: %w", err)
 		}
 	}
@@ -93,13 +111,7 @@ func (b *Bucket) ensureMeta() error {
 // the operator's view or in listings; .podmin is on the same filesystem as
 // the objects, so rename stays atomic.
 func (b *Bucket) writeTemp(data []byte) (string, error) {
-	f, err := os.CreateTemp(b.metaPath("tmp"), "put-*")
-	if errors.Is(err, os.ErrNotExist) {
-		if err := b.ensureMeta(); err != nil {
-			return "", err
-		}
-		f, err = os.CreateTemp(b.metaPath("tmp"), "put-*")
-	}
+	f, err := b.createTemp()
 	if err != nil {
 		return "", err
 	}
@@ -117,19 +129,82 @@ func (b *Bucket) writeTemp(data []byte) (string, error) {
 	return f.Name(), nil
 }
 
-// replace atomically makes data the content of key: temp file, fsync,
-// rename, fsync of the directory. The caller holds key's lock.
-func (b *Bucket) replace(key string, data []byte) error {
-	tmp, err := b.writeTemp(data)
-	if err != nil {
-		return err
+// createTemp creates a new file in .podmin/tmp. Temporary files live
+// there, not beside the target, so that a crash never leaves debris in the
+// operator's view or in listings; .podmin is on the same filesystem as the
+// objects, so rename stays atomic.
+func (b *Bucket) createTemp() (*os.File, error) {
+	f, err := os.CreateTemp(b.metaPath("tmp"), "put-*")
+	if errors.Is(err, os.ErrNotExist) {
+		if err := b.ensureMeta(); err != nil {
+			return nil, err
+		}
+		f, err = os.CreateTemp(b.metaPath("tmp"), "put-*")
 	}
-	renamed := false
+	return f, err
+}
+
+// spool copies exactly size bytes of body into a synced temporary file,
+// computing the SHA-256 ETag on the way, and returns the file's name and
+// version. A body of another length is ErrSizeMismatch.
+func (b *Bucket) spool(ctx context.Context, body io.Reader, size int64) (string, version, error) {
+	if size < 0 {
+		return "", version{}, fmt.Errorf("negative size %d: %w", size, objstore.ErrSizeMismatch)
+	}
+	f, err := b.createTemp()
+	if err != nil {
+		return "", version{}, err
+	}
+	ok := false
 	defer func() {
-		if !renamed {
-			_ = os.Remove(tmp)
+		if !ok {
+			f.Close()
+			_ = os.Remove(f.Name())
 		}
 	}()
+	h := sha256.New()
+	buf := make([]byte, min(size+1, 256<<10))
+	n, err := io.CopyBuffer(io.MultiWriter(f, h), ctxReader{ctx, io.LimitReader(body, size)}, buf)
+	if err != nil {
+		return "", version{}, fmt.Errorf("read body: %w", err)
+	}
+	if n < size {
+		return "", version{}, fmt.Errorf("body ended after %d of %d bytes: %w", n, size, objstore.ErrSizeMismatch)
+	}
+	if err := objstore.ExpectEOF(body, size); err != nil {
+		return "", version{}, err
+	}
+	if err := f.Sync(); err != nil {
+		return "", version{}, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return "", version{}, err
+	}
+	if err := f.Close(); err != nil {
+		return "", version{}, err
+	}
+	ok = true
+	return f.Name(), version{ID: idOf(fi), ETag: quote(h.Sum(nil))}, nil
+}
+
+// ctxReader stops reading once ctx ends.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (r ctxReader) Read(p []byte) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return r.r.Read(p)
+}
+
+// replace atomically makes the synced file tmp the content of key: rename,
+// then fsync of the directory. The caller holds key's lock and removes tmp
+// when replace fails.
+func (b *Bucket) replace(key, tmp string) error {
 	target := b.path(key)
 	for range maxAttempts {
 		if err := b.mkdirs(key); err != nil {
@@ -138,7 +213,6 @@ func (b *Bucket) replace(key string, data []byte) error {
 		err := syscall.Rename(tmp, target)
 		switch {
 		case err == nil:
-			renamed = true
 			return syncDir(filepath.Dir(target))
 		case errors.Is(err, syscall.ENOENT):
 			// A delete removed the empty parent directory; make it again.

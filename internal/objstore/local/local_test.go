@@ -5,6 +5,9 @@
 package local_test
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -14,6 +17,7 @@ import (
 	"testing"
 
 	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/objstore/faultstore"
 	"podmin.dev/podmin/internal/objstore/local"
 	"podmin.dev/podmin/internal/objstore/objstoretest"
 )
@@ -31,6 +35,26 @@ func newBucket(tb testing.TB) *local.Bucket {
 func TestConformance(t *testing.T) {
 	t.Run("local", func(t *testing.T) {
 		objstoretest.Run(t, func(t *testing.T) objstore.Store { return newBucket(t) })
+	})
+	t.Run("local/missing bucket", func(t *testing.T) {
+		objstoretest.RunMissingBucket(t, func(t *testing.T) objstore.Store {
+			return local.Open(filepath.Join(t.TempDir(), "absent"))
+		})
+	})
+	t.Run("local/directory without .podmin", func(t *testing.T) {
+		objstoretest.RunMissingBucket(t, func(t *testing.T) objstore.Store {
+			dir := filepath.Join(t.TempDir(), "plain")
+			if err := os.MkdirAll(filepath.Join(dir, "p"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "k"), []byte("a file"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return local.Open(dir)
+		})
+	})
+	t.Run("local/faultstore", func(t *testing.T) {
+		objstoretest.Run(t, func(t *testing.T) objstore.Store { return faultstore.New(newBucket(t)) })
 	})
 }
 
@@ -152,5 +176,75 @@ func TestBadKeys(t *testing.T) {
 		if _, err := b.Put(t.Context(), key, []byte("x")); err != nil {
 			t.Errorf("Put(%.40q): %v", key, err)
 		}
+	}
+}
+
+// TestChangedBehindTheStore checks that the ETag and metadata kept for an
+// object are not trusted once the file was replaced or edited by hand.
+func TestChangedBehindTheStore(t *testing.T) {
+	ctx := t.Context()
+	b := newBucket(t)
+	etag, err := objstore.PutWithOptions(ctx, b, "k", []byte("version one"), objstore.PutOptions{Metadata: map[string]string{"write-id": "1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	written := etag
+	p := filepath.Join(b.Dir(), "k")
+	edits := []struct {
+		name string
+		edit func() error
+	}{
+		{"same size, in place", func() error {
+			f, err := os.OpenFile(p, os.O_WRONLY, 0)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			_, err = f.WriteAt([]byte("VERSION"), 0)
+			return err
+		}},
+		{"replaced by rename", func() error {
+			tmp := filepath.Join(b.Dir(), "..", "elsewhere")
+			if err := os.WriteFile(tmp, []byte("another content"), 0o600); err != nil {
+				return err
+			}
+			return os.Rename(tmp, p)
+		}},
+		{"same content, new inode", func() error {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			if err := os.Remove(p); err != nil {
+				return err
+			}
+			return os.WriteFile(p, data, 0o600)
+		}},
+	}
+	for _, e := range edits {
+		if err := e.edit(); err != nil {
+			t.Fatalf("%s: %v", e.name, err)
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(data)
+		want := `"` + hex.EncodeToString(sum[:]) + `"`
+		info, err := b.Head(ctx, "k")
+		if err != nil || info.ETag != want || len(info.Metadata) != 0 {
+			t.Errorf("%s: Head = %s %v, %v; want ETag %s and no metadata", e.name, info.ETag, info.Metadata, err, want)
+		}
+		if info.ETag == written {
+			t.Errorf("%s: Head still reports the ETag of the version the store wrote", e.name)
+		}
+		obj, err := b.Get(ctx, "k", objstore.GetOptions{})
+		if err != nil || obj.ETag != want || !bytes.Equal(obj.Data, data) {
+			t.Errorf("%s: Get = %q %s, %v; want %q %s", e.name, obj.Data, obj.ETag, err, data, want)
+		}
+		etag = want
+	}
+	if _, err := b.PutIfMatch(ctx, "k", []byte("stored again"), etag); err != nil {
+		t.Errorf("PutIfMatch with the ETag of a hand-edited file: %v", err)
 	}
 }

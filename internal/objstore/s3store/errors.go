@@ -46,8 +46,7 @@ func (b *Bucket) mapError(op, key string, err error) error {
 	case code == "NoSuchBucket" || (key == "" && status == 404):
 		// Bucket-level requests (key "") have no object to miss, and
 		// HeadBucket's 404 carries no code.
-		return fmt.Errorf("%s: bucket %q does not exist in region %s: check the bucket name and region, or create it: %w: %w",
-			where, b.bucket, b.region, objstore.ErrNotFound, err)
+		return b.bucketNotFound(where, err)
 	case status == 304 || code == "NotModified":
 		return fmt.Errorf("%s: %w", where, objstore.ErrNotModified)
 	case status == 412 || code == "PreconditionFailed" || code == "ConditionalRequestConflict":
@@ -61,6 +60,13 @@ func (b *Bucket) mapError(op, key string, err error) error {
 		return fmt.Errorf("%s: access denied: check the credentials' IAM policy for bucket %q: %w", where, b.bucket, err)
 	}
 	return fmt.Errorf("%s: %w", where, err)
+}
+
+// bucketNotFound is the error for a request at where that found no bucket.
+// It wraps ErrBucketNotFound and never ErrNotFound.
+func (b *Bucket) bucketNotFound(where string, err error) error {
+	return fmt.Errorf("%s: bucket %q does not exist in region %s: check the bucket name and region, or create it: %w: %w",
+		where, b.bucket, b.region, objstore.ErrBucketNotFound, err)
 }
 
 // conditionalRetryer is the retry policy for conditional writes and
