@@ -7,13 +7,16 @@ package s3store
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"podmin.dev/podmin/internal/objstore"
 )
@@ -94,23 +97,222 @@ func contentRangeTotal(cr string) (int64, bool) {
 	return n, err == nil && n >= 0
 }
 
-// Write implements objstore.Streamer with PutObject, carrying opts.Metadata
-// as x-amz-meta-* headers and the conditions as If-Match or
-// If-None-Match: *.
+// MultipartThreshold is the size above which Write uploads in parts.
+const MultipartThreshold = 64 << 20
+
+// conditionalPutLimit is the largest conditional write sent as one
+// PutObject. Above it the SDK asks for 100-continue, and a service that
+// answers a failed condition before reading the body and then resets the
+// connection (versitygw does) loses the 412: the caller would see an
+// ambiguous failure instead of ErrPrecondition. Larger conditional writes
+// therefore go through a multipart upload, whose small completing request
+// carries the condition.
+const conditionalPutLimit = 2 << 20
+
+// partSize is the size of each part of a multipart upload. A part is held
+// in memory only when the body cannot be read at an offset.
+const partSize = 16 << 20
+
+// Write implements objstore.Streamer. Up to MultipartThreshold bytes go in
+// one PutObject (conditional writes: up to conditionalPutLimit); larger
+// objects in a multipart upload whose completing request carries the
+// conditions, so a failed condition leaves nothing.
+// opts.Metadata travels as x-amz-meta-* headers. A body that is not
+// exactly size bytes long is ErrSizeMismatch and writes nothing.
+//
+// Bodies that can seek (files, byte slices) are sent as they are, after
+// checking their length. Other bodies are streamed with a trailing
+// checksum over HTTPS; over plain HTTP the SDK must rewind a body to sign
+// it, so such a body is buffered up to the size of one part.
 func (b *Bucket) Write(ctx context.Context, key string, body io.Reader, size int64, opts objstore.PutOptions) (string, error) {
 	op := writeOp(opts)
+	where := fmt.Sprintf("s3 %s s3://%s/%s", op, b.bucket, key)
 	if err := objstore.CheckPutOptions(opts); err != nil {
-		return "", fmt.Errorf("s3 %s s3://%s/%s: %w", op, b.bucket, key, err)
+		return "", fmt.Errorf("%s: %w", where, err)
+	}
+	if size < 0 {
+		return "", fmt.Errorf("%s: negative size %d: %w", where, size, objstore.ErrSizeMismatch)
+	}
+	if ra, ok := seekableSection(body); ok {
+		if err := checkRemaining(ra, size); err != nil {
+			return "", fmt.Errorf("%s: %w", where, err)
+		}
+	}
+	conditional := opts.IfAbsent || opts.IfMatch != ""
+	if size > b.multipartThreshold || (conditional && size > conditionalPutLimit) {
+		return b.writeMultipart(ctx, op, key, body, size, opts)
+	}
+	if rs, ok := body.(io.ReadSeeker); ok {
+		if _, ok := seekableSection(body); ok {
+			// Length checked above: PutObject sends exactly size bytes.
+			return b.putObject(ctx, op, key, rs, size, opts)
+		}
+	}
+	if b.https {
+		return b.putObject(ctx, op, key, unseekable{&exactReader{r: body, remaining: size, size: size}}, size, opts)
 	}
 	data, err := objstore.ReadExactly(body, size)
 	if err != nil {
-		return "", fmt.Errorf("s3 %s s3://%s/%s: %w", op, b.bucket, key, err)
+		return "", fmt.Errorf("%s: %w", where, err)
 	}
 	return b.putObject(ctx, op, key, bytes.NewReader(data), size, opts)
 }
 
+// readerAtSeeker is a body that can be read at offsets and measured.
+type readerAtSeeker interface {
+	io.ReaderAt
+	io.Seeker
+}
+
+// seekableSection reports whether body can be uploaded in sections read
+// at offsets from its current position.
+func seekableSection(body io.Reader) (readerAtSeeker, bool) {
+	ra, ok := body.(readerAtSeeker)
+	return ra, ok
+}
+
+// checkRemaining checks that exactly size bytes follow the current
+// position of ra, which it leaves unchanged.
+func checkRemaining(ra readerAtSeeker, size int64) error {
+	pos, err := ra.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return err
+	}
+	end, err := ra.Seek(0, io.SeekEnd)
+	if err != nil {
+		return err
+	}
+	if _, err := ra.Seek(pos, io.SeekStart); err != nil {
+		return err
+	}
+	if end-pos != size {
+		return fmt.Errorf("body holds %d bytes, not %d: %w", end-pos, size, objstore.ErrSizeMismatch)
+	}
+	return nil
+}
+
+// exactReader yields exactly size bytes of r and fails, instead of
+// ending, when r is shorter or longer, so that a wrong body aborts the
+// request rather than storing a truncated object.
+type exactReader struct {
+	r         io.Reader
+	remaining int64
+	size      int64
+}
+
+func (e *exactReader) Read(p []byte) (int, error) {
+	if e.remaining == 0 {
+		if err := objstore.ExpectEOF(e.r, e.size); err != nil {
+			return 0, err
+		}
+		return 0, io.EOF
+	}
+	if int64(len(p)) > e.remaining {
+		p = p[:e.remaining]
+	}
+	n, err := e.r.Read(p)
+	e.remaining -= int64(n)
+	if errors.Is(err, io.EOF) {
+		if e.remaining > 0 {
+			return n, fmt.Errorf("body ended after %d of %d bytes: %w", e.size-e.remaining, e.size, objstore.ErrSizeMismatch)
+		}
+		err = nil
+	}
+	return n, err
+}
+
+// unseekable hides any Seek method so the SDK streams the body.
+type unseekable struct{ io.Reader }
+
+// writeMultipart uploads body in parts and completes the upload under the
+// conditions of opts. Every failure aborts the upload.
+func (b *Bucket) writeMultipart(ctx context.Context, op, key string, body io.Reader, size int64, opts objstore.PutOptions) (etag string, err error) {
+	where := fmt.Sprintf("s3 %s s3://%s/%s", op, b.bucket, key)
+	create := &s3.CreateMultipartUploadInput{Bucket: aws.String(b.bucket), Key: aws.String(key)}
+	if len(opts.Metadata) > 0 {
+		create.Metadata = opts.Metadata
+	}
+	up, err := b.client.CreateMultipartUpload(ctx, create)
+	if err != nil {
+		return "", b.mapError(op+" (create multipart upload)", key, err)
+	}
+	uploadID := up.UploadId
+	defer func() {
+		if err == nil {
+			return
+		}
+		// Abort even when ctx is done, so no parts are left billed.
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_, _ = b.client.AbortMultipartUpload(actx, &s3.AbortMultipartUploadInput{
+			Bucket: aws.String(b.bucket), Key: aws.String(key), UploadId: uploadID,
+		})
+	}()
+	ra, sectioned := seekableSection(body)
+	var start int64
+	if sectioned {
+		if start, err = ra.Seek(0, io.SeekCurrent); err != nil {
+			return "", fmt.Errorf("%s: %w", where, err)
+		}
+	}
+	var buf []byte
+	var parts []types.CompletedPart
+	for n, off := int32(1), int64(0); off < size; n, off = n+1, off+b.partSize {
+		length := min(b.partSize, size-off)
+		var part io.ReadSeeker
+		if sectioned {
+			part = io.NewSectionReader(ra, start+off, length)
+		} else {
+			if buf == nil {
+				buf = make([]byte, min(b.partSize, size))
+			}
+			if _, err := io.ReadFull(body, buf[:length]); err != nil {
+				if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+					err = fmt.Errorf("body ended before %d bytes: %w", size, objstore.ErrSizeMismatch)
+				}
+				return "", fmt.Errorf("%s: %w", where, err)
+			}
+			part = bytes.NewReader(buf[:length])
+		}
+		out, err := b.client.UploadPart(ctx, &s3.UploadPartInput{
+			Bucket: aws.String(b.bucket), Key: aws.String(key), UploadId: uploadID,
+			PartNumber: aws.Int32(n), Body: part, ContentLength: aws.Int64(length),
+		})
+		if err != nil {
+			return "", b.mapError(fmt.Sprintf("%s (upload part %d)", op, n), key, err)
+		}
+		parts = append(parts, types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(n)})
+	}
+	if !sectioned {
+		if err := objstore.ExpectEOF(body, size); err != nil {
+			return "", fmt.Errorf("%s: %w", where, err)
+		}
+	}
+	complete := &s3.CompleteMultipartUploadInput{
+		Bucket: aws.String(b.bucket), Key: aws.String(key), UploadId: uploadID,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
+	}
+	switch {
+	case opts.IfAbsent:
+		complete.IfNoneMatch = aws.String("*")
+	case opts.IfMatch != "":
+		complete.IfMatch = aws.String(opts.IfMatch)
+	default:
+		out, err := b.client.CompleteMultipartUpload(ctx, complete)
+		if err != nil {
+			return "", b.mapError(op, key, err)
+		}
+		return aws.ToString(out.ETag), nil
+	}
+	out, err := b.client.CompleteMultipartUpload(ctx, complete, b.withConditionalRetries)
+	if err != nil {
+		return "", b.conditionalError(op, key, err)
+	}
+	return aws.ToString(out.ETag), nil
+}
+
 // putObject sends one PutObject with the conditions and metadata of opts.
-func (b *Bucket) putObject(ctx context.Context, op, key string, body io.ReadSeeker, size int64, opts objstore.PutOptions) (string, error) {
+func (b *Bucket) putObject(ctx context.Context, op, key string, body io.Reader, size int64, opts objstore.PutOptions) (string, error) {
 	in := &s3.PutObjectInput{
 		Bucket:        aws.String(b.bucket),
 		Key:           aws.String(key),
