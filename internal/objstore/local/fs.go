@@ -163,10 +163,9 @@ func (b *Bucket) spool(ctx context.Context, body io.Reader, size int64) (string,
 		}
 	}()
 	h := sha256.New()
-	buf := make([]byte, min(size+1, 256<<10))
-	n, err := io.CopyBuffer(io.MultiWriter(f, h), ctxReader{ctx, io.LimitReader(body, size)}, buf)
+	n, err := copyHashing(f, h, ctxReader{ctx, io.LimitReader(body, size)}, size)
 	if err != nil {
-		return "", version{}, fmt.Errorf("read body: %w", err)
+		return "", version{}, err
 	}
 	if n < size {
 		return "", version{}, fmt.Errorf("body ended after %d of %d bytes: %w", n, size, objstore.ErrSizeMismatch)
@@ -186,6 +185,64 @@ func (b *Bucket) spool(ctx context.Context, body io.Reader, size int64) (string,
 	}
 	ok = true
 	return f.Name(), version{ID: idOf(fi), ETag: quote(h.Sum(nil))}, nil
+}
+
+// hashChunk is the unit in which copyHashing overlaps hashing with
+// writing; small objects are copied in one go without a goroutine.
+const hashChunk = 1 << 20
+
+// copyHashing copies src (at most size bytes) to f and into h. For large
+// objects it hashes each chunk in a goroutine while the chunk is written
+// and the next one read, so a write costs about the slower of hashing and
+// writing rather than their sum.
+func copyHashing(f io.Writer, h io.Writer, src io.Reader, size int64) (int64, error) {
+	if size <= hashChunk {
+		buf := make([]byte, size+1) // +1 lets ReadFull see the end
+		n, err := io.ReadFull(src, buf)
+		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+			return 0, fmt.Errorf("read body: %w", err)
+		}
+		h.Write(buf[:n])
+		if _, err := f.Write(buf[:n]); err != nil {
+			return 0, err
+		}
+		return int64(n), nil
+	}
+	bufs := [2][]byte{make([]byte, hashChunk), make([]byte, hashChunk)}
+	var total int64
+	var hashed chan struct{}
+	wait := func() {
+		if hashed != nil {
+			<-hashed
+			hashed = nil
+		}
+	}
+	defer wait()
+	for i := 0; ; i ^= 1 {
+		n, rerr := io.ReadFull(src, bufs[i])
+		if n > 0 {
+			// The previous chunk's hash must be done before the next
+			// starts: hashes are sequential, writes overlap them.
+			wait()
+			chunk := bufs[i][:n]
+			done := make(chan struct{})
+			hashed = done
+			go func() {
+				h.Write(chunk)
+				close(done)
+			}()
+			if _, err := f.Write(chunk); err != nil {
+				return total, err
+			}
+			total += int64(n)
+		}
+		switch {
+		case errors.Is(rerr, io.EOF), errors.Is(rerr, io.ErrUnexpectedEOF):
+			return total, nil
+		case rerr != nil:
+			return total, fmt.Errorf("read body: %w", rerr)
+		}
+	}
 }
 
 // ctxReader stops reading once ctx ends.

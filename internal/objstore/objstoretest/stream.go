@@ -6,11 +6,13 @@ package objstoretest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"maps"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"podmin.dev/podmin/internal/objstore"
 )
@@ -29,6 +31,7 @@ var streamTests = []struct {
 	{"StreamOpenIfNoneMatch", testStreamOpenIfNoneMatch},
 	{"StreamSizeMismatch", testStreamSizeMismatch},
 	{"StreamConditional", testStreamConditional},
+	{"StreamCancelled", testStreamCancelled},
 }
 
 // RunStreaming runs only the streaming cases, for stores configured to
@@ -237,5 +240,42 @@ func testStreamConditional(t *testing.T, s objstore.Store) {
 	_, err := objstore.WriteObject(ctx, s, "cond/never", bytes.NewReader([]byte("x")), 1, objstore.PutOptions{IfMatch: `"0123456789abcdef0123456789abcdef"`})
 	if !errors.Is(err, objstore.ErrNotFound) && !errors.Is(err, objstore.ErrPrecondition) {
 		t.Errorf("If-Match WriteObject of a missing key error = %v, want ErrNotFound or ErrPrecondition", err)
+	}
+}
+
+// cancelAfter cancels a context once n bytes were read through it.
+type cancelAfter struct {
+	r      io.Reader
+	n      int64
+	cancel context.CancelFunc
+}
+
+func (c *cancelAfter) Read(p []byte) (int, error) {
+	if c.n <= 0 {
+		c.cancel()
+		// Give the transport a moment to notice, as a real stall would.
+		time.Sleep(10 * time.Millisecond)
+	}
+	n, err := c.r.Read(p)
+	c.n -= int64(n)
+	return n, err
+}
+
+func testStreamCancelled(t *testing.T, s objstore.Store) {
+	data := pattern(StreamSize, 5)
+	for _, body := range bodies {
+		if body.name == "seekable" {
+			continue // a seekable body may be sent before Read sees the cancel
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		r := &cancelAfter{r: body.wrap(data), n: StreamSize / 2, cancel: cancel}
+		_, err := objstore.WriteObject(ctx, s, "cancelled", r, int64(len(data)), objstore.PutOptions{})
+		cancel()
+		if err == nil {
+			t.Fatalf("%s: WriteObject cancelled halfway succeeded", body.name)
+		}
+		if _, err := s.Head(t.Context(), "cancelled"); !errors.Is(err, objstore.ErrNotFound) {
+			t.Errorf("%s: after a cancelled write, Head error = %v, want ErrNotFound", body.name, err)
+		}
 	}
 }

@@ -123,7 +123,7 @@ const partSize = 16 << 20
 // Bodies that can seek (files, byte slices) are sent as they are, after
 // checking their length. Other bodies are streamed with a trailing
 // checksum over HTTPS; over plain HTTP the SDK must rewind a body to sign
-// it, so such a body is buffered up to the size of one part.
+// it, so such a body is buffered one part at a time.
 func (b *Bucket) Write(ctx context.Context, key string, body io.Reader, size int64, opts objstore.PutOptions) (string, error) {
 	op := writeOp(opts)
 	where := fmt.Sprintf("s3 %s s3://%s/%s", op, b.bucket, key)
@@ -139,7 +139,11 @@ func (b *Bucket) Write(ctx context.Context, key string, body io.Reader, size int
 		}
 	}
 	conditional := opts.IfAbsent || opts.IfMatch != ""
-	if size > b.multipartThreshold || (conditional && size > conditionalPutLimit) {
+	_, seekable := seekableSection(body)
+	// Over plain HTTP a body that cannot seek is buffered: in parts, so
+	// that no more than one part is held in memory.
+	buffered := !seekable && !b.https
+	if size > b.multipartThreshold || (conditional && size > conditionalPutLimit) || (buffered && size > b.partSize) {
 		return b.writeMultipart(ctx, op, key, body, size, opts)
 	}
 	if rs, ok := body.(io.ReadSeeker); ok {
