@@ -38,9 +38,11 @@ func (b *Bucket) BucketExists(ctx context.Context) (bool, error) {
 }
 
 // CreateBucket creates the bucket directory (0700, parents included) and its
-// .podmin folder. An existing directory without .podmin is adopted: its
-// files become the bucket's objects. A directory that already has .podmin
-// is ErrBucketExists.
+// .podmin folder. An existing directory without .podmin is adopted: it gets
+// its .podmin folder and its files become the bucket's objects, but since
+// Podmin did not create the directory the result is ErrBucketExists, so
+// that no caller claims it as its own. A directory that already has
+// .podmin is ErrBucketExists too.
 func (b *Bucket) CreateBucket(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -48,11 +50,13 @@ func (b *Bucket) CreateBucket(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Dir(b.dir), 0o700); err != nil {
 		return fmt.Errorf("create local bucket: %w", err)
 	}
+	existed := false
 	switch err := syscall.Mkdir(b.dir, 0o700); {
 	case errors.Is(err, syscall.EEXIST):
 		if !isDir(b.dir) {
 			return fmt.Errorf("create local bucket: %q is a file, not a directory: remove it or choose another bucket directory", b.dir)
 		}
+		existed = true
 	case err != nil:
 		return fmt.Errorf("create local bucket: %w", &os.PathError{Op: "mkdir", Path: b.dir, Err: err})
 	default:
@@ -75,7 +79,13 @@ func (b *Bucket) CreateBucket(ctx context.Context) error {
 	if err := syncDir(b.metaPath()); err != nil {
 		return err
 	}
-	return syncDir(b.dir)
+	if err := syncDir(b.dir); err != nil {
+		return err
+	}
+	if existed {
+		return fmt.Errorf("create local bucket: adopted the existing directory %q, which Podmin did not create: %w", b.dir, objstore.ErrBucketExists)
+	}
+	return nil
 }
 
 // BucketTags returns the tags stored in .podmin/tags.json; none when the

@@ -183,7 +183,8 @@ func TestBucketTags(t *testing.T) {
 }
 
 // TestCreateBucketAdoptsDirectory checks that a directory without .podmin is
-// no bucket until CreateBucket adopts it, files and all.
+// no bucket until CreateBucket adopts it, files and all, without reporting
+// it as created.
 func TestCreateBucketAdoptsDirectory(t *testing.T) {
 	ctx := t.Context()
 	dir := filepath.Join(t.TempDir(), "existing")
@@ -201,8 +202,10 @@ func TestCreateBucketAdoptsDirectory(t *testing.T) {
 	if !errors.Is(err, objstore.ErrBucketNotFound) || !strings.Contains(err.Error(), "has no .podmin folder") {
 		t.Fatalf("Get before adoption error = %v, want ErrBucketNotFound naming .podmin", err)
 	}
-	if err := b.CreateBucket(ctx); err != nil {
-		t.Fatalf("CreateBucket of an existing directory: %v", err)
+	// Adopted, but reported as existing: Podmin did not create it, so no
+	// caller may claim it.
+	if err := b.CreateBucket(ctx); !errors.Is(err, objstore.ErrBucketExists) || !strings.Contains(err.Error(), "adopted the existing directory") {
+		t.Fatalf("CreateBucket of an existing directory error = %v, want ErrBucketExists saying it was adopted", err)
 	}
 	obj, err := b.Get(ctx, "a/file", objstore.GetOptions{})
 	const abc = `"ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"`

@@ -230,7 +230,7 @@ func (b *Bucket) write(ctx context.Context, op, key string, body io.Reader, size
 // current describes the object at key, or reports exists=false. The
 // caller holds key's lock.
 func (b *Bucket) current(key string) (v version, exists bool, err error) {
-	f, _, v, err := b.openDescribed(key, true)
+	f, _, v, err := b.openDescribed(key, hashAndRepair)
 	switch {
 	case err == nil:
 		f.Close()

@@ -129,11 +129,26 @@ func (b *Bucket) removeRecord(key string) error {
 // looked at again under the key's lock.
 var errStale = errors.New("object record is stale")
 
+// describeMode says what describe does with a file its record does not
+// describe.
+type describeMode int
+
+const (
+	// trustRecord reports errStale.
+	trustRecord describeMode = iota
+	// hashFile hashes the file; used without the lock, which a reader
+	// that may not write the bucket cannot take.
+	hashFile
+	// hashAndRepair hashes the file and rewrites the record; the caller
+	// holds the key's lock.
+	hashAndRepair
+)
+
 // describe returns the version of the open file f (whose stat is fi) at
-// key. Without the lock, a file the record does not describe is errStale;
-// with it, the file is hashed and the record repaired, so only the first
-// read after an outside change pays for the hash.
-func (b *Bucket) describe(key string, f *os.File, fi os.FileInfo, locked bool) (version, error) {
+// key. A file the record does not describe is errStale or hashed,
+// depending on mode; repairing the record means only the first read after
+// an outside change pays for the hash.
+func (b *Bucket) describe(key string, f *os.File, fi os.FileInfo, mode describeMode) (version, error) {
 	id := idOf(fi)
 	rec, ok := b.readRecord(key)
 	if ok {
@@ -143,7 +158,7 @@ func (b *Bucket) describe(key string, f *os.File, fi os.FileInfo, locked bool) (
 	} else if err := b.requireBucket(); err != nil {
 		return version{}, err
 	}
-	if !locked {
+	if mode == trustRecord {
 		return version{}, errStale
 	}
 	h := sha256.New()
@@ -155,27 +170,33 @@ func (b *Bucket) describe(key string, f *os.File, fi os.FileInfo, locked bool) (
 		return version{}, fmt.Errorf("file changed size while hashing: %w", errStale)
 	}
 	v := version{ID: id, ETag: quote(h.Sum(nil))}
-	// A failed repair only means the next read hashes again.
-	_ = b.writeRecord(key, record{Cur: v})
+	if mode == hashAndRepair {
+		// A failed repair only means the next read hashes again.
+		_ = b.writeRecord(key, record{Cur: v})
+	}
 	return v, nil
 }
 
 // openVersion opens key's file and describes the version it holds. The
 // caller closes the file.
 func (b *Bucket) openVersion(key string) (*os.File, os.FileInfo, version, error) {
-	f, fi, v, err := b.openDescribed(key, false)
+	f, fi, v, err := b.openDescribed(key, trustRecord)
 	if !errors.Is(err, errStale) {
 		return f, fi, v, err
 	}
 	unlock, err := b.lock(key)
+	if errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EROFS) {
+		// A reader without write access hashes and leaves the record.
+		return b.openDescribed(key, hashFile)
+	}
 	if err != nil {
 		return nil, nil, version{}, err
 	}
 	defer unlock()
-	return b.openDescribed(key, true)
+	return b.openDescribed(key, hashAndRepair)
 }
 
-func (b *Bucket) openDescribed(key string, locked bool) (*os.File, os.FileInfo, version, error) {
+func (b *Bucket) openDescribed(key string, mode describeMode) (*os.File, os.FileInfo, version, error) {
 	f, err := os.Open(b.path(key))
 	if err != nil {
 		return nil, nil, version{}, err
@@ -186,7 +207,7 @@ func (b *Bucket) openDescribed(key string, locked bool) (*os.File, os.FileInfo, 
 	}
 	var v version
 	if err == nil {
-		v, err = b.describe(key, f, fi, locked)
+		v, err = b.describe(key, f, fi, mode)
 	}
 	if err != nil {
 		f.Close()
