@@ -37,8 +37,8 @@ func sourceFile(b *testing.B, size int64) *os.File {
 }
 
 // RunStreamBenchmarks measures streamed writes and reads of a 64 MiB
-// object, and HEAD and a 100-byte ranged read on 1 KiB and 64 MiB objects
-// (which should cost the same). Compare with RunCopyBaseline.
+// object, and HEAD and a 100-byte ranged read on 1 KiB, 64 MiB and 256 MiB
+// objects (which should cost the same). Compare with RunCopyBaseline.
 func RunStreamBenchmarks(b *testing.B, newStore func(b *testing.B) objstore.Store) {
 	b.Run("Write64MiB", func(b *testing.B) {
 		s := newStore(b)
@@ -76,7 +76,7 @@ func RunStreamBenchmarks(b *testing.B, newStore func(b *testing.B) objstore.Stor
 	for _, size := range []struct {
 		name string
 		n    int64
-	}{{"1KiB", 1 << 10}, {"64MiB", streamBenchSize}} {
+	}{{"1KiB", 1 << 10}, {"64MiB", streamBenchSize}, {"256MiB", 256 << 20}} {
 		b.Run("Head"+size.name, func(b *testing.B) {
 			s := newStore(b)
 			if _, err := objstore.WriteObject(b.Context(), s, "bench/obj", sourceFile(b, size.n), size.n, objstore.PutOptions{}); err != nil {

@@ -109,6 +109,11 @@ func (b *Bucket) conditionalError(op, key string, err error) error {
 	if !errors.As(err, &sendErr) {
 		return b.mapError(op, key, err)
 	}
+	if errors.Is(err, objstore.ErrSizeMismatch) {
+		// The body failed before it was complete: S3 stores no object
+		// from a request whose body fell short of its Content-Length.
+		return fmt.Errorf("s3 %s s3://%s/%s: nothing was written: %w", op, b.bucket, key, err)
+	}
 	if notSent(err) == aws.TrueTernary {
 		// Only unsent attempts and throttling are retried, so no attempt
 		// was applied.

@@ -153,7 +153,14 @@ func (b *Bucket) Write(ctx context.Context, key string, body io.Reader, size int
 		}
 	}
 	if b.https {
-		return b.putObject(ctx, op, key, unseekable{&exactReader{r: body, remaining: size, size: size}}, size, opts)
+		er := &exactReader{r: body, remaining: size, size: size}
+		etag, err := b.putObject(ctx, op, key, unseekable{er}, size, opts, noRetries)
+		if err != nil && er.err != nil {
+			// The body failed, so the request was incomplete and S3
+			// stored nothing.
+			return "", fmt.Errorf("%s: nothing was written: %w", where, er.err)
+		}
+		return etag, err
 	}
 	data, err := objstore.ReadExactly(body, size)
 	if err != nil {
@@ -202,11 +209,15 @@ type exactReader struct {
 	r         io.Reader
 	remaining int64
 	size      int64
+	// err is the body's own failure, kept because the SDK reports a
+	// failed stream in its own words.
+	err error
 }
 
 func (e *exactReader) Read(p []byte) (int, error) {
 	if e.remaining == 0 {
 		if err := objstore.ExpectEOF(e.r, e.size); err != nil {
+			e.err = err
 			return 0, err
 		}
 		return 0, io.EOF
@@ -216,14 +227,20 @@ func (e *exactReader) Read(p []byte) (int, error) {
 	}
 	n, err := e.r.Read(p)
 	e.remaining -= int64(n)
-	if errors.Is(err, io.EOF) {
-		if e.remaining > 0 {
-			return n, fmt.Errorf("body ended after %d of %d bytes: %w", e.size-e.remaining, e.size, objstore.ErrSizeMismatch)
-		}
+	switch {
+	case errors.Is(err, io.EOF) && e.remaining > 0:
+		err = fmt.Errorf("body ended after %d of %d bytes: %w", e.size-e.remaining, e.size, objstore.ErrSizeMismatch)
+	case errors.Is(err, io.EOF):
 		err = nil
+	}
+	if err != nil {
+		e.err = err
 	}
 	return n, err
 }
+
+// noRetries makes one attempt only: a streamed body cannot be sent twice.
+func noRetries(o *s3.Options) { o.Retryer = aws.NopRetryer{} }
 
 // unseekable hides any Seek method so the SDK streams the body.
 type unseekable struct{ io.Reader }
@@ -316,7 +333,7 @@ func (b *Bucket) writeMultipart(ctx context.Context, op, key string, body io.Rea
 }
 
 // putObject sends one PutObject with the conditions and metadata of opts.
-func (b *Bucket) putObject(ctx context.Context, op, key string, body io.Reader, size int64, opts objstore.PutOptions) (string, error) {
+func (b *Bucket) putObject(ctx context.Context, op, key string, body io.Reader, size int64, opts objstore.PutOptions, optFns ...func(*s3.Options)) (string, error) {
 	in := &s3.PutObjectInput{
 		Bucket:        aws.String(b.bucket),
 		Key:           aws.String(key),
@@ -332,13 +349,14 @@ func (b *Bucket) putObject(ctx context.Context, op, key string, body io.Reader, 
 	case opts.IfMatch != "":
 		in.IfMatch = aws.String(opts.IfMatch)
 	default:
-		out, err := b.client.PutObject(ctx, in)
+		out, err := b.client.PutObject(ctx, in, optFns...)
 		if err != nil {
 			return "", b.mapError(op, key, err)
 		}
 		return aws.ToString(out.ETag), nil
 	}
-	out, err := b.client.PutObject(ctx, in, b.withConditionalRetries)
+	// Later options win: a streamed body is never retried.
+	out, err := b.client.PutObject(ctx, in, append([]func(*s3.Options){b.withConditionalRetries}, optFns...)...)
 	if err != nil {
 		return "", b.conditionalError(op, key, err)
 	}

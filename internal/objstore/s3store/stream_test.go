@@ -9,10 +9,15 @@ package s3store_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"net"
+	"net/http"
+	"os"
 	"strings"
+	"sync"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -181,3 +186,69 @@ func TestBlackHoleEndpoint(t *testing.T) {
 type zeros struct{}
 
 func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// TestTLSStreaming runs the streaming cases over HTTPS, where a body that
+// cannot seek is streamed with a trailing checksum instead of buffered,
+// with the CA bundle from AWS_CA_BUNDLE applied to the timeout client.
+func TestTLSStreaming(t *testing.T) {
+	srv := objstoretest.StartVersityGWTLS(t)
+	t.Setenv("AWS_CA_BUNDLE", srv.CAFile)
+	t.Run("suite", func(t *testing.T) {
+		objstoretest.RunStreaming(t, func(t *testing.T) objstore.Store { return s3storetest.NewBucket(t, srv) })
+	})
+	t.Run("unseekable body is streamed", func(t *testing.T) {
+		pem, err := os.ReadFile(srv.CAFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(pem)
+		rec := &payloadRecorder{client: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}}
+		opts := s3storetest.Options(srv, srv.BucketName(t))
+		opts.HTTPClient = rec
+		b, err := s3store.New(context.Background(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		if err := b.CreateBucket(ctx); err != nil {
+			t.Fatal(err)
+		}
+		data := bytes.Repeat([]byte("podmin"), 1<<20)
+		etag, err := b.Write(ctx, "streamed", iotest.HalfReader(bytes.NewReader(data)), int64(len(data)), objstore.PutOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rec.payloads["PUT /"+b.Name()+"/streamed"]; got != "STREAMING-UNSIGNED-PAYLOAD-TRAILER" {
+			t.Errorf("payload hash of the streamed PUT = %q, want STREAMING-UNSIGNED-PAYLOAD-TRAILER", got)
+		}
+		obj, err := b.Get(ctx, "streamed", objstore.GetOptions{})
+		if err != nil || !bytes.Equal(obj.Data, data) || obj.ETag != etag {
+			t.Fatalf("Get = %d bytes %s, %v; want the %d bytes written, ETag %s", len(obj.Data), obj.ETag, err, len(data), etag)
+		}
+		_, err = b.Write(ctx, "short", iotest.HalfReader(bytes.NewReader(data[:100])), int64(len(data)), objstore.PutOptions{})
+		if !errors.Is(err, objstore.ErrSizeMismatch) {
+			t.Errorf("streamed short body error = %v, want ErrSizeMismatch", err)
+		}
+		if _, err := b.Head(ctx, "short"); !errors.Is(err, objstore.ErrNotFound) {
+			t.Errorf("after a short streamed body, Head error = %v, want ErrNotFound", err)
+		}
+	})
+}
+
+// payloadRecorder records the X-Amz-Content-Sha256 of each request.
+type payloadRecorder struct {
+	client   *http.Client
+	mu       sync.Mutex
+	payloads map[string]string
+}
+
+func (r *payloadRecorder) Do(req *http.Request) (*http.Response, error) {
+	r.mu.Lock()
+	if r.payloads == nil {
+		r.payloads = map[string]string{}
+	}
+	r.payloads[req.Method+" "+req.URL.Path] = req.Header.Get("X-Amz-Content-Sha256")
+	r.mu.Unlock()
+	return r.client.Do(req)
+}
