@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
@@ -96,6 +97,12 @@ func notSent(err error) aws.Ternary {
 	}
 	var dnsErr *net.DNSError
 	if errors.As(err, &dnsErr) && !dnsErr.IsNotFound {
+		return aws.TrueTernary
+	}
+	// net/http's handshake timeout has no exported type. The handshake
+	// happens on a new connection before any byte of the request.
+	var netErr net.Error
+	if errors.As(err, &netErr) && netErr.Timeout() && strings.Contains(netErr.Error(), "TLS handshake timeout") {
 		return aws.TrueTernary
 	}
 	return aws.UnknownTernary

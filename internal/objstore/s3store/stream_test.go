@@ -12,12 +12,14 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -134,17 +136,64 @@ func blackHole(t *testing.T) string {
 	return "http://" + l.Addr().String()
 }
 
-// TestBlackHoleEndpoint checks that a request to an endpoint that accepts
-// connections and never answers fails within its response deadline
-// (per attempt, the SDK makes up to three), naming the endpoint.
-func TestBlackHoleEndpoint(t *testing.T) {
-	endpoint := blackHole(t)
-	const timeout = 300 * time.Millisecond
-	opts := s3store.Options{
-		Bucket: "state", Region: "us-east-1", Endpoint: endpoint,
-		Credentials:           credentials.NewStaticCredentialsProvider("AKID", "secret", ""),
-		ResponseHeaderTimeout: timeout,
+// fullBacklog listens with a backlog of one and never accepts, then fills
+// the backlog, so that new connections are never established.
+func fullBacklog(t *testing.T) string {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
+	// Fill the queue; once full, further SYNs are dropped.
+	for range 4 {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err != nil {
+			break
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+	if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
+		c.Close()
+		t.Skip("the kernel completes connections beyond the listen backlog here")
+	}
+	return "http://" + addr
+}
+
+// TestBlackHoleEndpoint checks that a request to an endpoint that never
+// answers fails within its deadline (per attempt; the SDK makes up to
+// three), naming the endpoint: one that accepts connections and stays
+// silent (response header timeout), one that never completes the TLS
+// handshake, and one that never completes the TCP handshake (connect
+// timeout).
+func TestBlackHoleEndpoint(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	t.Run("response", func(t *testing.T) {
+		testBlackHole(t, blackHole(t), "timeout awaiting response headers", s3store.Options{ResponseHeaderTimeout: timeout})
+	})
+	t.Run("TLS handshake", func(t *testing.T) {
+		endpoint := "https://" + strings.TrimPrefix(blackHole(t), "http://")
+		testBlackHole(t, endpoint, "TLS handshake timeout", s3store.Options{TLSHandshakeTimeout: timeout})
+	})
+	t.Run("connect", func(t *testing.T) {
+		testBlackHole(t, fullBacklog(t), "i/o timeout", s3store.Options{ConnectTimeout: timeout})
+	})
+}
+
+func testBlackHole(t *testing.T, endpoint, says string, opts s3store.Options) {
+	const timeout = 300 * time.Millisecond
+	opts.Bucket, opts.Region, opts.Endpoint = "state", "us-east-1", endpoint
+	opts.Credentials = credentials.NewStaticCredentialsProvider("AKID", "secret", "")
 	b, err := s3store.New(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -172,8 +221,8 @@ func TestBlackHoleEndpoint(t *testing.T) {
 				t.Errorf("failed after %v, want within %v", took, limit)
 			}
 			msg := err.Error()
-			if !strings.Contains(msg, endpoint) || !strings.Contains(msg, "timeout") {
-				t.Errorf("error %q does not name the endpoint %s and the timeout", msg, endpoint)
+			if !strings.Contains(msg, endpoint) || !strings.Contains(msg, says) {
+				t.Errorf("error %q does not name the endpoint %s and say %q", msg, endpoint, says)
 			}
 			if errors.Is(err, objstore.ErrNotFound) || errors.Is(err, objstore.ErrPrecondition) {
 				t.Errorf("error %v wraps a sentinel; a timeout says nothing about the object", err)
