@@ -40,19 +40,25 @@ func sourceFile(b *testing.B, size int64) *os.File {
 // object, and HEAD and a 100-byte ranged read on 1 KiB, 64 MiB and 256 MiB
 // objects (which should cost the same). Compare with RunCopyBaseline.
 func RunStreamBenchmarks(b *testing.B, newStore func(b *testing.B) objstore.Store) {
-	b.Run("Write64MiB", func(b *testing.B) {
-		s := newStore(b)
-		src := sourceFile(b, streamBenchSize)
-		b.SetBytes(streamBenchSize)
-		for b.Loop() {
-			if _, err := src.Seek(0, io.SeekStart); err != nil {
-				b.Fatal(err)
+	// 64 MiB is one PutObject on S3, 256 MiB a multipart upload.
+	for _, size := range []struct {
+		name string
+		n    int64
+	}{{"64MiB", streamBenchSize}, {"256MiB", 256 << 20}} {
+		b.Run("Write"+size.name, func(b *testing.B) {
+			s := newStore(b)
+			src := sourceFile(b, size.n)
+			b.SetBytes(size.n)
+			for b.Loop() {
+				if _, err := src.Seek(0, io.SeekStart); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := objstore.WriteObject(b.Context(), s, "bench/stream", src, size.n, objstore.PutOptions{}); err != nil {
+					b.Fatal(err)
+				}
 			}
-			if _, err := objstore.WriteObject(b.Context(), s, "bench/stream", src, streamBenchSize, objstore.PutOptions{}); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+		})
+	}
 	b.Run("Open64MiB", func(b *testing.B) {
 		s := newStore(b)
 		src := sourceFile(b, streamBenchSize)

@@ -12,6 +12,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -276,33 +277,15 @@ func (b *Bucket) writeMultipart(ctx context.Context, op, key string, body io.Rea
 			return "", fmt.Errorf("%s: %w", where, err)
 		}
 	}
-	var buf []byte
-	var parts []types.CompletedPart
-	for n, off := int32(1), int64(0); off < size; n, off = n+1, off+b.partSize {
-		length := min(b.partSize, size-off)
-		var part io.ReadSeeker
-		if sectioned {
-			part = io.NewSectionReader(ra, start+off, length)
-		} else {
-			if buf == nil {
-				buf = make([]byte, min(b.partSize, size))
-			}
-			if _, err := io.ReadFull(body, buf[:length]); err != nil {
-				if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-					err = fmt.Errorf("body ended before %d bytes: %w", size, objstore.ErrSizeMismatch)
-				}
-				return "", fmt.Errorf("%s: %w", where, err)
-			}
-			part = bytes.NewReader(buf[:length])
-		}
-		out, err := b.client.UploadPart(ctx, &s3.UploadPartInput{
-			Bucket: aws.String(b.bucket), Key: aws.String(key), UploadId: uploadID,
-			PartNumber: aws.Int32(n), Body: part, ContentLength: aws.Int64(length),
-		})
-		if err != nil {
-			return "", b.mapError(fmt.Sprintf("%s (upload part %d)", op, n), key, err)
-		}
-		parts = append(parts, types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(n)})
+	nparts := (size + b.partSize - 1) / b.partSize
+	parts := make([]types.CompletedPart, nparts)
+	if sectioned {
+		err = b.uploadSections(ctx, op, key, uploadID, ra, start, size, parts)
+	} else {
+		err = b.uploadBuffered(ctx, op, key, uploadID, body, size, parts)
+	}
+	if err != nil {
+		return "", err
 	}
 	if !sectioned {
 		if err := objstore.ExpectEOF(body, size); err != nil {
@@ -361,6 +344,85 @@ func (b *Bucket) putObject(ctx context.Context, op, key string, body io.Reader, 
 		return "", b.conditionalError(op, key, err)
 	}
 	return aws.ToString(out.ETag), nil
+}
+
+// partConcurrency is how many parts of a body read at offsets (a file)
+// are uploaded at once. Buffered bodies go one part at a time, so that a
+// write holds at most one part in memory.
+const partConcurrency = 4
+
+// uploadSections uploads parts read at offsets from ra, several at once.
+func (b *Bucket) uploadSections(ctx context.Context, op, key string, uploadID *string, ra io.ReaderAt, start, size int64, parts []types.CompletedPart) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	sem := make(chan struct{}, partConcurrency)
+	for i := range parts {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		off := int64(i) * b.partSize
+		length := min(b.partSize, size-off)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			n := int32(i + 1)
+			out, err := b.client.UploadPart(ctx, &s3.UploadPartInput{
+				Bucket: aws.String(b.bucket), Key: aws.String(key), UploadId: uploadID,
+				PartNumber: aws.Int32(n), Body: io.NewSectionReader(ra, start+off, length), ContentLength: aws.Int64(length),
+			})
+			if err != nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = b.mapError(fmt.Sprintf("%s (upload part %d)", op, n), key, err)
+					cancel()
+				}
+				mu.Unlock()
+				return
+			}
+			parts[i] = types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(n)}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	return ctx.Err()
+}
+
+// uploadBuffered uploads parts read from body one at a time through one
+// buffer.
+func (b *Bucket) uploadBuffered(ctx context.Context, op, key string, uploadID *string, body io.Reader, size int64, parts []types.CompletedPart) error {
+	buf := make([]byte, min(b.partSize, size))
+	for i := range parts {
+		n := int32(i + 1)
+		off := int64(i) * b.partSize
+		length := min(b.partSize, size-off)
+		if _, err := io.ReadFull(body, buf[:length]); err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+				err = fmt.Errorf("body ended before %d bytes: %w", size, objstore.ErrSizeMismatch)
+			}
+			return fmt.Errorf("s3 %s s3://%s/%s: %w", op, b.bucket, key, err)
+		}
+		out, err := b.client.UploadPart(ctx, &s3.UploadPartInput{
+			Bucket: aws.String(b.bucket), Key: aws.String(key), UploadId: uploadID,
+			PartNumber: aws.Int32(n), Body: bytes.NewReader(buf[:length]), ContentLength: aws.Int64(length),
+		})
+		if err != nil {
+			return b.mapError(fmt.Sprintf("%s (upload part %d)", op, n), key, err)
+		}
+		parts[i] = types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(n)}
+	}
+	return nil
 }
 
 // writeOp names a write in errors, as the buffered methods do.
