@@ -7,7 +7,6 @@ package local
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -285,12 +284,6 @@ var errIsDir = errors.New("is a directory")
 // missing reports errors that mean "no file at this path".
 func missing(err error) bool {
 	return errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
-}
-
-// etagOf is the ETag of content: its quoted SHA-256.
-func etagOf(data []byte) string {
-	sum := sha256.Sum256(data)
-	return quote(sum[:])
 }
 
 func quote(sum []byte) string {
