@@ -134,24 +134,22 @@ func (b *Bucket) Write(ctx context.Context, key string, body io.Reader, size int
 	if size < 0 {
 		return "", fmt.Errorf("%s: negative size %d: %w", where, size, objstore.ErrSizeMismatch)
 	}
-	if ra, ok := seekableSection(body); ok {
+	ra, seekable := seekableSection(body)
+	if seekable {
 		if err := checkRemaining(ra, size); err != nil {
 			return "", fmt.Errorf("%s: %w", where, err)
 		}
 	}
 	conditional := opts.IfAbsent || opts.IfMatch != ""
-	_, seekable := seekableSection(body)
 	// Over plain HTTP a body that cannot seek is buffered: in parts, so
 	// that no more than one part is held in memory.
 	buffered := !seekable && !b.https
 	if size > b.multipartThreshold || (conditional && size > conditionalPutLimit) || (buffered && size > b.partSize) {
 		return b.writeMultipart(ctx, op, key, body, size, opts)
 	}
-	if rs, ok := body.(io.ReadSeeker); ok {
-		if _, ok := seekableSection(body); ok {
-			// Length checked above: PutObject sends exactly size bytes.
-			return b.putObject(ctx, op, key, rs, size, opts)
-		}
+	if seekable {
+		// Length checked above: PutObject sends exactly size bytes.
+		return b.putObject(ctx, op, key, body, size, opts)
 	}
 	if b.https {
 		er := &exactReader{r: body, remaining: size, size: size}
