@@ -111,12 +111,22 @@ func (b *Bucket) ensureMeta() error {
 // the operator's view or in listings; .podmin is on the same filesystem as
 // the objects, so rename stays atomic.
 func (b *Bucket) writeTemp(data []byte) (string, error) {
+	return b.writeTempFile(data, true)
+}
+
+// writeTempNoSync is writeTemp without the fsync, for files whose loss in
+// a crash costs nothing.
+func (b *Bucket) writeTempNoSync(data []byte) (string, error) {
+	return b.writeTempFile(data, false)
+}
+
+func (b *Bucket) writeTempFile(data []byte, sync bool) (string, error) {
 	f, err := b.createTemp()
 	if err != nil {
 		return "", err
 	}
 	_, err = f.Write(data)
-	if err == nil {
+	if err == nil && sync {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
@@ -144,16 +154,17 @@ func (b *Bucket) createTemp() (*os.File, error) {
 	return f, err
 }
 
-// spool copies exactly size bytes of body into a synced temporary file,
-// computing the SHA-256 ETag on the way, and returns the file's name and
-// version. A body of another length is ErrSizeMismatch.
-func (b *Bucket) spool(ctx context.Context, body io.Reader, size int64) (string, version, error) {
+// spool copies exactly size bytes of body into a temporary file, computing
+// the SHA-256 ETag on the way, and returns the file's name and version,
+// and finish, which syncs and closes the file; the caller runs it, while
+// it writes the record. A body of another length is ErrSizeMismatch.
+func (b *Bucket) spool(ctx context.Context, body io.Reader, size int64) (string, version, func() error, error) {
 	if size < 0 {
-		return "", version{}, fmt.Errorf("negative size %d: %w", size, objstore.ErrSizeMismatch)
+		return "", version{}, nil, fmt.Errorf("negative size %d: %w", size, objstore.ErrSizeMismatch)
 	}
 	f, err := b.createTemp()
 	if err != nil {
-		return "", version{}, err
+		return "", version{}, nil, err
 	}
 	ok := false
 	defer func() {
@@ -165,26 +176,27 @@ func (b *Bucket) spool(ctx context.Context, body io.Reader, size int64) (string,
 	h := sha256.New()
 	n, err := copyHashing(f, h, ctxReader{ctx, io.LimitReader(body, size)}, size)
 	if err != nil {
-		return "", version{}, err
+		return "", version{}, nil, err
 	}
 	if n < size {
-		return "", version{}, fmt.Errorf("body ended after %d of %d bytes: %w", n, size, objstore.ErrSizeMismatch)
+		return "", version{}, nil, fmt.Errorf("body ended after %d of %d bytes: %w", n, size, objstore.ErrSizeMismatch)
 	}
 	if err := objstore.ExpectEOF(body, size); err != nil {
-		return "", version{}, err
-	}
-	if err := f.Sync(); err != nil {
-		return "", version{}, err
+		return "", version{}, nil, err
 	}
 	fi, err := f.Stat()
 	if err != nil {
-		return "", version{}, err
-	}
-	if err := f.Close(); err != nil {
-		return "", version{}, err
+		return "", version{}, nil, err
 	}
 	ok = true
-	return f.Name(), version{ID: idOf(fi), ETag: quote(h.Sum(nil))}, nil
+	finish := func() error {
+		err := f.Sync()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}
+	return f.Name(), version{ID: idOf(fi), ETag: quote(h.Sum(nil))}, finish, nil
 }
 
 // hashChunk is the unit in which copyHashing overlaps hashing with

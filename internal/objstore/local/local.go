@@ -145,14 +145,20 @@ func (b *Bucket) Delete(ctx context.Context, key string, ifMatch string) error {
 		return fmt.Errorf("delete %q: %w", key, err)
 	}
 	defer unlock()
+	// The identity of the file being deleted names its record.
+	var id fileID
+	exists := false
 	if ifMatch != "" {
-		cur, exists, err := b.current(key)
+		cur, ok, err := b.current(key)
 		if err != nil {
 			return fmt.Errorf("delete %q: %w", key, err)
 		}
-		if err := matches("delete", key, ifMatch, cur.ETag, exists); err != nil {
+		if err := matches("delete", key, ifMatch, cur.ETag, ok); err != nil {
 			return err
 		}
+		id, exists = cur.ID, ok
+	} else if fi, err := os.Lstat(b.path(key)); err == nil && fi.Mode().IsRegular() {
+		id, exists = idOf(fi), true
 	}
 	p := b.path(key)
 	switch err := syscall.Unlink(p); {
@@ -168,9 +174,10 @@ func (b *Bucket) Delete(ctx context.Context, key string, ifMatch string) error {
 	if err := syncDir(filepath.Dir(p)); err != nil {
 		return fmt.Errorf("delete %q: %w", key, err)
 	}
-	// A record left behind describes no file and is replaced by the next
-	// write of the key.
-	_ = b.removeRecord(key)
+	// A record left behind by a crash here describes no file.
+	if exists {
+		b.removeRecord(key, id)
+	}
 	b.removeEmptyParents(p)
 	return nil
 }
@@ -184,7 +191,7 @@ func (b *Bucket) write(ctx context.Context, op, key string, body io.Reader, size
 	if err := objstore.CheckPutOptions(opts); err != nil {
 		return "", fmt.Errorf("%s %q: %w", op, key, err)
 	}
-	tmp, v, err := b.spool(ctx, body, size)
+	tmp, v, finish, err := b.spool(ctx, body, size)
 	if err != nil {
 		return "", fmt.Errorf("%s %q: %w", op, key, err)
 	}
@@ -195,6 +202,26 @@ func (b *Bucket) write(ctx context.Context, op, key string, body io.Reader, size
 		}
 	}()
 	v.Metadata = objstore.CloneMetadata(opts.Metadata)
+	// The record is made durable before the lock, while the object's own
+	// data is synced, so a contended key is held only for the rename.
+	synced := make(chan error, 1)
+	go func() { synced <- finish() }()
+	err = b.writeRecord(key, v, true)
+	if serr := <-synced; serr != nil {
+		if err == nil {
+			b.removeRecord(key, v.ID)
+		}
+		return "", fmt.Errorf("%s %q: %w", op, key, serr)
+	}
+	if err != nil {
+		return "", fmt.Errorf("%s %q: %w", op, key, err)
+	}
+	placed := false
+	defer func() {
+		if !placed {
+			b.removeRecord(key, v.ID)
+		}
+	}()
 	unlock, err := b.lock(key)
 	if err != nil {
 		return "", fmt.Errorf("%s %q: %w", op, key, err)
@@ -212,17 +239,14 @@ func (b *Bucket) write(ctx context.Context, op, key string, body io.Reader, size
 			return "", err
 		}
 	}
-	rec := record{Cur: v}
-	if exists {
-		rec.Prev = &cur
-	}
-	if err := b.writeRecord(key, rec); err != nil {
-		return "", fmt.Errorf("%s %q: %w", op, key, err)
-	}
 	if err := b.replace(key, tmp); err != nil {
 		return "", fmt.Errorf("%s %q: %w", op, key, err)
 	}
-	renamed = true
+	renamed, placed = true, true
+	if exists && cur.ID != v.ID {
+		// Readers still holding the old file look again under the lock.
+		_ = os.Remove(b.recordPath(key, cur.ID))
+	}
 	return v.ETag, nil
 }
 

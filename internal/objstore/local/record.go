@@ -18,37 +18,38 @@ import (
 	"podmin.dev/podmin/internal/objstore"
 )
 
-// Every object has a record under .podmin/objects, named by the SHA-256 of
-// its key, that holds what would otherwise cost a pass over the content:
-// the ETag and the user metadata. A record describes one file version by
-// its identity (inode, size, modification time); HEAD and GET trust it only
-// while the file still has that identity, so a file replaced or edited
-// behind the store's back is hashed again.
+// Every object version has a record under .podmin/objects that holds what
+// would otherwise cost a pass over the content: the ETag and the user
+// metadata. A record is named by the identity of the file version it
+// describes (inode, size, modification time) inside a folder named by the
+// SHA-256 of the key, so HEAD and GET find it in one lookup and trust it
+// only while the file keeps that identity: a file replaced or edited
+// behind the store's back has no record and is hashed again.
 //
-// The record and the object are two files, renamed one after the other
-// under the key's lock. The record is renamed first and keeps the version
-// it replaces as Prev, so a reader (or a crash) between the two renames
-// still finds the object file it has open described by the record.
+// A write makes its record durable before it takes the key's lock, so
+// under the lock only the rename of the object itself is synced; the
+// previous version's record is removed after the rename. A reader whose
+// file was replaced meanwhile finds no record and looks again under the
+// lock, where it sees the current version.
 
 // fileID identifies one version of an object file.
 type fileID struct {
-	Ino   uint64 `json:"ino"`
-	Size  int64  `json:"size"`
-	Mtime int64  `json:"mtime_ns"`
+	Ino   uint64
+	Size  int64
+	Mtime int64
 }
 
 // version is what the store knows about one object file version.
 type version struct {
-	ID       fileID            `json:"file"`
+	ID       fileID            `json:"-"`
 	ETag     string            `json:"etag"`
 	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
-// record is the content of an object's record file.
+// record is the content of a record file.
 type record struct {
-	Key  string   `json:"key"`
-	Cur  version  `json:"current"`
-	Prev *version `json:"previous,omitempty"`
+	Key string `json:"key"`
+	version
 }
 
 // idOf returns the identity of the file fi describes.
@@ -60,69 +61,106 @@ func idOf(fi os.FileInfo) fileID {
 	return id
 }
 
-// recordPath is the record file of key.
-func (b *Bucket) recordPath(key string) string {
+// recordDir is the folder of key's records.
+func (b *Bucket) recordDir(key string) string {
 	sum := sha256.Sum256([]byte(key))
 	h := hex.EncodeToString(sum[:])
-	return b.metaPath("objects", h[:2], h+".json")
+	return b.metaPath("objects", h[:2], h)
 }
 
-// readRecord returns key's record; ok is false when there is none (or it
-// is unreadable, which costs a rehash, not an error).
-func (b *Bucket) readRecord(key string) (rec record, ok bool) {
-	data, err := os.ReadFile(b.recordPath(key))
+// recordPath is the record of the version id of key.
+func (b *Bucket) recordPath(key string, id fileID) string {
+	return filepath.Join(b.recordDir(key), fmt.Sprintf("%d-%d-%d", id.Ino, id.Size, id.Mtime))
+}
+
+// readRecord returns the record of version id of key; ok is false when
+// there is none (or it is unreadable, which costs a rehash, not an error).
+func (b *Bucket) readRecord(key string, id fileID) (v version, ok bool) {
+	data, err := os.ReadFile(b.recordPath(key, id))
 	if err != nil {
-		return record{}, false
+		return version{}, false
 	}
+	var rec record
 	if err := json.Unmarshal(data, &rec); err != nil || rec.Key != key {
-		return record{}, false
+		return version{}, false
 	}
-	return rec, true
+	rec.version.ID = id
+	return rec.version, true
 }
 
-// lookup returns the version of rec that describes the file with id.
-func (rec record) lookup(id fileID) (version, bool) {
-	if rec.Cur.ID == id {
-		return rec.Cur, true
-	}
-	if rec.Prev != nil && rec.Prev.ID == id {
-		return *rec.Prev, true
-	}
-	return version{}, false
-}
-
-// writeRecord durably replaces key's record. The caller holds key's lock.
-func (b *Bucket) writeRecord(key string, rec record) error {
-	rec.Key = key
-	data, err := json.Marshal(rec)
+// writeRecord stores the record of version v of key. With durable set, the
+// record and its folder entry are synced, so that the record survives a
+// crash before the object it describes is renamed into place; a record
+// that only repairs a lost one need not be.
+func (b *Bucket) writeRecord(key string, v version, durable bool) error {
+	data, err := json.Marshal(record{Key: key, version: v})
 	if err != nil {
 		return err
 	}
-	tmp, err := b.writeTemp(data)
+	var tmp string
+	if durable {
+		tmp, err = b.writeTemp(data)
+	} else {
+		tmp, err = b.writeTempNoSync(data)
+	}
 	if err != nil {
 		return err
 	}
-	target := b.recordPath(key)
-	err = os.Rename(tmp, target)
-	if errors.Is(err, os.ErrNotExist) {
-		if err = os.MkdirAll(filepath.Dir(target), 0o700); err == nil {
-			err = os.Rename(tmp, target)
+	target := b.recordPath(key, v.ID)
+	for range maxAttempts {
+		err = os.Rename(tmp, target)
+		if !errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		// The key's folder is new, or a delete just removed it.
+		if err = b.mkdirSynced(filepath.Dir(target), durable); err != nil {
+			break
 		}
 	}
 	if err != nil {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("write object record: %w", err)
 	}
-	return syncDir(filepath.Dir(target))
-}
-
-// removeRecord deletes key's record. The caller holds key's lock.
-func (b *Bucket) removeRecord(key string) error {
-	p := b.recordPath(key)
-	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
+	if durable {
+		return syncDir(filepath.Dir(target))
 	}
 	return nil
+}
+
+// mkdirSynced creates dir and its missing parents inside .podmin/objects,
+// syncing each new entry when durable.
+func (b *Bucket) mkdirSynced(dir string, durable bool) error {
+	parent := filepath.Dir(dir)
+	if !isDir(parent) {
+		if err := b.mkdirSynced(parent, durable); err != nil {
+			return err
+		}
+	}
+	err := syscall.Mkdir(dir, 0o700)
+	switch {
+	case errors.Is(err, syscall.EEXIST):
+		return nil
+	case errors.Is(err, syscall.ENOENT) && parent == b.metaPath("objects"):
+		// A bucket made by an older version has no objects folder yet.
+		if err := b.ensureMeta(); err != nil {
+			return err
+		}
+		return b.mkdirSynced(dir, durable)
+	case err != nil:
+		return &os.PathError{Op: "mkdir", Path: dir, Err: err}
+	}
+	if durable {
+		return syncDir(parent)
+	}
+	return nil
+}
+
+// removeRecord deletes the record of version id of key, and the key's
+// folder when that was its last record. A write that has just made the
+// folder again retries (writeRecord).
+func (b *Bucket) removeRecord(key string, id fileID) {
+	_ = os.Remove(b.recordPath(key, id))
+	_ = syscall.Rmdir(b.recordDir(key))
 }
 
 // errStale reports a file that its record does not describe: it must be
@@ -150,12 +188,10 @@ const (
 // an outside change pays for the hash.
 func (b *Bucket) describe(key string, f *os.File, fi os.FileInfo, mode describeMode) (version, error) {
 	id := idOf(fi)
-	rec, ok := b.readRecord(key)
-	if ok {
-		if v, ok := rec.lookup(id); ok {
-			return v, nil
-		}
-	} else if err := b.requireBucket(); err != nil {
+	if v, ok := b.readRecord(key, id); ok {
+		return v, nil
+	}
+	if err := b.requireBucket(); err != nil {
 		return version{}, err
 	}
 	if mode == trustRecord {
@@ -171,8 +207,8 @@ func (b *Bucket) describe(key string, f *os.File, fi os.FileInfo, mode describeM
 	}
 	v := version{ID: id, ETag: quote(h.Sum(nil))}
 	if mode == hashAndRepair {
-		// A failed repair only means the next read hashes again.
-		_ = b.writeRecord(key, record{Cur: v})
+		// A lost or failed repair only means a later read hashes again.
+		_ = b.writeRecord(key, v, false)
 	}
 	return v, nil
 }
