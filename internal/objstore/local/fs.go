@@ -156,9 +156,9 @@ func (b *Bucket) createTemp() (*os.File, error) {
 
 // spool copies exactly size bytes of body into a temporary file, computing
 // the SHA-256 ETag on the way, and returns the file's name and version,
-// and finish, which syncs and closes the file; the caller runs it, while
-// it writes the record. A body of another length is ErrSizeMismatch.
-func (b *Bucket) spool(ctx context.Context, body io.Reader, size int64) (string, version, func() error, error) {
+// and finish, which (syncs and) closes the file; the caller runs it once,
+// syncing only a file it will rename into place. A body of another length is ErrSizeMismatch.
+func (b *Bucket) spool(ctx context.Context, body io.Reader, size int64) (string, version, func(sync bool) error, error) {
 	if size < 0 {
 		return "", version{}, nil, fmt.Errorf("negative size %d: %w", size, objstore.ErrSizeMismatch)
 	}
@@ -189,8 +189,11 @@ func (b *Bucket) spool(ctx context.Context, body io.Reader, size int64) (string,
 		return "", version{}, nil, err
 	}
 	ok = true
-	finish := func() error {
-		err := f.Sync()
+	finish := func(sync bool) error {
+		var err error
+		if sync {
+			err = f.Sync()
+		}
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}

@@ -182,8 +182,12 @@ func (b *Bucket) Delete(ctx context.Context, key string, ifMatch string) error {
 	return nil
 }
 
-// write runs one write: spool the body, then under the lock check the
-// conditions of opts, write the record and rename the file into place.
+// smallWrite is the largest body write reads into memory before taking
+// the key's lock.
+const smallWrite = 64 << 10
+
+// write runs one write: read or spool the body, then under the lock check
+// the conditions of opts, write the record and rename the file into place.
 func (b *Bucket) write(ctx context.Context, op, key string, body io.Reader, size int64, opts objstore.PutOptions) (string, error) {
 	if err := b.check(ctx, key); err != nil {
 		return "", fmt.Errorf("%s %q: %w", op, key, err)
@@ -191,22 +195,70 @@ func (b *Bucket) write(ctx context.Context, op, key string, body io.Reader, size
 	if err := objstore.CheckPutOptions(opts); err != nil {
 		return "", fmt.Errorf("%s %q: %w", op, key, err)
 	}
-	tmp, v, finish, err := b.spool(ctx, body, size)
-	if err != nil {
+	// A small body is read into memory and written to its file only once
+	// the conditions hold, so a writer that lost a race touches no file.
+	// A large one is spooled before the lock, so that a slow body holds
+	// up no one.
+	var (
+		small  []byte
+		tmp    string
+		v      version
+		finish func(sync bool) error
+		err    error
+	)
+	if size <= smallWrite {
+		if small, err = objstore.ReadExactly(ctxReader{ctx, body}, size); err != nil {
+			return "", fmt.Errorf("%s %q: %w", op, key, err)
+		}
+	} else if tmp, v, finish, err = b.spool(ctx, body, size); err != nil {
 		return "", fmt.Errorf("%s %q: %w", op, key, err)
 	}
 	renamed := false
 	defer func() {
-		if !renamed {
+		if tmp != "" && !renamed {
 			_ = os.Remove(tmp)
 		}
 	}()
+	unlock, err := b.lock(key)
+	if err != nil {
+		if finish != nil {
+			_ = finish(false)
+		}
+		return "", fmt.Errorf("%s %q: %w", op, key, err)
+	}
+	defer unlock()
+	// Conditions are checked before anything is synced, so a writer that
+	// lost a race costs little.
+	cur, exists, err := b.current(key)
+	if err == nil {
+		switch {
+		case opts.IfAbsent && exists:
+			err = fmt.Errorf("%s %q: the object already exists: %w", op, key, objstore.ErrPrecondition)
+		case opts.IfMatch != "":
+			err = matches(op, key, opts.IfMatch, cur.ETag, exists)
+		}
+	}
+	if err != nil {
+		if finish != nil {
+			_ = finish(false)
+		}
+		if errors.Is(err, objstore.ErrPrecondition) || errors.Is(err, objstore.ErrNotFound) {
+			return "", err
+		}
+		return "", fmt.Errorf("%s %q: %w", op, key, err)
+	}
+	if size <= smallWrite {
+		if tmp, v, finish, err = b.spool(ctx, bytes.NewReader(small), size); err != nil {
+			return "", fmt.Errorf("%s %q: %w", op, key, err)
+		}
+	}
 	v.Metadata = objstore.CloneMetadata(opts.Metadata)
-	// The record is made durable before the lock, while the object's own
-	// data is synced, so a contended key is held only for the rename.
+	// The object's data is synced while the record is written. A record
+	// without metadata need not survive a crash: a lost one costs a
+	// rehash that yields the same ETag.
 	synced := make(chan error, 1)
-	go func() { synced <- finish() }()
-	err = b.writeRecord(key, v, true)
+	go func() { synced <- finish(true) }()
+	err = b.writeRecord(key, v, len(v.Metadata) > 0)
 	if serr := <-synced; serr != nil {
 		if err == nil {
 			b.removeRecord(key, v.ID)
@@ -216,33 +268,11 @@ func (b *Bucket) write(ctx context.Context, op, key string, body io.Reader, size
 	if err != nil {
 		return "", fmt.Errorf("%s %q: %w", op, key, err)
 	}
-	placed := false
-	defer func() {
-		if !placed {
-			b.removeRecord(key, v.ID)
-		}
-	}()
-	unlock, err := b.lock(key)
-	if err != nil {
-		return "", fmt.Errorf("%s %q: %w", op, key, err)
-	}
-	defer unlock()
-	cur, exists, err := b.current(key)
-	if err != nil {
-		return "", fmt.Errorf("%s %q: %w", op, key, err)
-	}
-	switch {
-	case opts.IfAbsent && exists:
-		return "", fmt.Errorf("%s %q: the object already exists: %w", op, key, objstore.ErrPrecondition)
-	case opts.IfMatch != "":
-		if err := matches(op, key, opts.IfMatch, cur.ETag, exists); err != nil {
-			return "", err
-		}
-	}
 	if err := b.replace(key, tmp); err != nil {
+		b.removeRecord(key, v.ID)
 		return "", fmt.Errorf("%s %q: %w", op, key, err)
 	}
-	renamed, placed = true, true
+	renamed = true
 	if exists && cur.ID != v.ID {
 		// Readers still holding the old file look again under the lock.
 		_ = os.Remove(b.recordPath(key, cur.ID))
