@@ -322,3 +322,47 @@ func TestFailedWritesLeaveNoTemporaryFiles(t *testing.T) {
 		t.Errorf("Head after failed writes error = %v, want ErrNotFound", err)
 	}
 }
+
+// TestRecordsFollowObjects checks that records come and go with their
+// objects, and that a bucket without an objects folder (made by an older
+// version) gets one on its first write.
+func TestRecordsFollowObjects(t *testing.T) {
+	ctx := t.Context()
+	b := newBucket(t)
+	records := filepath.Join(b.Dir(), ".podmin", "objects")
+	if err := os.RemoveAll(records); err != nil {
+		t.Fatal(err)
+	}
+	md := objstore.PutOptions{Metadata: map[string]string{"write-id": "w"}}
+	for i := range 3 {
+		key := "k/" + strconv.Itoa(i)
+		if _, err := objstore.PutWithOptions(ctx, b, key, []byte("v1"), md); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Put(ctx, key, bytes.Repeat([]byte("v2"), 100<<10)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := objstore.PutWithOptions(ctx, b, key, []byte("v3"), md); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files := 0
+	for _, p := range tree(t, records) {
+		if !strings.HasSuffix(p, "/") {
+			files++
+		}
+	}
+	if files != 3 {
+		t.Errorf("records after rewrites: %q, want one file per object", tree(t, records))
+	}
+	for i := range 3 {
+		if err := b.Delete(ctx, "k/"+strconv.Itoa(i), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range tree(t, records) {
+		if !strings.HasSuffix(p, "/") || strings.Count(p, "/") > 1 {
+			t.Errorf("after deleting every object, records folder holds %s", p)
+		}
+	}
+}

@@ -112,8 +112,10 @@ func (b *Bucket) writeRecord(key string, v version, durable bool) error {
 		if !errors.Is(err, os.ErrNotExist) {
 			break
 		}
-		// The key's folder is new, or a delete just removed it.
-		if err = b.mkdirSynced(filepath.Dir(target), durable); err != nil {
+		// The key's folder is new, or a delete just removed it. It is
+		// made durably even for a record that need not be: a later
+		// durable record in it relies on the folder's entry.
+		if err = b.mkdirSynced(filepath.Dir(target)); err != nil {
 			break
 		}
 	}
@@ -128,11 +130,11 @@ func (b *Bucket) writeRecord(key string, v version, durable bool) error {
 }
 
 // mkdirSynced creates dir and its missing parents inside .podmin/objects,
-// syncing each new entry when durable.
-func (b *Bucket) mkdirSynced(dir string, durable bool) error {
+// syncing each new entry.
+func (b *Bucket) mkdirSynced(dir string) error {
 	parent := filepath.Dir(dir)
-	if !isDir(parent) {
-		if err := b.mkdirSynced(parent, durable); err != nil {
+	if parent != b.metaPath("objects") && !isDir(parent) {
+		if err := b.mkdirSynced(parent); err != nil {
 			return err
 		}
 	}
@@ -145,14 +147,11 @@ func (b *Bucket) mkdirSynced(dir string, durable bool) error {
 		if err := b.ensureMeta(); err != nil {
 			return err
 		}
-		return b.mkdirSynced(dir, durable)
+		return b.mkdirSynced(dir)
 	case err != nil:
 		return &os.PathError{Op: "mkdir", Path: dir, Err: err}
 	}
-	if durable {
-		return syncDir(parent)
-	}
-	return nil
+	return syncDir(parent)
 }
 
 // removeRecord deletes the record of version id of key, and the key's
