@@ -24,7 +24,8 @@ var _ objstore.Bucket = (*Bucket)(nil)
 // Bucket is a bucket stored in a directory. Its methods are safe for
 // concurrent use, also by several processes sharing the directory.
 type Bucket struct {
-	dir string
+	dir     string
+	records recordCache
 }
 
 // Open returns the bucket stored in dir. It does not touch the filesystem:
@@ -275,6 +276,7 @@ func (b *Bucket) write(ctx context.Context, op, key string, body io.Reader, size
 	renamed = true
 	if exists && cur.ID != v.ID {
 		// Readers still holding the old file look again under the lock.
+		b.records.drop(key, cur.ID)
 		_ = os.Remove(b.recordPath(key, cur.ID))
 	}
 	return v.ETag, nil

@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 
 	"podmin.dev/podmin/internal/objstore"
@@ -76,6 +77,9 @@ func (b *Bucket) recordPath(key string, id fileID) string {
 // readRecord returns the record of version id of key; ok is false when
 // there is none (or it is unreadable, which costs a rehash, not an error).
 func (b *Bucket) readRecord(key string, id fileID) (v version, ok bool) {
+	if v, ok := b.records.get(key, id); ok {
+		return v, true
+	}
 	data, err := os.ReadFile(b.recordPath(key, id))
 	if err != nil {
 		return version{}, false
@@ -85,7 +89,47 @@ func (b *Bucket) readRecord(key string, id fileID) (v version, ok bool) {
 		return version{}, false
 	}
 	rec.version.ID = id
+	b.records.put(key, rec.version)
 	return rec.version, true
+}
+
+// recordCache remembers records this process read or wrote. A record
+// describes one file version by its identity and never changes, and a
+// replaced file's identity does not come back, so a cached record is
+// never stale; it only saves reading the record file.
+type recordCache struct {
+	mu sync.Mutex
+	m  map[recordKey]version
+}
+
+type recordKey struct {
+	key string
+	id  fileID
+}
+
+// maxCachedRecords bounds the cache; it is emptied when full.
+const maxCachedRecords = 4096
+
+func (c *recordCache) get(key string, id fileID) (version, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[recordKey{key, id}]
+	return v, ok
+}
+
+func (c *recordCache) drop(key string, id fileID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, recordKey{key, id})
+}
+
+func (c *recordCache) put(key string, v version) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxCachedRecords {
+		c.m = make(map[recordKey]version)
+	}
+	c.m[recordKey{key, v.ID}] = v
 }
 
 // writeRecord stores the record of version v of key. With durable set, the
@@ -124,8 +168,11 @@ func (b *Bucket) writeRecord(key string, v version, durable bool) error {
 		return fmt.Errorf("write object record: %w", err)
 	}
 	if durable {
-		return syncDir(filepath.Dir(target))
+		if err := syncDir(filepath.Dir(target)); err != nil {
+			return err
+		}
 	}
+	b.records.put(key, v)
 	return nil
 }
 
@@ -158,6 +205,7 @@ func (b *Bucket) mkdirSynced(dir string) error {
 // folder when that was its last record. A write that has just made the
 // folder again retries (writeRecord).
 func (b *Bucket) removeRecord(key string, id fileID) {
+	b.records.drop(key, id)
 	_ = os.Remove(b.recordPath(key, id))
 	_ = syscall.Rmdir(b.recordDir(key))
 }
