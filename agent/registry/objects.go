@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -57,13 +59,22 @@ func LocalObjects(b *local.Bucket) Objects { return localObjects{b} }
 type localObjects struct{ *local.Bucket }
 
 func (b localObjects) Open(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
-	// The bucket's own Open tells a missing bucket (ErrBucketNotFound)
-	// from a missing blob (ErrNotFound).
-	r, err := b.Bucket.Open(ctx, key, objstore.GetOptions{Range: &objstore.Range{Offset: offset, Length: length}})
-	if err != nil {
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return r, nil
+	f, err := os.Open(filepath.Join(b.Dir(), filepath.FromSlash(key)))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("open %q: %w", key, objstore.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %q: %w", key, err)
+	}
+	return sectionReadCloser{io.NewSectionReader(f, offset, length), f}, nil
+}
+
+type sectionReadCloser struct {
+	*io.SectionReader
+	io.Closer
 }
 
 // S3GetObject is the one S3 call S3Objects makes; *s3.Client has it.
