@@ -41,6 +41,9 @@ Start with "podmin connect CLUSTER --provider local --bucket NAME".`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if isCompletion(cmd) {
+				return nil // completion works in a fresh home, without a context
+			}
 			for c := cmd; c != nil; c = c.Parent() {
 				if c.Annotations[noContext] == "true" {
 					return nil
@@ -68,6 +71,7 @@ Start with "podmin connect CLUSTER --provider local --bucket NAME".`,
 		newPullCmd(env),
 		newPushCmd(env),
 		newSecretCmd(env),
+		newRecipesCmd(env),
 		newVersionCmd(),
 	)
 	root.AddCommand(starlarkCommands(env)...)
@@ -78,6 +82,7 @@ Start with "podmin connect CLUSTER --provider local --bucket NAME".`,
 			markNoContext(c)
 		}
 	}
+	addCompletions(root, env)
 	return root
 }
 
@@ -89,27 +94,47 @@ func markNoContext(c *cobra.Command) {
 	c.Annotations[noContext] = "true"
 }
 
+// Exit statuses.
+const (
+	exitFailed       = 1 // Podmin failed
+	exitUsage        = 2 // bad usage
+	exitNotConfirmed = 4 // a destructive operation was not confirmed
+	exitScript       = 5 // the script failed
+)
+
 func execute(ctx context.Context, root *cobra.Command, args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return 0
 	}
+	if cmd == nil {
+		cmd = root
+	}
 	var se *pstar.ScriptError
-	if errors.As(err, &se) {
+	switch {
+	case errors.As(err, &se):
 		fmt.Fprintln(stderr, "error: the script failed:", se.Error())
-		return 5
+		if errors.Is(err, builtins.ErrNotConfirmed) {
+			return exitNotConfirmed
+		}
+		return exitScript
+	case errors.Is(err, builtins.ErrNotConfirmed):
+		fmt.Fprintln(stderr, "error:", err)
+		return exitNotConfirmed
 	}
 	fmt.Fprintln(stderr, "error:", err)
 	var u usageError
 	if errors.As(err, &u) || strings.HasPrefix(err.Error(), "unknown command") ||
-		strings.HasPrefix(err.Error(), "accepts ") || strings.HasPrefix(err.Error(), "requires ") {
-		fmt.Fprintf(stderr, "run %q for usage\n", root.Name()+" --help")
-		return 2
+		strings.HasPrefix(err.Error(), "accepts ") || strings.HasPrefix(err.Error(), "requires ") ||
+		strings.HasPrefix(err.Error(), "unknown flag") || strings.HasPrefix(err.Error(), "unknown shorthand flag") {
+		// Point at the help of the command that was called, not the root's.
+		fmt.Fprintf(stderr, "run %q for usage\n", cmd.CommandPath()+" --help")
+		return exitUsage
 	}
-	return 1
+	return exitFailed
 }
 
 func newVersionCmd() *cobra.Command {
