@@ -24,6 +24,33 @@ var metadataTests = []struct {
 	{"MetadataInvalid", testMetadataInvalid},
 }
 
+// keepsMetadata reports whether s keeps user metadata, which a store does
+// through its Streamer. For a store without one it checks the fallback's
+// refusal (ErrMetadataUnsupported, nothing written) instead.
+func keepsMetadata(t *testing.T, s objstore.Store) bool {
+	t.Helper()
+	if _, ok := s.(objstore.Streamer); ok {
+		return true
+	}
+	_, err := objstore.PutWithOptions(t.Context(), s, "no-metadata", []byte("x"), objstore.PutOptions{Metadata: map[string]string{"k": "v"}})
+	if !errors.Is(err, objstore.ErrMetadataUnsupported) {
+		t.Fatalf("PutWithOptions with metadata on a store without a Streamer: error = %v, want ErrMetadataUnsupported", err)
+	}
+	if _, err := s.Head(t.Context(), "no-metadata"); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("a refused PutWithOptions wrote the object: Head error = %v", err)
+	}
+	t.Logf("%T has no Streamer: metadata is refused, so only that is checked", s)
+	return false
+}
+
+// metadataIf returns md when s keeps metadata, else nil.
+func metadataIf(keeps bool, md map[string]string) map[string]string {
+	if keeps {
+		return md
+	}
+	return nil
+}
+
 // checkMetadata asserts the metadata Get and Head report for key.
 func checkMetadata(t *testing.T, s objstore.Store, key string, want map[string]string) {
 	t.Helper()
@@ -52,6 +79,9 @@ func checkMetadata(t *testing.T, s objstore.Store, key string, want map[string]s
 }
 
 func testMetadataRoundTrip(t *testing.T, s objstore.Store) {
+	if !keepsMetadata(t, s) {
+		t.Skip("the store keeps no metadata")
+	}
 	ctx := t.Context()
 	md := map[string]string{"write-id": "0f3c9a7e", "a": "value with spaces, = and / signs", "empty": ""}
 	etag, err := objstore.PutWithOptions(ctx, s, "md/object", []byte("body"), objstore.PutOptions{Metadata: md})
@@ -89,6 +119,9 @@ func s3DropsEmptyValues(t *testing.T, s objstore.Store, key string) bool {
 }
 
 func testMetadataReplaced(t *testing.T, s objstore.Store) {
+	if !keepsMetadata(t, s) {
+		t.Skip("the store keeps no metadata")
+	}
 	ctx := t.Context()
 	if _, err := objstore.PutWithOptions(ctx, s, "k", []byte("v1"), objstore.PutOptions{Metadata: map[string]string{"write-id": "one", "old": "x"}}); err != nil {
 		t.Fatal(err)
@@ -114,6 +147,9 @@ func testMetadataReplaced(t *testing.T, s objstore.Store) {
 }
 
 func testMetadataConditional(t *testing.T, s objstore.Store) {
+	if !keepsMetadata(t, s) {
+		t.Skip("the store keeps no metadata")
+	}
 	ctx := t.Context()
 	first := map[string]string{"write-id": "first"}
 	etag, err := objstore.PutWithOptions(ctx, s, "idx", []byte("v1"), objstore.PutOptions{IfAbsent: true, Metadata: first})
