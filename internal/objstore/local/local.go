@@ -208,7 +208,9 @@ func (b *Bucket) write(ctx context.Context, op, key string, body io.Reader, size
 		err    error
 	)
 	if size <= smallWrite {
-		if small, err = objstore.ReadExactly(ctxReader{ctx, body}, size); err != nil {
+		// Once started, a small write completes even if ctx ends: it
+		// takes no longer than the check would.
+		if small, err = objstore.ReadExactly(body, size); err != nil {
 			return "", fmt.Errorf("%s %q: %w", op, key, err)
 		}
 	} else if tmp, v, finish, err = b.spool(ctx, body, size); err != nil {
@@ -249,7 +251,7 @@ func (b *Bucket) write(ctx context.Context, op, key string, body io.Reader, size
 		return "", fmt.Errorf("%s %q: %w", op, key, err)
 	}
 	if size <= smallWrite {
-		if tmp, v, finish, err = b.spool(ctx, bytes.NewReader(small), size); err != nil {
+		if tmp, v, finish, err = b.spool(context.WithoutCancel(ctx), bytes.NewReader(small), size); err != nil {
 			return "", fmt.Errorf("%s %q: %w", op, key, err)
 		}
 	}
