@@ -99,8 +99,9 @@ func (c *Committer) backoff(n int) time.Duration {
 	return d/2 + time.Duration(c.opts.Rand()*float64(d/2))
 }
 
-// ReadIndex reads and decodes the index with its ETag. A missing index is an
-// empty index with an empty ETag.
+// ReadIndex reads and decodes the index with its ETag. A missing index in a
+// bucket that exists is an empty index with an empty ETag; a missing bucket
+// is an error wrapping objstore.ErrBucketNotFound.
 func ReadIndex(ctx context.Context, store objstore.Store) (*Index, string, error) {
 	obj, err := store.Get(ctx, IndexPath, objstore.GetOptions{})
 	if errors.Is(err, objstore.ErrNotFound) {
@@ -164,7 +165,7 @@ func (c *Committer) commit(ctx context.Context, m mutation) error {
 		}
 		ix, etag, err := ReadIndex(ctx, c.store)
 		if err != nil {
-			if errors.Is(err, ErrInvalidIndex) || ctx.Err() != nil {
+			if errors.Is(err, ErrInvalidIndex) || errors.Is(err, objstore.ErrBucketNotFound) || ctx.Err() != nil {
 				return fail(err)
 			}
 			lastErr = err
@@ -200,9 +201,9 @@ func (c *Committer) commit(ctx context.Context, m mutation) error {
 		switch {
 		case err == nil:
 			return nil
-		case etag == "" && errors.Is(err, objstore.ErrNotFound):
-			// A create-only write finds no bucket: nothing was written.
-			return fmt.Errorf("%s %q: write %s: %w: check that the cluster bucket exists", m.op, m.key, IndexPath, err)
+		case errors.Is(err, objstore.ErrBucketNotFound):
+			// The bucket is gone: nothing was written.
+			return fmt.Errorf("%s %q: write %s: %w", m.op, m.key, IndexPath, err)
 		case errors.Is(err, objstore.ErrPrecondition), errors.Is(err, objstore.ErrNotFound):
 			lastErr = fmt.Errorf("another writer changed %s: %w", IndexPath, err)
 		default:
