@@ -169,7 +169,7 @@ terminal (exit status 4 otherwise).`,
 				return err
 			}
 			if res.Action == "absent" && !ignoreNotFound {
-				return fmt.Errorf("deployment %s/%s does not exist: nothing was changed; run \"podmin list\" to see deployments", res.NodeGroup, res.Name)
+				return notFoundError{fmt.Errorf("deployment %s/%s does not exist: nothing was changed; run \"podmin list\" to see deployments", res.NodeGroup, res.Name)}
 			}
 			return printResult(cmd.OutOrStdout(), out, res, func(w io.Writer) error {
 				if res.Action == "absent" {

@@ -91,7 +91,7 @@ func TestSecretCreateListUpdateDestroy(t *testing.T) {
 	if out, errs, code := c.runSecret("secret", "update", "db-password", "--for", "web", "--stdin"); code != 0 || out != "updated /demo/default/web/db-password in local\n" {
 		t.Fatalf("update: exit %d\n%s%s", code, out, errs)
 	}
-	if _, errs, code := c.runSecret("secret", "update", "absent", "--for", "web", "--stdin"); code != 1 || !strings.Contains(errs, "use create to add it") {
+	if _, errs, code := c.runSecret("secret", "update", "absent", "--for", "web", "--stdin"); code != 3 || !strings.Contains(errs, "use create to add it") {
 		t.Errorf("update absent: exit %d %s", code, errs)
 	}
 	if _, errs, code := c.runSecret("secret", "create", "db-password", "--for", "web", "--stdin"); code != 1 || !strings.Contains(errs, "use update to change its value") {
@@ -110,7 +110,7 @@ func TestSecretCreateListUpdateDestroy(t *testing.T) {
 	if out, _, _ := c.runSecret("secret", "list", "--for", "web"); !strings.Contains(out, "no secrets in local for cluster demo") {
 		t.Errorf("list after destroy:\n%s", out)
 	}
-	if _, errs, code := c.runSecret("secret", "destroy", "db-password", "--for", "web", "-y"); code != 1 || !strings.Contains(errs, "secret not found") {
+	if _, errs, code := c.runSecret("secret", "destroy", "db-password", "--for", "web", "-y"); code != 3 || !strings.Contains(errs, "secret not found") {
 		t.Errorf("destroy again: exit %d %s", code, errs)
 	}
 }

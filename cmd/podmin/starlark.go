@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"regexp"
 	"strings"
 
@@ -75,10 +76,17 @@ starlark" for the language reference.`,
 			if dash := cmd.ArgsLenAtDash(); dash > 1 || dash == -1 && len(args) > 1 {
 				return usageError{errors.New(`pass the script's arguments after "--": podmin run FILE -- --key=value`)}
 			}
+			recipe := args[0]
+			if !filepath.IsAbs(recipe) && env.WorkDir != "" {
+				recipe = filepath.Join(env.WorkDir, recipe)
+			}
+			if st, err := os.Stat(recipe); err == nil && st.IsDir() {
+				return usageError{fmt.Errorf("%s is a directory: pass a recipe file such as %s", args[0], filepath.Join(args[0], "main.star"))}
+			}
 			e, bind := scriptEnv(env, cmd.ErrOrStderr())
 			// A JSON plan owns standard output: the script prints to stderr.
 			scriptOut := cmd.OutOrStdout()
-			if dryRun && out == "json" {
+			if dryRun && out != "table" {
 				scriptOut = cmd.ErrOrStderr()
 			}
 			h := pstar.New(pstar.Options{Ops: e, Stdout: scriptOut, Stderr: cmd.ErrOrStderr(), DryRun: dryRun, Yes: yes,
@@ -92,7 +100,7 @@ starlark" for the language reference.`,
 			}
 			if err == nil && h.Plan() != nil {
 				var buf strings.Builder
-				if err := h.Plan().Write(&buf, out); err != nil {
+				if err := writePlan(&buf, h.Plan(), out); err != nil {
 					return err
 				}
 				_, err = io.WriteString(cmd.OutOrStdout(), h.Scrub(buf.String()))
@@ -105,7 +113,7 @@ starlark" for the language reference.`,
 	f.BoolVar(&dryRun, "dry-run", false, "perform reads, record writes and print the plan instead of changing anything")
 	f.BoolVarP(&yes, "yes", "y", false, "confirm every destructive operation of the script")
 	f.Uint64Var(&maxSteps, "max-steps", pstar.DefaultMaxSteps, "stop the script after this many Starlark steps")
-	cmd.Flags().StringVarP(&out, "output", "o", "table", "format of the dry-run plan: table or json")
+	addOutputFlag(cmd, &out)
 	return cmd
 }
 
