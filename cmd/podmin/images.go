@@ -7,7 +7,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -117,11 +116,7 @@ Standard output is only the cluster image reference, ready for --image.`,
 			if len(args) == 2 {
 				opts.Destination = args[1]
 			}
-			e := *env
-			if !isTerminal(cmd.ErrOrStderr()) {
-				e.Progress = nil // progress lines are for people, not logs
-			}
-			res, err := e.Push(cmd.Context(), opts)
+			res, err := env.Push(cmd.Context(), opts)
 			if err != nil {
 				return err
 			}
@@ -141,14 +136,4 @@ func printImage(w io.Writer, format string, res builtins.ImageResult) error {
 		_, err := fmt.Fprintf(w, "%s\n%s (%s)\n", strings.Join(res.References, "\n"), res.Digest, strings.Join(res.Platforms, ", "))
 		return err
 	})
-}
-
-// isTerminal reports whether w is a character device such as a terminal.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

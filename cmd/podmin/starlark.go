@@ -31,11 +31,15 @@ func starlarkCommands(env *builtins.Env) []*cobra.Command {
 func scriptEnv(env *builtins.Env, stderr io.Writer) (*builtins.Env, func(*pstar.Host)) {
 	e := *env
 	var h *pstar.Host
+	line := env.Progress // shares the lines or bars of push, pull and build
+	if line == nil {
+		line = func(msg string) { fmt.Fprintln(stderr, msg) }
+	}
 	e.Progress = func(msg string) {
 		if h != nil {
 			msg = h.Scrub(msg)
 		}
-		fmt.Fprintln(stderr, msg)
+		line(msg)
 	}
 	return &e, func(host *pstar.Host) { h = host }
 }
