@@ -86,7 +86,9 @@ func exitCode(cmd *cobra.Command, err error) int {
 			return exitUsage
 		}
 	}
-	if errors.Is(err, context.DeadlineExceeded) {
+	// A deadline that passed explains the failure however it surfaced
+	// (a Starlark cancellation does not wrap the context's error).
+	if errors.Is(err, context.DeadlineExceeded) || cmd.Context() != nil && errors.Is(context.Cause(cmd.Context()), context.DeadlineExceeded) {
 		return exitDeadline
 	}
 	for _, r := range refusals {
