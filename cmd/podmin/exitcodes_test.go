@@ -145,6 +145,7 @@ func TestExitCodeContract(t *testing.T) {
 		// 5 the recipe's own failure
 		{c, exitScript, "the recipe says no", []string{"run", failing}},
 		{c, exitScript, "syntax.star:1:", []string{"run", c.script("syntax.star", "def (\n")}},
+		{c, exitScript, "tests failed: 1 of 1", []string{"test", c.script("bad_test.star", "def test_bad(t):\n    t.assert.eq(1, 2)\n")}},
 	}
 	covered := map[string]bool{}
 	for _, r := range rows {

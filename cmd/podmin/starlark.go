@@ -65,10 +65,10 @@ standard output carries only the plan; the script's print() goes to standard
 error. Destructive operations need confirm = True or confirm = "<cluster>" in the
 script, or --yes (-y) for the whole run.
 
-Exit status: 0 success, 1 Podmin failed, 2 bad usage, 4 a destructive
-operation was not confirmed, 5 the script failed (the error shows the Starlark
-backtrace with file:line). See "podmin help
-starlark" for the language reference.`,
+Exit status: 0 success, 1 Podmin failed, 2 bad usage, 3 FILE does not exist,
+4 a destructive operation was not confirmed, 5 the script failed (the error
+shows the Starlark backtrace with file:line), 124 a deadline passed. See
+"podmin help starlark" for the language reference.`,
 		Example: `  podmin run recipes/quickstart.star
   podmin run --dry-run recipes/rollout.star -- --image=hello:v2 --nodegroups=a --nodegroups=b`,
 		Args:        cobra.MinimumNArgs(1),
