@@ -83,6 +83,8 @@ Service and, for Pods made by a built-in install command, its origin.
 
 This is an inventory of committed desired state. It is not runtime status or
 health: a listed deployment may not be running yet, or at all.`,
+		Example: `  podmin list
+  podmin list -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(out); err != nil {
@@ -151,6 +153,8 @@ Deleting a deployment that does not exist writes nothing and fails, unless
 Delete is destructive: on a terminal it asks you to type the cluster ID;
 --yes/-y confirms without asking and is needed when standard input is not a
 terminal (exit status 4 otherwise).`,
+		Example: `  podmin delete web -g workers
+  podmin delete web -g workers --ignore-not-found -y`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(out); err != nil {

@@ -48,8 +48,8 @@ first target a TCP readiness probe. --cpu and --memory set limits on every
 container. --secret KEY lists KEY in the Pod's podmin.dev/<secrets provider>
 annotation, using the context's default secrets provider.`,
 		Example: `  podmin init web --image hello:v1 -g workers --service
-  podmin init app -g workers --namespace product \\
-    --image web=registry.podmin.internal/apps/example/web:v1 \\
+  podmin init app -g workers --namespace product \
+    --image web=registry.podmin.internal/apps/example/web:v1 \
     --image sidecar=registry.podmin.internal/apps/example/sidecar:v1 --file app.yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -28,6 +28,9 @@ no Kubernetes control plane. This CLI writes a cluster's desired state into its
 object-storage bucket; a podmin-agent on every VM reconciles it.
 
 Start with "podmin connect CLUSTER --provider local --bucket NAME".`,
+		Example: `  podmin connect demo --provider local --bucket demo
+  podmin deploy web -g workers --image "$(podmin push hello:v1)" --service
+  podmin list`,
 		Version:       version.Current().String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -77,6 +80,7 @@ Start with "podmin connect CLUSTER --provider local --bucket NAME".`,
 		}
 	}
 	addCompletions(root, env)
+	exampleGeneratedCommands(root)
 	argsAreUsage(root)
 	checkFlagValues(root)
 	return root
@@ -109,6 +113,8 @@ func newVersionCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:         "version",
 		Short:       "Print the version and build metadata",
+		Example: `  podmin version
+  podmin version -o json`,
 		Args:        cobra.NoArgs,
 		Annotations: map[string]string{noContext: "true"},
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -209,6 +209,8 @@ _ holds the last value, Ctrl-C cancels the running call, Ctrl-D leaves. History 
 kept in the Podmin data directory (repl_history, mode 0600); it never keeps a line
 that contains a secret value. On a terminal, a destructive call without confirm =
 asks before it runs.`,
+		Example: `  podmin repl
+  podmin repl recipes/rollout.star`,
 		Args:        cobra.MaximumNArgs(1),
 		Annotations: map[string]string{noContext: "true"},
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -253,5 +255,7 @@ func newStarlarkTopic() *cobra.Command {
 		Use:   "starlark",
 		Short: "The Starlark recipe language: podmin module, run, test, repl",
 		Long:  pstar.Markdown(),
+		Example: `  podmin help starlark
+  podmin help starlark | less`,
 	}
 }
