@@ -111,8 +111,8 @@ func execute(ctx context.Context, root *cobra.Command, args []string, stdout, st
 func newVersionCmd() *cobra.Command {
 	var out string
 	cmd := &cobra.Command{
-		Use:         "version",
-		Short:       "Print the version and build metadata",
+		Use:   "version",
+		Short: "Print the version and build metadata",
 		Example: `  podmin version
   podmin version -o json`,
 		Args:        cobra.NoArgs,
