@@ -6,7 +6,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -25,19 +24,24 @@ func addOutputFlag(cmd *cobra.Command, out *string) {
 	cmd.Flags().VarP(newEnumValue(out, "table", "output format", outputFormats...), "output", "o", "output format: "+orList(outputFormats))
 }
 
-// printResult writes v as JSON or YAML, or calls table for the human form.
+// printResult writes v as JSON or YAML with every field present (see
+// marshalFull), or calls table for the human form.
 func printResult(w io.Writer, format string, v any, table func(io.Writer) error) error {
 	switch format {
 	case "json":
-		b, err := json.MarshalIndent(v, "", "  ")
+		b, err := marshalFull(v)
 		if err != nil {
 			return err
 		}
 		_, err = fmt.Fprintf(w, "%s\n", b)
 		return err
 	case "yaml":
-		b, err := yaml.Marshal(v)
+		// The same document as JSON, so both carry every field.
+		b, err := marshalFull(v)
 		if err != nil {
+			return err
+		}
+		if b, err = yaml.JSONToYAML(b); err != nil {
 			return err
 		}
 		_, err = w.Write(b)
