@@ -25,6 +25,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"podmin.dev/podmin/builtins"
+	"podmin.dev/podmin/internal/secrets/secretstest"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
@@ -90,34 +91,7 @@ func TestJSONGolden(t *testing.T) {
 	}
 	covered := map[string]bool{}
 	for _, s := range steps {
-		out, errs, code := c.run(append(s.args, "-o", "json")...)
-		if code != 0 {
-			t.Fatalf("podmin %s -o json: exit %d\n%s", strings.Join(s.args, " "), code, errs)
-		}
-		if !json.Valid([]byte(out)) {
-			t.Fatalf("podmin %s -o json printed no JSON:\n%s", strings.Join(s.args, " "), out)
-		}
-		got := strings.ReplaceAll(out, c.root, "$ROOT")
-		got = strings.ReplaceAll(got, host, "$REGISTRY")
-		got = timestamp.ReplaceAllString(got, "$$TIME")
-		got = strings.ReplaceAll(got, `"`+runtime.Version()+`"`, `"$GO"`)
-		got = strings.ReplaceAll(got, `"`+runtime.GOOS+"/"+runtime.GOARCH+`"`, `"$PLATFORM"`)
-		file := filepath.Join("testdata", "golden", s.name+".json")
-		if *updateGolden {
-			if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		want, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatalf("%v: run go test -run TestJSONGolden -update", err)
-		}
-		if got != string(want) {
-			t.Errorf("podmin %s -o json differs from %s:\n%s", strings.Join(s.args, " "), file, got)
-		}
+		checkGolden(t, c, s.name, s.args, host, "$REGISTRY")
 		cmd, _, _ := newRoot(&builtins.Env{}).Find(s.args)
 		covered[cmd.CommandPath()] = true
 	}
@@ -125,7 +99,7 @@ func TestJSONGolden(t *testing.T) {
 		if cmd.Flags().Lookup("output") != nil && !covered[cmd.CommandPath()] {
 			switch cmd.CommandPath() {
 			case "podmin secret delete", "podmin secret restore":
-				// aws-secrets-manager only: TestSecretsManagerJSON.
+				// aws-secrets-manager only: TestSecretsManagerJSONGolden.
 			case "podmin run":
 				// The dry-run plan has its own golden tests (starlark/plan_test.go).
 			default:
@@ -133,4 +107,60 @@ func TestJSONGolden(t *testing.T) {
 			}
 		}
 	}
+}
+
+// checkGolden runs podmin args -o json and compares the output, with
+// run-specific values replaced (old, new pairs), to testdata/golden/name.json.
+func checkGolden(t *testing.T, c *cli, name string, args []string, replace ...string) {
+	t.Helper()
+	out, errs, code := c.run(append(args, "-o", "json")...)
+	if code != 0 {
+		t.Fatalf("podmin %s -o json: exit %d\n%s", strings.Join(args, " "), code, errs)
+	}
+	if !json.Valid([]byte(out)) {
+		t.Fatalf("podmin %s -o json printed no JSON:\n%s", strings.Join(args, " "), out)
+	}
+	got := strings.ReplaceAll(out, c.root, "$ROOT")
+	for i := 0; i+1 < len(replace); i += 2 {
+		got = strings.ReplaceAll(got, replace[i], replace[i+1])
+	}
+	got = timestamp.ReplaceAllString(got, "$$TIME")
+	got = strings.ReplaceAll(got, `"`+runtime.Version()+`"`, `"$GO"`)
+	got = strings.ReplaceAll(got, `"`+runtime.GOOS+"/"+runtime.GOARCH+`"`, `"$PLATFORM"`)
+	file := filepath.Join("testdata", "golden", name+".json")
+	if *updateGolden {
+		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("%v: run go test -run %s -update", err, t.Name())
+	}
+	if got != string(want) {
+		t.Errorf("podmin %s -o json differs from %s:\n%s", strings.Join(args, " "), file, got)
+	}
+}
+
+// TestSecretsManagerJSONGolden covers the commands only Secrets Manager
+// supports, through the real SDK against its wire-protocol fake.
+func TestSecretsManagerJSONGolden(t *testing.T) {
+	smFake := secretstest.NewFakeSecretsManager(t)
+	t.Setenv("AWS_ENDPOINT_URL_SECRETS_MANAGER", smFake.URL())
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDFAKE")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "fake-secret-key")
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	c := newCLI(t)
+	c.ok("connect", "demo", "--provider", "local", "--bucket", "demo-bucket", "--secrets-provider", "aws-secrets-manager")
+	value := writeFile(t, c.root, "value.txt", "golden value")
+	c.ok("secret", "create", "token", "--for", "web", "--file", value)
+	checkGolden(t, c, "secret-delete", []string{"secret", "delete", "token", "--for", "web", "-y"})
+	checkGolden(t, c, "secret-list-scheduled", []string{"secret", "list"})
+	checkGolden(t, c, "secret-restore", []string{"secret", "restore", "token", "--for", "web"})
 }
