@@ -136,7 +136,7 @@ func printExtracted(w io.Writer, format string, res *builtins.Extracted) error {
 		if err != nil {
 			return err
 		}
-		doc := map[string]json.RawMessage{"pod": pod}
+		doc := map[string]json.RawMessage{"pod": pod, "service": json.RawMessage("null")}
 		if res.ServiceYAML != nil {
 			svc, err := yaml.YAMLToJSON(res.ServiceYAML)
 			if err != nil {
