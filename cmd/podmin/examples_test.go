@@ -6,6 +6,7 @@ package main
 
 import (
 	"fmt"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -239,4 +240,28 @@ func helpValueProblems(c *cobra.Command) []string {
 		}
 	}
 	return problems
+}
+
+// TestCompletionScripts generates the completion script of each shell the
+// README documents; bash's is also checked by bash itself when present.
+func TestCompletionScripts(t *testing.T) {
+	c := newCLI(t)
+	for _, sh := range []string{"bash", "zsh", "fish", "powershell"} {
+		out := c.ok("completion", sh)
+		if !strings.Contains(out, "podmin") || len(out) < 500 {
+			t.Errorf("completion %s wrote %d bytes:\n%.300s", sh, len(out), out)
+		}
+		if sh != "bash" {
+			continue
+		}
+		bash, err := exec.LookPath("bash")
+		if err != nil {
+			continue
+		}
+		check := exec.Command(bash, "-n")
+		check.Stdin = strings.NewReader(out)
+		if b, err := check.CombinedOutput(); err != nil {
+			t.Errorf("bash -n on the bash completion: %v\n%s", err, b)
+		}
+	}
 }
