@@ -149,11 +149,11 @@ func TestBadInputChangesNothing(t *testing.T) {
 		wantErr string
 		args    []string
 	}{
-		{"invalid cluster ID", 1, `invalid cluster ID "Bad_ID": it must start with a lowercase letter`,
+		{"invalid cluster ID", 2, `invalid cluster ID "Bad_ID": it must start with a lowercase letter`,
 			[]string{"connect", "Bad_ID", "--provider", "local", "--bucket", "x-bucket"}},
-		{"reserved cluster ID", 1, `invalid cluster ID "_system": the name is reserved`,
+		{"reserved cluster ID", 2, `invalid cluster ID "_system": the name is reserved`,
 			[]string{"connect", "_system", "--provider", "local", "--bucket", "x-bucket"}},
-		{"unknown provider", 1, `unknown provider "gcp": use one of ["aws" "local"]`,
+		{"unknown provider", 2, `unknown provider "gcp": use one of ["aws" "local"]`,
 			[]string{"connect", "new", "--provider", "gcp", "--bucket", "x-bucket"}},
 		{"missing provider", 1, `no provider given: pass --provider`,
 			[]string{"connect", "new", "--bucket", "x-bucket"}},

@@ -6,13 +6,16 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"podmin.dev/podmin/builtins"
 	"podmin.dev/podmin/internal/ids"
+	"podmin.dev/podmin/internal/manifest"
 )
 
 // enumValue is a string flag that accepts only its listed values. A bad
@@ -71,23 +74,70 @@ func orList(values []string) string {
 	return strings.Join(values[:len(values)-1], ", ") + " or " + values[len(values)-1]
 }
 
-// checkedFlags validates, per flag name, the values of plain string flags
-// while they are parsed, with the check the operation itself applies.
-var checkedFlags = map[string]func(string) error{
-	"nodegroup": ids.ValidateNodeGroup,
+// flagCheck validates one flag's values while they are parsed, with the
+// check and message the operation itself would give later.
+type flagCheck struct {
+	// command is a command path prefix ("podmin secret"); empty means all.
+	command string
+	flag    string
+	check   func(string) error
 }
 
-// checkFlagValues wraps the string flags named in checkedFlags on every
-// command below c, so "-g Bad_Group" is a usage error before any context
-// or network access. Flags of other types (setup's NodeGroup specs) keep
-// their own parsing.
-func checkFlagValues(c *cobra.Command) {
+// flagChecks lists the flags checked at parse time. The provider names
+// come from env, so a build with other providers checks those.
+func flagChecks(env *builtins.Env) []flagCheck {
+	checks := []flagCheck{{flag: "nodegroup", check: ids.ValidateNodeGroup}}
+	if len(env.Providers) > 0 {
+		names := slices.Sorted(maps.Keys(env.Providers))
+		checks = append(checks, flagCheck{command: "podmin connect", flag: "provider", check: func(v string) error {
+			if !slices.Contains(names, v) {
+				return fmt.Errorf("unknown provider %q: use one of %q", v, names)
+			}
+			return nil
+		}})
+	}
+	secretsProvider := func(v string) error {
+		if !slices.Contains(manifest.SecretsProviders(), v) {
+			return fmt.Errorf("unknown secrets provider %q: use one of %q", v, manifest.SecretsProviders())
+		}
+		return nil
+	}
+	return append(checks,
+		flagCheck{command: "podmin connect", flag: "secrets-provider", check: secretsProvider},
+		flagCheck{command: "podmin secret", flag: "provider", check: secretsProvider},
+	)
+}
+
+// argChecks validates positional arguments before anything runs, per
+// command path: a bad argument is bad usage.
+var argChecks = map[string]func(args []string) error{
+	"podmin connect": func(args []string) error { return ids.ValidateCluster(args[0]) },
+}
+
+// checkFlagValues wraps the plain string flags named in flagChecks on c
+// and every command below it, so "-g Bad_Group" is a usage error before
+// any context or network access. Flags of other types (setup's NodeGroup
+// specs) keep their own parsing.
+func checkFlagValues(c *cobra.Command, checks []flagCheck) {
+	path := c.CommandPath()
 	c.Flags().VisitAll(func(f *pflag.Flag) {
-		if check, ok := checkedFlags[f.Name]; ok && f.Value.Type() == "string" {
-			f.Value = checkedValue{Value: f.Value, check: check}
+		for _, fc := range checks {
+			if fc.flag == f.Name && f.Value.Type() == "string" &&
+				(fc.command == "" || path == fc.command || strings.HasPrefix(path, fc.command+" ")) {
+				f.Value = checkedValue{Value: f.Value, check: fc.check}
+			}
 		}
 	})
+	if check, ok := argChecks[path]; ok && c.Args != nil {
+		count := c.Args
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := count(cmd, args); err != nil {
+				return err
+			}
+			return check(args)
+		}
+	}
 	for _, sub := range c.Commands() {
-		checkFlagValues(sub)
+		checkFlagValues(sub, checks)
 	}
 }

@@ -81,8 +81,8 @@ Start with "podmin connect CLUSTER --provider local --bucket NAME".`,
 	}
 	addCompletions(root, env)
 	exampleGeneratedCommands(root)
+	checkFlagValues(root, flagChecks(env))
 	argsAreUsage(root)
-	checkFlagValues(root)
 	return root
 }
 

@@ -134,7 +134,7 @@ func TestSecretUsageErrors(t *testing.T) {
 		{"no pod", 1, "no Pod given: pass --for POD", []string{"secret", "create", "k", "--file", file}},
 		{"unsupported delete", 1, "local has no delete/restore: use destroy to delete permanently", []string{"secret", "delete", "k", "--for", "web", "-y"}},
 		{"unsupported restore", 1, "local has no delete/restore: use destroy to delete permanently", []string{"secret", "restore", "k", "--for", "web"}},
-		{"unknown provider", 1, `unknown secrets provider "vault"`, []string{"secret", "list", "--provider", "vault"}},
+		{"unknown provider", 2, `unknown secrets provider "vault"`, []string{"secret", "list", "--provider", "vault"}},
 		{"internal system key", 1, `"cluster-ca" is not a system key you can manage`, []string{"secret", "destroy", "cluster-ca", "--system", "-y"}},
 		{"system namespace", 1, `"_system" is not a namespace`, []string{"secret", "create", "workload-ca-key", "--for", "x", "-n", "_system", "--file", file}},
 		{"list takes no key", 2, "unknown command", []string{"secret", "list", "k"}},
