@@ -133,3 +133,25 @@ func TestPushProgress(t *testing.T) {
 		}
 	}
 }
+
+// TestRecipePushShowsProgress runs a recipe's push: it reports into the
+// same sink as the CLI's push, so its progress reaches standard error
+// while the recipe's own print() output stays on standard output.
+func TestRecipePushShowsProgress(t *testing.T) {
+	c := newCLI(t)
+	c.connectLocal()
+	writeBigImage(t, c, "registry.podmin.internal/apps/small", "v1", 2, 1<<20)
+	recipe := c.script("push.star", "def main(ctx):\n    print(podmin.images.push(\"small:v1\").references[0])\n")
+	out, errs, code := c.run("run", recipe)
+	if code != 0 || out != "registry.podmin.internal/apps/small:v1\n" {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+	}
+	for _, want := range []string{
+		"push registry.podmin.internal/apps/small:v1: 2.0 MiB to transfer\n",
+		"push registry.podmin.internal/apps/small:v1: done, 2.0 MiB in ",
+	} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("stderr has no %q:\n%s", want, errs)
+		}
+	}
+}
