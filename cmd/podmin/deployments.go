@@ -147,8 +147,8 @@ func newDeleteCmd(env *builtins.Env) *cobra.Command {
 compare-and-swap write. Its immutable payloads stay in the bucket, unreferenced.
 Nodes remove the Pod when they next reconcile.
 
-Deleting a deployment that does not exist writes nothing and fails, unless
---ignore-not-found is given.
+Deleting a deployment that does not exist writes nothing and fails with exit
+status 3, unless --ignore-not-found is given.
 
 Delete is destructive: on a terminal it asks you to type the cluster ID;
 --yes/-y confirms without asking and is needed when standard input is not a

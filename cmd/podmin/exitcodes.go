@@ -32,9 +32,6 @@ const (
 	exitDeadline = 124 // a deadline passed (as timeout(1) reports it)
 )
 
-// exitNotConfirmed is kept for the code that speaks of confirmations.
-const exitNotConfirmed = exitRefused
-
 // usageError marks errors in how a command was called (exit code 2).
 type usageError struct{ err error }
 
