@@ -68,7 +68,8 @@ func newPullCmd(env *builtins.Env) *cobra.Command {
 		Short: "Import a complete remote image index into the local image store",
 		Long: `Pull imports every platform of SOURCE from its registry into the local image
 store, using your docker credentials (docker login). A single-platform image is
-stored as a one-entry OCI index.`,
+stored as a one-entry OCI index. Progress goes to standard error: bars on a
+terminal, a plain line every few seconds otherwise.`,
 		Example: `  podmin pull ghcr.io/example/web:v1`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -104,7 +105,9 @@ registry.podmin.internal/apps/. Without DESTINATION the source's registry host
 is replaced by the cluster registry, keeping repository and tag beneath apps/.
 mirror/ is reserved for images setup manages.
 
-Standard output is only the cluster image reference, ready for --image.`,
+Standard output is only the cluster image reference, ready for --image.
+Progress goes to standard error: a bar per blob and a total (bytes, rate, time
+left) on a terminal, a plain line every few seconds otherwise.`,
 		Example: `  podmin push hello:v1
   podmin deploy web -g workers --image "$(podmin push ghcr.io/example/web:v1 web:v1)"`,
 		Args: cobra.RangeArgs(1, 2),
