@@ -104,6 +104,16 @@ func TestPushProgress(t *testing.T) {
 			t.Errorf("the terminal shows no %q:\n%q", want, shown)
 		}
 	}
+	// Frames drawn while the push was running, not only the last one.
+	during := 0
+	for _, m := range regexp.MustCompile(`big:v1 +\[[=> -]+\] +([0-9.]+ [a-zA-Z]+) / 256\.0 MiB`).FindAllStringSubmatch(shown, -1) {
+		if m[1] != "256.0 MiB" {
+			during++
+		}
+	}
+	if during == 0 {
+		t.Errorf("the terminal shows no frame of the push in progress:\n%q", shown)
+	}
 	if !regexp.MustCompile(`[0-9a-f]{12} +\[[- >]+\] +[0-9.]+ [a-zA-Z]+ / 64\.0 MiB`).MatchString(shown) {
 		t.Errorf("the terminal shows no bar of a 64 MiB blob:\n%q", shown)
 	}
