@@ -68,6 +68,8 @@ func (b *Bars) Begin(title string, total int64) Transfer {
 		mpb.AppendDecorators(
 			decor.Counters(decor.SizeB1024(0), "% .1f / % .1f", decor.WCSyncSpace),
 			decor.AverageSpeed(decor.SizeB1024(0), "% .1f", decor.WCSyncSpace),
+			// Elapsed time keeps moving while a large blob uploads.
+			decor.Elapsed(decor.ET_STYLE_GO, decor.WCSyncSpace),
 			decor.OnComplete(decor.AverageETA(decor.ET_STYLE_GO, decor.WCSyncSpace), "done"),
 		),
 	)

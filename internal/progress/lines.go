@@ -12,8 +12,9 @@ import (
 )
 
 // Lines shows transfers as plain lines, for logs: one when a transfer
-// starts, one at most every Every while bytes move, and one at the end.
-// It never moves the cursor or redraws anything.
+// starts, one every Every while it runs (also when no byte moved, so a
+// slow upload never looks hung), and one at the end. It never moves the
+// cursor or redraws anything.
 type Lines struct {
 	// W receives the lines (standard error in the CLI).
 	W io.Writer
@@ -24,6 +25,13 @@ type Lines struct {
 	Now func() time.Time
 
 	mu sync.Mutex // serializes writes to W
+}
+
+func (l *Lines) every() time.Duration {
+	if l.Every <= 0 {
+		return 5 * time.Second
+	}
+	return l.Every
 }
 
 func (l *Lines) now() time.Time {
@@ -42,13 +50,15 @@ func (l *Lines) Log(msg string) {
 
 // Begin starts a transfer and announces it.
 func (l *Lines) Begin(title string, total int64) Transfer {
-	t := &lineTransfer{l: l, title: title, total: total, grow: total == 0, start: l.now()}
+	t := &lineTransfer{l: l, title: title, total: total, grow: total == 0, start: l.now(),
+		stop: make(chan struct{}), stopped: make(chan struct{})}
 	t.last = t.start
 	if total > 0 {
 		l.Log(fmt.Sprintf("%s: %s to transfer", title, Size(total)))
 	} else {
 		l.Log(title + ": started")
 	}
+	go t.heartbeat()
 	return t
 }
 
@@ -60,6 +70,23 @@ type lineTransfer struct {
 	grow        bool
 	items       int
 	start, last time.Time
+	// stop ends the heartbeat; stopped says it has ended.
+	stop, stopped chan struct{}
+}
+
+// heartbeat prints the status every Every that passed without a line.
+func (t *lineTransfer) heartbeat() {
+	defer close(t.stopped)
+	tick := time.NewTicker(t.l.every())
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.stop:
+			return
+		case <-tick.C:
+			t.add(0)
+		}
+	}
 }
 
 func (t *lineTransfer) Item(_ string, size int64) Item {
@@ -85,11 +112,7 @@ func (t *lineTransfer) add(n int64) {
 	t.mu.Lock()
 	t.done += n
 	now := t.l.now()
-	every := t.l.Every
-	if every <= 0 {
-		every = 5 * time.Second
-	}
-	if now.Sub(t.last) < every {
+	if now.Sub(t.last) < t.l.every() {
 		t.mu.Unlock()
 		return
 	}
@@ -118,6 +141,8 @@ func (t *lineTransfer) status(now time.Time) string {
 }
 
 func (t *lineTransfer) End(err error) {
+	close(t.stop)
+	<-t.stopped
 	t.mu.Lock()
 	now := t.l.now()
 	line := fmt.Sprintf("%s: done, %s in %s", t.title, Size(t.done), Duration(now.Sub(t.start)))

@@ -7,6 +7,10 @@ package progress
 import (
 	"bytes"
 	"errors"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -64,5 +68,44 @@ func TestBarsEndEvenWhenItemsFail(t *testing.T) {
 	b.Log("after")
 	if !bytes.HasSuffix(buf.Bytes(), []byte("after\n")) {
 		t.Errorf("a message after the transfer is not written directly: %q", buf.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the heartbeat's writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestLinesBeatWhileNothingMoves shows a stalled transfer in the log: a
+// line every Every even though no byte arrived.
+func TestLinesBeatWhileNothingMoves(t *testing.T) {
+	var buf syncBuffer
+	l := &Lines{W: &buf, Every: 10 * time.Millisecond}
+	tr := l.Begin("push big:v1", 1<<30)
+	tr.Item("aaaaaaaaaaaa", 1<<30)
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(buf.String(), "push big:v1: 0 B of 1.0 GiB (0%)\n") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no heartbeat line:\n%s", buf.String())
+		}
+		runtime.Gosched()
+	}
+	tr.End(nil)
+	// End stops the heartbeat first: its line is the last one.
+	if !regexp.MustCompile(`push big:v1: done, 0 B in \S+\n$`).MatchString(buf.String()) {
+		t.Fatalf("no end line last:\n%s", buf.String())
 	}
 }
