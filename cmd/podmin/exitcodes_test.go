@@ -130,6 +130,7 @@ func TestExitCodeContract(t *testing.T) {
 		{fresh, exitUsage, `invalid cluster ID "Bad_ID"`, []string{"connect", "Bad_ID", "--provider", "local", "--bucket", "b"}},
 		{fresh, exitUsage, `unknown provider "gcp"`, []string{"connect", "new", "--provider", "gcp", "--bucket", "b"}},
 		{fresh, exitUsage, `unknown secrets provider "vault"`, []string{"secret", "list", "--provider", "vault"}},
+		{fresh, exitUsage, `"a/b" is not a safe key`, []string{"secret", "destroy", "a/b", "--for", "web", "-y"}},
 		{c, exitUsage, "is a directory: pass a recipe file", []string{"run", c.root}},
 		{c, exitUsage, "want an integer", []string{"run", c.script("n.star", "def main(ctx, n = 1):\n    pass\n"), "--", "--n=x"}},
 		// 3 the one thing asked for does not exist

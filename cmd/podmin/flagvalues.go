@@ -16,6 +16,7 @@ import (
 	"podmin.dev/podmin/builtins"
 	"podmin.dev/podmin/internal/ids"
 	"podmin.dev/podmin/internal/manifest"
+	"podmin.dev/podmin/internal/secrets"
 )
 
 // enumValue is a string flag that accepts only its listed values. A bad
@@ -111,8 +112,15 @@ func flagChecks(env *builtins.Env) []flagCheck {
 // argChecks validates positional arguments before anything runs, per
 // command path: a bad argument is bad usage.
 var argChecks = map[string]func(args []string) error{
-	"podmin connect": func(args []string) error { return ids.ValidateCluster(args[0]) },
+	"podmin connect":        func(args []string) error { return ids.ValidateCluster(args[0]) },
+	"podmin secret create":  secretKeyArg,
+	"podmin secret update":  secretKeyArg,
+	"podmin secret delete":  secretKeyArg,
+	"podmin secret restore": secretKeyArg,
+	"podmin secret destroy": secretKeyArg,
 }
+
+func secretKeyArg(args []string) error { return secrets.CheckKey(args[0]) }
 
 // checkFlagValues wraps the plain string flags named in flagChecks on c
 // and every command below it, so "-g Bad_Group" is a usage error before

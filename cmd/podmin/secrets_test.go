@@ -130,7 +130,7 @@ func TestSecretUsageErrors(t *testing.T) {
 		{"no value source", 2, "standard input is not a terminal to prompt on: pass --stdin to read the value from standard input, or --file PATH",
 			[]string{"secret", "create", "k", "--for", "web"}},
 		{"both sources", 2, "--stdin and --file both give the value", []string{"secret", "create", "k", "--for", "web", "--stdin", "--file", file}},
-		{"bad key before reading", 1, `"a/b" is not a safe key`, []string{"secret", "create", "a/b", "--for", "web"}},
+		{"bad key before reading", 2, `"a/b" is not a safe key`, []string{"secret", "create", "a/b", "--for", "web"}},
 		{"no pod", 1, "no Pod given: pass --for POD", []string{"secret", "create", "k", "--file", file}},
 		{"unsupported delete", 1, "local has no delete/restore: use destroy to delete permanently", []string{"secret", "delete", "k", "--for", "web", "-y"}},
 		{"unsupported restore", 1, "local has no delete/restore: use destroy to delete permanently", []string{"secret", "restore", "k", "--for", "web"}},
