@@ -168,7 +168,7 @@ func TestExitCodeContract(t *testing.T) {
 	c.t = t
 	for _, cmd := range runnableCommands() {
 		if !covered[cmd.CommandPath()] && !slices.Contains([]string{"podmin repl", "podmin completion"}, cmd.CommandPath()) {
-			// repl needs a terminal session (TestREPLInPseudoTerminal);
+			// repl runs on a pseudo-terminal (TestREPLInPseudoTerminal);
 			// completion's shells are rows of their own below.
 			if !strings.HasPrefix(cmd.CommandPath(), "podmin completion ") && !strings.HasPrefix(cmd.CommandPath(), "podmin __") {
 				t.Errorf("%s has no row in the exit-code table", cmd.CommandPath())
