@@ -21,6 +21,7 @@ import (
 
 	"podmin.dev/podmin/internal/manifest"
 	"podmin.dev/podmin/internal/paths"
+	"podmin.dev/podmin/internal/progress"
 )
 
 // ErrNotFound reports a repository, tag or blob missing from the local store.
@@ -32,11 +33,22 @@ var ErrNotFound = errors.New("not in the local image store")
 // atomically; blobs are written once under their digest.
 type Store struct {
 	root string
+	// sink shows the layers Write stores under title.
+	sink  progress.Sink
+	title string
 }
 
 // NewStore returns the store rooted at root (Podmin's cache directory plus
 // "images"). It creates nothing until something is written.
 func NewStore(root string) *Store { return &Store{root: root} }
+
+// WithProgress returns the same store whose writes (pull, build) show
+// their layers in sink under title.
+func (s *Store) WithProgress(sink progress.Sink, title string) *Store {
+	c := *s
+	c.sink, c.title = sink, title
+	return &c
+}
 
 // Dir returns the layout directory of repo ("registry/repository"), after
 // checking the name with the reference rules, so no name escapes the root.
