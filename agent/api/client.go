@@ -72,3 +72,16 @@ func Dial(addr, nodeID string, id ClientIdentity, dial DialFunc) (*Client, error
 
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
+
+// LoopbackDial is local node mode's DialFunc. Every agent on the machine
+// listens on [::1] at its own port and keeps a documentation-range
+// identity address (2001:db8::/32) as its IP SAN, so the port of addr
+// selects the agent while TLS still verifies the identity address.
+func LoopbackDial(ctx context.Context, addr string) (net.Conn, error) {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("coordination address %q: %w", addr, err)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", netip.AddrPortFrom(netip.IPv6Loopback(), ap.Port()).String())
+}

@@ -32,7 +32,7 @@ func newBucket(t testing.TB) *local.Bucket {
 var (
 	web = coordinator.ServiceID{Namespace: "product", Name: "web"}
 	db  = coordinator.ServiceID{Namespace: "product", Name: "database"}
-	api = coordinator.ServiceID{Namespace: "api", Name: "web"}
+	apiSvc = coordinator.ServiceID{Namespace: "api", Name: "web"}
 )
 
 func ep(s coordinator.ServiceID, addr string) coordinator.Endpoint {
@@ -47,7 +47,7 @@ func sampleReports() []coordinator.NodeReport {
 }
 
 func TestBuildSnapshotIsDeterministic(t *testing.T) {
-	services := []coordinator.ServiceID{web, db, api}
+	services := []coordinator.ServiceID{web, db, apiSvc}
 	want, err := coordinator.Marshal(coordinator.BuildSnapshot(services, sampleReports()))
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +130,7 @@ func TestSupersededLeaderWriteIsRefused(t *testing.T) {
 	if _, err := next.Write(ctx, s1); err != nil {
 		t.Fatal(err)
 	}
-	_, err = old.Write(ctx, coordinator.BuildSnapshot([]coordinator.ServiceID{api}, nil))
+	_, err = old.Write(ctx, coordinator.BuildSnapshot([]coordinator.ServiceID{apiSvc}, nil))
 	if !errors.Is(err, coordinator.ErrSuperseded) {
 		t.Fatalf("superseded write error = %v, want ErrSuperseded", err)
 	}
@@ -202,7 +202,7 @@ func TestCacheKeepsBackendsForTheLeaseWindow(t *testing.T) {
 	if !c.Update(s, t0) {
 		t.Fatal("first snapshot not taken")
 	}
-	older := coordinator.BuildSnapshot([]coordinator.ServiceID{api}, nil)
+	older := coordinator.BuildSnapshot([]coordinator.ServiceID{apiSvc}, nil)
 	older.Generation, older.Revision = 3, 6
 	if c.Update(older, t0.Add(time.Second)) {
 		t.Error("an older revision replaced the snapshot")
