@@ -96,7 +96,7 @@ func startLocal(t *testing.T, store objstore.Store, n int, services []coordinato
 		a.coord, err = coordinator.New(coordinator.Options{
 			NodeID: a.id, Advertise: netip.AddrPortFrom(addr, port), Listener: lis, Dial: api.LoopbackDial,
 			PodPrefix: a.prefix, Store: store, Identity: id,
-			Services:  func(context.Context) ([]coordinator.ServiceID, error) { return services, nil },
+			Services: func(context.Context) ([]coordinator.ServiceID, error) { return services, nil },
 			OnView: func(s *pb.ServiceSnapshot) {
 				a.mu.Lock()
 				a.view = s

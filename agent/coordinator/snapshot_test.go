@@ -30,8 +30,8 @@ func newBucket(t testing.TB) *local.Bucket {
 }
 
 var (
-	web = coordinator.ServiceID{Namespace: "product", Name: "web"}
-	db  = coordinator.ServiceID{Namespace: "product", Name: "database"}
+	web    = coordinator.ServiceID{Namespace: "product", Name: "web"}
+	db     = coordinator.ServiceID{Namespace: "product", Name: "database"}
 	apiSvc = coordinator.ServiceID{Namespace: "api", Name: "web"}
 )
 

@@ -6,6 +6,7 @@ package election_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
@@ -73,6 +74,14 @@ func (c *fakeClock) blocked(owner int) bool {
 		}
 	}
 	return false
+}
+
+// forget drops the pending waits of a stopped agent, which nobody will
+// receive, so they do not count as the agent being blocked.
+func (c *fakeClock) forget(owner int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.waiters = slices.DeleteFunc(c.waiters, func(w *waiter) bool { return w.owner == owner })
 }
 
 // agentClock is one agent's view of the shared clock.

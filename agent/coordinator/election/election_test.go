@@ -124,6 +124,7 @@ func (c *cluster) kill(i int) {
 	for {
 		select {
 		case <-c.done[i]:
+			c.clock.forget(i)
 			return
 		case <-time.After(time.Millisecond):
 		}
