@@ -244,8 +244,9 @@ func TestLoadDurableDropsBackends(t *testing.T) {
 
 // BenchmarkSnapshotWrite measures one fenced snapshot write of 100
 // Services with 10 endpoints each to a local bucket.
-func BenchmarkSnapshotWrite(b *testing.B) {
-	bucket := newBucket(b)
+func BenchmarkSnapshotWrite(b *testing.B) { benchSnapshotWrite(b, newBucket(b)) }
+
+func benchSnapshotWrite(b *testing.B, bucket objstore.Store) {
 	w := coordinator.NewWriter(bucket, "n1")
 	if _, err := w.Begin(b.Context()); err != nil {
 		b.Fatal(err)

@@ -18,6 +18,8 @@ import (
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/objstore/faultstore"
 	"podmin.dev/podmin/internal/objstore/local"
+	"podmin.dev/podmin/internal/objstore/objstoretest"
+	"podmin.dev/podmin/internal/objstore/s3store/s3storetest"
 )
 
 // event is one acquisition or loss, in simulated time.
@@ -32,7 +34,7 @@ type event struct {
 type cluster struct {
 	t      *testing.T
 	clock  *fakeClock
-	bucket *local.Bucket
+	bucket objstore.Store
 	stores []*faultstore.Store
 	agents []*election.Elector
 	stop   []context.CancelFunc
@@ -50,6 +52,12 @@ func newCluster(t *testing.T, n int, seed uint64, hook func(i int) error) *clust
 	if err := b.CreateBucket(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	return newClusterOn(t, b, n, seed, hook)
+}
+
+// newClusterOn is newCluster on a given bucket.
+func newClusterOn(t *testing.T, b objstore.Store, n int, seed uint64, hook func(i int) error) *cluster {
+	t.Helper()
 	c := &cluster{t: t, clock: newFakeClock(), bucket: b}
 	for i := range n {
 		ac := agentClock{c: c.clock, owner: i}
@@ -351,43 +359,59 @@ func TestAmbiguousAcquireIsAdopted(t *testing.T) {
 func TestAtMostOneLeaderUnderFaults(t *testing.T) {
 	for _, seed := range []uint64{11, 12, 13} {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			c := newCluster(t, 5, seed*100, nil)
-			noisy := []faultstore.Rule{
-				{Action: faultstore.Delay, Latency: 1500 * time.Millisecond, Probability: 0.2},
-				{Action: faultstore.Delay, Latency: 3 * time.Second, Probability: 0.05},
-				{Action: faultstore.Ambiguous, Ops: faultstore.WriteOps(), Probability: 0.15},
-				{Action: faultstore.Fail, Probability: 0.1},
-			}
-			for _, s := range c.stores {
-				s.SetRules(noisy...)
-			}
-			changes := 0
-			for round := range 12 {
-				// Partition the current leader (if any) for 40 s, then heal.
-				victim := round % 5
-				if l := c.leaders(); len(l) == 1 {
-					victim = l[0]
-				}
-				c.stores[victim].SetRules(faultstore.Rule{Action: faultstore.Fail})
-				c.run(40*time.Second, 100*time.Millisecond)
-				c.stores[victim].SetRules(noisy...)
-				c.run(20*time.Second, 100*time.Millisecond)
-			}
-			c.mu.Lock()
-			for _, ev := range c.events {
-				if ev.acquire {
-					changes++
-				}
-			}
-			c.mu.Unlock()
-			t.Logf("%d acquisitions in 12 simulated minutes", changes)
-			if changes < 6 {
-				t.Errorf("only %d acquisitions: the partitions did not move the lease", changes)
-			}
-			for _, s := range c.stores {
-				s.SetRules()
-			}
-			c.waitLeader(election.Timeout + 2*election.RenewInterval)
+			faultRounds(t, newCluster(t, 5, seed*100, nil), 12)
 		})
 	}
+}
+
+// faultRounds partitions the current leader for 40 s of every simulated
+// minute, with noisy requests throughout, checking every 100 ms that at
+// most one agent leads, and then that one leads once the faults stop.
+func faultRounds(t *testing.T, c *cluster, rounds int) {
+	noisy := []faultstore.Rule{
+		{Action: faultstore.Delay, Latency: 1500 * time.Millisecond, Probability: 0.2},
+		{Action: faultstore.Delay, Latency: 3 * time.Second, Probability: 0.05},
+		{Action: faultstore.Ambiguous, Ops: faultstore.WriteOps(), Probability: 0.15},
+		{Action: faultstore.Fail, Probability: 0.1},
+	}
+	for _, s := range c.stores {
+		s.SetRules(noisy...)
+	}
+	changes := 0
+	for round := range rounds {
+		// Partition the current leader (if any) for 40 s, then heal.
+		victim := round % 5
+		if l := c.leaders(); len(l) == 1 {
+			victim = l[0]
+		}
+		c.stores[victim].SetRules(faultstore.Rule{Action: faultstore.Fail})
+		c.run(40*time.Second, 100*time.Millisecond)
+		c.stores[victim].SetRules(noisy...)
+		c.run(20*time.Second, 100*time.Millisecond)
+	}
+	c.mu.Lock()
+	for _, ev := range c.events {
+		if ev.acquire {
+			changes++
+		}
+	}
+	c.mu.Unlock()
+	t.Logf("%d acquisitions in %d simulated minutes", changes, rounds)
+	if changes < rounds/2 {
+		t.Errorf("only %d acquisitions: the partitions did not move the lease", changes)
+	}
+	for _, s := range c.stores {
+		s.SetRules()
+	}
+	c.waitLeader(election.Timeout + 2*election.RenewInterval)
+}
+
+// TestAtMostOneLeaderUnderFaultsOnS3 is the fault scenario against a real
+// S3 server (versitygw) instead of a local bucket.
+func TestAtMostOneLeaderUnderFaultsOnS3(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an S3 server")
+	}
+	srv := objstoretest.StartVersityGW(t)
+	faultRounds(t, newClusterOn(t, s3storetest.NewBucket(t, srv), 5, 77, nil), 4)
 }
