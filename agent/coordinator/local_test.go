@@ -39,9 +39,10 @@ type localAgent struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu    sync.Mutex
-	view  *pb.ServiceSnapshot
-	hints []string
+	mu     sync.Mutex
+	view   *pb.ServiceSnapshot
+	hints  []string
+	onHint func() // the reconcile loop's Trigger, when one runs
 }
 
 func (a *localAgent) lastView() *pb.ServiceSnapshot {
@@ -70,7 +71,7 @@ func (a *localAgent) stop() {
 
 // startLocal starts n agents on one machine, one bucket, loopback ports
 // and documentation-range identity addresses, as local node mode does.
-func startLocal(t *testing.T, store objstore.Store, n int, services []coordinator.ServiceID) []*localAgent {
+func startLocal(t testing.TB, store objstore.Store, n int, services []coordinator.ServiceID) []*localAgent {
 	t.Helper()
 	v, err := pki.GenerateClusterCA(rand.Reader, "local", time.Now().Add(-time.Hour))
 	if err != nil {
@@ -105,7 +106,11 @@ func startLocal(t *testing.T, store objstore.Store, n int, services []coordinato
 			OnIndexHint: func(etag string) {
 				a.mu.Lock()
 				a.hints = append(a.hints, etag)
+				trigger := a.onHint
 				a.mu.Unlock()
+				if trigger != nil {
+					trigger()
+				}
 			},
 			Timing: fastTiming, Retention: fastRetention,
 		})
@@ -132,7 +137,7 @@ func startLocal(t *testing.T, store objstore.Store, n int, services []coordinato
 }
 
 // eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, limit time.Duration, what string, cond func() bool) {
+func eventually(t testing.TB, limit time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for !cond() {
