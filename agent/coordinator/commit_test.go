@@ -56,7 +56,9 @@ func TestIndexServices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slices.SortFunc(got, func(a, b coordinator.ServiceID) int { return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name) })
+	slices.SortFunc(got, func(a, b coordinator.ServiceID) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
 	if want := []coordinator.ServiceID{{Namespace: "edge", Name: "api"}, {Namespace: "product", Name: "web"}}; !slices.Equal(got, want) {
 		t.Errorf("Services = %v, want %v", got, want)
 	}
