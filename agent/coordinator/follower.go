@@ -13,27 +13,27 @@ import (
 	"podmin.dev/podmin/agent/coordinator/election"
 )
 
-// session is a follower's connection to one leader.
-type session struct {
+// leaderLink is a follower's connection to one leader.
+type leaderLink struct {
 	leader election.Record
 	client *api.Client
 	hello  bool
 	stop   context.CancelFunc
 }
 
-func (s *session) close() {
+func (s *leaderLink) close() {
 	if s != nil {
 		s.stop()
 		s.client.Close()
 	}
 }
 
-// follow keeps, while this node does not lead, a session with the leader:
+// follow keeps, while this node does not lead, a link with the leader:
 // Hello, the node's endpoints and the leader's snapshot every renew
 // interval or at once on a hint, plus a watch for the leader's hints. It
 // also republishes the view so a lapsed lease clears backends on time.
 func (c *Coordinator) follow(ctx context.Context) {
-	var s *session
+	var s *leaderLink
 	defer func() { s.close() }()
 	var lastSync time.Time
 	for {
@@ -65,20 +65,20 @@ func (c *Coordinator) follow(ctx context.Context) {
 	}
 }
 
-func (c *Coordinator) connect(ctx context.Context, rec election.Record) *session {
+func (c *Coordinator) connect(ctx context.Context, rec election.Record) *leaderLink {
 	cl, err := api.Dial(rec.LeaderAddr, rec.LeaderID, c.opts.Identity, c.opts.Dial)
 	if err != nil {
 		c.log.Warn("cannot reach the leader", "leader", rec.LeaderID, "err", err)
 		return nil
 	}
 	wctx, stop := context.WithCancel(ctx)
-	s := &session{leader: rec, client: cl, stop: stop}
+	s := &leaderLink{leader: rec, client: cl, stop: stop}
 	go c.watch(wctx, cl)
 	return s
 }
 
 // sync reports this node's endpoints and fetches the snapshot.
-func (c *Coordinator) sync(ctx context.Context, s *session) {
+func (c *Coordinator) sync(ctx context.Context, s *leaderLink) {
 	ctx, cancel := context.WithTimeout(ctx, election.RequestTimeout)
 	defer cancel()
 	if !s.hello {
@@ -108,7 +108,7 @@ func (c *Coordinator) sync(ctx context.Context, s *session) {
 	c.cache.Update(snap, c.clock.Now())
 }
 
-// watch relays the leader's hints until the session ends.
+// watch relays the leader's hints until the link ends.
 func (c *Coordinator) watch(ctx context.Context, cl *api.Client) {
 	for ctx.Err() == nil {
 		stream, err := cl.Watch(ctx, &pb.WatchRequest{})
