@@ -269,3 +269,32 @@ func benchSnapshotWrite(b *testing.B, bucket objstore.Store) {
 		}
 	}
 }
+
+// FuzzUnmarshal feeds arbitrary bytes (a corrupt dns/services.pb) to the
+// decoder: it must not panic, and what it accepts must survive a
+// deterministic round trip.
+func FuzzUnmarshal(f *testing.F) {
+	good, _ := coordinator.Marshal(coordinator.BuildSnapshot([]coordinator.ServiceID{web, db}, sampleReports()))
+	f.Add(good)
+	f.Add([]byte{})
+	f.Add([]byte{0x08, 0xff})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := coordinator.Unmarshal(data)
+		if err != nil {
+			return
+		}
+		again, err := coordinator.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s2, err := coordinator.Unmarshal(again)
+		if err != nil {
+			t.Fatal(err)
+		}
+		third, _ := coordinator.Marshal(s2)
+		if !bytes.Equal(again, third) {
+			t.Fatal("deterministic encoding changed on a round trip")
+		}
+		_ = coordinator.WithoutBackends(s)
+	})
+}
