@@ -16,11 +16,13 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	corev1 "k8s.io/api/core/v1"
 
 	"podmin.dev/podmin/agent/api"
 	pb "podmin.dev/podmin/agent/api/coordinationpb"
 	"podmin.dev/podmin/agent/coordinator/election"
 	"podmin.dev/podmin/agent/identity"
+	"podmin.dev/podmin/agent/staticpod"
 )
 
 // NodeIdentity is the node's mTLS identity; *identity.Identity is one.
@@ -82,6 +84,8 @@ type Coordinator struct {
 	kick    chan struct{}
 
 	mu       sync.Mutex
+	services []staticpod.Service
+	pods     []*corev1.Pod
 	local    []Endpoint
 	leader   *leaderState
 	lastView *pb.ServiceSnapshot
