@@ -353,7 +353,9 @@ func (e *Elector) acquire(ctx context.Context, write func(context.Context, []byt
 			return e.t.Retry
 		}
 	}
-	return e.t.Renew
+	// A slow hook ate into the lease: renew early enough to keep it.
+	left := sent.Add(e.t.Hold).Sub(e.clock.Now())
+	return max(0, min(e.t.Renew, left-e.t.Hold/2))
 }
 
 func (e *Elector) setObserved(r Record) {

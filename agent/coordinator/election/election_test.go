@@ -46,7 +46,7 @@ type cluster struct {
 	broken []string // lease-arithmetic violations seen in callbacks
 }
 
-func newCluster(t *testing.T, n int, seed uint64, hook func(i int) error) *cluster {
+func newCluster(t *testing.T, n int, seed uint64, hook func(c *cluster, i int) error) *cluster {
 	t.Helper()
 	b := local.Open(filepath.Join(t.TempDir(), "bucket"))
 	if err := b.CreateBucket(t.Context()); err != nil {
@@ -56,7 +56,7 @@ func newCluster(t *testing.T, n int, seed uint64, hook func(i int) error) *clust
 }
 
 // newClusterOn is newCluster on a given bucket.
-func newClusterOn(t *testing.T, b objstore.Store, n int, seed uint64, hook func(i int) error) *cluster {
+func newClusterOn(t *testing.T, b objstore.Store, n int, seed uint64, hook func(c *cluster, i int) error) *cluster {
 	t.Helper()
 	c := &cluster{t: t, clock: newFakeClock(), bucket: b}
 	for i := range n {
@@ -68,7 +68,7 @@ func newClusterOn(t *testing.T, b objstore.Store, n int, seed uint64, hook func(
 			OnAcquire: func(ctx context.Context, term election.Term) error {
 				c.acquired(i, term)
 				if hook != nil {
-					return hook(i)
+					return hook(c, i)
 				}
 				return nil
 			},
@@ -311,7 +311,7 @@ func TestResignIsTakenOverWithinOneRenewal(t *testing.T) {
 func TestAcquireHookErrorStepsDown(t *testing.T) {
 	var mu sync.Mutex
 	failed := -1
-	c := newCluster(t, 3, 4, func(i int) error {
+	c := newCluster(t, 3, 4, func(_ *cluster, i int) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if failed < 0 || failed == i {
@@ -414,4 +414,24 @@ func TestAtMostOneLeaderUnderFaultsOnS3(t *testing.T) {
 	}
 	srv := objstoretest.StartVersityGW(t)
 	faultRounds(t, newClusterOn(t, s3storetest.NewBucket(t, srv), 5, 77, nil), 4)
+}
+
+// TestSlowAcquireHookKeepsTheLease lets the acquire hook take 4 s of the
+// lease: the first renewal must come early enough to keep it.
+func TestSlowAcquireHookKeepsTheLease(t *testing.T) {
+	c := newCluster(t, 1, 6, func(c *cluster, _ int) error {
+		// The hook runs on the agent's goroutine; wait on the fake clock.
+		<-agentClock{c: c.clock, owner: 0}.After(4 * time.Second)
+		return nil
+	})
+	c.waitLeader(5 * time.Second)
+	c.run(time.Minute, 100*time.Millisecond)
+	if l := c.leaders(); len(l) != 1 {
+		t.Fatal("the lease lapsed after a slow acquire hook")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.events) != 1 {
+		t.Errorf("events = %+v, want one acquisition and no loss", c.events)
+	}
 }
