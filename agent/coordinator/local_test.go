@@ -5,9 +5,11 @@
 package coordinator_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"slices"
@@ -43,6 +45,25 @@ type localAgent struct {
 	view   *pb.ServiceSnapshot
 	hints  []string
 	onHint func() // the reconcile loop's Trigger, when one runs
+	logs   syncBuffer
+}
+
+// syncBuffer is a log sink safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func (a *localAgent) lastView() *pb.ServiceSnapshot {
@@ -73,6 +94,13 @@ func (a *localAgent) stop() {
 // and documentation-range identity addresses, as local node mode does.
 func startLocal(t testing.TB, store objstore.Store, n int, services []coordinator.ServiceID) []*localAgent {
 	t.Helper()
+	return startLocalEach(t, func(int) objstore.Store { return store }, n, services)
+}
+
+// startLocalEach is startLocal with each agent's own view of the bucket
+// (a fault store per agent, say). Each agent logs into its own buffer.
+func startLocalEach(t testing.TB, storeFor func(i int) objstore.Store, n int, services []coordinator.ServiceID) []*localAgent {
+	t.Helper()
 	v, err := pki.GenerateClusterCA(rand.Reader, "local", time.Now().Add(-time.Hour))
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +124,8 @@ func startLocal(t testing.TB, store objstore.Store, n int, services []coordinato
 		a := &localAgent{id: fmt.Sprintf("node-%d", i), prefix: netip.MustParsePrefix(fmt.Sprintf("2001:db8:%x::/80", 0x100+i)), done: make(chan struct{})}
 		a.coord, err = coordinator.New(coordinator.Options{
 			NodeID: a.id, Advertise: netip.AddrPortFrom(addr, port), Listener: lis, Dial: api.LoopbackDial,
-			PodPrefix: a.prefix, Store: store, Identity: id,
+			PodPrefix: a.prefix, Store: storeFor(i), Identity: id,
+			Log:      slog.New(slog.NewTextHandler(&a.logs, nil)),
 			Services: func(context.Context) ([]coordinator.ServiceID, error) { return services, nil },
 			OnView: func(s *pb.ServiceSnapshot) {
 				a.mu.Lock()
