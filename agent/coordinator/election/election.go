@@ -297,11 +297,13 @@ func (e *Elector) observe(ctx context.Context) time.Duration {
 	if jerr := json.Unmarshal(obj.Data, &rec); jerr != nil {
 		// A corrupt lease is held by nobody known; it expires like any other.
 		rec = Record{LeaderID: "?"}
+		e.setObserved(Record{})
+	} else {
+		e.setObserved(rec)
 	}
 	if obj.ETag != e.seenETag {
 		e.seenETag, e.firstSeen = obj.ETag, now
 	}
-	e.setObserved(rec)
 	stale := now.Sub(e.firstSeen) > e.t.Timeout
 	if !(rec.LeaderID == "" || rec.LeaderID == e.opts.ID || stale) {
 		return min(e.t.Renew, e.firstSeen.Add(e.t.Timeout+time.Millisecond).Sub(now))

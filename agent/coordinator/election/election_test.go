@@ -435,3 +435,24 @@ func TestSlowAcquireHookKeepsTheLease(t *testing.T) {
 		t.Errorf("events = %+v, want one acquisition and no loss", c.events)
 	}
 }
+
+// TestCorruptLeaseExpires finds garbage at the lease key: nobody is
+// reported as leader, and the record is taken over after Timeout.
+func TestCorruptLeaseExpires(t *testing.T) {
+	b := local.Open(filepath.Join(t.TempDir(), "bucket"))
+	if err := b.CreateBucket(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Put(t.Context(), election.Key, []byte("{not json")); err != nil {
+		t.Fatal(err)
+	}
+	c := newClusterOn(t, b, 3, 8, nil)
+	c.run(election.Timeout-time.Second, 100*time.Millisecond)
+	if l := c.leaders(); len(l) != 0 {
+		t.Fatalf("leaders %v before the corrupt lease expired", l)
+	}
+	if r, ok := c.agents[0].Leader(); ok {
+		t.Errorf("observed leader %+v in a corrupt lease", r)
+	}
+	c.waitLeader(election.RenewInterval + 2*time.Second)
+}
