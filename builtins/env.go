@@ -60,6 +60,9 @@ type Env struct {
 	// Transport, when set, carries every registry request (pull, build's
 	// base images); a recipe test sets one that refuses the network.
 	Transport http.RoundTripper
+	// Infrastructure opens a cloud provider's compute and networking for
+	// setup, teardown and destroy; nil supports only the local provider.
+	Infrastructure func(ctx context.Context, c contexts.Context) (ClusterInfra, error)
 }
 
 // path resolves a user-supplied file path against WorkDir.
