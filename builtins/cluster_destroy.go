@@ -38,8 +38,8 @@ type DestroyOptions struct {
 
 // DestroyResult reports what destroy did.
 type DestroyResult struct {
-	Cluster string      `json:"cluster"`
-	Plan    PlanSummary `json:"plan"`
+	Cluster string         `json:"cluster"`
+	Plan    PlanSummary    `json:"plan"`
 	Secrets []SecretAction `json:"secrets"`
 	// ObjectsDeleted counts the objects emptied from the bucket.
 	ObjectsDeleted int `json:"objectsDeleted"`

@@ -23,7 +23,7 @@ var (
 func TestParseSetupValid(t *testing.T) {
 	cl, err := parseSetup(SetupOptions{
 		VPCCIDR: "10.0.0.0/16", NAT64: "true",
-		NodeGroup: []string{"default", "workers,size=3,disk-size=100,instance-type=c8g.large,zone=b,nat64=t4g.small"},
+		NodeGroup:         []string{"default", "workers,size=3,disk-size=100,instance-type=c8g.large,zone=b,nat64=t4g.small"},
 		WorkloadCAPublish: "s3://trust-bucket/podmin/ca.pem",
 		OtelLogs:          "endpoint=https://otel.example.com/v1/logs,mtls=true,ca=s3://trust-bucket/otel-ca.pem,headers-secret=true",
 	}, awsCtx)
