@@ -35,6 +35,9 @@ type Cluster struct {
 	WorkloadCAPublish *S3Object `json:"workload_ca_publish,omitempty"`
 	// OtelLogs configures container log export, when set.
 	OtelLogs *OtelLogs `json:"otel_logs,omitempty"`
+	// NAT64Arch maps every NAT64 instance type to its architecture, as
+	// the provider API reports it.
+	NAT64Arch map[string]string `json:"nat64_arch,omitempty"`
 }
 
 // NodeGroup is one Auto Scaling Group of identical VMs.
