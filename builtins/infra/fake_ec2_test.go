@@ -1,0 +1,267 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package infra
+
+import (
+	"encoding/xml"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+)
+
+// fakeEC2 is a fake of the EC2 API speaking the real Query protocol
+// (form-encoded POST, XML responses and errors), so the real SDK client
+// talks to it. It holds only what the checks read.
+type fakeEC2 struct {
+	mu      sync.Mutex
+	zones   []fakeZone
+	types   map[string]fakeType
+	images  []fakeImage
+	vpcs    []fakeVPC
+	subnets []fakeSubnet
+	// calls records each Action.
+	calls []string
+}
+
+type fakeZone struct{ name, state string }
+
+type fakeType struct {
+	hypervisor string
+	ipv6       bool
+	maxENIs    int
+	arch       string // arm64 or x86_64
+}
+
+type fakeImage struct{ id, name, arch, created, owner string }
+
+type fakeVPC struct {
+	id, cidr          string
+	ipv6, ipv6Pool    string
+	dnsSupport, names bool
+	tags              map[string]string
+}
+
+type fakeSubnet struct{ id, vpc, ipv6 string }
+
+func newFakeEC2() *fakeEC2 {
+	return &fakeEC2{
+		zones: []fakeZone{{"us-west-2b", "available"}, {"us-west-2a", "available"}, {"us-west-2c", "available"}, {"us-west-2d", "impaired"}},
+		types: map[string]fakeType{
+			"t4g.nano":  {"nitro", true, 2, "arm64"},
+			"t4g.small": {"nitro", true, 3, "arm64"},
+			"c8g.large": {"nitro", true, 3, "arm64"},
+			"m7i.large": {"nitro", true, 3, "x86_64"},
+			"t2.micro":  {"xen", true, 2, "x86_64"},
+			"a1.medium": {"nitro", false, 1, "arm64"},
+		},
+		images: []fakeImage{
+			{"ami-arm-old", "debian-13-arm64-20260901-2200", "arm64", "2026-09-01T22:00:00.000Z", DebianOwner},
+			{"ami-arm-new", "debian-13-arm64-20261115-2300", "arm64", "2026-11-15T23:00:00.000Z", DebianOwner},
+			{"ami-arm-daily", "debian-13-arm64-daily-20261201-0100", "arm64", "2026-12-01T01:00:00.000Z", DebianOwner},
+			{"ami-amd-new", "debian-13-amd64-20261115-2300", "x86_64", "2026-11-15T23:00:00.000Z", DebianOwner},
+			{"ami-impostor", "debian-13-arm64-20261201-0000", "arm64", "2026-12-01T00:00:00.000Z", "999999999999"},
+		},
+	}
+}
+
+// client returns the real SDK client pointed at the fake.
+func (f *fakeEC2) client(t *testing.T) *ec2.Client {
+	t.Helper()
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	return ec2.New(ec2.Options{Region: "us-west-2", BaseEndpoint: aws.String(srv.URL),
+		Credentials: credentials.NewStaticCredentialsProvider("AKIDFAKE", "fake-secret-key", "")})
+}
+
+func (f *fakeEC2) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil || r.Method != http.MethodPost {
+		f.fail(w, 400, "MalformedQueryString", "not a Query protocol request")
+		return
+	}
+	q := r.PostForm
+	if q.Get("Version") != "2016-11-15" {
+		f.fail(w, 400, "InvalidParameterValue", "bad Version "+q.Get("Version"))
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	action := q.Get("Action")
+	f.calls = append(f.calls, action)
+	var body string
+	switch action {
+	case "DescribeAvailabilityZones":
+		var b strings.Builder
+		for _, z := range f.zones {
+			fmt.Fprintf(&b, "<item><zoneName>%s</zoneName><zoneState>%s</zoneState><regionName>us-west-2</regionName><zoneType>availability-zone</zoneType></item>", z.name, z.state)
+		}
+		body = "<availabilityZoneInfo>" + b.String() + "</availabilityZoneInfo>"
+	case "DescribeInstanceTypes":
+		var b strings.Builder
+		for _, name := range listParam(q, "InstanceType") {
+			it, ok := f.types[name]
+			if !ok {
+				f.fail(w, 400, "InvalidInstanceType", fmt.Sprintf("The following supplied instance types do not exist: [%s]", name))
+				return
+			}
+			fmt.Fprintf(&b, "<item><instanceType>%s</instanceType><hypervisor>%s</hypervisor><processorInfo><supportedArchitectures><item>%s</item></supportedArchitectures></processorInfo><networkInfo><ipv6Supported>%t</ipv6Supported><maximumNetworkInterfaces>%d</maximumNetworkInterfaces></networkInfo></item>",
+				name, it.hypervisor, it.arch, it.ipv6, it.maxENIs)
+		}
+		body = "<instanceTypeSet>" + b.String() + "</instanceTypeSet>"
+	case "DescribeImages":
+		owners := listParam(q, "Owner")
+		filters := filterParams(q)
+		var b strings.Builder
+		for _, img := range f.images {
+			if len(owners) > 0 && !contains(owners, img.owner) || !globAny(filters["name"], img.name) ||
+				len(filters["architecture"]) > 0 && !contains(filters["architecture"], img.arch) {
+				continue
+			}
+			fmt.Fprintf(&b, "<item><imageId>%s</imageId><name>%s</name><architecture>%s</architecture><creationDate>%s</creationDate><imageState>available</imageState><imageOwnerId>%s</imageOwnerId></item>",
+				img.id, img.name, img.arch, img.created, img.owner)
+		}
+		body = "<imagesSet>" + b.String() + "</imagesSet>"
+	case "DescribeVpcs":
+		ids := listParam(q, "VpcId")
+		filters := filterParams(q)
+		var b strings.Builder
+		found := false
+		for _, v := range f.vpcs {
+			if len(ids) > 0 && !contains(ids, v.id) || len(filters["cidr"]) > 0 && !contains(filters["cidr"], v.cidr) {
+				continue
+			}
+			found = true
+			b.WriteString(vpcXML(v))
+		}
+		if len(ids) > 0 && !found {
+			f.fail(w, 400, "InvalidVpcID.NotFound", fmt.Sprintf("The vpc ID '%s' does not exist", ids[0]))
+			return
+		}
+		body = "<vpcSet>" + b.String() + "</vpcSet>"
+	case "DescribeVpcAttribute":
+		v, ok := f.vpc(q.Get("VpcId"))
+		if !ok {
+			f.fail(w, 400, "InvalidVpcID.NotFound", "no such VPC")
+			return
+		}
+		attr := q.Get("Attribute")
+		on := v.dnsSupport
+		if attr == "enableDnsHostnames" {
+			on = v.names
+		}
+		body = fmt.Sprintf("<vpcId>%s</vpcId><%s><value>%t</value></%s>", v.id, attr, on, attr)
+	case "DescribeSubnets":
+		vpcs := filterParams(q)["vpc-id"]
+		var b strings.Builder
+		for _, s := range f.subnets {
+			if contains(vpcs, s.vpc) {
+				fmt.Fprintf(&b, "<item><subnetId>%s</subnetId><vpcId>%s</vpcId><ipv6CidrBlockAssociationSet><item><ipv6CidrBlock>%s</ipv6CidrBlock><ipv6CidrBlockState><state>associated</state></ipv6CidrBlockState></item></ipv6CidrBlockAssociationSet></item>", s.id, s.vpc, s.ipv6)
+			}
+		}
+		body = "<subnetSet>" + b.String() + "</subnetSet>"
+	default:
+		f.fail(w, 400, "InvalidAction", "The action "+action+" is not valid for this web service.")
+		return
+	}
+	w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
+	fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>
+<%sResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>fake-request</requestId>%s</%sResponse>`, action, body, action)
+}
+
+func (f *fakeEC2) vpc(id string) (fakeVPC, bool) {
+	for _, v := range f.vpcs {
+		if v.id == id {
+			return v, true
+		}
+	}
+	return fakeVPC{}, false
+}
+
+func vpcXML(v fakeVPC) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "<item><vpcId>%s</vpcId><cidrBlock>%s</cidrBlock><state>available</state>", v.id, v.cidr)
+	if v.ipv6 != "" {
+		fmt.Fprintf(&b, "<ipv6CidrBlockAssociationSet><item><ipv6CidrBlock>%s</ipv6CidrBlock><ipv6CidrBlockState><state>associated</state></ipv6CidrBlockState><ipv6Pool>%s</ipv6Pool></item></ipv6CidrBlockAssociationSet>", v.ipv6, v.ipv6Pool)
+	}
+	keys := make([]string, 0, len(v.tags))
+	for k := range v.tags {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	b.WriteString("<tagSet>")
+	for _, k := range keys {
+		fmt.Fprintf(&b, "<item><key>%s</key><value>%s</value></item>", xmlEscape(k), xmlEscape(v.tags[k]))
+	}
+	b.WriteString("</tagSet></item>")
+	return b.String()
+}
+
+func (f *fakeEC2) fail(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>
+<Response><Errors><Error><Code>%s</Code><Message>%s</Message></Error></Errors><RequestID>fake-request</RequestID></Response>`, code, xmlEscape(msg))
+}
+
+func xmlEscape(s string) string {
+	var b strings.Builder
+	_ = xml.EscapeText(&b, []byte(s))
+	return b.String()
+}
+
+// listParam reads Name.1, Name.2, … of a Query request.
+func listParam(q url.Values, name string) []string {
+	var out []string
+	for i := 1; ; i++ {
+		v, ok := q[fmt.Sprintf("%s.%d", name, i)]
+		if !ok {
+			return out
+		}
+		out = append(out, v[0])
+	}
+}
+
+// filterParams reads Filter.N.Name and Filter.N.Value.M.
+func filterParams(q url.Values) map[string][]string {
+	out := map[string][]string{}
+	for i := 1; ; i++ {
+		name := q.Get(fmt.Sprintf("Filter.%d.Name", i))
+		if name == "" {
+			return out
+		}
+		out[name] = listParam(q, fmt.Sprintf("Filter.%d.Value", i))
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// globAny matches EC2's filter wildcards (only a trailing * is used here);
+// no patterns match everything.
+func globAny(patterns []string, s string) bool {
+	if len(patterns) == 0 {
+		return true
+	}
+	for _, p := range patterns {
+		if pre, ok := strings.CutSuffix(p, "*"); ok && strings.HasPrefix(s, pre) || p == s {
+			return true
+		}
+	}
+	return false
+}
