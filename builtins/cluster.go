@@ -44,6 +44,9 @@ type ClusterInfra interface {
 	Prepare(ctx context.Context, cl *infra.Cluster) error
 	// Plan writes the working files and returns what Apply changes.
 	Plan(ctx context.Context, cl infra.Cluster) (PlanSummary, error)
+	// Config returns the cluster configuration setup stores at
+	// tfstate/podmin.auto.tfvars.json; it holds no secret.
+	Config(cl infra.Cluster) ([]byte, error)
 	// Apply applies the plan Plan returned.
 	Apply(ctx context.Context, cl infra.Cluster) error
 	// PlanDestroy returns what Destroy removes.
@@ -111,7 +114,11 @@ func (e *Env) Setup(ctx context.Context, opts SetupOptions) (SetupResult, error)
 	if res.Secrets, err = e.ensureCASecrets(ctx, c); err != nil {
 		return res, err
 	}
-	if res.ConfigChanged, err = e.publishClusterConfig(ctx, c, cl); err != nil {
+	cfg, err := inf.Config(cl)
+	if err != nil {
+		return res, err
+	}
+	if res.ConfigChanged, err = e.publishClusterConfig(ctx, c, cfg); err != nil {
 		return res, err
 	}
 	if err := inf.Apply(ctx, cl); err != nil {
@@ -134,16 +141,11 @@ type ClusterConfig struct {
 
 // publishClusterConfig writes the configuration when it differs from the
 // published one.
-func (e *Env) publishClusterConfig(ctx context.Context, c contexts.Context, cl infra.Cluster) (bool, error) {
+func (e *Env) publishClusterConfig(ctx context.Context, c contexts.Context, data []byte) (bool, error) {
 	_, b, err := e.openCluster(ctx)
 	if err != nil {
 		return false, err
 	}
-	data, err := json.MarshalIndent(ClusterConfig{Version: 1, Cluster: cl}, "", "  ")
-	if err != nil {
-		return false, err
-	}
-	data = append(data, '\n')
 	cur, err := b.Get(ctx, state.TFVarsPath, objstore.GetOptions{})
 	switch {
 	case err == nil && bytes.Equal(cur.Data, data):

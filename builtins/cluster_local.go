@@ -6,6 +6,7 @@ package builtins
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -33,6 +34,13 @@ func (l localInfra) Plan(_ context.Context, cl infra.Cluster) (PlanSummary, erro
 		p.Steps = append(p.Steps, fmt.Sprintf("NodeGroup %s: start %d local node agent(s) yourself", ng.Name, ng.Size))
 	}
 	return p, nil
+}
+
+// Config implements ClusterInfra: the validated cluster, which the local
+// agents read.
+func (localInfra) Config(cl infra.Cluster) ([]byte, error) {
+	data, err := json.MarshalIndent(ClusterConfig{Version: 1, Cluster: cl}, "", "  ")
+	return append(data, '\n'), err
 }
 
 // Apply implements ClusterInfra: nothing runs in a cloud.

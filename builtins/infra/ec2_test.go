@@ -11,6 +11,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"podmin.dev/podmin/builtins/infra/ec2test"
 )
 
 func prepared() Cluster {
@@ -19,8 +21,8 @@ func prepared() Cluster {
 }
 
 func TestResolveZones(t *testing.T) {
-	f := newFakeEC2()
-	api := f.client(t)
+	f := ec2test.New()
+	api := f.Client(t)
 	c := prepared()
 	c.NodeGroups = append(c.NodeGroups, NodeGroup{Name: "workers", InstanceType: "c8g.large", Zone: "us-west-2c"})
 	if err := ResolveZones(context.Background(), api, &c); err != nil {
@@ -41,7 +43,7 @@ func TestResolveZones(t *testing.T) {
 }
 
 func TestResolveInstanceTypes(t *testing.T) {
-	api := newFakeEC2().client(t)
+	api := ec2test.New().Client(t)
 	c := prepared()
 	c.NAT64 = "t4g.nano"
 	c.NodeGroups = []NodeGroup{{Name: "arm", InstanceType: "c8g.large", Zone: "us-west-2a"},
@@ -69,8 +71,8 @@ func TestResolveInstanceTypes(t *testing.T) {
 }
 
 func TestResolveAMIs(t *testing.T) {
-	f := newFakeEC2()
-	api := f.client(t)
+	f := ec2test.New()
+	api := f.Client(t)
 	c := prepared()
 	c.NodeGroups = []NodeGroup{{Name: "a", Arch: "arm64"}, {Name: "b", Arch: "amd64"}}
 	amis, err := ResolveAMIs(context.Background(), api, c)
@@ -82,7 +84,7 @@ func TestResolveAMIs(t *testing.T) {
 	if want := map[string]string{"arm64": "ami-arm-new", "amd64": "ami-amd-new"}; !reflect.DeepEqual(amis, want) {
 		t.Fatalf("AMIs %v, want %v", amis, want)
 	}
-	f.images = f.images[:3]
+	f.Images = f.Images[:3]
 	if _, err := ResolveAMIs(context.Background(), api, c); !errors.Is(err, ErrIncompatible) ||
 		err.Error() != "incompatible with the requested setup: no official Debian 13 amd64 AMI (owner 136693071363) is available in us-west-2" {
 		t.Fatalf("no amd64 image: %v", err)
@@ -90,45 +92,45 @@ func TestResolveAMIs(t *testing.T) {
 }
 
 func TestSelectVPC(t *testing.T) {
-	compatible := fakeVPC{id: "vpc-reuse", cidr: "10.0.0.0/16", ipv6: "2600:1f14:abc:de00::/56", ipv6Pool: "Amazon", dnsSupport: true, names: true}
-	other := func(mut func(*fakeVPC)) fakeVPC { v := compatible; mut(&v); return v }
+	compatible := ec2test.VPC{ID: "vpc-reuse", CIDR: "10.0.0.0/16", IPv6: "2600:1f14:abc:de00::/56", IPv6Pool: "Amazon", DNSSupport: true, DNSHostnames: true}
+	other := func(mut func(*ec2test.VPC)) ec2test.VPC { v := compatible; mut(&v); return v }
 	for _, tc := range []struct {
 		name    string
-		vpcs    []fakeVPC
-		subnets []fakeSubnet
+		vpcs    []ec2test.VPC
+		subnets []ec2test.Subnet
 		want    VPCChoice
 		err     string
 	}{
-		{"none: create", []fakeVPC{{id: "vpc-x", cidr: "10.1.0.0/16"}}, nil, VPCChoice{}, ""},
-		{"ours", []fakeVPC{other(func(v *fakeVPC) { v.tags = map[string]string{"podmin:cluster": "demo"} })}, nil, VPCChoice{ID: "vpc-reuse"}, ""},
-		{"compatible untagged", []fakeVPC{compatible}, []fakeSubnet{{"subnet-1", "vpc-reuse", "2600:1f14:abc:def0::/64"}}, VPCChoice{ID: "vpc-reuse", Reuse: true}, ""},
-		{"another cluster", []fakeVPC{other(func(v *fakeVPC) { v.tags = map[string]string{"podmin:cluster": "prod"} })}, nil, VPCChoice{},
+		{"none: create", []ec2test.VPC{{ID: "vpc-x", CIDR: "10.1.0.0/16"}}, nil, VPCChoice{}, ""},
+		{"ours", []ec2test.VPC{other(func(v *ec2test.VPC) { v.Tags = map[string]string{"podmin:cluster": "demo"} })}, nil, VPCChoice{ID: "vpc-reuse"}, ""},
+		{"compatible untagged", []ec2test.VPC{compatible}, []ec2test.Subnet{{ID: "subnet-1", VPC: "vpc-reuse", IPv6: "2600:1f14:abc:def0::/64"}}, VPCChoice{ID: "vpc-reuse", Reuse: true}, ""},
+		{"another cluster", []ec2test.VPC{other(func(v *ec2test.VPC) { v.Tags = map[string]string{"podmin:cluster": "prod"} })}, nil, VPCChoice{},
 			"VPC vpc-reuse with CIDR 10.0.0.0/16 belongs to cluster prod (tag podmin:cluster=prod): pass another --vpc-cidr"},
-		{"many", []fakeVPC{compatible, other(func(v *fakeVPC) { v.id = "vpc-second" })}, nil, VPCChoice{},
+		{"many", []ec2test.VPC{compatible, other(func(v *ec2test.VPC) { v.ID = "vpc-second" })}, nil, VPCChoice{},
 			"2 VPCs have the primary CIDR 10.0.0.0/16 (vpc-reuse, vpc-second): Podmin cannot tell which to use"},
-		{"no dns", []fakeVPC{other(func(v *fakeVPC) { v.dnsSupport, v.names = false, false })}, nil, VPCChoice{},
+		{"no dns", []ec2test.VPC{other(func(v *ec2test.VPC) { v.DNSSupport, v.DNSHostnames = false, false })}, nil, VPCChoice{},
 			"VPC vpc-reuse has the primary CIDR 10.0.0.0/16 but cannot be reused until you: turn on enableDnsSupport; turn on enableDnsHostnames"},
-		{"no hostnames", []fakeVPC{other(func(v *fakeVPC) { v.names = false })}, nil, VPCChoice{},
+		{"no hostnames", []ec2test.VPC{other(func(v *ec2test.VPC) { v.DNSHostnames = false })}, nil, VPCChoice{},
 			"cannot be reused until you: turn on enableDnsHostnames"},
-		{"no ipv6", []fakeVPC{other(func(v *fakeVPC) { v.ipv6 = "" })}, nil, VPCChoice{},
+		{"no ipv6", []ec2test.VPC{other(func(v *ec2test.VPC) { v.IPv6 = "" })}, nil, VPCChoice{},
 			"cannot be reused until you: associate an Amazon-provided IPv6 /56"},
-		{"byoip ipv6", []fakeVPC{other(func(v *fakeVPC) { v.ipv6Pool = "ipv6pool-ec2-0123" })}, nil, VPCChoice{},
+		{"byoip ipv6", []ec2test.VPC{other(func(v *ec2test.VPC) { v.IPv6Pool = "ipv6pool-ec2-0123" })}, nil, VPCChoice{},
 			"cannot be reused until you: associate an Amazon-provided IPv6 /56"},
-		{"taken /64", []fakeVPC{compatible}, []fakeSubnet{{"subnet-9", "vpc-reuse", "placeholder"}}, VPCChoice{},
+		{"taken /64", []ec2test.VPC{compatible}, []ec2test.Subnet{{ID: "subnet-9", VPC: "vpc-reuse", IPv6: "placeholder"}}, VPCChoice{},
 			"cannot be reused until you: free the IPv6 /64 %s (used by subnet subnet-9; NodeGroup default needs it)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFakeEC2()
-			f.vpcs, f.subnets = tc.vpcs, tc.subnets
+			f := ec2test.New()
+			f.VPCs, f.Subnets = tc.vpcs, tc.subnets
 			c := prepared()
 			want := tc.err
 			if tc.name == "taken /64" {
 				idx, _ := subnetIndexes([]string{"default"})
-				p := sub64(netip.MustParsePrefix(compatible.ipv6), idx["default"])
-				f.subnets[0].ipv6 = p.String()
+				p := sub64(netip.MustParsePrefix(compatible.IPv6), idx["default"])
+				f.Subnets[0].IPv6 = p.String()
 				want = strings.Replace(want, "%s", p.String(), 1)
 			}
-			got, err := SelectVPC(context.Background(), f.client(t), c)
+			got, err := SelectVPC(context.Background(), f.Client(t), c)
 			if want == "" {
 				if err != nil || got != tc.want {
 					t.Fatalf("got %+v, %v; want %+v", got, err, tc.want)
@@ -150,13 +152,13 @@ func TestSub64MatchesCidrsubnet(t *testing.T) {
 }
 
 func TestCheckOwnedVPC(t *testing.T) {
-	f := newFakeEC2()
-	f.vpcs = []fakeVPC{
-		{id: "vpc-ours", cidr: "10.0.0.0/16", tags: map[string]string{"podmin:cluster": "demo"}},
-		{id: "vpc-untagged", cidr: "10.1.0.0/16"},
-		{id: "vpc-prod", cidr: "10.2.0.0/16", tags: map[string]string{"podmin:cluster": "prod", "Name": "prod"}},
+	f := ec2test.New()
+	f.VPCs = []ec2test.VPC{
+		{ID: "vpc-ours", CIDR: "10.0.0.0/16", Tags: map[string]string{"podmin:cluster": "demo"}},
+		{ID: "vpc-untagged", CIDR: "10.1.0.0/16"},
+		{ID: "vpc-prod", CIDR: "10.2.0.0/16", Tags: map[string]string{"podmin:cluster": "prod", "Name": "prod"}},
 	}
-	api := f.client(t)
+	api := f.Client(t)
 	ctx := context.Background()
 	if err := CheckOwnedVPC(ctx, api, "vpc-ours", "demo"); err != nil {
 		t.Fatal(err)

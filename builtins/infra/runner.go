@@ -52,6 +52,9 @@ type Runner struct {
 	Output io.Writer
 	// Progress names each step before it runs.
 	Progress func(string)
+	// NoLock plans without taking the state lock (a dry run writes
+	// nothing, not even the lock object).
+	NoLock bool
 }
 
 // PlanResult is a saved plan's summary.
@@ -181,6 +184,9 @@ func (r *Runner) Init(ctx context.Context) error {
 	if r.Profile != "" {
 		args = append(args, "-backend-config=profile="+r.Profile)
 	}
+	if r.NoLock {
+		args = append(args, "-lock=false")
+	}
 	out, code, err := r.run(ctx, "init", args...)
 	if err != nil {
 		return err
@@ -197,6 +203,9 @@ func (r *Runner) Plan(ctx context.Context, destroy bool) (PlanResult, error) {
 	args := []string{"plan", "-input=false", "-lock-timeout=60s", "-detailed-exitcode", "-out=" + PlanFile}
 	if destroy {
 		args = append(args, "-destroy")
+	}
+	if r.NoLock {
+		args = append(args, "-lock=false")
 	}
 	out, code, err := r.run(ctx, "plan", args...)
 	if err != nil {
@@ -252,4 +261,26 @@ func (r *Runner) Apply(ctx context.Context) error {
 		return r.failure("apply", out, code)
 	}
 	return nil
+}
+
+// Outputs returns the state's outputs (output -json), by name.
+func (r *Runner) Outputs(ctx context.Context) (map[string]json.RawMessage, error) {
+	out, code, err := r.run(ctx, "output", "output", "-json")
+	if err != nil {
+		return nil, err
+	}
+	if code != 0 {
+		return nil, r.failure("output", out, code)
+	}
+	var raw map[string]struct {
+		Value json.RawMessage `json:"value"`
+	}
+	if err := json.Unmarshal([]byte(out), &raw); err != nil {
+		return nil, fmt.Errorf("read the OpenTofu/Terraform outputs: %w", err)
+	}
+	res := map[string]json.RawMessage{}
+	for k, v := range raw {
+		res[k] = v.Value
+	}
+	return res, nil
 }

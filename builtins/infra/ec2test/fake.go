@@ -2,7 +2,11 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package infra
+// Package ec2test is a fake of the EC2 API for tests: an HTTP server
+// speaking the real Query protocol (form-encoded POST, XML responses and
+// errors) to the real SDK client. It holds only what Podmin's checks read.
+// It is never shipped as a provider.
+package ec2test
 
 import (
 	"encoding/xml"
@@ -20,44 +24,54 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 )
 
-// fakeEC2 is a fake of the EC2 API speaking the real Query protocol
+// FakeEC2 is a fake of the EC2 API speaking the real Query protocol
 // (form-encoded POST, XML responses and errors), so the real SDK client
 // talks to it. It holds only what the checks read.
-type fakeEC2 struct {
+type FakeEC2 struct {
 	mu      sync.Mutex
-	zones   []fakeZone
-	types   map[string]fakeType
-	images  []fakeImage
-	vpcs    []fakeVPC
-	subnets []fakeSubnet
-	// calls records each Action.
-	calls []string
+	Zones   []Zone
+	Types   map[string]InstanceType
+	Images  []Image
+	VPCs    []VPC
+	Subnets []Subnet
+	// Calls records each Action, in order.
+	Calls []string
 }
 
-type fakeZone struct{ name, state string }
+// Zone is an availability zone.
+type Zone struct{ Name, State string }
 
-type fakeType struct {
-	hypervisor string
-	ipv6       bool
-	maxENIs    int
-	arch       string // arm64 or x86_64
+// InstanceType is what DescribeInstanceTypes reports.
+type InstanceType struct {
+	Hypervisor string
+	IPv6       bool
+	MaxENIs    int
+	Arch       string // arm64 or x86_64
 }
 
-type fakeImage struct{ id, name, arch, created, owner string }
+// Image is an AMI.
+type Image struct{ ID, Name, Arch, Created, Owner string }
 
-type fakeVPC struct {
-	id, cidr          string
-	ipv6, ipv6Pool    string
-	dnsSupport, names bool
-	tags              map[string]string
+// VPC is a VPC with its primary CIDR, IPv6 /56, DNS attributes and tags.
+type VPC struct {
+	ID, CIDR                 string
+	IPv6, IPv6Pool           string
+	DNSSupport, DNSHostnames bool
+	Tags                     map[string]string
 }
 
-type fakeSubnet struct{ id, vpc, ipv6 string }
+// Subnet is a subnet's IPv6 /64.
+type Subnet struct{ ID, VPC, IPv6 string }
 
-func newFakeEC2() *fakeEC2 {
-	return &fakeEC2{
-		zones: []fakeZone{{"us-west-2b", "available"}, {"us-west-2a", "available"}, {"us-west-2c", "available"}, {"us-west-2d", "impaired"}},
-		types: map[string]fakeType{
+// debianOwner publishes the official Debian AMIs.
+const debianOwner = "136693071363"
+
+// New returns a fake region us-west-2 with zones, instance types and
+// Debian images; tests add VPCs and subnets.
+func New() *FakeEC2 {
+	return &FakeEC2{
+		Zones: []Zone{{"us-west-2b", "available"}, {"us-west-2a", "available"}, {"us-west-2c", "available"}, {"us-west-2d", "impaired"}},
+		Types: map[string]InstanceType{
 			"t4g.nano":  {"nitro", true, 2, "arm64"},
 			"t4g.small": {"nitro", true, 3, "arm64"},
 			"c8g.large": {"nitro", true, 3, "arm64"},
@@ -65,18 +79,18 @@ func newFakeEC2() *fakeEC2 {
 			"t2.micro":  {"xen", true, 2, "x86_64"},
 			"a1.medium": {"nitro", false, 1, "arm64"},
 		},
-		images: []fakeImage{
-			{"ami-arm-old", "debian-13-arm64-20260901-2200", "arm64", "2026-09-01T22:00:00.000Z", DebianOwner},
-			{"ami-arm-new", "debian-13-arm64-20261115-2300", "arm64", "2026-11-15T23:00:00.000Z", DebianOwner},
-			{"ami-arm-daily", "debian-13-arm64-daily-20261201-0100", "arm64", "2026-12-01T01:00:00.000Z", DebianOwner},
-			{"ami-amd-new", "debian-13-amd64-20261115-2300", "x86_64", "2026-11-15T23:00:00.000Z", DebianOwner},
+		Images: []Image{
+			{"ami-arm-old", "debian-13-arm64-20260901-2200", "arm64", "2026-09-01T22:00:00.000Z", debianOwner},
+			{"ami-arm-new", "debian-13-arm64-20261115-2300", "arm64", "2026-11-15T23:00:00.000Z", debianOwner},
+			{"ami-arm-daily", "debian-13-arm64-daily-20261201-0100", "arm64", "2026-12-01T01:00:00.000Z", debianOwner},
+			{"ami-amd-new", "debian-13-amd64-20261115-2300", "x86_64", "2026-11-15T23:00:00.000Z", debianOwner},
 			{"ami-impostor", "debian-13-arm64-20261201-0000", "arm64", "2026-12-01T00:00:00.000Z", "999999999999"},
 		},
 	}
 }
 
-// client returns the real SDK client pointed at the fake.
-func (f *fakeEC2) client(t *testing.T) *ec2.Client {
+// Client returns the real SDK client pointed at the fake.
+func (f *FakeEC2) Client(t *testing.T) *ec2.Client {
 	t.Helper()
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
@@ -84,7 +98,8 @@ func (f *fakeEC2) client(t *testing.T) *ec2.Client {
 		Credentials: credentials.NewStaticCredentialsProvider("AKIDFAKE", "fake-secret-key", "")})
 }
 
-func (f *fakeEC2) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// ServeHTTP implements http.Handler.
+func (f *FakeEC2) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := r.ParseForm(); err != nil || r.Method != http.MethodPost {
 		f.fail(w, 400, "MalformedQueryString", "not a Query protocol request")
 		return
@@ -97,38 +112,38 @@ func (f *fakeEC2) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	action := q.Get("Action")
-	f.calls = append(f.calls, action)
+	f.Calls = append(f.Calls, action)
 	var body string
 	switch action {
 	case "DescribeAvailabilityZones":
 		var b strings.Builder
-		for _, z := range f.zones {
-			fmt.Fprintf(&b, "<item><zoneName>%s</zoneName><zoneState>%s</zoneState><regionName>us-west-2</regionName><zoneType>availability-zone</zoneType></item>", z.name, z.state)
+		for _, z := range f.Zones {
+			fmt.Fprintf(&b, "<item><zoneName>%s</zoneName><zoneState>%s</zoneState><regionName>us-west-2</regionName><zoneType>availability-zone</zoneType></item>", z.Name, z.State)
 		}
 		body = "<availabilityZoneInfo>" + b.String() + "</availabilityZoneInfo>"
 	case "DescribeInstanceTypes":
 		var b strings.Builder
 		for _, name := range listParam(q, "InstanceType") {
-			it, ok := f.types[name]
+			it, ok := f.Types[name]
 			if !ok {
 				f.fail(w, 400, "InvalidInstanceType", fmt.Sprintf("The following supplied instance types do not exist: [%s]", name))
 				return
 			}
 			fmt.Fprintf(&b, "<item><instanceType>%s</instanceType><hypervisor>%s</hypervisor><processorInfo><supportedArchitectures><item>%s</item></supportedArchitectures></processorInfo><networkInfo><ipv6Supported>%t</ipv6Supported><maximumNetworkInterfaces>%d</maximumNetworkInterfaces></networkInfo></item>",
-				name, it.hypervisor, it.arch, it.ipv6, it.maxENIs)
+				name, it.Hypervisor, it.Arch, it.IPv6, it.MaxENIs)
 		}
 		body = "<instanceTypeSet>" + b.String() + "</instanceTypeSet>"
 	case "DescribeImages":
 		owners := listParam(q, "Owner")
 		filters := filterParams(q)
 		var b strings.Builder
-		for _, img := range f.images {
-			if len(owners) > 0 && !contains(owners, img.owner) || !globAny(filters["name"], img.name) ||
-				len(filters["architecture"]) > 0 && !contains(filters["architecture"], img.arch) {
+		for _, img := range f.Images {
+			if len(owners) > 0 && !contains(owners, img.Owner) || !globAny(filters["name"], img.Name) ||
+				len(filters["architecture"]) > 0 && !contains(filters["architecture"], img.Arch) {
 				continue
 			}
 			fmt.Fprintf(&b, "<item><imageId>%s</imageId><name>%s</name><architecture>%s</architecture><creationDate>%s</creationDate><imageState>available</imageState><imageOwnerId>%s</imageOwnerId></item>",
-				img.id, img.name, img.arch, img.created, img.owner)
+				img.ID, img.Name, img.Arch, img.Created, img.Owner)
 		}
 		body = "<imagesSet>" + b.String() + "</imagesSet>"
 	case "DescribeVpcs":
@@ -136,8 +151,8 @@ func (f *fakeEC2) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		filters := filterParams(q)
 		var b strings.Builder
 		found := false
-		for _, v := range f.vpcs {
-			if len(ids) > 0 && !contains(ids, v.id) || len(filters["cidr"]) > 0 && !contains(filters["cidr"], v.cidr) {
+		for _, v := range f.VPCs {
+			if len(ids) > 0 && !contains(ids, v.ID) || len(filters["cidr"]) > 0 && !contains(filters["cidr"], v.CIDR) {
 				continue
 			}
 			found = true
@@ -155,17 +170,17 @@ func (f *fakeEC2) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		attr := q.Get("Attribute")
-		on := v.dnsSupport
+		on := v.DNSSupport
 		if attr == "enableDnsHostnames" {
-			on = v.names
+			on = v.DNSHostnames
 		}
-		body = fmt.Sprintf("<vpcId>%s</vpcId><%s><value>%t</value></%s>", v.id, attr, on, attr)
+		body = fmt.Sprintf("<vpcId>%s</vpcId><%s><value>%t</value></%s>", v.ID, attr, on, attr)
 	case "DescribeSubnets":
 		vpcs := filterParams(q)["vpc-id"]
 		var b strings.Builder
-		for _, s := range f.subnets {
-			if contains(vpcs, s.vpc) {
-				fmt.Fprintf(&b, "<item><subnetId>%s</subnetId><vpcId>%s</vpcId><ipv6CidrBlockAssociationSet><item><ipv6CidrBlock>%s</ipv6CidrBlock><ipv6CidrBlockState><state>associated</state></ipv6CidrBlockState></item></ipv6CidrBlockAssociationSet></item>", s.id, s.vpc, s.ipv6)
+		for _, s := range f.Subnets {
+			if contains(vpcs, s.VPC) {
+				fmt.Fprintf(&b, "<item><subnetId>%s</subnetId><vpcId>%s</vpcId><ipv6CidrBlockAssociationSet><item><ipv6CidrBlock>%s</ipv6CidrBlock><ipv6CidrBlockState><state>associated</state></ipv6CidrBlockState></item></ipv6CidrBlockAssociationSet></item>", s.ID, s.VPC, s.IPv6)
 			}
 		}
 		body = "<subnetSet>" + b.String() + "</subnetSet>"
@@ -178,35 +193,35 @@ func (f *fakeEC2) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 <%sResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>fake-request</requestId>%s</%sResponse>`, action, body, action)
 }
 
-func (f *fakeEC2) vpc(id string) (fakeVPC, bool) {
-	for _, v := range f.vpcs {
-		if v.id == id {
+func (f *FakeEC2) vpc(id string) (VPC, bool) {
+	for _, v := range f.VPCs {
+		if v.ID == id {
 			return v, true
 		}
 	}
-	return fakeVPC{}, false
+	return VPC{}, false
 }
 
-func vpcXML(v fakeVPC) string {
+func vpcXML(v VPC) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "<item><vpcId>%s</vpcId><cidrBlock>%s</cidrBlock><state>available</state>", v.id, v.cidr)
-	if v.ipv6 != "" {
-		fmt.Fprintf(&b, "<ipv6CidrBlockAssociationSet><item><ipv6CidrBlock>%s</ipv6CidrBlock><ipv6CidrBlockState><state>associated</state></ipv6CidrBlockState><ipv6Pool>%s</ipv6Pool></item></ipv6CidrBlockAssociationSet>", v.ipv6, v.ipv6Pool)
+	fmt.Fprintf(&b, "<item><vpcId>%s</vpcId><cidrBlock>%s</cidrBlock><state>available</state>", v.ID, v.CIDR)
+	if v.IPv6 != "" {
+		fmt.Fprintf(&b, "<ipv6CidrBlockAssociationSet><item><ipv6CidrBlock>%s</ipv6CidrBlock><ipv6CidrBlockState><state>associated</state></ipv6CidrBlockState><ipv6Pool>%s</ipv6Pool></item></ipv6CidrBlockAssociationSet>", v.IPv6, v.IPv6Pool)
 	}
-	keys := make([]string, 0, len(v.tags))
-	for k := range v.tags {
+	keys := make([]string, 0, len(v.Tags))
+	for k := range v.Tags {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	b.WriteString("<tagSet>")
 	for _, k := range keys {
-		fmt.Fprintf(&b, "<item><key>%s</key><value>%s</value></item>", xmlEscape(k), xmlEscape(v.tags[k]))
+		fmt.Fprintf(&b, "<item><key>%s</key><value>%s</value></item>", xmlEscape(k), xmlEscape(v.Tags[k]))
 	}
 	b.WriteString("</tagSet></item>")
 	return b.String()
 }
 
-func (f *fakeEC2) fail(w http.ResponseWriter, status int, code, msg string) {
+func (f *FakeEC2) fail(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
 	w.WriteHeader(status)
 	fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>
