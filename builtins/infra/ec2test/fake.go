@@ -28,7 +28,9 @@ import (
 // (form-encoded POST, XML responses and errors), so the real SDK client
 // talks to it. It holds only what the checks read.
 type FakeEC2 struct {
-	mu      sync.Mutex
+	mu sync.Mutex
+	// Region names the fake's region.
+	Region  string
 	Zones   []Zone
 	Types   map[string]InstanceType
 	Images  []Image
@@ -70,7 +72,8 @@ const debianOwner = "136693071363"
 // Debian images; tests add VPCs and subnets.
 func New() *FakeEC2 {
 	return &FakeEC2{
-		Zones: []Zone{{"us-west-2b", "available"}, {"us-west-2a", "available"}, {"us-west-2c", "available"}, {"us-west-2d", "impaired"}},
+		Region: "us-west-2",
+		Zones:  []Zone{{"us-west-2b", "available"}, {"us-west-2a", "available"}, {"us-west-2c", "available"}, {"us-west-2d", "impaired"}},
 		Types: map[string]InstanceType{
 			"t4g.nano":  {"nitro", true, 2, "arm64"},
 			"t4g.small": {"nitro", true, 3, "arm64"},
@@ -89,12 +92,22 @@ func New() *FakeEC2 {
 	}
 }
 
+// NewIn returns New's fake in another region: the same zones, renamed.
+func NewIn(region string) *FakeEC2 {
+	f := New()
+	f.Region = region
+	for i := range f.Zones {
+		f.Zones[i].Name = region + f.Zones[i].Name[len(f.Zones[i].Name)-1:]
+	}
+	return f
+}
+
 // Client returns the real SDK client pointed at the fake.
 func (f *FakeEC2) Client(t *testing.T) *ec2.Client {
 	t.Helper()
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
-	return ec2.New(ec2.Options{Region: "us-west-2", BaseEndpoint: aws.String(srv.URL),
+	return ec2.New(ec2.Options{Region: f.Region, BaseEndpoint: aws.String(srv.URL),
 		Credentials: credentials.NewStaticCredentialsProvider("AKIDFAKE", "fake-secret-key", "")})
 }
 
@@ -118,7 +131,7 @@ func (f *FakeEC2) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "DescribeAvailabilityZones":
 		var b strings.Builder
 		for _, z := range f.Zones {
-			fmt.Fprintf(&b, "<item><zoneName>%s</zoneName><zoneState>%s</zoneState><regionName>us-west-2</regionName><zoneType>availability-zone</zoneType></item>", z.Name, z.State)
+			fmt.Fprintf(&b, "<item><zoneName>%s</zoneName><zoneState>%s</zoneState><regionName>%s</regionName><zoneType>availability-zone</zoneType></item>", z.Name, z.State, f.Region)
 		}
 		body = "<availabilityZoneInfo>" + b.String() + "</availabilityZoneInfo>"
 	case "DescribeInstanceTypes":
