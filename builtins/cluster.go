@@ -63,7 +63,7 @@ func (e *Env) infraFor(ctx context.Context, c contexts.Context) (ClusterInfra, e
 	if e.Infrastructure == nil {
 		return nil, fmt.Errorf("provider %q has no infrastructure support in this build", c.Provider)
 	}
-	return e.Infrastructure(ctx, c)
+	return e.Infrastructure(ctx, e, c)
 }
 
 // SetupResult reports what setup did.

@@ -54,6 +54,15 @@ var _ ClusterInfra = (*AWSInfra)(nil)
 
 func (a *AWSInfra) dir() string { return infra.ModuleDir(a.Env.Dirs.Cache, a.Context.Cluster) }
 
+// runner returns the runner for the module directory and the cluster's
+// backend.
+func (a *AWSInfra) runner() infra.Runner {
+	r := *a.Runner
+	r.Dir = a.dir()
+	r.Bucket, r.Region, r.Profile = a.Context.Bucket, a.Context.Region, a.Context.Profile
+	return r
+}
+
 // Prepare implements ClusterInfra: zones, instance types, AMIs and the VPC
 // are checked through the EC2 API before anything is written or run.
 func (a *AWSInfra) Prepare(ctx context.Context, cl *infra.Cluster) error {
@@ -118,8 +127,7 @@ func (a *AWSInfra) plan(ctx context.Context, v infra.Vars, destroy bool) (PlanSu
 	if _, err := infra.Write(a.dir(), v); err != nil {
 		return PlanSummary{}, fmt.Errorf("write the OpenTofu/Terraform module: %w", err)
 	}
-	r := *a.Runner
-	r.Dir = a.dir()
+	r := a.runner()
 	if err := r.CheckVersion(ctx); err != nil {
 		return PlanSummary{}, err
 	}
@@ -149,8 +157,7 @@ func (a *AWSInfra) Config(infra.Cluster) ([]byte, error) {
 
 // Apply implements ClusterInfra: it applies exactly the shown plan.
 func (a *AWSInfra) Apply(ctx context.Context, _ infra.Cluster) error {
-	r := *a.Runner
-	r.Dir = a.dir()
+	r := a.runner()
 	return r.Apply(ctx)
 }
 
@@ -207,8 +214,7 @@ func (a *AWSInfra) Destroy(ctx context.Context, c contexts.Context) error {
 	if _, err := os.Stat(filepath.Join(a.dir(), infra.PlanFile)); err != nil {
 		return fmt.Errorf("no destroy plan in %s: %w", a.dir(), err)
 	}
-	r := *a.Runner
-	r.Dir = a.dir()
+	r := a.runner()
 	outs, err := r.Outputs(ctx)
 	if err != nil {
 		return err

@@ -90,8 +90,8 @@ func newAWSEnv(t *testing.T) *awsEnv {
 		return parameterstore.New(ssm.New(ssm.Options{Region: "us-west-2", BaseEndpoint: awssdk.String(ae.ssm.URL()), Credentials: creds})), nil
 	}
 	client := ae.ec2.Client(t)
-	ae.Infrastructure = func(_ context.Context, c contexts.Context) (ClusterInfra, error) {
-		return &AWSInfra{Env: ae.Env, Context: c, EC2: client, Bootstrap: fakeBootstrap{},
+	ae.Infrastructure = func(_ context.Context, e *Env, c contexts.Context) (ClusterInfra, error) {
+		return &AWSInfra{Env: e, Context: c, EC2: client, Bootstrap: fakeBootstrap{},
 			Now: func() time.Time { return time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC) },
 			Runner: &infra.Runner{CacheDir: ae.Dirs.Cache, Environ: []string{"PATH=" + os.Getenv("PATH"), "FAKE_TF_LOG=" + ae.log, "FAKE_TF_SEEN=" + ae.seen},
 				LookupEnv: func(k string) (string, bool) { return bin, k == "PODMIN_TF_CMD" }}}, nil

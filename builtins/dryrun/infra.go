@@ -25,9 +25,9 @@ type infraSource struct {
 	recs []record
 }
 
-func (s *infraSource) wrap(real func(context.Context, contexts.Context) (builtins.ClusterInfra, error)) func(context.Context, contexts.Context) (builtins.ClusterInfra, error) {
-	return func(ctx context.Context, c contexts.Context) (builtins.ClusterInfra, error) {
-		inf, err := real(ctx, c)
+func (s *infraSource) wrap(real func(context.Context, *builtins.Env, contexts.Context) (builtins.ClusterInfra, error)) func(context.Context, *builtins.Env, contexts.Context) (builtins.ClusterInfra, error) {
+	return func(ctx context.Context, e *builtins.Env, c contexts.Context) (builtins.ClusterInfra, error) {
+		inf, err := real(ctx, e, c)
 		if err != nil {
 			return nil, err
 		}
