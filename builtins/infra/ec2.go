@@ -296,7 +296,9 @@ func neededSlash64s(c Cluster, v6 netip.Prefix) []slash64 {
 	for _, n := range names {
 		out = append(out, slash64{sub64(v6, idx[n]), "NodeGroup " + n})
 	}
-	for i, n := range c.NAT64Instances() {
+	slots, _ := nat64Indexes(c)
+	for _, n := range c.NAT64Instances() {
+		i := slots[n.Name]
 		out = append(out, slash64{sub64(v6, 192+i), "NAT64 " + n.Name + " data subnet"},
 			slash64{sub64(v6, 224+i), "NAT64 " + n.Name + " management subnet"})
 	}

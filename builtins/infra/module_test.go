@@ -6,7 +6,10 @@ package infra
 
 import (
 	"io/fs"
+	"os"
+	"os/exec"
 	"path"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -14,6 +17,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
 )
 
 // untaggable are the resource types of the module that AWS cannot tag.
@@ -298,6 +302,49 @@ func TestModuleTemplateVariablesMatchTheCall(t *testing.T) {
 	for n := range passed {
 		if !used[n] {
 			t.Errorf("nat64.tf passes %s, which the template does not use", n)
+		}
+	}
+}
+
+// TestNAT64UserDataIsValidBash renders the NAT64 template as
+// templatefile() would and checks the script with bash -n (and ShellCheck
+// when installed).
+func TestNAT64UserDataIsValidBash(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("bash is not installed")
+	}
+	src, err := awsModule.ReadFile("aws/nat64-user-data.sh.tftpl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, diags := hclsyntax.ParseTemplate(src, "nat64-user-data.sh.tftpl", hcl.InitialPos)
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	vars := map[string]cty.Value{
+		"workload_cidrs": cty.ListVal([]cty.Value{cty.StringVal("2600:1f14:abc:de1e::/64"), cty.StringVal("2600:1f14:abc:deac::/64")}),
+	}
+	for _, k := range []string{"cluster", "region", "bucket", "name", "generation", "data_eni", "lifecycle_hook", "jool_key", "jool_sha256"} {
+		vars[k] = cty.StringVal("value-of-" + k)
+	}
+	out, diags := tmpl.Value(&hcl.EvalContext{Variables: vars})
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	script := filepath.Join(t.TempDir(), "nat64.sh")
+	if err := os.WriteFile(script, []byte(out.AsString()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.AsString(), "WORKLOAD_CIDRS=('2600:1f14:abc:de1e::/64' '2600:1f14:abc:deac::/64' )") {
+		t.Errorf("workload CIDRs rendered as:\n%s", out.AsString())
+	}
+	if b, err := exec.Command(bash, "-n", script).CombinedOutput(); err != nil {
+		t.Fatalf("bash -n: %v\n%s", err, b)
+	}
+	if sc, err := exec.LookPath("shellcheck"); err == nil {
+		if b, err := exec.Command(sc, "-s", "bash", script).CombinedOutput(); err != nil {
+			t.Fatalf("shellcheck: %v\n%s", err, b)
 		}
 	}
 }

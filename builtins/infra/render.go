@@ -151,21 +151,42 @@ func subnetIndexes(names []string) (map[string]int, error) {
 	if len(names) > nodegroupNetnums {
 		return nil, fmt.Errorf("%d NodeGroups do not fit the %d IPv6 /64 subnets Podmin assigns to NodeGroups", len(names), nodegroupNetnums)
 	}
+	return hashSlots(names, nodegroupNetnums), nil
+}
+
+// hashSlots places each name at its FNV-1a hash modulo n, probing past
+// taken slots in name order; len(names) must not exceed n.
+func hashSlots(names []string, n int) map[string]int {
 	sorted := append([]string(nil), names...)
 	sort.Strings(sorted)
 	used := map[int]bool{}
 	out := map[string]int{}
-	for _, n := range sorted {
+	for _, name := range sorted {
 		h := fnv.New32a()
-		_, _ = h.Write([]byte(n))
-		i := int(h.Sum32() % nodegroupNetnums)
+		_, _ = h.Write([]byte(name))
+		i := int(h.Sum32() % uint32(n))
 		for used[i] {
-			i = (i + 1) % nodegroupNetnums
+			i = (i + 1) % n
 		}
 		used[i] = true
-		out[n] = i
+		out[name] = i
 	}
-	return out, nil
+	return out
+}
+
+// nat64Indexes gives every NAT64 instance its subnet slot from its name,
+// so adding or removing one never renumbers another's subnets.
+func nat64Indexes(c Cluster) (map[string]int, error) {
+	nats := c.NAT64Instances()
+	capacity := min(nat64Slots, nat64Capacity(c.VPCCIDR))
+	if len(nats) > capacity {
+		return nil, fmt.Errorf("%d NAT64 instances need %d IPv4 /28 subnets, but --vpc-cidr %s holds %d: use a larger VPC CIDR or fewer dedicated NAT64 instances", len(nats), len(nats), c.VPCCIDR, capacity)
+	}
+	names := make([]string, len(nats))
+	for i, n := range nats {
+		names[i] = n.Name
+	}
+	return hashSlots(names, max(capacity, 1)), nil
 }
 
 // nat64Capacity is how many NAT64 data subnets a VPC CIDR holds: /28s, at
@@ -203,16 +224,17 @@ func BuildVars(c Cluster, in Inputs) (Vars, error) {
 	arches := map[string]bool{}
 	via := map[string]string{}
 	nats := c.NAT64Instances()
-	if len(nats) > min(nat64Slots, nat64Capacity(c.VPCCIDR)) {
-		return v, fmt.Errorf("%d NAT64 instances need %d IPv4 /28 subnets, but --vpc-cidr %s holds %d: use a larger VPC CIDR or fewer dedicated NAT64 instances", len(nats), len(nats), c.VPCCIDR, nat64Capacity(c.VPCCIDR))
+	slots, err := nat64Indexes(c)
+	if err != nil {
+		return v, err
 	}
-	for i, n := range nats {
+	for _, n := range nats {
 		arch, err := archOfNAT64(c, n)
 		if err != nil {
 			return v, err
 		}
 		arches[arch] = true
-		v.NAT64[n.Name] = NAT64Var{Zone: n.Zone, InstanceType: n.InstanceType, Arch: arch, SubnetIndex: i}
+		v.NAT64[n.Name] = NAT64Var{Zone: n.Zone, InstanceType: n.InstanceType, Arch: arch, SubnetIndex: slots[n.Name]}
 		for _, ng := range n.NodeGroups {
 			via[ng] = n.Name
 		}

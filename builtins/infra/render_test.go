@@ -249,3 +249,21 @@ func jsonKeys(t *testing.T, v any) []string {
 	sort.Strings(out)
 	return out
 }
+
+func TestNAT64SlotsAreStable(t *testing.T) {
+	c := renderCases()[1].cluster // shared NAT64 in zones a and b
+	before, err := nat64Indexes(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := c.NodeGroups[1]
+	w.Name, w.NAT64 = "batch", "t4g.small"
+	c.NodeGroups = append(c.NodeGroups, w)
+	after, err := nat64Indexes(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != 3 || after["shared-us-west-2a"] != before["shared-us-west-2a"] || after["shared-us-west-2b"] != before["shared-us-west-2b"] {
+		t.Fatalf("adding a dedicated NAT64 renumbered others: %v -> %v", before, after)
+	}
+}
