@@ -267,3 +267,62 @@ func (ae *awsEnv) secret(t *testing.T, key string) string {
 	}
 	return string(v)
 }
+
+func TestAWSTeardownNeedsProofOfTheState(t *testing.T) {
+	ae := newAWSEnv(t)
+	ctx := t.Context()
+	b := rawBucket(t, ae.srv, "demo-state")
+
+	// No state and no variables: nothing to destroy, nothing run.
+	res, err := ae.Teardown(ctx, TeardownOptions{})
+	if err != nil || len(ae.toolCalls(t)) != 0 || !strings.Contains(strings.Join(res.Plan.Steps, ""), "no OpenTofu/Terraform state") {
+		t.Fatalf("teardown without state: %+v %v %v", res, err, ae.toolCalls(t))
+	}
+	// A state without the variables that name its cluster.
+	if _, err := b.Put(ctx, state.TFStatePath, []byte(`{"version":4}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ae.Teardown(ctx, TeardownOptions{}); !errors.Is(err, ErrNotOwned) ||
+		err.Error() != "no proof of ownership: tfstate/podmin.tfstate exists but tfstate/podmin.auto.tfvars.json does not, so Podmin cannot show what the state belongs to: nothing was changed" {
+		t.Fatalf("state without variables: %v", err)
+	}
+	// Variables of another cluster.
+	if _, err := b.Put(ctx, state.TFVarsPath, []byte(`{"cluster":"prod","vpc_cidr":"10.0.0.0/16"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ae.Teardown(ctx, TeardownOptions{}); !errors.Is(err, ErrNotOwned) ||
+		err.Error() != `no proof of ownership: tfstate/podmin.auto.tfvars.json names cluster "prod", not "demo": nothing was changed` {
+		t.Fatalf("another cluster's variables: %v", err)
+	}
+	if calls := ae.toolCalls(t); len(calls) != 0 {
+		t.Fatalf("OpenTofu/Terraform ran without proof: %v", calls)
+	}
+
+	// With proof, teardown plans the destroy, checks the VPC tag and applies;
+	// secrets, bucket and context stay.
+	if _, err := ae.Setup(ctx, SetupOptions{VPCCIDR: "10.0.0.0/16", NodeGroup: []string{"default"}}); err != nil {
+		t.Fatal(err)
+	}
+	ae.ec2.VPCs = []ec2test.VPC{{ID: "vpc-owned", CIDR: "10.0.0.0/16", Tags: map[string]string{"podmin:cluster": "demo"}}}
+	before := len(ae.toolCalls(t))
+	var shown PlanSummary
+	if _, err := ae.Teardown(ctx, TeardownOptions{Confirm: func(p PlanSummary) error { shown = p; return nil }}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(ae.toolCalls(t)[before:], " "); got != "version init plan show output apply" || shown.Add != 2 {
+		t.Fatalf("teardown calls %s, plan %+v", got, shown)
+	}
+	data, _ := os.ReadFile(ae.log)
+	if !strings.Contains(string(data), "arg=-destroy") {
+		t.Fatal("teardown did not plan a destroy")
+	}
+	if ae.secret(t, "cluster-ca") == "" {
+		t.Fatal("teardown deleted a CA secret")
+	}
+	if _, err := ae.CurrentContext(); err != nil {
+		t.Fatal(err)
+	}
+	if exists, err := b.BucketExists(ctx); !exists || err != nil {
+		t.Fatalf("teardown removed the bucket: %v", err)
+	}
+}
