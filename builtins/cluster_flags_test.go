@@ -171,3 +171,26 @@ func TestAgentSourceMustBeAPodminCheckout(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// FuzzParseSetupNodeGroup checks that any --nodegroup value is either
+// refused with ErrInvalidSetup or yields a NodeGroup within every rule.
+func FuzzParseSetupNodeGroup(f *testing.F) {
+	for _, s := range []string{"default", "workers,size=3,disk-size=100,instance-type=c8g.large,zone=b,nat64=t4g.small",
+		"a,zone=us-west-2c", "x,,", "web,size=1,size=2", "Web", "a,disk-size=99999999999999999999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		cl, err := parseSetup(SetupOptions{VPCCIDR: "10.0.0.0/16", NodeGroup: []string{raw}}, awsCtx)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidSetup) {
+				t.Fatalf("%q: error %v is not ErrInvalidSetup", raw, err)
+			}
+			return
+		}
+		ng := cl.NodeGroups[0]
+		if ng.DiskSize < infra.MinDiskSize || ng.DiskSize > infra.MaxDiskSize || ng.Size < 0 || ng.Size > infra.MaxSize ||
+			!instanceTypeRE.MatchString(ng.InstanceType) || (ng.Zone != "" && !fullZoneRE.MatchString(ng.Zone)) {
+			t.Fatalf("%q accepted as %+v", raw, ng)
+		}
+	})
+}
