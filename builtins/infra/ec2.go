@@ -29,6 +29,7 @@ const ClusterTag = "podmin:cluster"
 type EC2API interface {
 	DescribeAvailabilityZones(ctx context.Context, in *ec2.DescribeAvailabilityZonesInput, opts ...func(*ec2.Options)) (*ec2.DescribeAvailabilityZonesOutput, error)
 	DescribeInstanceTypes(ctx context.Context, in *ec2.DescribeInstanceTypesInput, opts ...func(*ec2.Options)) (*ec2.DescribeInstanceTypesOutput, error)
+	DescribeInstanceTypeOfferings(ctx context.Context, in *ec2.DescribeInstanceTypeOfferingsInput, opts ...func(*ec2.Options)) (*ec2.DescribeInstanceTypeOfferingsOutput, error)
 	DescribeImages(ctx context.Context, in *ec2.DescribeImagesInput, opts ...func(*ec2.Options)) (*ec2.DescribeImagesOutput, error)
 	DescribeVpcs(ctx context.Context, in *ec2.DescribeVpcsInput, opts ...func(*ec2.Options)) (*ec2.DescribeVpcsOutput, error)
 	DescribeVpcAttribute(ctx context.Context, in *ec2.DescribeVpcAttributeInput, opts ...func(*ec2.Options)) (*ec2.DescribeVpcAttributeOutput, error)
@@ -141,6 +142,37 @@ func ResolveInstanceTypes(ctx context.Context, api EC2API, c *Cluster) error {
 	c.NAT64Arch = map[string]string{}
 	for _, n := range c.NAT64Instances() {
 		c.NAT64Arch[n.InstanceType] = arch[n.InstanceType]
+	}
+	for _, ng := range c.NodeGroups {
+		if err := offered(ctx, api, ng.InstanceType, ng.Zone, "--nodegroup "+ng.Name); err != nil {
+			return err
+		}
+	}
+	for _, n := range c.NAT64Instances() {
+		if err := offered(ctx, api, n.InstanceType, n.Zone, "NAT64 "+n.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// offered requires the instance type to be offered in the zone. A zone
+// left empty (not yet resolved) is not checked.
+func offered(ctx context.Context, api EC2API, typ, zone, what string) error {
+	if zone == "" {
+		return nil
+	}
+	out, err := api.DescribeInstanceTypeOfferings(ctx, &ec2.DescribeInstanceTypeOfferingsInput{
+		LocationType: types.LocationTypeAvailabilityZone,
+		Filters: []types.Filter{
+			{Name: aws.String("location"), Values: []string{zone}},
+			{Name: aws.String("instance-type"), Values: []string{typ}},
+		}})
+	if err != nil {
+		return fmt.Errorf("check that %s is offered in %s: %w", typ, zone, err)
+	}
+	if len(out.InstanceTypeOfferings) == 0 {
+		return fmt.Errorf("%w: %s: instance type %s is not offered in zone %s: choose another zone= or instance-type=", ErrIncompatible, what, typ, zone)
 	}
 	return nil
 }

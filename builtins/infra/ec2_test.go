@@ -55,6 +55,15 @@ func TestResolveInstanceTypes(t *testing.T) {
 		!reflect.DeepEqual(c.NAT64Arch, map[string]string{"t4g.nano": "arm64", "t4g.small": "arm64"}) {
 		t.Fatalf("architectures %+v %v", c.NodeGroups, c.NAT64Arch)
 	}
+	// A type not offered in the NodeGroup's zone.
+	f := ec2test.New()
+	f.NotOffered = map[string]bool{"us-west-2b/c8g.large": true}
+	c = prepared()
+	c.NodeGroups[0].InstanceType, c.NodeGroups[0].Zone = "c8g.large", "us-west-2b"
+	if err := ResolveInstanceTypes(context.Background(), f.Client(t), &c); !errors.Is(err, ErrIncompatible) ||
+		err.Error() != "incompatible with the requested setup: --nodegroup default: instance type c8g.large is not offered in zone us-west-2b: choose another zone= or instance-type=" {
+		t.Errorf("not offered: %v", err)
+	}
 	for _, tc := range []struct{ typ, nat, want string }{
 		{"t2.micro", "", "--nodegroup default: instance type t2.micro cannot run Podmin: it is not a Nitro type: choose"},
 		{"a1.medium", "", "--nodegroup default: instance type a1.medium cannot run Podmin: it does not support IPv6; it supports fewer than two network interfaces: choose"},

@@ -36,6 +36,9 @@ type FakeEC2 struct {
 	Images  []Image
 	VPCs    []VPC
 	Subnets []Subnet
+	// NotOffered lists "zone/type" pairs DescribeInstanceTypeOfferings
+	// leaves out; every other type is offered in every zone.
+	NotOffered map[string]bool
 	// Calls records each Action, in order.
 	Calls []string
 }
@@ -146,6 +149,21 @@ func (f *FakeEC2) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				name, it.Hypervisor, it.Arch, it.IPv6, it.MaxENIs)
 		}
 		body = "<instanceTypeSet>" + b.String() + "</instanceTypeSet>"
+	case "DescribeInstanceTypeOfferings":
+		if q.Get("LocationType") != "availability-zone" {
+			f.fail(w, 400, "InvalidParameterValue", "unsupported LocationType "+q.Get("LocationType"))
+			return
+		}
+		filters := filterParams(q)
+		var b strings.Builder
+		for _, zone := range filters["location"] {
+			for _, typ := range filters["instance-type"] {
+				if _, ok := f.Types[typ]; ok && !f.NotOffered[zone+"/"+typ] {
+					fmt.Fprintf(&b, "<item><instanceType>%s</instanceType><locationType>availability-zone</locationType><location>%s</location></item>", typ, zone)
+				}
+			}
+		}
+		body = "<instanceTypeOfferingSet>" + b.String() + "</instanceTypeOfferingSet>"
 	case "DescribeImages":
 		owners := listParam(q, "Owner")
 		filters := filterParams(q)
