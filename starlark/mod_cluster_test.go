@@ -90,3 +90,39 @@ print(d.bucket_deleted, d.context_removed, d.planned)
 		t.Error("the context remains after destroy")
 	}
 }
+
+func TestClusterSetupDryRunOnLocal(t *testing.T) {
+	e := newEnv(t)
+	script := e.write("main.star", `
+s = podmin.cluster.setup(nodegroup = ["default,size=2"], confirm = True)
+print(s.planned, [x.action for x in s.secrets], s.config_changed, len(s.local_agents))
+`)
+	before := snapshot(t, e.dir)
+	h := e.host(Options{DryRun: true})
+	if err := h.Run(context.Background(), script, nil); err != nil {
+		t.Fatal(err)
+	}
+	_ = h.Close()
+	if after := snapshot(t, e.dir); !maps.Equal(before, after) {
+		t.Fatal("a dry run of setup changed the state")
+	}
+	if e.stdout.String() != "True [\"created\", \"created\"] True 2\n" {
+		t.Fatalf("stdout %q", e.stdout.String())
+	}
+	var calls []string
+	for _, st := range h.Plan().Steps() {
+		for _, c := range st.Changes {
+			calls = append(calls, st.Call+": "+c.Action+" "+c.Kind+" "+c.Target)
+		}
+	}
+	got := strings.Join(calls, "\n")
+	for _, want := range []string{
+		"podmin.cluster.setup(): created secret /test/_system/workload-ca-key",
+		"podmin.cluster.setup(): created secret /test/_system/cluster-ca",
+		"podmin.cluster.setup(): created object tfstate/podmin.auto.tfvars.json",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("plan lacks %q:\n%s", want, got)
+		}
+	}
+}
