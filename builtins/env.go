@@ -65,6 +65,10 @@ type Env struct {
 	// Transport, when set, carries every registry request (pull, build's
 	// base images); a recipe test sets one that refuses the network.
 	Transport http.RoundTripper
+	// Infrastructure opens a cloud provider's compute and networking for
+	// setup, teardown and destroy, for the operation running in e (a dry
+	// run's own Env); nil supports only the local provider.
+	Infrastructure func(ctx context.Context, e *Env, c contexts.Context) (ClusterInfra, error)
 }
 
 // path resolves a user-supplied file path against WorkDir.

@@ -10,4 +10,4 @@ import "errors"
 // that the cluster owns what it would change or delete (an untagged
 // bucket, a VPC it did not create). Like ErrNotConfirmed and
 // ErrForeignBucket it is a refusal for safety: the CLI exits 4.
-var ErrNotOwned = errors.New("ownership not proven")
+var ErrNotOwned = errors.New("no proof of ownership")

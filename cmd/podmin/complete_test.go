@@ -27,7 +27,7 @@ func (c *cli) completions(args ...string) []string {
 
 func TestCompletionWithoutContext(t *testing.T) {
 	c := newCLI(t) // a fresh home: no contexts file at all
-	if got := strings.Join(c.completions("de"), " "); got != "delete deploy" {
+	if got := strings.Join(c.completions("de"), " "); got != "delete deploy destroy" {
 		t.Errorf("commands: %q", got)
 	}
 	if got := strings.Join(c.completions("list", "-o", ""), " "); got != "table json yaml" {

@@ -63,5 +63,6 @@ func run(ctx context.Context, args []string, stdin io.Reader, rawStdout, rawStde
 		Secrets:   secretStores(dirs),
 		Scrub:     reg,
 	}
+	env.Infrastructure = clusterInfrastructure(stderr, lookupEnv)
 	return execute(ctx, newRoot(env), args, stdout, stderr)
 }

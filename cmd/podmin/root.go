@@ -71,6 +71,7 @@ Start with "podmin connect CLUSTER --provider local --bucket NAME".`,
 		newRecipesCmd(env),
 		newVersionCmd(),
 	)
+	root.AddCommand(clusterCommands(env)...)
 	root.AddCommand(starlarkCommands(env)...)
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
