@@ -54,18 +54,38 @@ func (s *Store) Index(repo string) (*v1.IndexManifest, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(filepath.Join(dir, "index.json"))
+	data, err := readLocalIndex(filepath.Join(dir, "index.json"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("repository %s: %w", repo, ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read local index of %s: %w", repo, err)
+		return nil, fmt.Errorf("local index of %s: %w", repo, err)
 	}
 	m, err := ParseIndex(data)
 	if err != nil {
 		return nil, fmt.Errorf("local repository %s: %w", repo, err)
 	}
 	return m, nil
+}
+
+// readLocalIndex reads an index.json of at most MaxIndexSize bytes,
+// refusing a larger one without reading it.
+func readLocalIndex(p string) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if fi.Size() > MaxIndexSize {
+		return nil, fmt.Errorf("index.json is %d bytes, more than the %d byte limit: remove unused tags from the repository", fi.Size(), MaxIndexSize)
+	}
+	data, err := readLimited(f, MaxIndexSize, "index.json")
+	if err != nil {
+		return nil, fmt.Errorf("%w: remove unused tags from the repository", err)
+	}
+	return data, nil
 }
 
 // Lookup returns the descriptor tagged tag in repo, or ErrNotFound.
@@ -127,6 +147,30 @@ func (d dirSource) Blob(ctx context.Context, h v1.Hash) ([]byte, error) {
 		return nil, fmt.Errorf("blob %s: %w: pull or build the image again", h, ErrNotFound)
 	}
 	return data, err
+}
+
+// OpenBlob opens one blob of the layout for streaming.
+func (d dirSource) OpenBlob(ctx context.Context, h v1.Hash) (io.ReadCloser, int64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err
+	}
+	p, err := blobFile(string(d), h)
+	if err != nil {
+		return nil, 0, err
+	}
+	f, err := os.Open(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, 0, fmt.Errorf("blob %s: %w: pull or build the image again", h, ErrNotFound)
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, fi.Size(), nil
 }
 
 // blobFile is <dir>/blobs/sha256/<hex>.
