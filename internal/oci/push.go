@@ -187,11 +187,13 @@ func writeBlobObject(ctx context.Context, bucket objstore.Store, src Source, key
 	if err != nil {
 		return err
 	}
-	defer rc.Close()
 	if size != d.Size {
+		rc.Close()
 		return fmt.Errorf("blob %s is %d bytes, not %d as its descriptor says: %w: pull or build the image again", d.Digest, size, d.Size, ErrDigestMismatch)
 	}
-	_, err = objstore.WriteObject(ctx, bucket, key, VerifyingReader(rc, d), d.Size, objstore.PutOptions{IfAbsent: true})
+	body := PrefetchingVerifier(rc, d)
+	defer body.Close()
+	_, err = objstore.WriteObject(ctx, bucket, key, body, d.Size, objstore.PutOptions{IfAbsent: true})
 	return err
 }
 
