@@ -105,7 +105,8 @@ func (e *Env) Build(ctx context.Context, opts BuildOptions) (ImageResult, error)
 	e.progress("building %d platform(s) from %s", len(platforms), dir)
 	idx, err := build.Build(ctx, build.Options{
 		ContextDir: e.path(dir), File: file, Platforms: platforms,
-		Base: build.StoreBase(store, opts.Pull, e.remoteOptions()...),
+		Base:  build.StoreBase(store, opts.Pull, e.remoteOptions()...),
+		Store: store, Repository: refs[0].Repo,
 	})
 	if err != nil {
 		return ImageResult{}, fmt.Errorf("build: %w", err)

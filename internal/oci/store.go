@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"os"
@@ -212,6 +213,81 @@ func (s *Store) Tag(repo string, d v1.Descriptor, tags ...string) error {
 		return err
 	}
 	return paths.WriteFileAtomic(filepath.Join(dir, "index.json"), data, 0o644)
+}
+
+// BlobWriter streams one new blob into a repository of the store: bytes
+// go to a temporary file in the layout's blob directory while they are
+// hashed, and Commit renames the file to the digest they hashed to.
+type BlobWriter struct {
+	f    *os.File
+	dir  string
+	h    hash.Hash
+	n    int64
+	done bool
+}
+
+// NewBlob starts a blob in repo, whose layout directory is created when
+// missing. Call Commit or Abort.
+func (s *Store) NewBlob(repo string) (*BlobWriter, error) {
+	dir, err := s.Dir(repo)
+	if err != nil {
+		return nil, err
+	}
+	blobs := filepath.Join(dir, "blobs", "sha256")
+	if err := os.MkdirAll(blobs, 0o755); err != nil {
+		return nil, fmt.Errorf("create blob directory: %w", err)
+	}
+	f, err := os.CreateTemp(blobs, ".tmp-*")
+	if err != nil {
+		return nil, fmt.Errorf("create blob: %w", err)
+	}
+	return &BlobWriter{f: f, dir: dir, h: sha256.New()}, nil
+}
+
+// Write adds p to the blob.
+func (w *BlobWriter) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	w.h.Write(p[:n])
+	w.n += int64(n)
+	return n, err
+}
+
+// Size is the number of bytes written so far.
+func (w *BlobWriter) Size() int64 { return w.n }
+
+// Commit makes the blob visible under its digest (keeping an existing
+// blob of that digest) and returns its descriptor without a media type.
+func (w *BlobWriter) Commit() (v1.Descriptor, error) {
+	if w.done {
+		return v1.Descriptor{}, errors.New("blob already committed or aborted")
+	}
+	w.done = true
+	defer os.Remove(w.f.Name())
+	err := w.f.Sync()
+	if cerr := w.f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return v1.Descriptor{}, fmt.Errorf("write blob: %w", err)
+	}
+	d := v1.Descriptor{Size: w.n, Digest: v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(w.h.Sum(nil))}}
+	p, _ := blobFile(w.dir, d.Digest)
+	if exists(p) {
+		return d, nil
+	}
+	if err := os.Rename(w.f.Name(), p); err != nil {
+		return v1.Descriptor{}, fmt.Errorf("write blob %s: %w", d.Digest, err)
+	}
+	return d, nil
+}
+
+// Abort discards the blob; after Commit it does nothing.
+func (w *BlobWriter) Abort() {
+	if !w.done {
+		w.done = true
+		w.f.Close()
+		os.Remove(w.f.Name())
+	}
 }
 
 // writeBlob stores r under h unless the blob exists, verifying the digest

@@ -5,11 +5,9 @@
 package build
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -20,8 +18,9 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"podmin.dev/podmin/internal/oci"
 )
 
 // ScratchUser is the user of FROM scratch images: the conventional
@@ -42,6 +41,15 @@ type Options struct {
 	Platforms []v1.Platform
 	// Base resolves base images; FROM scratch needs none.
 	Base BaseFunc
+	// Store, when set, receives every layer while it is built: its tar is
+	// streamed through gzip into a blob of Repository in the local store
+	// (a temporary file renamed to its digest), so no layer is held in
+	// memory, and Store.Write of the result finds the layers in place.
+	// Without a Store layers are kept in memory, which suits small tests.
+	Store *oci.Store
+	// Repository is the local repository ("registry/repository") that
+	// Store receives the layers in; the image is usually written there.
+	Repository string
 }
 
 // Build builds one image per platform, concurrently, and returns them as
@@ -73,7 +81,7 @@ func Build(ctx context.Context, opts Options) (v1.ImageIndex, error) {
 	var wg sync.WaitGroup
 	for i := range specs {
 		wg.Go(func() {
-			images[i], errs[i] = buildImage(ctx, bc, specs[i], opts.Platforms[i], opts.Base)
+			images[i], errs[i] = buildImage(ctx, bc, specs[i], opts.Platforms[i], opts)
 			if errs[i] != nil {
 				errs[i] = fmt.Errorf("%s for %s: %w", file, opts.Platforms[i].String(), errs[i])
 			}
@@ -106,8 +114,8 @@ func readContainerfile(opts Options) (string, string, error) {
 	return file, string(data), nil
 }
 
-func buildImage(ctx context.Context, bc *buildContext, s spec, p v1.Platform, base BaseFunc) (v1.Image, error) {
-	img, err := baseImage(ctx, s.from, p, base)
+func buildImage(ctx context.Context, bc *buildContext, s spec, p v1.Platform, opts Options) (v1.Image, error) {
+	img, err := baseImage(ctx, s.from, p, opts.Base)
 	if err != nil {
 		return nil, err
 	}
@@ -115,15 +123,13 @@ func buildImage(ctx context.Context, bc *buildContext, s spec, p v1.Platform, ba
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		data, err := bc.layer(c)
+		entries, err := bc.layerEntries(c)
 		if err != nil {
 			return nil, err
 		}
-		l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-			return io.NopCloser(bytes.NewReader(data)), nil
-		}, tarball.WithMediaType(types.OCILayer), tarball.WithCompressedCaching)
+		l, err := buildLayer(ctx, entries, opts)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("line %d: COPY: %w", c.line, err)
 		}
 		img, err = mutate.Append(img, mutate.Addendum{Layer: l, MediaType: types.OCILayer, History: v1.History{
 			Created: v1.Time{Time: epoch}, CreatedBy: c.display, Comment: "podmin build",
