@@ -310,6 +310,9 @@ func writeBlob(dir string, h v1.Hash, r io.Reader) error {
 	defer os.Remove(tmp.Name())
 	sum := sha256.New()
 	_, err = io.Copy(io.MultiWriter(tmp, sum), r)
+	if err == nil {
+		err = tmp.Sync()
+	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
