@@ -16,6 +16,7 @@ import (
 	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/paths"
+	"podmin.dev/podmin/internal/progress"
 	"podmin.dev/podmin/internal/scrub"
 	"podmin.dev/podmin/internal/secrets"
 	"podmin.dev/podmin/internal/state"
@@ -31,6 +32,10 @@ type Env struct {
 	// Progress receives human-readable progress lines (stderr in the CLI);
 	// nil discards them.
 	Progress func(msg string)
+	// Transfers shows the progress of long transfers (push, pull, build):
+	// bars on a terminal, periodic lines in logs; nil shows nothing. The
+	// CLI and recipes share it, so a recipe's push shows the same bars.
+	Transfers progress.Sink
 	// WorkDir resolves relative file paths; empty means the process's
 	// working directory.
 	WorkDir string

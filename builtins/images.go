@@ -101,7 +101,7 @@ func (e *Env) Build(ctx context.Context, opts BuildOptions) (ImageResult, error)
 	if file != "" {
 		file = e.path(file)
 	}
-	store := e.imageStore()
+	store := e.imageStore().WithProgress(e.Transfers, "build "+refs[0].String())
 	e.progress("building %d platform(s) from %s", len(platforms), dir)
 	idx, err := build.Build(ctx, build.Options{
 		ContextDir: e.path(dir), File: file, Platforms: platforms,
@@ -113,8 +113,9 @@ func (e *Env) Build(ctx context.Context, opts BuildOptions) (ImageResult, error)
 	}
 	var d v1.Descriptor
 	res := ImageResult{}
+	// The build reported its layers as it streamed them into the store.
 	for _, r := range refs {
-		if d, err = store.Write(ctx, r.Repo, idx, r.Tag); err != nil {
+		if d, err = store.WithoutProgress().Write(ctx, r.Repo, idx, r.Tag); err != nil {
 			return ImageResult{}, err
 		}
 		res.References = append(res.References, r.String())
@@ -135,7 +136,7 @@ func (e *Env) Pull(ctx context.Context, opts PullOptions) (ImageResult, error) {
 
 func (e *Env) pull(ctx context.Context, r oci.LocalRef) (ImageResult, error) {
 	e.progress("pulling %s", r.Remote)
-	store := e.imageStore()
+	store := e.imageStore().WithProgress(e.Transfers, "pull "+r.Remote.String())
 	d, err := store.Pull(ctx, r.Remote, r.Repo, r.Tag, e.remoteOptions()...)
 	if err != nil {
 		return ImageResult{}, err
@@ -195,9 +196,7 @@ func (e *Env) Push(ctx context.Context, opts PushOptions) (PushResult, error) {
 		return PushResult{}, err
 	}
 	res, err := oci.Push(ctx, bucket, blobs, top, dst.Layout, dst.Tag, oci.PushOptions{
-		Progress: func(p oci.PushProgress) {
-			e.progress("pushing %s: %d/%d blobs, %d uploaded (%d bytes)", dst, p.Done, p.Total, p.Uploaded, p.Bytes)
-		},
+		Sink: e.Transfers, Title: "push " + dst.String(),
 	})
 	if err != nil {
 		return PushResult{}, fmt.Errorf("push %s to %s: %w", src, dst, err)

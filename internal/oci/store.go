@@ -22,6 +22,7 @@ import (
 
 	"podmin.dev/podmin/internal/manifest"
 	"podmin.dev/podmin/internal/paths"
+	"podmin.dev/podmin/internal/progress"
 )
 
 // ErrNotFound reports a repository, tag or blob missing from the local store.
@@ -33,11 +34,36 @@ var ErrNotFound = errors.New("not in the local image store")
 // atomically; blobs are written once under their digest.
 type Store struct {
 	root string
+	// sink shows the layers Write stores under title.
+	sink  progress.Sink
+	title string
 }
 
 // NewStore returns the store rooted at root (Podmin's cache directory plus
 // "images"). It creates nothing until something is written.
 func NewStore(root string) *Store { return &Store{root: root} }
+
+// WithProgress returns the same store whose writes (pull, build) show
+// their layers in sink under title.
+func (s *Store) WithProgress(sink progress.Sink, title string) *Store {
+	c := *s
+	c.sink, c.title = sink, title
+	return &c
+}
+
+// BeginTransfer starts a transfer in the store's progress sink (see
+// WithProgress) under its title; build reports the layers it streams into
+// the store there.
+func (s *Store) BeginTransfer(total int64) progress.Transfer {
+	return progress.Or(s.sink).Begin(s.title, total)
+}
+
+// WithoutProgress returns the same store without a progress sink.
+func (s *Store) WithoutProgress() *Store {
+	c := *s
+	c.sink, c.title = nil, ""
+	return &c
+}
 
 // Dir returns the layout directory of repo ("registry/repository"), after
 // checking the name with the reference rules, so no name escapes the root.

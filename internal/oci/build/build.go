@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"podmin.dev/podmin/internal/oci"
+	"podmin.dev/podmin/internal/progress"
 )
 
 // ScratchUser is the user of FROM scratch images: the conventional
@@ -45,6 +46,8 @@ type Options struct {
 	// streamed through gzip into a blob of Repository in the local store
 	// (a temporary file renamed to its digest), so no layer is held in
 	// memory, and Store.Write of the result finds the layers in place.
+	// The layers are reported as items of one transfer in the store's
+	// progress sink (oci.Store.WithProgress).
 	// Without a Store layers are kept in memory, which suits small tests.
 	Store *oci.Store
 	// Repository is the local repository ("registry/repository") that
@@ -76,19 +79,25 @@ func Build(ctx context.Context, opts Options) (v1.ImageIndex, error) {
 	if err != nil {
 		return nil, err
 	}
+	t := progress.Or(nil).Begin("", 0)
+	if opts.Store != nil {
+		t = opts.Store.BeginTransfer(0)
+	}
 	images := make([]v1.Image, len(specs))
 	errs := make([]error, len(specs))
 	var wg sync.WaitGroup
 	for i := range specs {
 		wg.Go(func() {
-			images[i], errs[i] = buildImage(ctx, bc, specs[i], opts.Platforms[i], opts)
+			images[i], errs[i] = buildImage(ctx, bc, specs[i], opts.Platforms[i], opts, t)
 			if errs[i] != nil {
 				errs[i] = fmt.Errorf("%s for %s: %w", file, opts.Platforms[i].String(), errs[i])
 			}
 		})
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	err = errors.Join(errs...)
+	t.End(err)
+	if err != nil {
 		return nil, err
 	}
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
@@ -114,7 +123,7 @@ func readContainerfile(opts Options) (string, string, error) {
 	return file, string(data), nil
 }
 
-func buildImage(ctx context.Context, bc *buildContext, s spec, p v1.Platform, opts Options) (v1.Image, error) {
+func buildImage(ctx context.Context, bc *buildContext, s spec, p v1.Platform, opts Options, t progress.Transfer) (v1.Image, error) {
 	img, err := baseImage(ctx, s.from, p, opts.Base)
 	if err != nil {
 		return nil, err
@@ -127,7 +136,9 @@ func buildImage(ctx context.Context, bc *buildContext, s spec, p v1.Platform, op
 		if err != nil {
 			return nil, err
 		}
-		l, err := buildLayer(ctx, entries, opts)
+		it := t.Item(p.String()+": "+c.display, contentSize(entries))
+		l, err := buildLayer(ctx, entries, opts, it)
+		it.Done()
 		if err != nil {
 			return nil, fmt.Errorf("line %d: COPY: %w", c.line, err)
 		}

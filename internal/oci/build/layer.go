@@ -15,6 +15,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"podmin.dev/podmin/internal/progress"
 )
 
 // epoch is every timestamp in a built image, so builds are reproducible.
@@ -127,7 +129,7 @@ func (c *buildContext) entry(rel string) (entry, error) {
 
 // writeTar writes the tar of entries to w, in path order, reading each
 // file as it goes.
-func writeTar(w io.Writer, entries map[string]entry) error {
+func writeTar(w io.Writer, entries map[string]entry, it progress.Item) error {
 	names := make([]string, 0, len(entries))
 	for n := range entries {
 		names = append(names, n)
@@ -150,7 +152,7 @@ func writeTar(w io.Writer, entries map[string]entry) error {
 			return fmt.Errorf("layer entry %s: %w", n, err)
 		}
 		if e.typ == tar.TypeReg {
-			if err := copyFile(tw, e.src, e.size); err != nil {
+			if err := copyFile(tw, e.src, e.size, it); err != nil {
 				return err
 			}
 		}
@@ -158,13 +160,13 @@ func writeTar(w io.Writer, entries map[string]entry) error {
 	return tw.Close()
 }
 
-func copyFile(w io.Writer, file string, size int64) error {
+func copyFile(w io.Writer, file string, size int64, it progress.Item) error {
 	f, err := os.Open(file)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	n, err := io.Copy(w, io.LimitReader(f, size))
+	n, err := io.Copy(w, progress.Reader(it, io.LimitReader(f, size)))
 	if err == nil && n != size {
 		err = fmt.Errorf("%s changed size during the build: build again", file)
 	}

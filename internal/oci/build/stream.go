@@ -17,7 +17,18 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"podmin.dev/podmin/internal/oci"
+	"podmin.dev/podmin/internal/progress"
 )
+
+// contentSize is the number of file bytes a layer of entries holds, which
+// its progress item counts.
+func contentSize(entries map[string]entry) int64 {
+	var n int64
+	for _, e := range entries {
+		n += e.size
+	}
+	return n
+}
 
 // gzipLevel is the compression of built layers: fast, as go-containerregistry
 // compresses by default, so a layer's digest depends on its content alone.
@@ -26,11 +37,11 @@ const gzipLevel = gzip.BestSpeed
 // buildLayer streams the tar of entries through gzip into the local store
 // (or memory without opts.Store), hashing the tar for the layer's diff ID
 // and the compressed bytes for its digest on the way.
-func buildLayer(ctx context.Context, entries map[string]entry, opts Options) (v1.Layer, error) {
+func buildLayer(ctx context.Context, entries map[string]entry, opts Options, it progress.Item) (v1.Layer, error) {
 	if opts.Store == nil {
 		var buf bytes.Buffer
 		h := sha256.New()
-		diffID, err := compressTar(ctx, io.MultiWriter(&buf, h), entries)
+		diffID, err := compressTar(ctx, io.MultiWriter(&buf, h), entries, it)
 		if err != nil {
 			return nil, err
 		}
@@ -45,7 +56,7 @@ func buildLayer(ctx context.Context, entries map[string]entry, opts Options) (v1
 	if err != nil {
 		return nil, err
 	}
-	diffID, err := compressTar(ctx, w, entries)
+	diffID, err := compressTar(ctx, w, entries, it)
 	if err != nil {
 		w.Abort()
 		return nil, err
@@ -70,13 +81,13 @@ func buildLayer(ctx context.Context, entries map[string]entry, opts Options) (v1
 
 // compressTar writes the gzip-compressed tar of entries to w and returns
 // the digest of the uncompressed tar.
-func compressTar(ctx context.Context, w io.Writer, entries map[string]entry) (v1.Hash, error) {
+func compressTar(ctx context.Context, w io.Writer, entries map[string]entry, it progress.Item) (v1.Hash, error) {
 	gz, err := gzip.NewWriterLevel(w, gzipLevel)
 	if err != nil {
 		return v1.Hash{}, err
 	}
 	h := sha256.New()
-	if err := writeTar(ctxWriter{ctx, io.MultiWriter(gz, h)}, entries); err != nil {
+	if err := writeTar(ctxWriter{ctx, io.MultiWriter(gz, h)}, entries, it); err != nil {
 		return v1.Hash{}, err
 	}
 	if err := gz.Close(); err != nil {
