@@ -134,6 +134,40 @@ func BenchmarkStreamPushServe(b *testing.B) {
 		if last.bucket == nil {
 			continue
 		}
+		// The store's own ceiling: the same file written with
+		// objstore.WriteObject, unverified, handed over as an *os.File
+		// (which a store may read at offsets) and as a plain reader (as a
+		// push hands it over).
+		for _, plain := range []bool{false, true} {
+			name := last.name + "/store-write-file"
+			if plain {
+				name = last.name + "/store-write-reader"
+			}
+			b.Run(name, func(b *testing.B) {
+				var took time.Duration
+				n := 0
+				for b.Loop() {
+					tg := newTarget(parent)
+					f, err := os.Open(img.file)
+					if err != nil {
+						b.Fatal(err)
+					}
+					var body io.Reader = f
+					if plain {
+						body = struct{ io.Reader }{f}
+					}
+					start := time.Now()
+					_, err = objstore.WriteObject(b.Context(), tg.bucket, "ceiling/blob", body, size, objstore.PutOptions{IfAbsent: true})
+					took += time.Since(start)
+					f.Close()
+					if err != nil {
+						b.Fatal(err)
+					}
+					n++
+				}
+				b.ReportMetric(rate(took/time.Duration(n))/1e6, "MB/s")
+			})
+		}
 		b.Run(last.name+"/serve", func(b *testing.B) {
 			objects := registryObjects(last.bucket)
 			url := "/v2/apps/big/blobs/" + img.layer.Digest.String()
