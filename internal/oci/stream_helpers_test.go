@@ -232,7 +232,7 @@ func pushChild(t testing.TB, img bigImage, tg target) (time.Duration, int64) {
 	return time.Duration(secs * float64(time.Second)), ru.Maxrss << 10 // Maxrss is in KiB on Linux
 }
 
-// listBlobs returns the blob keys under dst and checks that each is a
+// checkBlobsComplete returns the blob keys under dst and checks that each is a
 // complete blob: its content hashes to its name.
 func checkBlobsComplete(t testing.TB, bucket objstore.Store, dst state.OCILayout) []string {
 	t.Helper()
