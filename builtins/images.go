@@ -105,15 +105,17 @@ func (e *Env) Build(ctx context.Context, opts BuildOptions) (ImageResult, error)
 	e.progress("building %d platform(s) from %s", len(platforms), dir)
 	idx, err := build.Build(ctx, build.Options{
 		ContextDir: e.path(dir), File: file, Platforms: platforms,
-		Base: build.StoreBase(store, opts.Pull, e.remoteOptions()...),
+		Base:  build.StoreBase(store, opts.Pull, e.remoteOptions()...),
+		Store: store, Repository: refs[0].Repo,
 	})
 	if err != nil {
 		return ImageResult{}, fmt.Errorf("build: %w", err)
 	}
 	var d v1.Descriptor
 	res := ImageResult{}
+	// The build reported its layers as it streamed them into the store.
 	for _, r := range refs {
-		if d, err = store.Write(ctx, r.Repo, idx, r.Tag); err != nil {
+		if d, err = store.WithoutProgress().Write(ctx, r.Repo, idx, r.Tag); err != nil {
 			return ImageResult{}, err
 		}
 		res.References = append(res.References, r.String())

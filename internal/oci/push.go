@@ -170,22 +170,48 @@ func uploadBlob(ctx context.Context, bucket objstore.Store, src Source, dst stat
 	}
 	it := t.Item(progress.ShortName(d.Digest.String()), d.Size)
 	defer it.Done()
-	data, err := src.Blob(ctx, d.Digest)
-	if err != nil {
-		return false, err
-	}
-	if err := Verify(data, d); err != nil {
-		return false, err
-	}
-	_, err = bucket.PutIfAbsent(ctx, key, data)
-	it.Add(int64(len(data)))
-	if err != nil {
+	if err := writeBlobObject(ctx, bucket, src, key, d, it); err != nil {
 		if errors.Is(err, objstore.ErrPrecondition) {
 			return false, nil // another push wrote the same content first
+		}
+		if errors.Is(err, ErrDigestMismatch) || errors.Is(err, ErrNotFound) {
+			return false, fmt.Errorf("upload blob %s: %w", key, err)
 		}
 		return false, fmt.Errorf("upload blob %s: %w: run the push again; blobs already uploaded are skipped", key, err)
 	}
 	return true, nil
+}
+
+// writeBlobObject creates key from d's blob, streamed from src when it can
+// be and verified on the way: a blob that does not match its descriptor
+// fails the write before its last byte, so nothing is stored. it counts
+// the bytes as the store takes them.
+func writeBlobObject(ctx context.Context, bucket objstore.Store, src Source, key string, d v1.Descriptor, it progress.Item) error {
+	o, ok := src.(BlobOpener)
+	if !ok {
+		data, err := src.Blob(ctx, d.Digest)
+		if err != nil {
+			return err
+		}
+		if err := Verify(data, d); err != nil {
+			return fmt.Errorf("%w: %w", err, ErrDigestMismatch)
+		}
+		_, err = objstore.PutWithOptions(ctx, bucket, key, data, objstore.PutOptions{IfAbsent: true})
+		it.Add(int64(len(data)))
+		return err
+	}
+	rc, size, err := o.OpenBlob(ctx, d.Digest)
+	if err != nil {
+		return err
+	}
+	if size != d.Size {
+		rc.Close()
+		return fmt.Errorf("blob %s is %d bytes, not %d as its descriptor says: %w: pull or build the image again", d.Digest, size, d.Size, ErrDigestMismatch)
+	}
+	body := PrefetchingVerifier(rc, d)
+	defer body.Close()
+	_, err = objstore.WriteObject(ctx, bucket, key, progress.Reader(it, body), d.Size, objstore.PutOptions{IfAbsent: true})
+	return err
 }
 
 // publish merges tag → top (and the nested descriptors) into dst's
@@ -201,9 +227,11 @@ func publish(ctx context.Context, bucket objstore.Store, dst state.OCILayout, ta
 	}
 	key := dst.IndexFile()
 	for n := 1; n <= attempts; n++ {
-		cur, err := bucket.Get(ctx, key, objstore.GetOptions{})
+		var cur objstore.Object
+		var err error
+		cur.Data, cur.ETag, err = ReadObject(ctx, bucket, key, MaxIndexSize)
 		if err != nil && !errors.Is(err, objstore.ErrNotFound) {
-			return false, fmt.Errorf("read %s: %w", key, err)
+			return false, fmt.Errorf("read %s: %w: remove unused tags from the repository or run the push again", key, err)
 		}
 		m, err := ParseIndex(cur.Data)
 		if err != nil {
