@@ -60,6 +60,10 @@ type Env struct {
 	// Transport, when set, carries every registry request (pull, build's
 	// base images); a recipe test sets one that refuses the network.
 	Transport http.RoundTripper
+	// UpstreamRegistries replaces an upstream registry host (docker.io)
+	// with another address when an install mirrors a pinned image; tests
+	// point it at a local registry. Nil fetches from the real registries.
+	UpstreamRegistries map[string]string
 }
 
 // path resolves a user-supplied file path against WorkDir.
