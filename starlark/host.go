@@ -34,6 +34,7 @@ type Ops interface {
 	secretOps
 	imageOps
 	previewOps
+	installOps
 }
 
 // DefaultMaxSteps bounds a run's computation so a runaway loop ends with a

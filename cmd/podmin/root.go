@@ -74,6 +74,7 @@ Start with "podmin connect CLUSTER --provider local --bucket NAME".`,
 		newRecipesCmd(env),
 		newVersionCmd(),
 	)
+	root.AddCommand(newInstallCmds(env)...)
 	root.AddCommand(starlarkCommands(env)...)
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
