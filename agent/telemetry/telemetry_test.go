@@ -50,9 +50,13 @@ type logBuffer struct {
 	buf bytes.Buffer
 }
 
-func (l *logBuffer) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.buf.Write(p) }
-func (l *logBuffer) String() string              { l.mu.Lock(); defer l.mu.Unlock(); return l.buf.String() }
-func (l *logBuffer) Logger() *slog.Logger        { return slog.New(slog.NewTextHandler(l, nil)) }
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+func (l *logBuffer) String() string       { l.mu.Lock(); defer l.mu.Unlock(); return l.buf.String() }
+func (l *logBuffer) Logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
 
 func newCA(t *testing.T, name string, now time.Time, life time.Duration) (*x509.Certificate, ed25519.PrivateKey) {
 	t.Helper()
