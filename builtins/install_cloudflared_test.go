@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -30,6 +31,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
+	"podmin.dev/podmin/agent/mounts"
+	"podmin.dev/podmin/agent/staticpod"
 	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/objstore/faultstore"
@@ -232,6 +235,7 @@ func runInstallScenario(t *testing.T, env *Env, provider string) {
 	if strings.Contains(f.YAML, "eyJhIjoidG9rZW4ifQ") {
 		t.Fatal("the token value is in the static Pod")
 	}
+	agentWritesHardenedPod(t, env, counts, provider, f.YAML)
 
 	del, err := env.UninstallCloudflared(ctx, UninstallCloudflaredOptions{NodeGroup: "edge"})
 	if err != nil || del.Action != "deleted" {
@@ -242,6 +246,40 @@ func runInstallScenario(t *testing.T, env *Env, provider string) {
 	}
 	if del, err := env.UninstallCloudflared(ctx, UninstallCloudflaredOptions{NodeGroup: "edge"}); err != nil || del.Action != "absent" {
 		t.Fatalf("second uninstall %+v, %v", del, err)
+	}
+}
+
+// agentWritesHardenedPod runs the node's static-Pod reconciler against the
+// bucket and checks the file it writes: preview's, with the token mounted
+// from the secrets provider.
+func agentWritesHardenedPod(t *testing.T, env *Env, store objstore.Store, provider, preview string) {
+	t.Helper()
+	ctx := t.Context()
+	s, err := env.Secrets(ctx, contexts.Context{}, provider)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	r, err := staticpod.New(staticpod.Options{
+		Store: store, Cluster: "demo", NodeGroup: "edge", Root: root,
+		Secrets: map[string]mounts.Reader{provider: mounts.StoreReader{Store: s}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	written, err := os.ReadFile(filepath.Join(root, "etc", "podmin", "manifests", "cloudflared.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(written) != preview {
+		t.Fatalf("the agent wrote another Pod than preview shows:\n%s\n---\n%s", written, preview)
+	}
+	token, err := os.ReadFile(filepath.Join(root, "run", "podmin", "workloads", "cloudflared", "secrets", provider, "tunnel-token"))
+	if err != nil || string(token) != "eyJhIjoidG9rZW4ifQ" {
+		t.Fatalf("mounted token: %q, %v", token, err)
 	}
 }
 
