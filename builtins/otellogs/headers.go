@@ -42,7 +42,8 @@ func CheckHeaders(h map[string]string) error {
 	seen := map[string]string{}
 	for k, v := range h {
 		if k == "" || strings.IndexFunc(k, func(r rune) bool { return !isTokenChar(r) }) >= 0 {
-			return fmt.Errorf("otel-logs-headers: %q is not a valid HTTP header name", k)
+			// The name is not quoted: a malformed entry may hold a value.
+			return fmt.Errorf("otel-logs-headers: a header name is not a valid HTTP header name (letters, digits and !#$%%&'*+-.^_`|~ only)")
 		}
 		lower := strings.ToLower(k)
 		for _, r := range reservedHeaders {

@@ -216,7 +216,7 @@ func TestParseHeaders(t *testing.T) {
 	for in, want := range map[string]string{
 		`["a"]`:                           "is not a JSON object",
 		`{"A":1}`:                         "is not a JSON object",
-		`{"Bad Name":"v"}`:                `"Bad Name" is not a valid HTTP header name`,
+		`{"Authorization: secret-0":"v"}`: "a header name is not a valid HTTP header name",
 		`{"Content-Type":"text/plain"}`:   "is set by the exporter",
 		`{"a":"secret-1","A":"secret-2"}`: "are the same header",
 		`{"X":" secret-value "}`:          "surrounding spaces",
