@@ -17,6 +17,7 @@ import (
 
 	"podmin.dev/podmin/internal/ids"
 	"podmin.dev/podmin/internal/manifest"
+	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/secrets"
 	"podmin.dev/podmin/internal/state"
 )
@@ -116,24 +117,31 @@ func (e *Env) installCloudflared(ctx context.Context, opts InstallCloudflaredOpt
 	if err != nil {
 		return InstallResult{}, err
 	}
-	m, err := e.mirrorPinned(ctx, store, pin)
-	if err != nil {
-		return InstallResult{}, err
-	}
 	res := InstallResult{
 		Component: "cloudflared", Name: CloudflaredName, Namespace: CloudflaredNamespace, NodeGroup: opts.NodeGroup,
-		Image: pin.Reference(), Mirror: m, Bucket: c.Bucket,
+		Image: pin.Reference(), Bucket: c.Bucket,
 	}
-	// An index that already holds exactly this Pod needs no write at all,
-	// not even the refused create-only payload write of a re-deploy.
 	if res.Pod, err = state.PodPayloadPath(opts.NodeGroup, ex.PodYAML); err != nil {
 		return InstallResult{}, err
 	}
+	// A deployment of this name that the install did not create is
+	// refused before anything is written.
 	ix, _, err := state.ReadIndex(ctx, store)
 	if err != nil {
 		return InstallResult{}, err
 	}
-	if cur, ok := ix.Lookup(key); ok && cur == (state.Entry{Pod: res.Pod}) {
+	cur, exists := ix.Lookup(key)
+	if exists && cur != (state.Entry{Pod: res.Pod}) {
+		if err := checkInstalled(ctx, store, key, cur); err != nil {
+			return InstallResult{}, err
+		}
+	}
+	if res.Mirror, err = e.mirrorPinned(ctx, store, pin); err != nil {
+		return InstallResult{}, err
+	}
+	// An index that already holds exactly this Pod needs no write at all,
+	// not even the refused create-only payload write of a re-deploy.
+	if exists && cur == (state.Entry{Pod: res.Pod}) {
 		res.Action = string(state.Unchanged)
 		return res, nil
 	}
@@ -247,22 +255,47 @@ func (e *Env) UninstallCloudflared(ctx context.Context, opts UninstallCloudflare
 	if err := ids.ValidateNodeGroup(opts.NodeGroup); err != nil {
 		return DeleteResult{}, fmt.Errorf("--nodegroup: %w", err)
 	}
-	list, err := e.List(ctx)
+	key, err := state.NewKey(opts.NodeGroup, CloudflaredName)
 	if err != nil {
 		return DeleteResult{}, err
 	}
-	for _, le := range list {
-		if le.NodeGroup != opts.NodeGroup || le.Name != CloudflaredName {
-			continue
-		}
-		if le.Error != "" {
-			return DeleteResult{}, fmt.Errorf("%s/%s: %s: nothing was changed", le.NodeGroup, le.Name, le.Error)
-		}
-		if le.Origin != "cloudflared" {
-			return DeleteResult{}, fmt.Errorf("deployment %s/%s was not created by \"podmin install cloudflared\": nothing was changed; remove it with \"podmin delete %s -g %s\"",
-				le.NodeGroup, le.Name, le.Name, le.NodeGroup)
-		}
-		return e.Delete(ctx, DeleteOptions{Name: CloudflaredName, NodeGroup: opts.NodeGroup})
+	_, store, err := e.openCluster(ctx)
+	if err != nil {
+		return DeleteResult{}, err
 	}
-	return DeleteResult{Name: CloudflaredName, NodeGroup: opts.NodeGroup, Action: "absent"}, nil
+	ix, _, err := state.ReadIndex(ctx, store)
+	if err != nil {
+		return DeleteResult{}, err
+	}
+	cur, ok := ix.Lookup(key)
+	if !ok {
+		return DeleteResult{Name: CloudflaredName, NodeGroup: opts.NodeGroup, Action: "absent"}, nil
+	}
+	if err := checkInstalled(ctx, store, key, cur); err != nil {
+		return DeleteResult{}, err
+	}
+	return e.Delete(ctx, DeleteOptions{Name: CloudflaredName, NodeGroup: opts.NodeGroup})
 }
+
+// checkInstalled fails unless the entry's Pod carries the cloudflared
+// install origin: install and uninstall never take over or remove a
+// deployment someone else created under the same name.
+func checkInstalled(ctx context.Context, store objstore.Store, key state.Key, entry state.Entry) error {
+	data, err := state.FetchPayload(ctx, store, entry.Pod)
+	if err != nil {
+		return fmt.Errorf("%s: %w: nothing was changed", key, err)
+	}
+	var pod corev1.Pod
+	if err := yaml.Unmarshal(data, &pod); err != nil {
+		return fmt.Errorf("%s: decode Pod payload %s: %w: nothing was changed", key, entry.Pod, err)
+	}
+	if pod.Annotations[OriginAnnotation] != "cloudflared" {
+		return fmt.Errorf("%w: deployment %s was not created by \"podmin install cloudflared\": nothing was changed; remove it with \"podmin delete %s -g %s\" first if it should go",
+			ErrNotInstalled, key, key.Name, key.NodeGroup)
+	}
+	return nil
+}
+
+// ErrNotInstalled reports a deployment named like a managed component that
+// its install command did not create.
+var ErrNotInstalled = errors.New("not a Podmin-installed component")

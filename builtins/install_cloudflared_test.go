@@ -283,7 +283,7 @@ func agentWritesHardenedPod(t *testing.T, env *Env, store objstore.Store, provid
 	}
 }
 
-func TestUninstallCloudflaredLeavesAUsersDeployment(t *testing.T) {
+func TestCloudflaredLeavesAUsersDeploymentAlone(t *testing.T) {
 	env := testEnv(t)
 	ctx := t.Context()
 	if _, err := env.Connect(ctx, ConnectOptions{Cluster: "demo", Provider: "local", Bucket: filepath.Join(t.TempDir(), "bucket"), SecretsProvider: "local"}); err != nil {
@@ -293,8 +293,21 @@ func TestUninstallCloudflaredLeavesAUsersDeployment(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := env.UninstallCloudflared(ctx, UninstallCloudflaredOptions{NodeGroup: "edge"})
-	if err == nil || !strings.Contains(err.Error(), `was not created by "podmin install cloudflared"`) {
+	if !errors.Is(err, ErrNotInstalled) || !strings.Contains(err.Error(), `was not created by "podmin install cloudflared"`) {
 		t.Fatalf("uninstall of a user's deployment: %v", err)
+	}
+	store := localsecrets.New(filepath.Join(env.Dirs.Data, "secrets"))
+	env.Secrets = func(context.Context, contexts.Context, string) (secrets.Store, error) { return store, nil }
+	if _, err := env.CreateSecret(ctx, SecretValueOptions{SecretOptions: SecretOptions{Key: "tunnel-token", For: "cloudflared", Namespace: "platform-cloudflared"}, Value: secrets.Value("t")}); err != nil {
+		t.Fatal(err)
+	}
+	up := startFakeUpstream(t)
+	env.UpstreamRegistries = map[string]string{"docker.io": up.host}
+	if _, err := env.installCloudflared(ctx, InstallCloudflaredOptions{NodeGroup: "edge"}, up.pin); !errors.Is(err, ErrNotInstalled) {
+		t.Fatalf("install over a user's deployment: %v", err)
+	}
+	if up.requests.Load() != 0 {
+		t.Fatal("a refused install mirrored the image first")
 	}
 	if list, _ := env.List(ctx); len(list) != 1 {
 		t.Fatalf("the user's deployment was removed: %+v", list)
