@@ -214,7 +214,7 @@ func cloudflaredManifest(nodegroup, provider string, pin PinnedImage) ([]byte, e
 						Name:            CloudflaredName,
 						Image:           pin.Reference(),
 						ImagePullPolicy: corev1.PullIfNotPresent,
-						Args:            []string{"tunnel", "--no-autoupdate", "--metrics", "127.0.0.1:20241", "run", "--token-file", tokenFile},
+						Args:            cloudflaredArgs(tokenFile),
 						SecurityContext: &corev1.SecurityContext{
 							RunAsNonRoot: &yes, RunAsUser: &uid, RunAsGroup: &uid,
 							Privileged: &no, AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
@@ -230,6 +230,13 @@ func cloudflaredManifest(nodegroup, provider string, pin PinnedImage) ([]byte, e
 		},
 	}
 	return yaml.Marshal(ds)
+}
+
+// cloudflaredArgs run the tunnel from the token file. Nodes have no IPv4
+// address, so the connector reaches Cloudflare's edge over IPv6; metrics
+// stay on the Pod's loopback; the image never updates itself.
+func cloudflaredArgs(tokenFile string) []string {
+	return []string{"tunnel", "--no-autoupdate", "--edge-ip-version", "6", "--metrics", "127.0.0.1:20241", "run", "--token-file", tokenFile}
 }
 
 func manifestProvider(p string) bool {
