@@ -22,13 +22,15 @@ import (
 	"podmin.dev/podmin/internal/state"
 )
 
-// Cloudflared is the cloudflared image install cloudflared mirrors and
-// runs: the one place its version is pinned. The digest is the upstream
-// multi-platform index (linux/amd64 and linux/arm64).
-var Cloudflared = PinnedImage{
-	Platform: platformImage("cloudflared"),
-	Tag:      "2025.11.1",
-	Digest:   "sha256:89ee50efb1e9cb2ae30281a8a404fed95eb8f02f0a972617526f8c5b417acae2",
+// Cloudflared returns the cloudflared image install cloudflared mirrors
+// and runs: the one place its version is pinned. The digest is the
+// upstream multi-platform image index (linux/amd64 and linux/arm64).
+func Cloudflared() PinnedImage {
+	return PinnedImage{
+		Platform: platformImage("cloudflared"),
+		Tag:      "2025.11.1",
+		Digest:   "sha256:89ee50efb1e9cb2ae30281a8a404fed95eb8f02f0a972617526f8c5b417acae2",
+	}
 }
 
 // The names install cloudflared owns.
@@ -75,7 +77,7 @@ var ErrTokenMissing = errors.New("cloudflared tunnel token not found")
 // written before the token check passes; a repeated install writes
 // nothing and reports unchanged.
 func (e *Env) InstallCloudflared(ctx context.Context, opts InstallCloudflaredOptions) (InstallResult, error) {
-	return e.installCloudflared(ctx, opts, Cloudflared)
+	return e.installCloudflared(ctx, opts, Cloudflared())
 }
 
 // installCloudflared installs pin; tests pin an image their own registry
@@ -180,7 +182,7 @@ func tokenExists(ctx context.Context, s secrets.Store, cluster string) error {
 // capabilities, with bounded resources, that reads the token from the
 // secrets mount (never from an environment variable or argument).
 func CloudflaredManifest(nodegroup, provider string) ([]byte, error) {
-	return cloudflaredManifest(nodegroup, provider, Cloudflared)
+	return cloudflaredManifest(nodegroup, provider, Cloudflared())
 }
 
 func cloudflaredManifest(nodegroup, provider string, pin PinnedImage) ([]byte, error) {

@@ -88,15 +88,16 @@ func startFakeUpstream(t *testing.T) *fakeUpstream {
 }
 
 func TestPinnedCloudflaredIsAPlatformImage(t *testing.T) {
-	if Cloudflared.Platform.Source != "docker.io/cloudflare/cloudflared" {
-		t.Fatalf("source %q", Cloudflared.Platform.Source)
+	pin := Cloudflared()
+	if pin.Platform.Source != "docker.io/cloudflare/cloudflared" {
+		t.Fatalf("source %q", pin.Platform.Source)
 	}
-	if _, err := v1.NewHash(Cloudflared.Digest); err != nil {
+	if _, err := v1.NewHash(pin.Digest); err != nil {
 		t.Fatalf("pinned digest: %v", err)
 	}
-	want := "registry.podmin.internal/mirror/docker.io/cloudflare/cloudflared:" + Cloudflared.Tag + "@" + Cloudflared.Digest
-	if Cloudflared.Reference() != want {
-		t.Fatalf("reference %q, want %q", Cloudflared.Reference(), want)
+	want := "registry.podmin.internal/mirror/docker.io/cloudflare/cloudflared:" + pin.Tag + "@" + pin.Digest
+	if pin.Reference() != want {
+		t.Fatalf("reference %q, want %q", pin.Reference(), want)
 	}
 	data, err := CloudflaredManifest("workers", secrets.ParameterStore)
 	if err != nil || !strings.Contains(string(data), want) {
