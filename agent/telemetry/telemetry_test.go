@@ -377,3 +377,6 @@ func TestTelemetryLeafAgainstAnOTLPReceiver(t *testing.T) {
 		t.Fatalf("the telemetry leaf as a server certificate: %v, want an incompatible-usage error", err)
 	}
 }
+
+// The agent's workload manager is the production Issuer.
+var _ Issuer = (*workload.Manager)(nil)
