@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"podmin.dev/podmin/builtins/otellogs"
+	"podmin.dev/podmin/internal/otellogs"
 	"podmin.dev/podmin/internal/scrub"
 )
 

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"podmin.dev/podmin/builtins/otellogs"
+	"podmin.dev/podmin/internal/otellogs"
 	"podmin.dev/podmin/internal/scrub"
 )
 
