@@ -16,11 +16,15 @@ import (
 	"path/filepath"
 	"time"
 
+	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/pki"
 )
 
 // CARefreshInterval is how often the CA bundle is fetched again.
 const CARefreshInterval = 5 * time.Minute
+
+// MaxCABundle bounds the bundle object: a CA bundle is a few kilobytes.
+const MaxCABundle = 1 << 20
 
 // ErrInvalidBundle reports a CA bundle that is not CA-only PEM.
 var ErrInvalidBundle = errors.New("invalid exporter CA bundle")
@@ -33,6 +37,9 @@ var ErrInvalidBundle = errors.New("invalid exporter CA bundle")
 func ValidateCABundle(data []byte, now time.Time) ([]*x509.Certificate, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, fmt.Errorf("%w: the object is empty", ErrInvalidBundle)
+	}
+	if len(data) > MaxCABundle {
+		return nil, fmt.Errorf("%w: %d bytes is more than the %d a CA bundle may have", ErrInvalidBundle, len(data), MaxCABundle)
 	}
 	certs, err := pki.ParseCertsPEM(data)
 	if err != nil {
@@ -54,6 +61,23 @@ func ValidateCABundle(data []byte, now time.Time) ([]*x509.Certificate, error) {
 		return nil, fmt.Errorf("%w: every certificate has expired", ErrInvalidBundle)
 	}
 	return certs, nil
+}
+
+// ObjectGetter reads one object (objstore.Store satisfies it).
+type ObjectGetter interface {
+	Get(ctx context.Context, key string, opts objstore.GetOptions) (objstore.Object, error)
+}
+
+// FetchObject returns a CABundleOptions.Fetch that reads exactly key from
+// the bucket ca=s3://BUCKET/KEY names.
+func FetchObject(bucket ObjectGetter, key string) func(ctx context.Context) ([]byte, error) {
+	return func(ctx context.Context) ([]byte, error) {
+		o, err := bucket.Get(ctx, key, objstore.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return o.Data, nil
+	}
 }
 
 // CABundleOptions configure a CABundle.

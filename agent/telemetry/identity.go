@@ -131,6 +131,21 @@ func (id *Identity) Maintain(ctx context.Context) (MaintainResult, error) {
 	return res, nil
 }
 
+// Run maintains the identity at once and then every interval until ctx
+// ends; failures are logged by Maintain and retried on the next pass.
+func (id *Identity) Run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		_, _ = id.Maintain(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
 // Current resolves the selected generation.
 func (id *Identity) Current() (Files, error) {
 	target, err := os.Readlink(filepath.Join(id.opts.Dir, CurrentLink))

@@ -26,6 +26,8 @@ import (
 	"time"
 
 	"podmin.dev/podmin/agent/workload"
+	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/objstore/local"
 	"podmin.dev/podmin/internal/pki"
 )
 
@@ -122,6 +124,7 @@ func TestValidateCABundle(t *testing.T) {
 		"blank":       {[]byte("\n\n"), "the object is empty"},
 		"private key": {append(append([]byte{}, good...), keyPEM...), "where a CERTIFICATE was expected"},
 		"expired":     {pki.EncodeCertPEM(old.Raw), "every certificate has expired"},
+		"oversized":   {append(append([]byte{}, good...), bytes.Repeat([]byte("\n"), MaxCABundle)...), "more than the"},
 	} {
 		_, err := ValidateCABundle(tc.data, t0)
 		if !errors.Is(err, ErrInvalidBundle) || !strings.Contains(err.Error(), tc.want) {
@@ -380,3 +383,23 @@ func TestTelemetryLeafAgainstAnOTLPReceiver(t *testing.T) {
 
 // The agent's workload manager is the production Issuer.
 var _ Issuer = (*workload.Manager)(nil)
+
+func TestFetchObjectReadsTheExactKey(t *testing.T) {
+	ca, _ := newCA(t, "exporter CA", time.Now(), 365*24*time.Hour)
+	store := local.Open(filepath.Join(t.TempDir(), "ca-bucket"))
+	if err := store.CreateBucket(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Put(t.Context(), "otel/ca.pem", pki.EncodeCertPEM(ca.Raw)); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "ca.pem")
+	b := NewCABundle(CABundleOptions{Fetch: FetchObject(store, "otel/ca.pem"), Path: path})
+	if changed, err := b.Refresh(t.Context()); err != nil || !changed {
+		t.Fatalf("%v %v", changed, err)
+	}
+	missing := NewCABundle(CABundleOptions{Fetch: FetchObject(store, "otel/other.pem"), Path: path})
+	if _, err := missing.Refresh(t.Context()); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("missing object: %v", err)
+	}
+}
