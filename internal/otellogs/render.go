@@ -112,7 +112,10 @@ func Render(o Options, n Node, headers map[string]string, p Paths) ([]byte, erro
 		{Key: "db", Value: path.Join(p.StateDir, "tail.db")},
 		{Key: "db.sync", Value: "normal"},
 		{Key: "db.locking", Value: true},
-		{Key: "read_from_head", Value: false},
+		// With the offsets database, reading new files from their start
+		// loses nothing a container wrote before Fluent Bit started and
+		// repeats nothing after a restart.
+		{Key: "read_from_head", Value: true},
 		{Key: "refresh_interval", Value: 10},
 		{Key: "rotate_wait", Value: 30},
 		{Key: "skip_long_lines", Value: "on"},
