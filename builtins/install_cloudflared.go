@@ -168,9 +168,14 @@ func tokenExists(ctx context.Context, s secrets.Store, cluster string) error {
 		return fmt.Errorf("look for %s in %s: %w", n, s.Provider(), err)
 	}
 	for _, en := range entries {
-		if en.Key == CloudflaredTokenKey && en.DeletionScheduled.IsZero() {
-			return nil
+		if en.Key != CloudflaredTokenKey {
+			continue
 		}
+		if !en.DeletionScheduled.IsZero() {
+			return fmt.Errorf("%w: %s is scheduled for deletion in %s: nothing was changed; cancel it with \"podmin secret restore %s --for %s -n %s --provider %s\" and run the install again",
+				ErrTokenMissing, n, s.Provider(), CloudflaredTokenKey, CloudflaredName, CloudflaredNamespace, s.Provider())
+		}
+		return nil
 	}
 	return fmt.Errorf("%w: %s does not exist in %s: nothing was changed; store the token with \"podmin secret create %s --for %s -n %s --provider %s\" and run the install again",
 		ErrTokenMissing, n, s.Provider(), CloudflaredTokenKey, CloudflaredName, CloudflaredNamespace, s.Provider())

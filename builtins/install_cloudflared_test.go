@@ -337,3 +337,24 @@ func TestInstallCloudflaredRefusesAWrongUpstreamDigest(t *testing.T) {
 		t.Fatalf("a failed mirror committed %+v", list)
 	}
 }
+
+func TestInstallCloudflaredRefusesATokenScheduledForDeletion(t *testing.T) {
+	se := newSecretsEnv(t)
+	ctx := t.Context()
+	opts := SecretOptions{Key: "tunnel-token", For: "cloudflared", Namespace: "platform-cloudflared", Provider: secrets.SecretsManager}
+	if _, err := se.CreateSecret(ctx, SecretValueOptions{SecretOptions: opts, Value: secrets.Value("token-value")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := se.DeleteSecret(ctx, opts); err != nil {
+		t.Fatal(err)
+	}
+	var requests int
+	se.WrapStore = func(s objstore.Store) objstore.Store { requests++; return s }
+	_, err := se.InstallCloudflared(ctx, InstallCloudflaredOptions{NodeGroup: "edge", Provider: secrets.SecretsManager})
+	if !errors.Is(err, ErrTokenMissing) || !strings.Contains(err.Error(), "podmin secret restore tunnel-token --for cloudflared -n platform-cloudflared --provider aws-secrets-manager") {
+		t.Fatalf("install with a token scheduled for deletion: %v", err)
+	}
+	if requests != 0 {
+		t.Fatal("the bucket was opened before the token check")
+	}
+}
