@@ -69,6 +69,10 @@ type Env struct {
 	// setup, teardown and destroy, for the operation running in e (a dry
 	// run's own Env); nil supports only the local provider.
 	Infrastructure func(ctx context.Context, e *Env, c contexts.Context) (ClusterInfra, error)
+	// UpstreamRegistries replaces an upstream registry host (docker.io)
+	// with another address when an install mirrors a pinned image; tests
+	// point it at a local registry. Nil fetches from the real registries.
+	UpstreamRegistries map[string]string
 }
 
 // path resolves a user-supplied file path against WorkDir.

@@ -35,6 +35,7 @@ type Ops interface {
 	imageOps
 	previewOps
 	clusterOps
+	installOps
 }
 
 // DefaultMaxSteps bounds a run's computation so a runaway loop ends with a

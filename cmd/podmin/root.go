@@ -72,6 +72,7 @@ Start with "podmin connect CLUSTER --provider local --bucket NAME".`,
 		newVersionCmd(),
 	)
 	root.AddCommand(clusterCommands(env)...)
+	root.AddCommand(newInstallCmds(env)...)
 	root.AddCommand(starlarkCommands(env)...)
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
