@@ -1,0 +1,157 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package deps
+
+import (
+	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// fakeUpstream serves the recorded release listings in testdata/github
+// and synthetic release files whose sidecar digests are computed from
+// their content, so every digest in a listing is genuine.
+type fakeUpstream struct {
+	srv *httptest.Server
+	// repos maps owner/name to a recorded listing file.
+	repos map[string]string
+	mu    sync.Mutex
+	// corrupt names files served with bytes other than those digested.
+	corrupt map[string]bool
+	// truncate names files whose body is cut off mid-stream.
+	requests map[string]int
+}
+
+func newFakeUpstream(t *testing.T) *fakeUpstream {
+	u := &fakeUpstream{
+		repos: map[string]string{
+			"containerd/containerd":      "containerd.json",
+			"containernetworking/plugins": "plugins.json",
+			"coredns/coredns":            "coredns.json",
+			"kubernetes/kubernetes":      "kubernetes.json",
+			"kubernetes-sigs/cri-tools":  "cri-tools.json",
+			"google/gvisor":              "gvisor.json",
+		},
+		corrupt:  map[string]bool{},
+		requests: map[string]int{},
+	}
+	u.srv = httptest.NewServer(http.HandlerFunc(u.serve))
+	t.Cleanup(u.srv.Close)
+	return u
+}
+
+func (u *fakeUpstream) resolver() *Resolver {
+	return &Resolver{
+		Client:       u.srv.Client(),
+		GitHubAPI:    u.srv.URL + "/api",
+		Hosts:        map[DownloadHost]string{KubernetesHost: u.srv.URL + "/k8s", GVisorHost: u.srv.URL + "/gvisor"},
+		AgentVersion: "1.4.0",
+	}
+}
+
+// content is the synthetic body of a release file.
+func content(name string) []byte { return []byte("release file " + name + "\n") }
+
+func sum(alg string, b []byte) string {
+	if alg == "sha512" {
+		s := sha512.Sum512(b)
+		return hex.EncodeToString(s[:])
+	}
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+var placeholder = regexp.MustCompile(`\{\{(BASE|SHA256 [^}]+|SIZE [^}]+)\}\}`)
+
+func (u *fakeUpstream) count(p string) {
+	u.mu.Lock()
+	u.requests[p]++
+	u.mu.Unlock()
+}
+
+func (u *fakeUpstream) serve(w http.ResponseWriter, r *http.Request) {
+	p := r.URL.Path
+	u.count(p)
+	switch {
+	case strings.HasPrefix(p, "/api/repos/"):
+		rest := strings.TrimPrefix(p, "/api/repos/")
+		var file string
+		if repo, tag, ok := strings.Cut(rest, "/releases/tags/"); ok {
+			file = path.Base(repo) + "-" + tag + ".json"
+		} else if repo, ok := strings.CutSuffix(rest, "/releases"); ok {
+			if r.URL.Query().Get("page") != "1" {
+				fmt.Fprint(w, "[]")
+				return
+			}
+			file = u.repos[repo]
+		}
+		data, err := os.ReadFile("testdata/github/" + file)
+		if file == "" || err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		out := placeholder.ReplaceAllStringFunc(string(data), func(m string) string {
+			m = strings.Trim(m, "{}")
+			switch {
+			case m == "BASE":
+				return u.srv.URL
+			case strings.HasPrefix(m, "SHA256 "):
+				return sum("sha256", content(strings.TrimPrefix(m, "SHA256 ")))
+			default:
+				name := strings.TrimPrefix(m, "SIZE ")
+				return fmt.Sprint(len(u.body(name)))
+			}
+		})
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, out)
+	case strings.HasPrefix(p, "/dl/"), strings.HasPrefix(p, "/k8s/"), strings.HasPrefix(p, "/gvisor/"):
+		w.Write(u.body(p))
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// body returns the bytes served for a file path or name.
+func (u *fakeUpstream) body(p string) []byte {
+	name := strings.TrimPrefix(p, "/dl/")
+	if name == "SHA512SUMS" {
+		var b strings.Builder
+		for _, a := range []string{"amd64", "arm64"} {
+			n := "podmin-agent-linux-" + a
+			fmt.Fprintf(&b, "%s  %s\n", sum("sha512", content(n)), n)
+		}
+		return []byte(b.String())
+	}
+	for _, ext := range []string{".sha256sum", ".sha256", ".sha512"} {
+		if base, ok := strings.CutSuffix(name, ext); ok {
+			alg := strings.TrimSuffix(strings.TrimPrefix(ext, "."), "sum")
+			return []byte(sum(alg, content(base)) + "  " + path.Base(base) + "\n")
+		}
+	}
+	u.mu.Lock()
+	bad := u.corrupt[name]
+	u.mu.Unlock()
+	if bad {
+		return []byte("tampered " + name + "\n")
+	}
+	return content(name)
+}
+
+type (
+	httpW    = http.ResponseWriter
+	httpR    = *http.Request
+	httpFunc = http.HandlerFunc
+)
+
+func httpError(w http.ResponseWriter, code int) { http.Error(w, http.StatusText(code), code) }
