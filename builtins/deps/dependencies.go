@@ -91,7 +91,7 @@ type Dependency struct {
 	// Pin is the pinned semantic version: a major ("v2") or, where
 	// releases of one minor must match, a major.minor ("v1.36"). Empty
 	// accepts every major: only date-versioned projects use it.
-	Pin string
+	Pin    string
 	Source Source
 	// ArchNames maps a Podmin architecture to the publisher's name.
 	ArchNames map[Arch]string
@@ -188,8 +188,8 @@ var Definitions = []Dependency{
 	{
 		// The agent published with this CLI's version; --agent-source
 		// cross-compiles one from a checkout instead.
-		Key: "podmin-agent",
-		Source: Source{Kind: PodminRelease, Repo: "podplane/podmin", TagPrefix: "v"},
+		Key:       "podmin-agent",
+		Source:    Source{Kind: PodminRelease, Repo: "podplane/podmin", TagPrefix: "v"},
 		ArchNames: goArch,
 		Asset:     "podmin-agent-linux-{arch}",
 		Object:    "podmin-agent-v{version}-linux-{podarch}",

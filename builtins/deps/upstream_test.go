@@ -36,12 +36,12 @@ type fakeUpstream struct {
 func newFakeUpstream(t *testing.T) *fakeUpstream {
 	u := &fakeUpstream{
 		repos: map[string]string{
-			"containerd/containerd":      "containerd.json",
+			"containerd/containerd":       "containerd.json",
 			"containernetworking/plugins": "plugins.json",
-			"coredns/coredns":            "coredns.json",
-			"kubernetes/kubernetes":      "kubernetes.json",
-			"kubernetes-sigs/cri-tools":  "cri-tools.json",
-			"google/gvisor":              "gvisor.json",
+			"coredns/coredns":             "coredns.json",
+			"kubernetes/kubernetes":       "kubernetes.json",
+			"kubernetes-sigs/cri-tools":   "cri-tools.json",
+			"google/gvisor":               "gvisor.json",
 		},
 		corrupt:  map[string]bool{},
 		requests: map[string]int{},
@@ -155,3 +155,26 @@ type (
 )
 
 func httpError(w http.ResponseWriter, code int) { http.Error(w, http.StatusText(code), code) }
+
+// total is the number of requests served.
+func (u *fakeUpstream) total() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	n := 0
+	for _, c := range u.requests {
+		n += c
+	}
+	return n
+}
+
+// refusingClient fails every request: a matching manifest must not need
+// the network.
+func refusingClient() *http.Client {
+	return &http.Client{Transport: roundTripFunc(func(*http.Request) (*http.Response, error) {
+		return nil, fmt.Errorf("network refused in this test")
+	})}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
