@@ -149,10 +149,9 @@ func TestPublishThenMatchTransfersNothing(t *testing.T) {
 		// A second setup with the same desired set: a fresh, empty cache
 		// and a refusing network prove nothing is downloaded; the counting
 		// wrapper proves nothing is uploaded.
-		upstreamBefore := u.total()
 		counted := faultstore.New(store)
 		opts := testPublishOptions(t, u, testFiles(t, u))
-		upstreamBefore = u.total()
+		upstreamBefore := u.total()
 		opts.Cache = &Cache{Dir: t.TempDir(), Client: refusingClient()}
 		opts.PublishImage = func(context.Context, objstore.Store, ImageEntry) error { t.Error("image republished"); return nil }
 		res, err = Publish(ctx, counted, opts)

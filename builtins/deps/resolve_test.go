@@ -9,6 +9,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -79,15 +80,15 @@ func TestResolvePublishedSHA512IsRequired(t *testing.T) {
 		orig.ServeHTTP(w, req)
 	})
 	_, err := r.Resolve(context.Background(), def(t, "cni-plugins"), []Arch{AMD64})
-	if err == nil {
-		t.Fatal("resolved without the published SHA-512")
+	if err == nil || !strings.Contains(err.Error(), "read sha512 digest") {
+		t.Fatalf("err = %v: must fail on the published SHA-512, not settle for SHA-256", err)
 	}
 }
 
 func TestResolveMissingDigests(t *testing.T) {
 	u := newFakeUpstream(t)
-	// coredns publishes no sidecar: amd64 keeps GitHub's asset SHA-256,
-	// arm64 has no digest at all and is refused.
+	// No sidecar for amd64: GitHub's asset SHA-256 is kept. In the second
+	// recording arm64 has no digest at all and is refused.
 	files, err := u.resolver().Resolve(context.Background(), def(t, "coredns"), []Arch{AMD64})
 	if err != nil {
 		t.Fatal(err)
@@ -95,6 +96,7 @@ func TestResolveMissingDigests(t *testing.T) {
 	if want := "sha256:" + sum("sha256", content("coredns_1.12.3_linux_amd64.tgz")); files[0].Digest != want {
 		t.Fatalf("digest %s, want %s", files[0].Digest, want)
 	}
+	u.repos["coredns/coredns"] = "coredns-nodigest.json"
 	_, err = u.resolver().Resolve(context.Background(), def(t, "coredns"), []Arch{ARM64})
 	if !errors.Is(err, ErrNoDigest) {
 		t.Fatalf("err = %v, want ErrNoDigest", err)

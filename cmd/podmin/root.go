@@ -72,6 +72,7 @@ Start with "podmin connect CLUSTER --provider local --bucket NAME".`,
 		newPushCmd(env),
 		newSecretCmd(env),
 		newRecipesCmd(env),
+		newFetchCmd(env),
 		newVersionCmd(),
 	)
 	root.AddCommand(starlarkCommands(env)...)
