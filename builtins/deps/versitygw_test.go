@@ -19,3 +19,9 @@ func versityBucket(t *testing.T) objstore.Store {
 	t.Helper()
 	return s3storetest.NewBucket(t, objstoretest.StartVersityGW(t))
 }
+
+// versityBucketB is versityBucket for benchmarks.
+func versityBucketB(b *testing.B) objstore.Store {
+	b.Helper()
+	return s3storetest.NewBucket(b, objstoretest.StartVersityGW(b))
+}
