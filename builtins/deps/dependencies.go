@@ -50,6 +50,10 @@ const (
 	KubernetesHost DownloadHost = "dl.k8s.io"
 	// GVisorHost is https://storage.googleapis.com/gvisor.
 	GVisorHost DownloadHost = "gvisor"
+	// FluentBitHost is https://packages.fluentbit.io.
+	FluentBitHost DownloadHost = "fluentbit"
+	// DebianHost is https://deb.debian.org.
+	DebianHost DownloadHost = "debian"
 )
 
 // Source is where releases are listed and files downloaded.
@@ -65,8 +69,12 @@ type Source struct {
 	// Host selects the download base; AssetHost uses the release asset.
 	Host DownloadHost
 	// Path is the download path below Host's base URL, a template (see
-	// Expand); empty for release assets.
+	// Expand); empty for release assets. For DebianPackages it is the
+	// Packages index (".gz" is decompressed).
 	Path string
+	// Pool is the path below Host's base URL that a Debian package's
+	// Filename is relative to.
+	Pool string
 }
 
 // DigestSource says where a file's digest is published. The resolver
@@ -74,7 +82,8 @@ type Source struct {
 // sha512, sha256; when the publisher provides SHA-512 it is required.
 type DigestSource struct {
 	// Sidecars maps an algorithm to the suffix of a file beside the
-	// download holding the hex digest ("<url>.sha512").
+	// download holding the hex digest ("<url>.sha512"); for
+	// DebianPackages, to the Packages index field holding it.
 	Sidecars map[string]string
 	// Checksums is a release asset listing "<hex>  <name>" lines, with
 	// the algorithm it uses.
@@ -198,16 +207,19 @@ var Definitions = []Dependency{
 	},
 	{
 		Key: "fluent-bit", Pin: "v5",
-		Source:    Source{Kind: DebianPackages, Repo: "fluent-bit"},
+		Source: Source{Kind: DebianPackages, Repo: "fluent-bit", Host: FluentBitHost,
+			Path: "/debian/trixie/dists/trixie/main/binary-{arch}/Packages", Pool: "/debian/trixie/"},
 		ArchNames: goArch,
 		Object:    "fluent-bit-v{version}-linux-{podarch}.deb",
 		Canonical: "fluent-bit.deb",
-		Digest:    DigestSource{Sidecars: map[string]string{"sha512": "SHA512"}},
+		Digest:    DigestSource{Sidecars: map[string]string{"sha512": "SHA512", "sha256": "SHA256"}},
 		Optional:  OTelLogs,
 	},
 	{
-		Key:       "libpq5",
-		Source:    Source{Kind: DebianPackages, Repo: "libpq5"},
+		Key: "libpq5",
+		// Debian 13's current libpq5; any major.
+		Source: Source{Kind: DebianPackages, Repo: "libpq5", Host: DebianHost,
+			Path: "/debian/dists/trixie/main/binary-{arch}/Packages.gz", Pool: "/debian/"},
 		ArchNames: goArch,
 		Object:    "libpq5-v{version}-linux-{podarch}.deb",
 		Canonical: "libpq5.deb",

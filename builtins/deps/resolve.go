@@ -44,6 +44,8 @@ const (
 var DefaultHosts = map[DownloadHost]string{
 	KubernetesHost: "https://dl.k8s.io",
 	GVisorHost:     "https://storage.googleapis.com/gvisor",
+	FluentBitHost:  "https://packages.fluentbit.io",
+	DebianHost:     "https://deb.debian.org",
 }
 
 // Sentinel errors.
@@ -103,6 +105,8 @@ func (r *Resolver) Resolve(ctx context.Context, dep Dependency, archs []Arch) ([
 		rel, version, err = r.latest(ctx, dep)
 	case PodminRelease:
 		rel, version, err = r.agentRelease(ctx, dep)
+	case DebianPackages:
+		return r.debian(ctx, dep, archs)
 	default:
 		return nil, fmt.Errorf("%s: the %s source is resolved by its own feature, not by Resolve", dep.Key, dep.Source.Kind)
 	}
@@ -224,11 +228,7 @@ func (r *Resolver) file(ctx context.Context, dep Dependency, rel ghRelease, vers
 		return File{}, fmt.Errorf("%s: no kernel known for %s", dep.Key, a)
 	}
 	if dep.Source.Host != AssetHost {
-		base, ok := r.Hosts[dep.Source.Host]
-		if !ok {
-			base = DefaultHosts[dep.Source.Host]
-		}
-		f.URL = strings.TrimSuffix(base, "/") + x.expand(dep.Source.Path)
+		f.URL = r.host(dep.Source.Host) + x.expand(dep.Source.Path)
 		// Off-GitHub publishers always publish their sidecar: the
 		// strongest one listed is required.
 		alg := strongest(dep.Digest.Sidecars)
@@ -327,6 +327,15 @@ func (r *Resolver) sidecar(ctx context.Context, url, alg, name string) (string, 
 		return "", fmt.Errorf("%s lists no digest for %s: %w", url, name, ErrNoDigest)
 	}
 	return "", fmt.Errorf("%s is empty: %w", url, ErrNoDigest)
+}
+
+// host returns the base URL of h without a trailing slash.
+func (r *Resolver) host(h DownloadHost) string {
+	base, ok := r.Hosts[h]
+	if !ok {
+		base = DefaultHosts[h]
+	}
+	return strings.TrimSuffix(base, "/")
 }
 
 func (r *Resolver) api() string {

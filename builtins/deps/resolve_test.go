@@ -222,3 +222,59 @@ func TestDownloadDigestMismatchRefusedAndRemoved(t *testing.T) {
 		t.Fatalf("a refused download left %d files behind: %v", len(entries), entries[0].Name())
 	}
 }
+
+func TestResolveDebianPackages(t *testing.T) {
+	u := newFakeUpstream(t)
+	r := u.resolver()
+	r.Hosts[FluentBitHost] = u.srv.URL + "/fluentbit"
+	r.Hosts[DebianHost] = u.srv.URL + "/debian"
+	files, err := r.Resolve(context.Background(), def(t, "fluent-bit"), Archs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 6.0.0 is another major, 5.1.0~rc1 a prerelease, fluent-bit-dbg
+	// another package; the index's SHA-512 wins over its SHA-256.
+	pool := "/fluentbit/debian/trixie/pool/main/f/fluent-bit/fluent-bit_5.0.1_arm64.deb"
+	if f := files[1]; f.Version != "5.0.1" || f.URL != u.srv.URL+pool || f.Digest != "sha512:"+sum("sha512", content(pool)) ||
+		f.Size != int64(len(content(pool))) || f.Path != "dependencies/fluent-bit/fluent-bit-v5.0.1-linux-arm64.deb" {
+		t.Fatalf("fluent-bit %+v", f)
+	}
+	files, err = r.Resolve(context.Background(), def(t, "libpq5"), []Arch{AMD64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool = "/debian/debian/pool/main/p/postgresql-17/libpq5_17.6-0+deb13u1_amd64.deb"
+	if f := files[0]; f.Version != "17.6-0+deb13u1" || f.Digest != "sha256:"+sum("sha256", content(pool)) ||
+		f.Path != "dependencies/libpq5/libpq5-v17.6-0+deb13u1-linux-amd64.deb" {
+		t.Fatalf("libpq5 %+v", f)
+	}
+	c := &Cache{Dir: t.TempDir(), Client: u.srv.Client()}
+	if _, err := c.Ensure(context.Background(), files[0]); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestImageKernel(t *testing.T) {
+	u := newFakeUpstream(t)
+	k, err := u.resolver().ImageKernel(context.Background(), u.srv.URL+"/images/debian-13-generic-amd64.json")
+	if err != nil || k != "6.12.41+deb13-cloud-amd64" {
+		t.Fatalf("kernel %q %v", k, err)
+	}
+	r := u.resolver()
+	r.Kernels = map[Arch]string{AMD64: k}
+	files, err := r.Resolve(context.Background(), def(t, "jool"), []Arch{AMD64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "jool-4.1.14-6.12.41+deb13-cloud-amd64.tar.gz"
+	if f := files[0]; f.Path != "dependencies/jool/jool-v4.1.14-6.12.41+deb13-cloud-amd64-linux-amd64.tar.gz" ||
+		f.Digest != "sha256:"+sum("sha256", content(name)) || f.Version != "4.1.14" {
+		t.Fatalf("jool %+v", f)
+	}
+	if n, ok := ParseObjectPath(files[0].Path); !ok || n.Arch != AMD64 || n.Version != "4.1.14-"+k {
+		t.Fatalf("object name %+v", n)
+	}
+	if _, err := r.Resolve(context.Background(), def(t, "jool"), []Arch{ARM64}); err == nil || !strings.Contains(err.Error(), "no kernel known") {
+		t.Fatalf("err = %v: Jool needs the AMI's kernel", err)
+	}
+}

@@ -5,6 +5,7 @@
 package deps
 
 import (
+	"compress/gzip"
 	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/hex"
@@ -42,6 +43,7 @@ func newFakeUpstream(t *testing.T) *fakeUpstream {
 			"kubernetes/kubernetes":       "kubernetes.json",
 			"kubernetes-sigs/cri-tools":   "cri-tools.json",
 			"google/gvisor":               "gvisor.json",
+			"podplane/jool-builds":        "jool-builds.json",
 		},
 		corrupt:  map[string]bool{},
 		requests: map[string]int{},
@@ -72,7 +74,7 @@ func sum(alg string, b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
-var placeholder = regexp.MustCompile(`\{\{(BASE|SHA256 [^}]+|SIZE [^}]+)\}\}`)
+var placeholder = regexp.MustCompile(`\{\{(BASE|SHA256 [^}]+|SHA512 [^}]+|SIZE [^}]+)\}\}`)
 
 func (u *fakeUpstream) count(p string) {
 	u.mu.Lock()
@@ -101,25 +103,59 @@ func (u *fakeUpstream) serve(w http.ResponseWriter, r *http.Request) {
 			http.NotFound(w, r)
 			return
 		}
-		out := placeholder.ReplaceAllStringFunc(string(data), func(m string) string {
-			m = strings.Trim(m, "{}")
-			switch {
-			case m == "BASE":
-				return u.srv.URL
-			case strings.HasPrefix(m, "SHA256 "):
-				return sum("sha256", content(strings.TrimPrefix(m, "SHA256 ")))
-			default:
-				name := strings.TrimPrefix(m, "SIZE ")
-				return fmt.Sprint(len(u.body(name)))
-			}
-		})
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, out)
-	case strings.HasPrefix(p, "/dl/"), strings.HasPrefix(p, "/k8s/"), strings.HasPrefix(p, "/gvisor/"):
+		fmt.Fprint(w, u.expand(string(data)))
+	case strings.HasSuffix(p, "/Packages"), strings.HasSuffix(p, "/Packages.gz"):
+		u.servePackages(w, r)
+	case p == "/images/debian-13-generic-amd64.json":
+		http.ServeFile(w, r, "testdata/debian/image-manifest.json")
+	case strings.HasPrefix(p, "/dl/"), strings.HasPrefix(p, "/k8s/"), strings.HasPrefix(p, "/gvisor/"),
+		strings.HasPrefix(p, "/fluentbit/"), strings.HasPrefix(p, "/debian/"):
 		w.Write(u.body(p))
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// expand fills the placeholders of a recorded response.
+func (u *fakeUpstream) expand(data string) string {
+	return placeholder.ReplaceAllStringFunc(data, func(m string) string {
+		m = strings.Trim(m, "{}")
+		switch {
+		case m == "BASE":
+			return u.srv.URL
+		case strings.HasPrefix(m, "SHA256 "):
+			return sum("sha256", content(strings.TrimPrefix(m, "SHA256 ")))
+		case strings.HasPrefix(m, "SHA512 "):
+			return sum("sha512", content(strings.TrimPrefix(m, "SHA512 ")))
+		default:
+			return fmt.Sprint(len(u.body(strings.TrimPrefix(m, "SIZE "))))
+		}
+	})
+}
+
+// servePackages serves a recorded Packages index for the architecture in
+// the path ("binary-<arch>"), gzipped for Packages.gz.
+func (u *fakeUpstream) servePackages(w http.ResponseWriter, r *http.Request) {
+	p := r.URL.Path
+	repo := "libpq5"
+	if strings.HasPrefix(p, "/fluentbit/") {
+		repo = "fluent-bit"
+	}
+	data, err := os.ReadFile("testdata/debian/" + repo + ".Packages")
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	arch := strings.TrimPrefix(path.Base(path.Dir(p)), "binary-")
+	text := u.expand(strings.ReplaceAll(string(data), "{{ARCH}}", arch))
+	if strings.HasSuffix(p, ".gz") {
+		zw := gzip.NewWriter(w)
+		zw.Write([]byte(text))
+		zw.Close()
+		return
+	}
+	fmt.Fprint(w, text)
 }
 
 // body returns the bytes served for a file path or name.
