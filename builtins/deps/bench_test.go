@@ -34,8 +34,8 @@ func BenchmarkPublishMatching(b *testing.B) {
 	store := versityBucketB(b)
 	cache := &Cache{Dir: b.TempDir()}
 	files := syntheticSet(b, cache, 16, 64<<10)
-	opts := PublishOptions{Archs: Archs, Files: files, Cache: cache, Images: map[string]ImageEntry{"pause": pauseEntry},
-		PublishImage: func(context.Context, objstore.Store, ImageEntry) error { return nil }}
+	opts := PublishOptions{Archs: Archs, Files: files, Cache: cache, Images: Images,
+		Mirror: func(context.Context, objstore.Store, Image) (ImageEntry, error) { return pauseEntry, nil }}
 	if _, err := Publish(ctx, store, opts); err != nil {
 		b.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func BenchmarkPublishCold(b *testing.B) {
 		resetPeakRSS()
 		start = time.Now()
 		res, err := Publish(ctx, store, PublishOptions{Archs: Archs, Files: files, Cache: cache, Concurrency: 4,
-			Images: map[string]ImageEntry{"pause": pauseEntry}, PublishImage: func(context.Context, objstore.Store, ImageEntry) error { return nil }})
+			Images: Images, Mirror: func(context.Context, objstore.Store, Image) (ImageEntry, error) { return pauseEntry, nil }})
 		if err != nil || len(res.Uploaded) != count {
 			b.Fatalf("%d uploaded: %v", len(res.Uploaded), err)
 		}

@@ -31,10 +31,12 @@ type PublishOptions struct {
 	Resolver *Resolver
 	// Features add optional dependencies when Files is nil.
 	Features []Feature
-	// Images is the desired image set by key. PublishImage uploads an
-	// image that the published manifest does not already record.
-	Images       map[string]ImageEntry
-	PublishImage func(ctx context.Context, store objstore.Store, img ImageEntry) error
+	// Images are the image dependencies (normally the package's Images).
+	// One the manifest already records at the same pinned source is kept
+	// without any request; any other is published by Mirror, which
+	// returns its manifest entry (OCIMirror is the standard one).
+	Images []Image
+	Mirror func(ctx context.Context, store objstore.Store, img Image) (ImageEntry, error)
 	// Cache holds verified downloads; only pending files touch it.
 	Cache *Cache
 	// Concurrency bounds parallel uploads; zero is 4.
@@ -114,14 +116,15 @@ func Publish(ctx context.Context, store objstore.Store, opts PublishOptions) (Pu
 			return res, err
 		}
 		desired, pending := plan(cur, files)
-		pendingImages := map[string]ImageEntry{}
-		for k, img := range opts.Images {
-			desired.Images[k] = img
-			if cur == nil || cur.Images[k] != img {
-				pendingImages[k] = img
+		var pendingImages []Image
+		for _, img := range opts.Images {
+			if old, ok := curImage(cur, img); ok {
+				desired.Images[img.Key] = old
+			} else {
+				pendingImages = append(pendingImages, img)
 			}
 		}
-		if cur != nil && bytes.Equal(cur.Encode(), desired.Encode()) {
+		if cur != nil && len(pendingImages) == 0 && bytes.Equal(cur.Encode(), desired.Encode()) {
 			res.Manifest, res.ETag = cur, etag
 			break
 		}
@@ -134,14 +137,16 @@ func Publish(ctx context.Context, store objstore.Store, opts PublishOptions) (Pu
 			// Sizes are exact now that the cache has the bytes.
 			desired.Dependencies[f.Key][f.Arch] = withoutIdentity(f)
 		}
-		for _, k := range sortedKeys(pendingImages) {
-			if opts.PublishImage == nil {
-				return res, fmt.Errorf("image %s is not published and no image publisher is configured", k)
+		for _, img := range pendingImages {
+			if opts.Mirror == nil {
+				return res, fmt.Errorf("image %s is not published and no image mirror is configured", img.Source())
 			}
-			if err := opts.PublishImage(ctx, store, pendingImages[k]); err != nil {
-				return res, fmt.Errorf("publish image %s: %w", k, err)
+			entry, err := opts.Mirror(ctx, store, img)
+			if err != nil {
+				return res, fmt.Errorf("publish image %s: %w", img.Source(), err)
 			}
-			res.Images = append(res.Images, k)
+			desired.Images[img.Key] = entry
+			res.Images = append(res.Images, img.Key)
 		}
 		data := desired.Encode()
 		var newETag string
@@ -170,6 +175,16 @@ func Publish(ctx context.Context, store objstore.Store, opts PublishOptions) (Pu
 		res.Deleted = Retain(ctx, store, res.Manifest, now(), opts.Warn)
 	}
 	return res, nil
+}
+
+// curImage returns the published entry of img when it records the same
+// pinned source at the same mirror path.
+func curImage(cur *Manifest, img Image) (ImageEntry, bool) {
+	if cur == nil {
+		return ImageEntry{}, false
+	}
+	old, ok := cur.Images[img.Key]
+	return old, ok && old.Source == img.Source() && old.Version == img.Version && old.Path == img.Path()
 }
 
 // plan returns the desired manifest and the files it does not already

@@ -105,10 +105,10 @@ func testFiles(t *testing.T, u *fakeUpstream) []File {
 func testPublishOptions(t *testing.T, u *fakeUpstream, files []File) PublishOptions {
 	return PublishOptions{
 		Archs: Archs, Files: files,
-		Cache:        &Cache{Dir: t.TempDir(), Client: u.srv.Client()},
-		Images:       map[string]ImageEntry{"pause": pauseEntry},
-		PublishImage: func(context.Context, objstore.Store, ImageEntry) error { return nil },
-		Warn:         func(msg string) { t.Errorf("warning: %s", msg) },
+		Cache:  &Cache{Dir: t.TempDir(), Client: u.srv.Client()},
+		Images: Images,
+		Mirror: func(context.Context, objstore.Store, Image) (ImageEntry, error) { return pauseEntry, nil },
+		Warn:   func(msg string) { t.Errorf("warning: %s", msg) },
 	}
 }
 
@@ -153,7 +153,10 @@ func TestPublishThenMatchTransfersNothing(t *testing.T) {
 		opts := testPublishOptions(t, u, testFiles(t, u))
 		upstreamBefore := u.total()
 		opts.Cache = &Cache{Dir: t.TempDir(), Client: refusingClient()}
-		opts.PublishImage = func(context.Context, objstore.Store, ImageEntry) error { t.Error("image republished"); return nil }
+		opts.Mirror = func(context.Context, objstore.Store, Image) (ImageEntry, error) {
+			t.Error("image mirrored again")
+			return pauseEntry, nil
+		}
 		res, err = Publish(ctx, counted, opts)
 		if err != nil {
 			t.Fatal(err)

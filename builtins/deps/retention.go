@@ -151,5 +151,3 @@ func Retain(ctx context.Context, store objstore.Store, m *Manifest, now time.Tim
 	}
 	return deleted
 }
-
-func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
