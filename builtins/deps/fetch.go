@@ -98,29 +98,17 @@ func Fetch(ctx context.Context, opts FetchOptions) (FetchResult, error) {
 	if opts.OTelLogs {
 		features = append(features, OTelLogs)
 	}
-	var defs []Dependency
-	for _, d := range Selected(features) {
-		if d.Key == "podmin-agent" && opts.AgentSource != "" {
-			continue
-		}
-		defs = append(defs, d)
+	po := PublishOptions{Archs: archs, Features: features, Resolver: r, Cache: cache}
+	if !opts.ResolveOnly {
+		po.AgentSource = opts.AgentSource // a dry run builds nothing
 	}
-	files, err := r.ResolveAll(ctx, defs, archs)
+	files, err := Desired(ctx, po)
 	if err != nil {
 		return FetchResult{}, err
 	}
 	if !opts.ResolveOnly {
 		if files, err = cache.EnsureAll(ctx, files); err != nil {
 			return FetchResult{}, err
-		}
-		if opts.AgentSource != "" {
-			for _, a := range archs {
-				f, err := BuildAgent(ctx, opts.AgentSource, a, cache)
-				if err != nil {
-					return FetchResult{}, err
-				}
-				files = append(files, f)
-			}
 		}
 	}
 	res := FetchResult{Dir: cache.Dir}

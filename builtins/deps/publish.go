@@ -29,8 +29,15 @@ type PublishOptions struct {
 	Files []File
 	// Resolver resolves when Files is nil.
 	Resolver *Resolver
-	// Features add optional dependencies when Files is nil.
+	// Features add optional dependencies when Files is nil (OTelLogs;
+	// NAT64 is implied by NAT64Archs).
 	Features []Feature
+	// NAT64Archs are the NAT64 instances' architectures: the Jool
+	// modules are resolved for them, for the kernels in Resolver.Kernels.
+	NAT64Archs []Arch
+	// AgentSource cross-compiles podmin-agent from a Podmin checkout
+	// instead of resolving the published agent (--agent-source).
+	AgentSource string
 	// Images are the image dependencies (normally the package's Images).
 	// One the manifest already records at the same pinned source is kept
 	// without any request; any other is published by Mirror, which
@@ -97,11 +104,8 @@ func Publish(ctx context.Context, store objstore.Store, opts PublishOptions) (Pu
 	var res PublishResult
 	files := opts.Files
 	if files == nil {
-		if opts.Resolver == nil {
-			return res, errors.New("publish dependencies: neither files nor a resolver given")
-		}
 		var err error
-		if files, err = opts.Resolver.ResolveAll(ctx, Selected(opts.Features), opts.Archs); err != nil {
+		if files, err = Desired(ctx, opts); err != nil {
 			return res, err
 		}
 	}
@@ -175,6 +179,51 @@ func Publish(ctx context.Context, store objstore.Store, opts PublishOptions) (Pu
 		res.Deleted = Retain(ctx, store, res.Manifest, now(), opts.Warn)
 	}
 	return res, nil
+}
+
+// Desired resolves the complete desired file set of opts: the canonical
+// set and features for Archs, Jool for NAT64Archs, and the agent built
+// from AgentSource when set (which needs Cache).
+func Desired(ctx context.Context, opts PublishOptions) ([]File, error) {
+	if opts.Resolver == nil {
+		return nil, errors.New("publish dependencies: neither files nor a resolver given")
+	}
+	var files []File
+	for _, d := range Selected(opts.Features) {
+		if d.Optional == NAT64 || (d.Key == "podmin-agent" && opts.AgentSource != "") {
+			continue
+		}
+		fs, err := opts.Resolver.Resolve(ctx, d, opts.Archs)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, fs...)
+	}
+	if opts.AgentSource != "" {
+		if opts.Cache == nil {
+			return nil, errors.New("--agent-source needs the dependency cache")
+		}
+		for _, a := range opts.Archs {
+			f, err := BuildAgent(ctx, opts.AgentSource, a, opts.Cache)
+			if err != nil {
+				return nil, err
+			}
+			files = append(files, f)
+		}
+	}
+	if len(opts.NAT64Archs) > 0 {
+		for _, d := range Definitions {
+			if d.Optional != NAT64 {
+				continue
+			}
+			fs, err := opts.Resolver.Resolve(ctx, d, opts.NAT64Archs)
+			if err != nil {
+				return nil, err
+			}
+			files = append(files, fs...)
+		}
+	}
+	return files, nil
 }
 
 // curImage returns the published entry of img when it records the same

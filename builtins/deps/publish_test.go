@@ -380,3 +380,21 @@ func TestRetainOnStore(t *testing.T) {
 		}
 	})
 }
+
+func TestDesiredSet(t *testing.T) {
+	u := newFakeUpstream(t)
+	r := u.resolver()
+	r.Kernels = map[Arch]string{AMD64: "6.12.41+deb13-cloud-amd64"}
+	files, err := Desired(context.Background(), PublishOptions{Archs: []Arch{ARM64}, NAT64Archs: []Arch{AMD64}, Resolver: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range files {
+		got = append(got, f.Key+"/"+string(f.Arch))
+	}
+	want := "containerd/arm64 gvisor/arm64 cni-plugins/arm64 kubelet/arm64 crictl/arm64 coredns/arm64 podmin-agent/arm64 jool/amd64"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("desired %s\nwant    %s", strings.Join(got, " "), want)
+	}
+}
