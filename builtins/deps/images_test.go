@@ -5,10 +5,12 @@
 package deps
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -22,6 +24,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/objstore/faultstore"
 	"podmin.dev/podmin/internal/objstore/local"
 	"podmin.dev/podmin/internal/oci"
 )
@@ -52,7 +55,7 @@ func TestOCIMirrorPublishesPauseImage(t *testing.T) {
 	m := &OCIMirror{Local: oci.NewStore(t.TempDir())}
 	u := newFakeUpstream(t)
 	opts := testPublishOptions(t, u, testFiles(t, u))
-	opts.Images, opts.Mirror = []Image{pause}, m.Mirror
+	opts.Images, opts.Mirror, opts.Check = []Image{pause}, m.Mirror, m.Check
 	res, err := Publish(ctx, bucket, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -84,6 +87,40 @@ func TestOCIMirrorPublishesPauseImage(t *testing.T) {
 	srv.Close()
 	res, err = Publish(ctx, bucket, opts)
 	if err != nil || res.Written || len(res.Images) != 0 {
+		t.Fatalf("%+v %v", res, err)
+	}
+
+	// Legacy metadata: index.json tags the image but lists no nested
+	// manifests. Setup repairs it from the bucket's own image index and
+	// uploads no blob.
+	parsed, err := oci.ParseIndex(index.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tagged, _ := oci.FindTag(parsed, "3.10.2")
+	parsed.Manifests = []v1.Descriptor{tagged}
+	legacy, _ := oci.EncodeIndex(parsed)
+	if _, err := bucket.Put(ctx, e.Path+"/index.json", legacy); err != nil {
+		t.Fatal(err)
+	}
+	counted := faultstore.New(bucket)
+	res, err = Publish(ctx, counted, opts)
+	if err != nil || res.Written || len(res.Images) != 0 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if c := counted.Counts(); c.Put+c.PutIfAbsent != 0 || c.PutIfMatch != 1 {
+		t.Fatalf("repair requests %+v: want one index.json compare-and-swap and no blob upload", c)
+	}
+	repaired, _ := bucket.Get(ctx, e.Path+"/index.json", objstore.GetOptions{})
+	if !bytes.Equal(repaired.Data, index.Data) {
+		t.Fatalf("repaired index.json differs from a fresh push:\n%s\n%s", repaired.Data, index.Data)
+	}
+	// A missing mirror is mirrored again (from the local image store).
+	for _, k := range []string{e.Path + "/index.json"} {
+		bucket.Delete(ctx, k, "")
+	}
+	res, err = Publish(ctx, bucket, opts)
+	if err != nil || !slices.Equal(res.Images, []string{"pause"}) {
 		t.Fatalf("%+v %v", res, err)
 	}
 }

@@ -44,6 +44,9 @@ type PublishOptions struct {
 	// returns its manifest entry (OCIMirror is the standard one).
 	Images []Image
 	Mirror func(ctx context.Context, store objstore.Store, img Image) (ImageEntry, error)
+	// Check, when set, verifies an image the manifest already records
+	// (repairing legacy metadata); ErrImageMissing mirrors it again.
+	Check func(ctx context.Context, store objstore.Store, img Image, e ImageEntry) error
 	// Cache holds verified downloads; only pending files touch it.
 	Cache *Cache
 	// Concurrency bounds parallel uploads; zero is 4.
@@ -122,7 +125,16 @@ func Publish(ctx context.Context, store objstore.Store, opts PublishOptions) (Pu
 		desired, pending := plan(cur, files)
 		var pendingImages []Image
 		for _, img := range opts.Images {
-			if old, ok := curImage(cur, img); ok {
+			old, ok := curImage(cur, img)
+			if ok && opts.Check != nil {
+				err := opts.Check(ctx, store, img, old)
+				if errors.Is(err, ErrImageMissing) {
+					ok = false
+				} else if err != nil {
+					return res, fmt.Errorf("check image %s: %w", img.Source(), err)
+				}
+			}
+			if ok {
 				desired.Images[img.Key] = old
 			} else {
 				pendingImages = append(pendingImages, img)
