@@ -29,12 +29,12 @@ imds_base='http://[fd00:ec2::254]/latest'
 log() { printf 'podmin-bootstrap: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 
-# Local IMDS over IPv6 with a session token.
+# Local IMDS (IMDSv2 token) over IPv6.
 imds_token=$(curl -fsS --retry 10 --retry-connrefused -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 21600' "$imds_base/api/token")
 imds() { curl -fsS --retry 5 -H "X-aws-ec2-metadata-token: $imds_token" "$imds_base/meta-data/$1"; }
 
 # Packages, then the SSM Agent from AWS's regional bucket over the
-# dual-stack endpoint, so Session Manager works even if later steps fail.
+# dual-stack endpoint, so Systems Manager access works even if later steps fail.
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
 apt-get install -y -q --no-install-recommends awscli bzip2 ca-certificates conntrack curl iproute2 nftables tar
