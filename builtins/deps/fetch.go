@@ -99,8 +99,10 @@ func Fetch(ctx context.Context, opts FetchOptions) (FetchResult, error) {
 		features = append(features, OTelLogs)
 	}
 	po := PublishOptions{Archs: archs, Features: features, Resolver: r, Cache: cache}
-	if !opts.ResolveOnly {
-		po.AgentSource = opts.AgentSource // a dry run builds nothing
+	if opts.ResolveOnly {
+		po.noAgent = opts.AgentSource != "" // a dry run builds nothing
+	} else {
+		po.AgentSource = opts.AgentSource
 	}
 	files, err := Desired(ctx, po)
 	if err != nil {

@@ -84,3 +84,19 @@ func TestFetchAgentSourceCrossCompiles(t *testing.T) {
 		t.Fatal("empty file checked valid")
 	}
 }
+
+func TestFetchResolveOnlyDownloadsNothing(t *testing.T) {
+	u := newFakeUpstream(t)
+	dir := t.TempDir()
+	res, err := Fetch(context.Background(), FetchOptions{Arch: []string{"amd64"}, CacheDir: dir, Resolver: u.resolver(),
+		Client: refusingClient(), ResolveOnly: true, AgentSource: "/nonexistent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Files) != 6 || res.Files[5].Key != "coredns" {
+		t.Fatalf("files %+v: the agent from a source is neither resolved nor built in a dry run", res.Files)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "dependencies")); !os.IsNotExist(err) {
+		t.Fatalf("a dry run wrote the cache: %v", err)
+	}
+}

@@ -38,6 +38,10 @@ type PublishOptions struct {
 	// AgentSource cross-compiles podmin-agent from a Podmin checkout
 	// instead of resolving the published agent (--agent-source).
 	AgentSource string
+
+	// noAgent leaves podmin-agent out (a fetch dry run with an agent
+	// source resolves without building).
+	noAgent bool
 	// Images are the image dependencies (normally the package's Images).
 	// One the manifest already records at the same pinned source is kept
 	// without any request; any other is published by Mirror, which
@@ -202,7 +206,7 @@ func Desired(ctx context.Context, opts PublishOptions) ([]File, error) {
 	}
 	var files []File
 	for _, d := range Selected(opts.Features) {
-		if d.Optional == NAT64 || (d.Key == "podmin-agent" && opts.AgentSource != "") {
+		if d.Optional == NAT64 || (d.Key == "podmin-agent" && (opts.AgentSource != "" || opts.noAgent)) {
 			continue
 		}
 		fs, err := opts.Resolver.Resolve(ctx, d, opts.Archs)
