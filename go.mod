@@ -25,6 +25,7 @@ require (
 	github.com/zclconf/go-cty v1.19.0
 	go.starlark.net v0.0.0-20260908191801-89a6a09411d5
 	go.yaml.in/yaml/v2 v2.4.4
+	golang.org/x/mod v0.41.0
 	golang.org/x/sys v0.50.0
 	golang.org/x/term v0.48.0
 	google.golang.org/grpc v1.85.0

@@ -114,7 +114,7 @@ func TestREPLCompletion(t *testing.T) {
 	}
 	for word, want := range map[string][]string{
 		"pod":                   {"podmin"},
-		"podmin.dep":            {"deployments"},
+		"podmin.dep":            {"deployments", "deps"},
 		"podmin.deployments.de": {"delete", "deploy"},
 		"dep":                   {"deploy_all"},
 		"_pr":                   {"_private"},

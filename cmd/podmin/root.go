@@ -69,6 +69,7 @@ Start with "podmin connect CLUSTER --provider local --bucket NAME".`,
 		newPushCmd(env),
 		newSecretCmd(env),
 		newRecipesCmd(env),
+		newFetchCmd(env),
 		newVersionCmd(),
 	)
 	root.AddCommand(clusterCommands(env)...)

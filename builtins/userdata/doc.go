@@ -1,0 +1,13 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package userdata renders the instance bootstrap scripts: aws.sh for
+// NodeGroup VMs and nat64.sh for NAT64 instances. The shell is fixed and
+// idempotent; the renderer only fills in validated values and the compact
+// dependency rows, strips comments and blank lines, gzips deterministically
+// and encodes the bytes once in base64 as launch templates require.
+//
+// It must not talk to object storage or upstream: its input is the
+// published dependency manifest.
+package userdata
