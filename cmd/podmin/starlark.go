@@ -123,9 +123,10 @@ func newReplCmd(env *builtins.Env) *cobra.Command {
 		Long: `Repl starts an interactive Starlark session with the podmin module, optionally
 pre-loading FILE. Tab completes names and attributes, help(x) documents a builtin,
 _ holds the last value, Ctrl-C cancels the running call, Ctrl-D leaves. History is
-kept in the Podmin data directory.`,
+kept in the Podmin data directory. The session has no overall deadline unless
+--timeout is given.`,
 		Args:        cobra.MaximumNArgs(1),
-		Annotations: map[string]string{noContext: "true"},
+		Annotations: map[string]string{noContext: "true", noDeadline: "true"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			e, bind := scriptEnv(env, cmd.ErrOrStderr())
 			h := pstar.New(pstar.Options{Ops: e, Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(), CacheDir: env.Dirs.Cache, WorkDir: env.WorkDir})

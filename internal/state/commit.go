@@ -47,6 +47,10 @@ type CommitOptions struct {
 	// Sleep waits for d or until ctx is done. Nil uses a timer. Tests pass a
 	// function that records the delay and returns at once.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Cache, when set, keeps verified payload bytes on local disk: deploy
+	// stores what it writes there and reads the namespace of a replaced
+	// entry from it instead of the bucket.
+	Cache PayloadCache
 }
 
 // Committer applies mutations to deployments/index.json in one bucket with
