@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/state"
 )
 
@@ -97,12 +98,16 @@ func BenchmarkIndexCommitCPU10k(b *testing.B) {
 
 // BenchmarkCommit measures deploy throughput against the local store with
 // 1, 8 and 32 concurrent writers, each updating its own deployment with a
-// new Pod payload per operation, using the default backoff.
+// new Pod payload per operation, using the production backoff and attempts.
 func BenchmarkCommit(b *testing.B) {
+	benchCommit(b, func(b *testing.B) objstore.Store { return newLocal(b) })
+}
+
+func benchCommit(b *testing.B, newStore func(b *testing.B) objstore.Store) {
 	for _, writers := range []int{1, 8, 32} {
 		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
-			store := newLocal(b)
-			c := state.NewCommitter(store, state.CommitOptions{MaxAttempts: 1000})
+			store := newStore(b)
+			c := state.NewCommitter(store, state.CommitOptions{})
 			ctx := context.Background()
 			var next atomic.Int64
 			var wg sync.WaitGroup

@@ -22,9 +22,9 @@ var ErrOutcomeUnknown = errors.New("outcome of the index write is unknown")
 
 // Defaults for CommitOptions.
 const (
-	// DefaultMaxAttempts covers a burst of a dozen concurrent writers: each
-	// lost round is another writer's success.
-	DefaultMaxAttempts = 16
+	// DefaultMaxAttempts covers a burst of 32 concurrent writers: each lost
+	// round is another writer's success, so the 32nd round cannot lose.
+	DefaultMaxAttempts = 32
 	// DefaultBaseDelay is about one S3 round trip.
 	DefaultBaseDelay = 20 * time.Millisecond
 	// DefaultMaxDelay keeps an interactive deploy responsive.
