@@ -47,6 +47,9 @@ type CommitOptions struct {
 	// Sleep waits for d or until ctx is done. Nil uses a timer. Tests pass a
 	// function that records the delay and returns at once.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// NewWriteID returns a fresh, unpredictable write ID for each index
+	// write. Nil uses 16 bytes from crypto/rand as lowercase hex.
+	NewWriteID func() string
 	// Cache, when set, keeps verified payload bytes on local disk: deploy
 	// stores what it writes there and reads the namespace of a replaced
 	// entry from it instead of the bucket.
@@ -79,6 +82,9 @@ func NewCommitter(store objstore.Store, opts CommitOptions) *Committer {
 	if opts.Sleep == nil {
 		opts.Sleep = sleep
 	}
+	if opts.NewWriteID == nil {
+		opts.NewWriteID = randomWriteID
+	}
 	return &Committer{store: store, opts: opts}
 }
 
@@ -106,35 +112,27 @@ func (c *Committer) backoff(n int) time.Duration {
 // ReadIndex reads and decodes the index with its ETag. A missing index is an
 // empty index with an empty ETag.
 func ReadIndex(ctx context.Context, store objstore.Store) (*Index, string, error) {
-	obj, err := store.Get(ctx, IndexPath, objstore.GetOptions{})
-	if errors.Is(err, objstore.ErrNotFound) {
-		return NewIndex(), "", nil
-	}
-	if err != nil {
-		return nil, "", fmt.Errorf("read %s: %w", IndexPath, err)
-	}
-	ix, err := DecodeIndex(obj.Data)
+	v, err := readIndexVersion(ctx, store)
 	if err != nil {
 		return nil, "", err
 	}
-	return ix, obj.ETag, nil
+	return v.ix, v.etag, nil
 }
 
 // mutation is one change to one key. apply mutates ix and reports whether
 // it changed anything; it runs once per round against a fresh index, so all
-// rules are checked against the version the write replaces. target reports
-// whether a key state is what this mutation produces.
+// rules are checked against the version the write replaces.
 type mutation struct {
-	op     string
-	key    Key
-	apply  func(ctx context.Context, ix *Index) (changed bool, err error)
-	target func(e Entry, ok bool) bool
+	op    string
+	key   Key
+	apply func(ctx context.Context, ix *Index) (changed bool, err error)
 }
 
-// keyState is one key's value in one index version.
-type keyState struct {
-	entry Entry
-	ok    bool
+// pendingWrite is an index write whose reply was lost: it may or may not
+// have been applied.
+type pendingWrite struct {
+	id   string
+	base indexVersion
 }
 
 // commit runs the read-modify-write loop for m until it lands, is refused,
@@ -142,8 +140,7 @@ type keyState struct {
 func (c *Committer) commit(ctx context.Context, m mutation) error {
 	var (
 		lastErr error
-		// pending is the pre-image of an ambiguous write awaiting resolution.
-		pending *keyState
+		pending *pendingWrite
 	)
 	fail := func(err error) error {
 		if pending != nil {
@@ -161,57 +158,52 @@ func (c *Committer) commit(ctx context.Context, m mutation) error {
 		if last && (pending == nil || round > c.opts.MaxAttempts+1) {
 			return giveUp()
 		}
-		if round > 1 {
+		// A lost reply is resolved by reading at once: the sooner the
+		// read, the fewer writes can have followed.
+		if round > 1 && pending == nil {
 			if err := c.opts.Sleep(ctx, c.backoff(round)); err != nil {
 				return fail(err)
 			}
 		}
-		ix, etag, err := ReadIndex(ctx, c.store)
+		cur, err := readIndexVersion(ctx, c.store)
 		if err != nil {
-			if errors.Is(err, ErrInvalidIndex) || ctx.Err() != nil {
+			if !retryableRead(err) || ctx.Err() != nil {
 				return fail(err)
 			}
 			lastErr = err
 			continue
 		}
-		cur := keyState{}
-		cur.entry, cur.ok = ix.Lookup(m.key)
 		if pending != nil {
-			switch {
-			case m.target(cur.entry, cur.ok):
-				return nil // landed (or the identical state was committed)
-			case cur != *pending:
-				return fail(fmt.Errorf("the deployment changed to a third state after the failed write: %w", lastErr))
+			switch resolveWrite(pending.id, pending.base, cur) {
+			case writeLanded:
+				return nil
+			case writeUnknown:
+				return fail(fmt.Errorf("more than %d index writes followed the failed write, so its write ID is no longer recorded: %w", maxWriteChain-1, lastErr))
 			}
-			pending = nil // still the pre-image: the write did not land
+			pending = nil // it did not land: apply the mutation again
 		}
 		if last {
 			return giveUp()
 		}
-		changed, err := m.apply(ctx, ix)
+		changed, err := m.apply(ctx, cur.ix)
 		if err != nil {
 			return fmt.Errorf("%s %q: %w", m.op, m.key, err)
 		}
 		if !changed {
 			return nil
 		}
-		data := ix.Encode()
-		if etag == "" {
-			_, err = c.store.PutIfAbsent(ctx, IndexPath, data)
-		} else {
-			_, err = c.store.PutIfMatch(ctx, IndexPath, data, etag)
-		}
+		id := c.opts.NewWriteID()
+		err = c.writeIndex(ctx, cur, cur.ix.Encode(), id)
 		switch {
 		case err == nil:
 			return nil
-		case etag == "" && errors.Is(err, objstore.ErrNotFound):
-			// A create-only write finds no bucket: nothing was written.
-			return fmt.Errorf("%s %q: write %s: %w: check that the cluster bucket exists", m.op, m.key, IndexPath, err)
+		case errors.Is(err, errBucketMissing):
+			return fail(err) // nothing was written: there is nowhere to write
 		case errors.Is(err, objstore.ErrPrecondition), errors.Is(err, objstore.ErrNotFound):
 			lastErr = fmt.Errorf("another writer changed %s: %w", IndexPath, err)
 		default:
 			lastErr = fmt.Errorf("write %s: %w", IndexPath, err)
-			pending = &cur
+			pending = &pendingWrite{id: id, base: cur}
 		}
 	}
 }

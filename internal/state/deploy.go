@@ -138,7 +138,6 @@ func (c *Committer) Deploy(ctx context.Context, d Deployment) (DeployResult, err
 			}
 			return true, nil
 		},
-		target: func(e Entry, ok bool) bool { return ok && e == entry },
 	})
 	if err != nil {
 		return DeployResult{}, err
@@ -182,7 +181,6 @@ func (c *Committer) Delete(ctx context.Context, k Key) (DeleteResult, error) {
 			}
 			return existed, nil
 		},
-		target: func(_ Entry, ok bool) bool { return !ok },
 	})
 	if err != nil {
 		return DeleteResult{}, err
