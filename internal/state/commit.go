@@ -25,8 +25,8 @@ const (
 	// DefaultMaxAttempts covers a burst of 32 concurrent writers: each lost
 	// round is another writer's success, so the 32nd round cannot lose.
 	DefaultMaxAttempts = 32
-	// DefaultBaseDelay is about one S3 round trip.
-	DefaultBaseDelay = 20 * time.Millisecond
+	// minSlot is the smallest adaptive backoff slot.
+	minSlot = time.Millisecond
 	// DefaultMaxDelay keeps an interactive deploy responsive.
 	DefaultMaxDelay = 2 * time.Second
 )
@@ -38,7 +38,11 @@ type CommitOptions struct {
 	// ambiguous, one more read-only round resolves it.
 	MaxAttempts int
 	// BaseDelay is the backoff before the second round; it doubles per
-	// round up to MaxDelay. Each delay is jittered to [d/2, d).
+	// round up to MaxDelay. Each delay is jittered to [d/2, d). Zero adapts
+	// it to the store: the slot is the duration of the round just lost
+	// (its index read and write), the window in which writers collide, so
+	// the backoff scales with the store's round trip (about a millisecond
+	// on a local S3 server, tens of milliseconds on AWS) instead of a guess.
 	BaseDelay time.Duration
 	// MaxDelay caps the backoff.
 	MaxDelay time.Duration
@@ -70,9 +74,6 @@ func NewCommitter(store objstore.Store, opts CommitOptions) *Committer {
 	if opts.MaxAttempts <= 0 {
 		opts.MaxAttempts = DefaultMaxAttempts
 	}
-	if opts.BaseDelay <= 0 {
-		opts.BaseDelay = DefaultBaseDelay
-	}
 	if opts.MaxDelay <= 0 {
 		opts.MaxDelay = DefaultMaxDelay
 	}
@@ -99,9 +100,13 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// backoff is the jittered delay before round n (n >= 2).
-func (c *Committer) backoff(n int) time.Duration {
+// backoff is the jittered delay before round n (n >= 2); slot is the
+// measured duration of the last lost round, used when BaseDelay is zero.
+func (c *Committer) backoff(n int, slot time.Duration) time.Duration {
 	d := c.opts.BaseDelay
+	if d <= 0 {
+		d = max(slot, minSlot)
+	}
 	for i := 2; i < n && d < c.opts.MaxDelay; i++ {
 		d *= 2
 	}
@@ -141,6 +146,7 @@ func (c *Committer) commit(ctx context.Context, m mutation) error {
 	var (
 		lastErr error
 		pending *pendingWrite
+		slot    time.Duration
 	)
 	fail := func(err error) error {
 		if pending != nil {
@@ -161,10 +167,11 @@ func (c *Committer) commit(ctx context.Context, m mutation) error {
 		// A lost reply is resolved by reading at once: the sooner the
 		// read, the fewer writes can have followed.
 		if round > 1 && pending == nil {
-			if err := c.opts.Sleep(ctx, c.backoff(round)); err != nil {
+			if err := c.opts.Sleep(ctx, c.backoff(round, slot)); err != nil {
 				return fail(err)
 			}
 		}
+		roundStart := time.Now()
 		cur, err := readIndexVersion(ctx, c.store)
 		if err != nil {
 			if !retryableRead(err) || ctx.Err() != nil {
@@ -201,6 +208,7 @@ func (c *Committer) commit(ctx context.Context, m mutation) error {
 			return fail(err) // nothing was written: there is nowhere to write
 		case errors.Is(err, objstore.ErrPrecondition), errors.Is(err, objstore.ErrNotFound):
 			lastErr = fmt.Errorf("another writer changed %s: %w", IndexPath, err)
+			slot = time.Since(roundStart)
 		default:
 			lastErr = fmt.Errorf("write %s: %w", IndexPath, err)
 			pending = &pendingWrite{id: id, base: cur}
