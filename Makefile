@@ -10,10 +10,19 @@ COMMIT ?= $(shell git rev-parse --verify -q HEAD 2>/dev/null || echo unknown)
 DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 PKG := podmin.dev/podmin/internal/version
 LDFLAGS := -X $(PKG).Version=$(VERSION) -X $(PKG).Commit=$(COMMIT) -X $(PKG).Date=$(DATE)
-# The S3-compatible server the object-store conformance suite runs against.
+# The S3-compatible server the object-store conformance suite runs against,
+# built from the tools module (tools/go.mod), which pins test-only programs
+# apart from Podmin's own dependencies. Set PODMIN_VERSITYGW to an existing
+# binary to use it instead.
 VERSITYGW := $(BIN)/tools/versitygw
+ifdef PODMIN_VERSITYGW
+TEST_TOOLS :=
+else
+TEST_TOOLS := tools
+PODMIN_VERSITYGW := $(abspath $(VERSITYGW))
+endif
 
-.PHONY: help build test lint bench generate clean quickstart tools
+.PHONY: help build test lint bench generate clean quickstart tools prereqs
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -22,19 +31,27 @@ build: ## build bin/podmin and bin/podmin-agent with version metadata
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/podmin ./cmd/podmin
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/podmin-agent ./cmd/podmin-agent
 
-tools: $(VERSITYGW) ## build the test servers pinned in go.mod
+tools: $(VERSITYGW) $(BIN)/tools/coredns ## build the test servers pinned in tools/go.mod
 
-$(VERSITYGW): go.mod go.sum
-	$(GO) build -o $@ github.com/versity/versitygw/cmd/versitygw
+$(VERSITYGW): tools/go.mod tools/go.sum
+	cd tools && $(GO) build -o $(abspath $@) github.com/versity/versitygw/cmd/versitygw
 
-test: lint tools ## run lint and every test with the race detector (real S3 server included)
-	PODMIN_VERSITYGW=$(abspath $(VERSITYGW)) scripts/test.sh
+# CoreDNS for the Service DNS tests and the side-by-side DNS benchmark
+# (PODMIN_COREDNS overrides the path the tests look at).
+$(BIN)/tools/coredns: tools/go.mod tools/go.sum
+	cd tools && $(GO) build -o $(abspath $@) github.com/coredns/coredns
 
-lint: ## gofmt, go vet, license headers, shellcheck
+prereqs: ## install ShellCheck when missing (apt-get as root, else prints the command)
+	scripts/prereqs.sh
+
+test: prereqs lint $(TEST_TOOLS) ## run lint and every test with the race detector (real S3 server included)
+	PODMIN_VERSITYGW=$(PODMIN_VERSITYGW) scripts/test.sh
+
+lint: ## gofmt, go vet, license headers, no committed binaries or files over 1 MiB, shellcheck
 	scripts/lint.sh
 
-bench: tools ## run every benchmark
-	PODMIN_VERSITYGW=$(abspath $(VERSITYGW)) $(GO) test -run '^$$' -bench . -benchmem ./...
+bench: $(TEST_TOOLS) ## run every benchmark
+	PODMIN_VERSITYGW=$(PODMIN_VERSITYGW) $(GO) test -run '^$$' -bench . -benchmem ./...
 
 generate: ## regenerate generated files
 	$(GO) generate ./...

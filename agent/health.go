@@ -98,9 +98,11 @@ func (h *Health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type healthServer struct {
 	addr   string
 	health *Health
-	srv    *http.Server
-	done   chan error
-	bound  string
+	// metrics, when set, serves /metrics beside the health endpoints.
+	metrics http.Handler
+	srv     *http.Server
+	done    chan error
+	bound   string
 }
 
 // checkLoopback accepts only host:port with a loopback IP.
@@ -127,7 +129,14 @@ func (s *healthServer) Start(ctx context.Context) error {
 		return fmt.Errorf("serve health endpoints on %s: %w: stop whatever uses the port or set PODMIN_AGENT_HEALTH_ADDR", s.addr, err)
 	}
 	s.bound = ln.Addr().String()
-	s.srv = &http.Server{Handler: s.health, ReadHeaderTimeout: 5 * time.Second}
+	var h http.Handler = s.health
+	if s.metrics != nil {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", s.metrics)
+		mux.Handle("/", s.health)
+		h = mux
+	}
+	s.srv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	s.done = make(chan error, 1)
 	go func() { s.done <- s.srv.Serve(ln) }()
 	return nil

@@ -28,6 +28,9 @@ const (
 	EnvRegistryAddr = "PODMIN_AGENT_REGISTRY_ADDR"
 	// EnvPollInterval sets the index poll period (a Go duration).
 	EnvPollInterval = "PODMIN_AGENT_POLL_INTERVAL"
+	// EnvOnce, set to 1, runs one reconcile pass and exits: 0 when the
+	// NodeGroup's desired state is published, 1 otherwise.
+	EnvOnce = "PODMIN_AGENT_ONCE"
 	// EnvTTLMargin sets the wait between stopping reconciliation and
 	// exiting on SIGTERM (a Go duration).
 	EnvTTLMargin = "PODMIN_AGENT_DNS_TTL_MARGIN"
@@ -35,7 +38,7 @@ const (
 
 // Defaults of Options.
 const (
-	DefaultPollInterval = 10 * time.Second
+	DefaultPollInterval = staticpod.DefaultInterval
 	DefaultTTLMargin    = 5 * time.Second
 )
 
@@ -62,6 +65,9 @@ type Options struct {
 	Publisher staticpod.Publisher
 	// Step is passed to the reconciler (fault injection in tests).
 	Step func(step staticpod.Step, file string) error
+	// Once runs one reconcile pass and returns its outcome, serving
+	// nothing.
+	Once bool
 	// Started, when set, is called with the health server's bound address
 	// once every component runs.
 	Started func(healthAddr string)
@@ -106,6 +112,13 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 			return
 		}
 		*dst = d
+	}
+	switch v := getenv(EnvOnce); v {
+	case "", "0", "false":
+	case "1", "true":
+		o.Once = true
+	default:
+		errs = append(errs, fmt.Errorf("%s=%q is not 1 or 0", EnvOnce, v))
 	}
 	duration(EnvPollInterval, time.Millisecond, &o.PollInterval)
 	duration(EnvTTLMargin, 0, &o.TTLMargin)

@@ -6,25 +6,29 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"podmin.dev/podmin/agent/mounts"
 	"podmin.dev/podmin/agent/pods"
 	"podmin.dev/podmin/agent/staticpod"
+	"podmin.dev/podmin/agent/workload"
 	"podmin.dev/podmin/internal/cloud"
 	awscloud "podmin.dev/podmin/internal/cloud/aws"
 	cloudlocal "podmin.dev/podmin/internal/cloud/local"
 	"podmin.dev/podmin/internal/objstore"
+	localstore "podmin.dev/podmin/internal/objstore/local"
 	"podmin.dev/podmin/internal/secrets"
 	secretslocal "podmin.dev/podmin/internal/secrets/local"
 )
 
 // openStore opens the cluster bucket read-side.
-func openStore(ctx context.Context, cfg Config, opts Options) (objstore.Store, error) {
+func openStore(ctx context.Context, cfg Config, opts Options) (objstore.Bucket, error) {
 	var p cloud.Provider = awscloud.Provider{}
 	if cfg.Provider == "local" {
 		if opts.DataDir == "" && !filepath.IsAbs(cfg.Bucket) {
@@ -84,20 +88,43 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	if publisher == nil {
 		publisher = &staticpod.Recorder{}
 	}
-	rec, err := staticpod.New(staticpod.Options{
-		Store: store, Cluster: cfg.Cluster, NodeGroup: cfg.NodeGroup, Root: opts.Root,
-		Secrets: readers, Publisher: publisher, Log: log, Step: opts.Step,
-	})
+	identities, err := workloadIdentities(ctx, cfg, opts, store, log)
 	if err != nil {
 		return err
 	}
+	sopts := staticpod.Options{
+		Store: store, Cluster: cfg.Cluster, NodeGroup: cfg.NodeGroup, Root: opts.Root,
+		Secrets: readers, Publisher: publisher, Log: log, Step: opts.Step,
+		BucketExists: store.BucketExists,
+	}
+	if identities != nil {
+		sopts.Identity = identities
+	}
+	rec, err := staticpod.New(sopts)
+	if err != nil {
+		return err
+	}
+	if opts.Once {
+		return runOnce(ctx, rec, log)
+	}
 	health := NewHealth(staticpod.Component)
-	hs := &healthServer{addr: opts.HealthAddr, health: health}
+	hs := &healthServer{addr: opts.HealthAddr, health: health, metrics: &metrics{rec: rec, nodegroup: cfg.NodeGroup}}
 	loop := staticpod.NewLoop(rec, staticpod.LoopOptions{Interval: opts.PollInterval, Health: health})
 	d := &Daemon{
 		Serving:     []Component{hs},
 		Reconcilers: []Component{NewLoopComponent(staticpod.Component, loop.Run)},
 		Health:      health, TTLMargin: opts.TTLMargin, Log: log,
+	}
+	if identities != nil {
+		d.Reconcilers = append(d.Reconcilers, NewLoopComponent("workload", func(ctx context.Context) error {
+			return identities.Run(ctx, identityInterval, rec.IdentityChanged)
+		}))
+	}
+	if b, ok := store.(*localstore.Bucket); ok {
+		// A local bucket notifies its commits: reconcile within
+		// milliseconds, with the poll as the correctness path.
+		w := &IndexWatcher{Bucket: b.Dir(), Changed: loop.Trigger, Log: log.With("component", "index-watcher")}
+		d.Reconcilers = append(d.Reconcilers, NewLoopComponent("index-watcher", w.Run))
 	}
 	if opts.RegistryAddr != "" {
 		d.Serving = append(d.Serving, newRegistryServer(opts.RegistryAddr, store, log))
@@ -114,6 +141,60 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 		}
 	}})
 	return d.Run(ctx)
+}
+
+// identityInterval is how often the agent re-reads identity/ca.json and
+// checks its leaves for renewal.
+const identityInterval = 30 * time.Second
+
+// workloadIdentities returns the workload identity manager, reading the
+// workload CA key from the provider's system store. A cluster whose key
+// does not exist yet (podmin setup has not run) gets no identities: the
+// agent still publishes Pods and says how to fix it; every other failure
+// to read the key stops the agent.
+func workloadIdentities(ctx context.Context, cfg Config, opts Options, store objstore.Store, log *slog.Logger) (*workload.Manager, error) {
+	var r workload.KeyReader
+	if cfg.Provider == "local" {
+		if opts.DataDir == "" {
+			log.Warn("workload identities disabled: the Podmin data directory holding the local secrets store is unknown; set XDG_DATA_HOME")
+			return nil, nil
+		}
+		r = secretslocal.New(filepath.Join(opts.DataDir, "secrets"))
+	} else {
+		s, err := awscloud.OpenSecrets(ctx, secrets.ParameterStore, awscloud.SecretsOptions{Region: cfg.Region})
+		if err != nil {
+			return nil, err
+		}
+		r = s
+	}
+	key, err := workload.ReadKey(ctx, r, cfg.Cluster)
+	if errors.Is(err, secrets.ErrNotFound) {
+		log.Warn("workload identities disabled until the agent restarts: the cluster has no workload CA key yet", "err", err)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return workload.New(workload.Options{
+		Store: store, Cluster: cfg.Cluster, Root: opts.Root, Key: key,
+		Leader: workload.Always{},
+		Log:    log.With("component", "workload"),
+	})
+}
+
+// runOnce is the one-shot mode: a single reconcile pass (restarted while
+// the index changes under it), then exit. It fails when anything, even one
+// Pod, could not be published.
+func runOnce(ctx context.Context, rec *staticpod.Reconciler, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	res, err := rec.Reconcile(ctx)
+	if err != nil {
+		return fmt.Errorf("one reconcile pass: %w", err)
+	}
+	log.Info("one reconcile pass done", "manifests", rec.ManifestsDir(), "pods", res.Pods, "written", res.Written,
+		"removed", res.Removed, "etag", res.ETag)
+	return nil
 }
 
 // startedHook reports that the serving components run.

@@ -82,10 +82,10 @@ func (e *Env) Connect(ctx context.Context, opts ConnectOptions) (ConnectResult, 
 		return ConnectResult{}, err
 	}
 	// Fail on an unwritable config directory before touching the bucket.
-	if err := contexts.Update(e.Dirs.Config, func(*contexts.File) error { return errDryRun }); err != nil && !errors.Is(err, errDryRun) {
+	if err := e.contextsFile().Update(func(*contexts.File) error { return errDryRun }); err != nil && !errors.Is(err, errDryRun) {
 		return ConnectResult{}, err
 	}
-	existing, err := contexts.Load(e.Dirs.Config)
+	existing, err := e.contextsFile().Load()
 	if err != nil {
 		return ConnectResult{}, err
 	}
@@ -113,7 +113,7 @@ func (e *Env) Connect(ctx context.Context, opts ConnectOptions) (ConnectResult, 
 	if err := probeBucket(ctx, b, opts.Bucket); err != nil {
 		return ConnectResult{}, err
 	}
-	err = contexts.Update(e.Dirs.Config, func(f *contexts.File) error {
+	err = e.contextsFile().Update(func(f *contexts.File) error {
 		_, res.Replaced = f.Contexts[opts.Cluster]
 		f.Contexts[opts.Cluster] = res.Context
 		f.Current = opts.Cluster
@@ -204,7 +204,7 @@ type ContextEntry struct {
 
 // ListContexts returns the saved contexts in name order.
 func (e *Env) ListContexts() ([]ContextEntry, error) {
-	f, err := contexts.Load(e.Dirs.Config)
+	f, err := e.contextsFile().Load()
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +223,7 @@ type UseOptions struct {
 // Use selects a saved context.
 func (e *Env) Use(opts UseOptions) (contexts.Context, error) {
 	var c contexts.Context
-	err := contexts.Update(e.Dirs.Config, func(f *contexts.File) error {
+	err := e.contextsFile().Update(func(f *contexts.File) error {
 		var err error
 		if c, err = f.Lookup(opts.Cluster); err != nil {
 			return err
@@ -251,7 +251,7 @@ type DisconnectResult struct {
 // everything in the cloud stay as they are.
 func (e *Env) Disconnect(opts DisconnectOptions) (DisconnectResult, error) {
 	var res DisconnectResult
-	err := contexts.Update(e.Dirs.Config, func(f *contexts.File) error {
+	err := e.contextsFile().Update(func(f *contexts.File) error {
 		c, err := f.Lookup(opts.Cluster)
 		if err != nil {
 			return err

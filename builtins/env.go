@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"path/filepath"
 	"sort"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/paths"
+	"podmin.dev/podmin/internal/scrub"
 	"podmin.dev/podmin/internal/secrets"
 	"podmin.dev/podmin/internal/state"
 )
@@ -54,6 +56,18 @@ type Env struct {
 	// CLI wires the real providers, tests wire fakes. Nil refuses every
 	// secret operation.
 	Secrets func(ctx context.Context, c contexts.Context, provider string) (secrets.Store, error)
+	// Scrub registers every secret value an operation handles, so it is
+	// scrubbed from all output; nil registers nothing (the CLI passes the
+	// process's registry).
+	Scrub *scrub.Registry
+	// Contexts, when set, replaces the contexts file in Dirs.Config.
+	Contexts ContextsFile
+	// Files, when set, replaces the real file system for the files
+	// operations read and write (OSFiles).
+	Files Files
+	// Transport, when set, carries every registry request (pull, build's
+	// base images); a recipe test sets one that refuses the network.
+	Transport http.RoundTripper
 }
 
 // path resolves a user-supplied file path against WorkDir.
@@ -101,7 +115,7 @@ func (e *Env) provider(name string) (cloud.Provider, error) {
 // CurrentContext returns the selected context, or an error telling the
 // operator how to connect. Every operation except connect and use calls it.
 func (e *Env) CurrentContext() (contexts.Context, error) {
-	f, err := contexts.Load(e.Dirs.Config)
+	f, err := e.contextsFile().Load()
 	if err != nil {
 		return contexts.Context{}, err
 	}

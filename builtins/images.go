@@ -11,9 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 
-	"github.com/google/go-containerregistry/pkg/authn"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"podmin.dev/podmin/internal/oci"
 	"podmin.dev/podmin/internal/oci/build"
@@ -78,11 +76,6 @@ func (e *Env) imageStore() *oci.Store {
 	return oci.NewStore(filepath.Join(e.Dirs.Cache, "images"))
 }
 
-// remoteOptions reach registries with the operator's docker credentials.
-func remoteOptions() []remote.Option {
-	return []remote.Option{remote.WithAuthFromKeychain(authn.DefaultKeychain)}
-}
-
 // Build builds the Containerfile subset into the local image store.
 func (e *Env) Build(ctx context.Context, opts BuildOptions) (ImageResult, error) {
 	if len(opts.Tag) == 0 {
@@ -112,7 +105,7 @@ func (e *Env) Build(ctx context.Context, opts BuildOptions) (ImageResult, error)
 	e.progress("building %d platform(s) from %s", len(platforms), dir)
 	idx, err := build.Build(ctx, build.Options{
 		ContextDir: e.path(dir), File: file, Platforms: platforms,
-		Base: build.StoreBase(store, opts.Pull, remoteOptions()...),
+		Base: build.StoreBase(store, opts.Pull, e.remoteOptions()...),
 	})
 	if err != nil {
 		return ImageResult{}, fmt.Errorf("build: %w", err)
@@ -142,7 +135,7 @@ func (e *Env) Pull(ctx context.Context, opts PullOptions) (ImageResult, error) {
 func (e *Env) pull(ctx context.Context, r oci.LocalRef) (ImageResult, error) {
 	e.progress("pulling %s", r.Remote)
 	store := e.imageStore()
-	d, err := store.Pull(ctx, r.Remote, r.Repo, r.Tag, remoteOptions()...)
+	d, err := store.Pull(ctx, r.Remote, r.Repo, r.Tag, e.remoteOptions()...)
 	if err != nil {
 		return ImageResult{}, err
 	}

@@ -5,16 +5,15 @@
 package builtins
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 
 	"podmin.dev/podmin/internal/ids"
 	"podmin.dev/podmin/internal/manifest"
-	"podmin.dev/podmin/internal/paths"
 )
 
 // DefaultManifestFile is where init writes when --file is not given.
@@ -40,7 +39,16 @@ type InitOptions struct {
 	ManifestOptions
 	// File is the output path; DefaultManifestFile when empty.
 	File string
+	// Force replaces an existing file that holds something else.
+	Force bool
 }
+
+// Init actions.
+const (
+	InitCreated   = "created"
+	InitUnchanged = "unchanged"
+	InitReplaced  = "replaced"
+)
 
 // InitResult reports what init wrote.
 type InitResult struct {
@@ -49,6 +57,9 @@ type InitResult struct {
 	Namespace string `json:"namespace"`
 	NodeGroup string `json:"nodegroup"`
 	Service   bool   `json:"service"`
+	// Action is InitCreated, InitUnchanged (the file already held exactly
+	// this manifest, so nothing was written) or InitReplaced (Force).
+	Action string `json:"action"`
 }
 
 // buildManifest renders the built-in DaemonSet with the current context's
@@ -72,8 +83,10 @@ func (e *Env) buildManifest(o ManifestOptions) ([]byte, error) {
 	})
 }
 
-// Init writes a minimal valid DaemonSet (and Service) to a new file. It
-// never overwrites: an existing file is an error and stays as it was.
+// Init writes a minimal valid DaemonSet (and Service) to a new file. It is
+// idempotent: an existing file that already holds exactly this manifest is
+// reported unchanged and not written. An existing file holding anything
+// else is an error and stays as it was, unless Force replaces it.
 func (e *Env) Init(opts InitOptions) (InitResult, error) {
 	data, err := e.buildManifest(opts.ManifestOptions)
 	if err != nil {
@@ -87,47 +100,68 @@ func (e *Env) Init(opts InitOptions) (InitResult, error) {
 	if file == "" {
 		file = DefaultManifestFile
 	}
-	if err := writeNewFile(e.path(file), data); err != nil {
+	out := InitResult{File: file, Name: res.Name, Namespace: res.Namespace, NodeGroup: res.NodeGroup, Service: res.Service != nil}
+	path := e.path(file)
+	existing, err := e.readExisting(path, len(data))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := e.writeNewFile(path, data); err != nil {
+			return InitResult{}, err
+		}
+		out.Action = InitCreated
+	case err != nil:
 		return InitResult{}, err
+	case bytes.Equal(existing, data):
+		out.Action = InitUnchanged
+	case !opts.Force:
+		return InitResult{}, fmt.Errorf("%s already exists and holds a different manifest: init left it as it is; compare it with \"podmin validate -f %s\", then remove it, pass --force to replace it, or pass --file with another path", path, file)
+	default:
+		if err := e.files().WriteFile(path, data, 0o644); err != nil {
+			return InitResult{}, fmt.Errorf("replace %s: %w", path, err)
+		}
+		out.Action = InitReplaced
 	}
-	return InitResult{File: file, Name: res.Name, Namespace: res.Namespace, NodeGroup: res.NodeGroup, Service: res.Service != nil}, nil
+	return out, nil
+}
+
+// readExisting reads the regular file at path, or reports fs.ErrNotExist.
+// It reads at most one byte more than want: a longer file differs anyway.
+func (e *Env) readExisting(path string, want int) ([]byte, error) {
+	if e.Files == nil {
+		fi, err := os.Lstat(path)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("read %s: %w", path, err)
+		}
+		if !fi.Mode().IsRegular() {
+			return nil, fmt.Errorf("%s already exists and is not a regular file: init left it as it is; remove it or pass --file with another path", path)
+		}
+	}
+	f, err := e.files().Open(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, int64(want)+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return b, nil
 }
 
 // writeNewFile creates path with data, failing if it exists. The content
-// appears complete or not at all: it is written to a temporary file and
-// hard-linked into place, which fails atomically when path exists.
-func writeNewFile(path string, data []byte) (err error) {
-	if _, err := os.Lstat(path); err == nil {
-		return fmt.Errorf("%s already exists: init never overwrites; remove it or pass --file with another path", path)
+// appears complete or not at all.
+func (e *Env) writeNewFile(path string, data []byte) error {
+	err := e.files().CreateNew(path, data, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%s already exists: init left it as it is; pass --force to replace it or --file with another path", path)
 	}
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Link(tmp.Name(), path); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("%s already exists: init never overwrites; remove it or pass --file with another path", path)
-		}
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return paths.SyncDir(dir)
+	return err
 }
 
 // ValidateOptions are the inputs of validate.
@@ -165,7 +199,7 @@ func (e *Env) readFile(name string) ([]byte, error) {
 		}
 		r = e.Stdin
 	} else {
-		f, err := os.Open(e.path(name))
+		f, err := e.files().Open(e.path(name))
 		if err != nil {
 			return nil, fmt.Errorf("read manifest: %w", err)
 		}

@@ -7,12 +7,10 @@ package builtins
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"podmin.dev/podmin/internal/ids"
 	"podmin.dev/podmin/internal/nodepod"
-	"podmin.dev/podmin/internal/paths"
 	"podmin.dev/podmin/internal/state"
 )
 
@@ -94,13 +92,13 @@ func (e *Env) Preview(ctx context.Context, opts PreviewOptions) (PreviewResult, 
 		return res, nil
 	}
 	dir := e.path(opts.Out)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := e.files().MkdirAll(dir, 0o755); err != nil {
 		return PreviewResult{}, fmt.Errorf("create --out directory %s: %w", dir, err)
 	}
 	for i := range res.Files {
 		f := &res.Files[i]
 		f.Path = filepath.Join(dir, f.File)
-		if err := paths.WriteFileAtomic(f.Path, []byte(f.YAML), 0o644); err != nil {
+		if err := e.files().WriteFile(f.Path, []byte(f.YAML), 0o644); err != nil {
 			return PreviewResult{}, err
 		}
 		e.progress("wrote %s", f.Path)

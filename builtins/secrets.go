@@ -73,6 +73,7 @@ type SecretList struct {
 
 // CreateSecret stores a new secret; it fails when the secret exists.
 func (e *Env) CreateSecret(ctx context.Context, opts SecretValueOptions) (SecretResult, error) {
+	e.Scrub.Add(opts.Key, opts.Value)
 	return e.secretOp(ctx, opts.SecretOptions, "created", func(s secrets.Store, n secrets.Name) error {
 		return s.Create(ctx, n, opts.Value)
 	})
@@ -80,9 +81,24 @@ func (e *Env) CreateSecret(ctx context.Context, opts SecretValueOptions) (Secret
 
 // UpdateSecret replaces an existing secret's value.
 func (e *Env) UpdateSecret(ctx context.Context, opts SecretValueOptions) (SecretResult, error) {
+	e.Scrub.Add(opts.Key, opts.Value)
 	return e.secretOp(ctx, opts.SecretOptions, "updated", func(s secrets.Store, n secrets.Name) error {
 		return s.Update(ctx, n, opts.Value)
 	})
+}
+
+// ReadSecret returns a secret's current value, registered with Env.Scrub
+// before it is returned. No command prints it: the CLI never shows values,
+// and scripts receive it as an opaque secret.
+func (e *Env) ReadSecret(ctx context.Context, opts SecretOptions) (secrets.Value, SecretResult, error) {
+	var v secrets.Value
+	res, err := e.secretOp(ctx, opts, "read", func(s secrets.Store, n secrets.Name) error {
+		var err error
+		v, err = s.Read(ctx, n)
+		e.Scrub.Add(opts.Key, v)
+		return err
+	})
+	return v, res, err
 }
 
 // DeleteSecret schedules a recoverable deletion on providers that have one

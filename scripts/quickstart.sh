@@ -5,9 +5,13 @@
 #
 # The quick start on the embedded local provider: no account, no network.
 # Everything lives in a throwaway directory (or $PODMIN_QUICKSTART_DIR).
+# Usage: scripts/quickstart.sh [PODMIN] [PODMIN-AGENT]; the agent defaults to
+# podmin-agent beside podmin.
 set -euo pipefail
 podmin=${1:-bin/podmin}
 podmin=$(cd "$(dirname "$podmin")" && pwd)/$(basename "$podmin")
+agent=${2:-$(dirname "$podmin")/podmin-agent}
+agent=$(cd "$(dirname "$agent")" && pwd)/$(basename "$agent")
 recipe=$(cd "$(dirname "$0")/.." && pwd)/recipes/quickstart.star
 work=${PODMIN_QUICKSTART_DIR:-$(mktemp -d)}
 export XDG_CONFIG_HOME="$work/config" XDG_DATA_HOME="$work/data" XDG_CACHE_HOME="$work/cache" XDG_RUNTIME_DIR="$work/run"
@@ -18,5 +22,19 @@ step() { printf '\n$ podmin %s\n' "$*"; "$podmin" "$@"; }
 step version
 step run "$recipe"
 step use
+
+# One pass of a node agent of NodeGroup workers, in local node mode: the
+# directory node/ stands in for the node's /, so nothing outside $work is
+# touched and no privileges are needed.
+printf '\n$ PODMIN_ROOT=%s PODMIN_AGENT_ONCE=1 podmin-agent --provider local --bucket demo ...\n' "$work/node"
+PODMIN_ROOT="$work/node" PODMIN_AGENT_ONCE=1 "$agent" --provider local --bucket demo --region local \
+  --cluster demo --nodegroup workers --ipv6-prefix 2001:db8:0:1:2::/80
+manifests="$work/node/etc/podmin/manifests"
+printf '\n$ ls %s\n' "$manifests"
+ls "$manifests"
+for f in "$manifests"/*.yaml; do
+  printf '\n$ cat %s\n' "$f"
+  cat "$f"
+done
 echo
-echo "quick start finished; state is in $work"
+echo "quick start finished; state is in $work, the node's files in $work/node"

@@ -5,7 +5,8 @@
 #
 # Runs every test with the race detector, keeps the verbose log, prints the
 # package results and a summary, and fails unless the object-store
-# conformance suite ran against both the local store and a real S3 server.
+# conformance suite ran against the local store, a real S3 server and the
+# dry run's copy-on-write overlay.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,7 +22,7 @@ passed=$(grep -cE '^\s*--- PASS' "$log" || true)
 failed=$(grep -cE '^\s*--- FAIL' "$log" || true)
 skipped=$(grep -cE '^\s*--- SKIP' "$log" || true)
 
-for backend in local versitygw; do
+for backend in local versitygw overlay; do
   if grep -qE "^\s*--- PASS: TestConformance/${backend}" "$log"; then
     echo "conformance suite: ran and passed against ${backend}"
   else

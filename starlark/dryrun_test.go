@@ -7,12 +7,14 @@ package starlark
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"podmin.dev/podmin/builtins"
 )
@@ -44,9 +46,10 @@ def main(ctx):
     before = [e.name for e in podmin.deployments.list()]
     print("before:", before)
     if "old" in before:
-        podmin.deployments.delete("old", nodegroup = "workers")
+        podmin.deployments.delete("old", nodegroup = "workers", confirm = True)
     d = podmin.deployments.deploy("web", nodegroup = "workers", image = "hello:v1", service = True)
     print("deploy:", d.action, d.planned)
+    print("service:", d.service_path != "")
     print("get:", podmin.deployments.get("web", nodegroup = "workers").service)
     print("old gone:", podmin.deployments.get("old", nodegroup = "workers", default = None))
     m = podmin.manifests.init("api", nodegroup = "edge", image = "api:v1")
@@ -86,6 +89,7 @@ func TestDryRunRecordsWritesAndChangesNothing(t *testing.T) {
 	}
 	wantOut := `before: ["old"]
 deploy: created True
+service: True
 get: default/web
 old gone: None
 validate: api
@@ -95,18 +99,31 @@ now: other []
 	if e.stdout.String() != wantOut {
 		t.Fatalf("stdout:\n%s\nwant:\n%s", e.stdout.String(), wantOut)
 	}
-	var ops []string
-	for _, c := range h.Plan().Changes() {
-		ops = append(ops, c.Op+" "+c.Target)
+	var calls []string
+	for _, st := range h.Plan().Steps() {
+		var cs []string
+		for _, c := range st.Changes {
+			cs = append(cs, c.Action+" "+c.Kind+" "+c.Target)
+		}
+		calls = append(calls, st.Call+": "+strings.Join(cs, "; "))
 	}
-	if got, want := strings.Join(ops, ", "), "delete workers/old, deploy workers/web, init daemonset.yaml, connect other"; got != want {
-		t.Fatalf("plan %q, want %q", got, want)
+	got := strings.Join(calls, "\n")
+	for _, want := range []string{
+		`podmin.deployments.delete("old"): updated object deployments/index.json`,
+		`podmin.deployments.deploy("web"): created object nodegroups/workers/pods/sha512/`,
+		`podmin.manifests.init("api"): created file ` + filepath.Join(e.ops.WorkDir, "daemonset.yaml"),
+		`podmin.deployments.deploy("web"): ` + "\n",
+		`podmin.contexts.connect("other"): created bucket other; updated bucket-tags other; updated contexts contexts.json`,
+	} {
+		if !strings.Contains(got+"\n", want) {
+			t.Errorf("plan lacks %q:\n%s", want, got)
+		}
 	}
 	var table, js strings.Builder
 	if err := h.Plan().Write(&table, "table"); err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []string{"dry run: 4 change(s) planned; nothing was written", "2. deploy workers/web: created: commit Pod nodegroups/workers/pods/sha512/", "(deployments/index.json in bucket " + filepath.Join(e.dir, "bucket") + ")", "3. init daemonset.yaml: write DaemonSet api for NodeGroup edge (file " + filepath.Join(e.ops.WorkDir, "daemonset.yaml") + ")"} {
+	for _, w := range []string{"nothing was written", "~ current: \"test\" -> \"other\"", "+kind: DaemonSet", "  unchanged\n"} {
 		if !strings.Contains(table.String(), w) {
 			t.Errorf("plan lacks %q:\n%s", w, table.String())
 		}
@@ -115,10 +132,10 @@ now: other []
 		t.Fatal(err)
 	}
 	var doc struct {
-		DryRun  bool
-		Changes []Change
+		DryRun bool
+		Steps  []Step
 	}
-	if err := json.Unmarshal([]byte(js.String()), &doc); err != nil || !doc.DryRun || len(doc.Changes) != 4 || doc.Changes[0].Op != "delete" {
+	if err := json.Unmarshal([]byte(js.String()), &doc); err != nil || !doc.DryRun || len(doc.Steps) != 5 || doc.Steps[0].Call != `podmin.deployments.delete("old")` {
 		t.Fatalf("json plan %v: %s", err, js.String())
 	}
 }
@@ -126,15 +143,48 @@ now: other []
 func TestDryRunFailsLikeTheRealThing(t *testing.T) {
 	e := newEnv(t)
 	for script, want := range map[string]string{
-		`podmin.deployments.delete("nope", nodegroup = "workers")`:           "deployment workers/nope does not exist",
-		`podmin.deployments.deploy("web", nodegroup = "Bad", image = "x:1")`: "--nodegroup: invalid NodeGroup ID",
-		`podmin.contexts.use("nope")`:                                        `unknown context "nope"`,
-		`podmin.deployments.deploy("web", nodegroup = "w")`:                  "deploy needs --image",
+		`podmin.deployments.delete("nope", nodegroup = "workers", confirm = True)`: "deployment workers/nope does not exist",
+		`podmin.deployments.deploy("web", nodegroup = "Bad", image = "x:1")`:       "argument nodegroup: invalid NodeGroup ID",
+		`podmin.contexts.use("nope")`:                                              `unknown context "nope"`,
+		`podmin.deployments.deploy("web", nodegroup = "w")`:                        "deploy needs image =",
 	} {
 		h := e.host(Options{DryRun: true})
 		err := h.Run(context.Background(), e.write("bad.star", script+"\n"), nil)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: got %v, want %q", script, err, want)
 		}
+	}
+}
+
+// TestDryRunScratchIsRemoved checks that the dry run's scratch copy of the
+// local image store is gone after a failed and after an interrupted run.
+func TestDryRunScratchIsRemoved(t *testing.T) {
+	e := newEnv(t)
+	seedImage(t, e)
+	for name, script := range map[string]string{
+		"error":     "podmin.images.push(\"hello:v1\")\nfail(\"boom\")\n",
+		"interrupt": "podmin.images.push(\"hello:v1\")\nwhile True:\n    pass\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := e.host(Options{DryRun: true})
+			scratch := h.rec.ScratchDir()
+			if _, err := os.Stat(filepath.Join(scratch, "images")); err != nil {
+				t.Fatalf("no scratch image store: %v", err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			if name == "interrupt" {
+				time.AfterFunc(50*time.Millisecond, cancel)
+			}
+			defer cancel()
+			if err := h.Run(ctx, e.write(name+".star", script), nil); err == nil {
+				t.Fatal("the run did not fail")
+			}
+			if err := h.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(scratch); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("scratch %s remains: %v", scratch, err)
+			}
+		})
 	}
 }

@@ -20,6 +20,7 @@ import (
 type env struct {
 	t      *testing.T
 	dir    string
+	sb     *sandbox
 	ops    *builtins.Env
 	stdout bytes.Buffer
 	stderr bytes.Buffer
@@ -33,7 +34,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(sb.done)
-	e.dir = sb.dir
+	e.dir, e.sb = sb.dir, sb
 	e.ops = sb.host.opts.Ops.(*builtins.Env)
 	return e
 }

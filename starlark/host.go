@@ -16,10 +16,16 @@ import (
 	star "go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 	"go.starlark.net/syntax"
+
+	"podmin.dev/podmin/builtins"
+	"podmin.dev/podmin/builtins/dryrun"
+	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/scrub"
 )
 
 // Ops is everything the podmin module calls: the same functions the CLI
-// calls. *builtins.Env satisfies it; a dry run wraps it in a recorder.
+// calls. *builtins.Env satisfies it; a dry run runs the same *builtins.Env
+// code over recording boundaries (package builtins/dryrun).
 // Each command group declares the part it needs next to its wrappers.
 type Ops interface {
 	contextOps
@@ -44,14 +50,21 @@ func FileOptions() *syntax.FileOptions {
 type Options struct {
 	// Ops performs the operations (normally a *builtins.Env).
 	Ops Ops
-	// Stdout receives print() and plans; everything passes the scrubber.
+	// Stdout receives print() output; everything passes the scrubber. (The
+	// caller writes a dry run's plan, through Scrub.)
 	Stdout io.Writer
 	// Stderr receives diagnostics; it is scrubbed too.
 	Stderr io.Writer
-	// DryRun records mutating operations instead of performing them.
+	// DryRun runs the operations over recording boundaries: reads are
+	// real, writes land in an overlay and become the plan. Ops must be a
+	// *builtins.Env.
 	DryRun bool
 	// Yes confirms destructive operations for the whole run (--yes).
 	Yes bool
+	// Confirm, when set, asks the operator to confirm a destructive call
+	// that has no confirm = (the REPL on a terminal). Nil never asks: a
+	// script never prompts.
+	Confirm func(question string) (bool, error)
 	// Now is the clock of time.now(); nil means time.Now.
 	Now func() time.Time
 	// MaxSteps bounds computation; zero means DefaultMaxSteps.
@@ -62,6 +75,9 @@ type Options struct {
 	// WorkDir resolves relative manifest paths as the Ops do; empty means
 	// the process's working directory.
 	WorkDir string
+	// Scrub is the registry of secret values scrubbed from everything the
+	// host prints and every error it returns; nil means scrub.Process().
+	Scrub *scrub.Registry
 }
 
 // Host runs Starlark for one invocation: a run, a REPL session, one test.
@@ -69,15 +85,17 @@ type Host struct {
 	opts   Options
 	ops    Ops
 	plan   *Plan
-	rec    *recorder
-	scrub  *scrubber
-	stdout io.Writer
-	stderr io.Writer
+	rec    *dryrun.Recorder
+	err    error // a dry run that could not be set up
+	scrub  *scrub.Registry
+	stdout *scrub.Writer
+	stderr *scrub.Writer
 	module *starlarkstruct.Module
 	loader *loader
 }
 
-// New returns a Host. Under DryRun its Ops are wrapped in a recorder.
+// New returns a Host. Under DryRun its Ops run over recording boundaries;
+// Close removes their scratch state.
 func New(opts Options) *Host {
 	if opts.Stdout == nil {
 		opts.Stdout = io.Discard
@@ -91,28 +109,64 @@ func New(opts Options) *Host {
 	if opts.MaxSteps == 0 {
 		opts.MaxSteps = DefaultMaxSteps
 	}
-	h := &Host{opts: opts, ops: opts.Ops, scrub: &scrubber{}, module: newModule(Builtins())}
-	h.stdout = h.scrub.writer(opts.Stdout)
-	h.stderr = h.scrub.writer(opts.Stderr)
+	if opts.Scrub == nil {
+		opts.Scrub = scrub.Process()
+	}
+	h := &Host{opts: opts, ops: opts.Ops, scrub: opts.Scrub, module: newModule(Builtins())}
+	h.stdout = scrub.NewWriter(h.scrub, opts.Stdout)
+	h.stderr = scrub.NewWriter(h.scrub, opts.Stderr)
 	if opts.DryRun {
 		h.plan = &Plan{}
-		h.rec = newRecorder(opts.Ops, h.plan, opts.WorkDir)
-		h.ops = h.rec
+		env, ok := opts.Ops.(*builtins.Env)
+		if !ok {
+			h.err = fmt.Errorf("a dry run needs the builtins environment, not %T (a Podmin bug)", opts.Ops)
+		} else if h.rec, h.ops, h.err = dryrun.New(env); h.err != nil {
+			h.err = fmt.Errorf("prepare the dry run: %w", h.err)
+		}
 	}
 	h.loader = newLoader(h)
 	return h
 }
 
-// Close releases what the Host holds (a dry run's scratch directory).
+// Close releases what the Host holds (a dry run's scratch directory) and
+// writes out what its scrubbing writers held back.
 func (h *Host) Close() error {
+	h.Flush()
 	if h.rec != nil {
-		return h.rec.close()
+		return h.rec.Close()
 	}
 	return nil
 }
 
+// SetConfirm sets how a destructive call without confirm = asks the
+// operator (the REPL on a terminal, once its line editor exists).
+func (h *Host) SetConfirm(ask func(question string) (bool, error)) { h.opts.Confirm = ask }
+
 // Plan is the recorded plan of a dry run, nil otherwise.
 func (h *Host) Plan() *Plan { return h.plan }
+
+// readPlanned reads an object as the dry run sees it (for the plan's
+// diffs of replaced payloads).
+func (h *Host) readPlanned(where, key string) ([]byte, bool) {
+	b, ok := h.rec.Buckets()[where]
+	if !ok {
+		return nil, false
+	}
+	obj, err := b.Get(context.Background(), key, objstore.GetOptions{})
+	if err != nil {
+		return nil, false
+	}
+	return obj.Data, true
+}
+
+// DryRunChanges are the net changes of the whole dry run so far (nil
+// outside a dry run): what the plan's calls add up to.
+func (h *Host) DryRunChanges() []dryrun.Change {
+	if h.rec == nil {
+		return nil
+	}
+	return h.rec.Changes(0, 0)
+}
 
 // Stdout is the scrubbed standard output.
 func (h *Host) Stdout() io.Writer { return h.stdout }
@@ -120,8 +174,18 @@ func (h *Host) Stdout() io.Writer { return h.stdout }
 // Stderr is the scrubbed diagnostics stream.
 func (h *Host) Stderr() io.Writer { return h.stderr }
 
-// Scrub replaces every secret value seen in this run.
-func (h *Host) Scrub(s string) string { return h.scrub.replace(s) }
+// Scrub replaces every registered secret value in s.
+func (h *Host) Scrub(s string) string { return h.scrub.String(s) }
+
+// Scrubber is the registry of secret values this host scrubs.
+func (h *Host) Scrubber() *scrub.Registry { return h.scrub }
+
+// Flush writes out what the scrubbing writers held back (the start of
+// what might have become a secret value).
+func (h *Host) Flush() {
+	_ = h.stdout.Flush()
+	_ = h.stderr.Flush()
+}
 
 // Predeclared are the names every file sees besides Starlark's universe.
 func (h *Host) Predeclared() star.StringDict {
@@ -175,7 +239,9 @@ func (h *Host) NewThread(ctx context.Context, name string) (thread *star.Thread,
 	stop := context.AfterFunc(ctx, func() {
 		t.Cancel("interrupted: " + context.Cause(ctx).Error())
 	})
-	return t, func() { stop() }
+	// When a thread is done its output is complete: what the scrubbing
+	// writers held back (a possible start of a secret) is written out.
+	return t, func() { stop(); h.Flush() }
 }
 
 // planned reports whether mutating operations are recorded, not performed.

@@ -26,6 +26,7 @@ type loader struct {
 	stack []loadStep            // files being executed, outermost first
 	names map[string]string     // display name → absolute path
 	repos map[string]string     // fetched repository directory → @name
+	pins  map[string]pinned     // repository directory → its lock entry
 }
 
 type loadEntry struct {
@@ -42,7 +43,7 @@ type loadStep struct {
 }
 
 func newLoader(h *Host) *loader {
-	return &loader{h: h, cache: map[string]*loadEntry{}, names: map[string]string{}, repos: map[string]string{}}
+	return &loader{h: h, cache: map[string]*loadEntry{}, names: map[string]string{}, repos: map[string]string{}, pins: map[string]pinned{}}
 }
 
 // display is how a file appears in backtraces: relative to the working
@@ -111,13 +112,26 @@ func (l *loader) exec(parent *star.Thread, abs, from string) (star.StringDict, e
 		e.err, e.done = fmt.Errorf("read %s: %w", abs, err), true
 		return nil, e.err
 	}
+	// The bytes that run are the bytes verified: no second read.
+	for dir, p := range l.pins {
+		if abs == dir || strings.HasPrefix(abs, dir+string(filepath.Separator)) {
+			if err := p.verify(dir, abs, src); err != nil {
+				e.err, e.done = err, true
+				return nil, err
+			}
+		}
+	}
 	thread := parent
 	if from != "" {
 		var release func()
 		thread, release = l.h.NewThread(threadContext(parent), "load "+abs)
 		defer release()
 	}
-	globals, err := star.ExecFileOptions(FileOptions(), thread, l.display(abs), src, l.h.Predeclared())
+	name := l.display(abs)
+	if f, perr := FileOptions().Parse(name, src, 0); perr == nil {
+		l.h.registerLiterals(f)
+	}
+	globals, err := star.ExecFileOptions(FileOptions(), thread, name, src, l.h.Predeclared())
 	var ev *star.EvalError
 	if from != "" && errors.As(err, &ev) {
 		// Keep the inner backtrace: the interpreter reports only the message.

@@ -59,6 +59,9 @@ func TestLoadForms(t *testing.T) {
 	e.write("root/podmin.star.lock", fmt.Sprintf(`{"recipes": {"local": {"path": "../shared"}, "remote": {"git": %q, "commit": %q}}}`, bare, commit))
 	e.write("root/lib/a.star", "a = [\"root\"]\n")
 	e.write("root/app/helper.star", "load(\"//lib/a.star\", \"a\")\nh = \"helper\"\n")
+	if _, _, err := LockRecipes(filepath.Join(e.dir, "src", "root"), filepath.Join(e.dir, "cache")); err != nil {
+		t.Fatal(err)
+	}
 	main := e.write("root/app/main.star", `
 load("./helper.star", "h")
 load("//lib/a.star", "a")
@@ -86,7 +89,7 @@ print(h, a, x, y)
 	}
 
 	// A wrong commit is refused with the pinned commit named.
-	e.write("bad/podmin.star.lock", fmt.Sprintf(`{"recipes": {"remote": {"git": %q, "commit": %q}}}`, bare, strings.Repeat("0", 40)))
+	e.write("bad/podmin.star.lock", fmt.Sprintf(`{"recipes": {"remote": {"git": %q, "commit": %q, "digest": "sha256:x", "files": {"y.star": "sha256:x"}}}}`, bare, strings.Repeat("0", 40)))
 	err = e.host(Options{}).Run(context.Background(), e.write("bad/main.star", "load(\"@remote//y.star\", \"y\")\n"), nil)
 	if err == nil || !strings.Contains(err.Error(), "repository @remote: commit "+strings.Repeat("0", 40)) {
 		t.Fatalf("got %v", err)
@@ -99,5 +102,77 @@ print(h, a, x, y)
 	err = e.host(Options{}).Run(context.Background(), main, nil)
 	if err == nil || !strings.Contains(err.Error(), "not the pinned "+commit) {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// TestLockPinsContent edits a file of a locked repository, in the fetch
+// cache and in a local path: the load fails naming the file and both
+// digests, and runs again after "podmin recipes lock" accepts the change.
+func TestLockPinsContent(t *testing.T) {
+	e := newEnv(t)
+	bare, commit := gitRepo(t, map[string]string{
+		"y.star":     "load(\"./inner.star\", \"i\")\ny = \"remote \" + i\n",
+		"inner.star": "i = \"inner\"\n",
+	})
+	shared := e.write("shared/x.star", "x = \"local\"\n")
+	lockPath := e.write("root/podmin.star.lock", fmt.Sprintf(`{"recipes": {"local": {"path": "../shared"}, "remote": {"git": %q, "commit": %q}}}`, bare, commit))
+	main := e.write("root/main.star", "load(\"@local//x.star\", \"x\")\nload(\"@remote//y.star\", \"y\")\nprint(x, y)\n")
+	run := func() error {
+		e.stdout.Reset()
+		return e.host(Options{}).Run(context.Background(), main, nil)
+	}
+	if err := run(); err == nil || !strings.Contains(err.Error(), "pins no content: run \"podmin recipes lock\"") {
+		t.Fatalf("a lock without digests: %v", err)
+	}
+	root := filepath.Dir(lockPath)
+	cache := filepath.Join(e.dir, "cache")
+	if _, _, err := LockRecipes(root, cache); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(); err != nil || e.stdout.String() != "local remote inner\n" {
+		t.Fatalf("locked run: %v %q", err, e.stdout.String())
+	}
+	lk, _, err := readLock(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := filepath.Join(cache, "recipes", "remote", commit, "inner.star")
+	for _, tc := range []struct {
+		file, rel, repo string
+	}{
+		{inner, "inner.star", "remote"}, // loaded relatively from inside the repository
+		{shared, "x.star", "local"},
+	} {
+		old, _ := os.ReadFile(tc.file)
+		tampered := []byte(strings.Replace(string(old), "\"", "\"evil ", 1))
+		if err := os.WriteFile(tc.file, tampered, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		err := run()
+		want := fmt.Sprintf("@%s//%s (%s) does not match %s: its content is %s, the lock pins %s", tc.repo, tc.rel, tc.file, lockPath, FileDigest(tampered), lk.Recipes[tc.repo].Files[tc.rel])
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(e.stdout.String(), "evil") {
+			t.Fatalf("tampered %s: %v\nwant %s", tc.rel, err, want)
+		}
+		if err := os.WriteFile(tc.file, old, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A changed tree digest (a hand-edited lock) is refused too.
+	data, _ := os.ReadFile(lockPath)
+	if err := os.WriteFile(lockPath, []byte(strings.Replace(string(data), lk.Recipes["local"].Digest, "sha256:00", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(); err == nil || !strings.Contains(err.Error(), "not the recorded digest sha256:00") {
+		t.Fatalf("edited digest: %v", err)
+	}
+	// Accepting a change: edit, lock again, run.
+	if err := os.WriteFile(shared, []byte("x = \"changed\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := LockRecipes(root, cache); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(); err != nil || e.stdout.String() != "changed remote inner\n" {
+		t.Fatalf("relocked run: %v %q", err, e.stdout.String())
 	}
 }

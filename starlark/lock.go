@@ -7,40 +7,113 @@ package starlark
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
+
+	"podmin.dev/podmin/internal/paths"
 )
 
 // Lock is the content of podmin.star.lock: each shared recipe repository
 // that @name//path loads refer to, pinned to a local directory or to a git
-// URL and commit.
+// URL and commit, and to the content of its .star files.
 //
 //	{
 //	  "recipes": {
-//	    "platform": {"path": "../platform-recipes"},
-//	    "shared":   {"git": "https://example.com/shared.git", "commit": "<40 hex digits>"}
+//	    "platform": {"path": "../platform-recipes", "digest": "sha256:…",
+//	                 "files": {"rollout.star": "sha256:…"}},
+//	    "shared":   {"git": "https://example.com/shared.git", "commit": "<40 hex digits>",
+//	                 "digest": "sha256:…", "files": {…}}
 //	  }
 //	}
 //
 // A path is relative to the lock file's directory. A git repository is
 // cloned once into <cache>/recipes/<name>/<commit> and its checked-out
-// commit verified on every use.
+// commit verified on every use. Every file loaded from a repository, by
+// @name//path or by a load inside it, must match its SHA-256 in files
+// before it runs, so editing a cached or local copy cannot change what
+// runs. "podmin recipes lock" writes the digests.
 type Lock struct {
 	Recipes map[string]LockEntry `json:"recipes"`
 }
 
-// LockEntry pins one repository: Path, or Git with Commit.
+// LockEntry pins one repository: Path, or Git with Commit; and its content.
 type LockEntry struct {
 	Path   string `json:"path,omitempty"`
 	Git    string `json:"git,omitempty"`
 	Commit string `json:"commit,omitempty"`
+	// Digest is the tree digest of Files (see TreeDigest).
+	Digest string `json:"digest,omitempty"`
+	// Files maps the slash path of each .star file of the repository to
+	// "sha256:<hex>" of its bytes.
+	Files map[string]string `json:"files,omitempty"`
+}
+
+// FileDigest is the digest of one file's bytes as the lock records it.
+func FileDigest(data []byte) string {
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// TreeDigest is the digest of a repository's locked files: SHA-256 over
+// one line "<path> <file digest>\n" per file, in path order.
+func TreeDigest(files map[string]string) string {
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	h := sha256.New()
+	for _, n := range names {
+		fmt.Fprintf(h, "%s %s\n", n, files[n])
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// pinned is a repository directory and the lock entry its files must match.
+type pinned struct {
+	name     string
+	entry    LockEntry
+	lockPath string
+}
+
+// verify checks the bytes of abs, a file inside the repository dir,
+// against the lock before it is executed.
+func (p pinned) verify(dir, abs string, data []byte) error {
+	rel, err := filepath.Rel(dir, abs)
+	if err != nil {
+		return err
+	}
+	rel = filepath.ToSlash(rel)
+	want, ok := p.entry.Files[rel]
+	if !ok {
+		return fmt.Errorf("@%s//%s is not pinned in %s: review it, then run \"podmin recipes lock\" to pin it", p.name, rel, p.lockPath)
+	}
+	if got := FileDigest(data); got != want {
+		return fmt.Errorf("@%s//%s (%s) does not match %s: its content is %s, the lock pins %s: review the change, then run \"podmin recipes lock\" to accept it", p.name, rel, abs, p.lockPath, got, want)
+	}
+	return nil
+}
+
+// checkDigests refuses an entry without content digests or whose files
+// do not add up to its tree digest.
+func checkDigests(name string, e LockEntry, lockPath string) error {
+	if e.Digest == "" || len(e.Files) == 0 {
+		return fmt.Errorf("repository @%s in %s pins no content: run \"podmin recipes lock\" in %s", name, lockPath, filepath.Dir(lockPath))
+	}
+	if got := TreeDigest(e.Files); got != e.Digest {
+		return fmt.Errorf("repository @%s in %s: its files add up to %s, not the recorded digest %s: run \"podmin recipes lock\" again", name, lockPath, got, e.Digest)
+	}
+	return nil
 }
 
 var commitRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
@@ -84,6 +157,21 @@ func (l *loader) repository(fromAbs, name string) (string, error) {
 		sort.Strings(known)
 		return "", fmt.Errorf("unknown repository @%s: %s pins %q: add @%s to it", name, lockPath, known, name)
 	}
+	dir, err := l.repoDir(root, name, e, lockPath)
+	if err != nil {
+		return "", err
+	}
+	if err := checkDigests(name, e, lockPath); err != nil {
+		return "", err
+	}
+	l.repos[dir] = name
+	l.pins[dir] = pinned{name: name, entry: e, lockPath: lockPath}
+	return dir, nil
+}
+
+// repoDir returns the local directory of the repository e pins: its path,
+// or its git commit fetched into the cache.
+func (l *loader) repoDir(root, name string, e LockEntry, lockPath string) (string, error) {
 	var dir string
 	switch {
 	case e.Path != "" && e.Git == "":
@@ -98,14 +186,96 @@ func (l *loader) repository(fromAbs, name string) (string, error) {
 		if !commitRE.MatchString(e.Commit) {
 			return "", fmt.Errorf("repository @%s in %s: commit must be a full 40-digit hex commit, not %q", name, lockPath, e.Commit)
 		}
+		var err error
 		if dir, err = l.fetch(name, e); err != nil {
 			return "", err
 		}
 	default:
 		return "", fmt.Errorf("repository @%s in %s: give either path, or git and commit", name, lockPath)
 	}
-	l.repos[dir] = name
 	return dir, nil
+}
+
+// LockRecipes pins the content of every repository in dir's lock file:
+// it fetches git repositories into cacheDir as loads do, records the
+// SHA-256 of each .star file and the tree digest, and rewrites the lock
+// file. It returns the lock file's path and the new lock.
+func LockRecipes(dir, cacheDir string) (string, *Lock, error) {
+	root, err := filepath.Abs(dir)
+	if err != nil {
+		return "", nil, err
+	}
+	lk, lockPath, err := readLock(root)
+	if errors.Is(err, os.ErrNotExist) {
+		return lockPath, nil, fmt.Errorf("there is no %s in %s: create it with the repositories to pin, e.g. {\"recipes\": {\"platform\": {\"path\": \"../platform\"}}}", LockFile, root)
+	}
+	if err != nil {
+		return lockPath, nil, err
+	}
+	if lk.Recipes == nil {
+		lk.Recipes = map[string]LockEntry{}
+	}
+	l := newLoader(&Host{opts: Options{CacheDir: cacheDir}})
+	names := make([]string, 0, len(lk.Recipes))
+	for n := range lk.Recipes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		e := lk.Recipes[name]
+		repo, err := l.repoDir(root, name, e, lockPath)
+		if err != nil {
+			return lockPath, nil, err
+		}
+		files, err := hashStarFiles(repo)
+		if err != nil {
+			return lockPath, nil, fmt.Errorf("repository @%s: %w", name, err)
+		}
+		if len(files) == 0 {
+			return lockPath, nil, fmt.Errorf("repository @%s (%s) has no .star files to pin", name, repo)
+		}
+		e.Files, e.Digest = files, TreeDigest(files)
+		lk.Recipes[name] = e
+	}
+	data, err := json.MarshalIndent(lk, "", "  ")
+	if err != nil {
+		return lockPath, nil, err
+	}
+	if err := paths.WriteFileAtomic(lockPath, append(data, '\n'), 0o644); err != nil {
+		return lockPath, nil, err
+	}
+	return lockPath, lk, nil
+}
+
+// hashStarFiles returns the digest of every .star file below dir by slash
+// path, skipping hidden directories (.git).
+func hashStarFiles(dir string) (map[string]string, error) {
+	files := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if p != dir && strings.HasPrefix(d.Name(), ".") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() || !strings.HasSuffix(d.Name(), ".star") {
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		files[filepath.ToSlash(rel)] = FileDigest(data)
+		return nil
+	})
+	return files, err
 }
 
 // fetch clones e.Git at e.Commit into the cache once, and verifies the

@@ -82,9 +82,10 @@ bucket, profile, secrets_provider).`,
 			},
 		},
 		{
-			Name: "contexts.disconnect", Command: "disconnect", Returns: "disconnection", Mutates: true,
-			Params: []Param{clusterParam},
-			Doc: `Forgets a saved context on this machine; the bucket stays untouched.
+			Name: "contexts.disconnect", Command: "disconnect", Returns: "disconnection", Mutates: true, Destructive: true,
+			confirmTarget: func(c *call) string { return c.subject("cluster") },
+			Params:        []Param{clusterParam},
+			Doc: `Forgets a saved context on this machine; the bucket stays untouched. Destructive: needs confirm or --yes.
 
 Same as "podmin disconnect CLUSTER". Returns disconnection(cluster, bucket,
 was_current, planned).`,

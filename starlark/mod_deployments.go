@@ -112,13 +112,13 @@ Built on list. Without default, absence is an error.`,
 			},
 		},
 		{
-			Name: "deployments.delete", Command: "delete", Returns: "deletion", Mutates: true,
+			Name: "deployments.delete", Command: "delete", Returns: "deletion", Mutates: true, Destructive: true,
 			Params: []Param{
 				{Name: "name", Type: "str", Positional: true, Required: true, Doc: "the deployment's name"},
 				nodegroupParam,
 				{Name: "ignore_not_found", Type: "bool", Default: "False", Doc: "succeed when the deployment does not exist"},
 			},
-			Doc: `Removes a deployment from the cluster's desired state.
+			Doc: `Removes a deployment from the cluster's desired state. Destructive: needs confirm or --yes.
 
 Same as "podmin delete". Returns deletion(name, nodegroup, action, planned);
 action is deleted, or absent with ignore_not_found=True.`,

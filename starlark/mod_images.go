@@ -41,7 +41,7 @@ func imagesFamily() []*Builtin {
 			Doc: `Builds an image from a Containerfile into the local image store.
 
 Same as "podmin build". Returns image(references, digest, platforms, planned).
-Under --dry-run nothing is built.`,
+Under --dry-run the image is built into a scratch copy of the local store.`,
 			impl: func(c *call) (star.Value, error) {
 				var o builtins.BuildOptions
 				var tags, platforms strList

@@ -36,12 +36,14 @@ func manifestParams(fileDoc string) []Param {
 	}
 }
 
-// unpackManifest unpacks manifestParams.
-func (c *call) unpackManifest(o *builtins.ManifestOptions, file *string) error {
+// unpackManifest unpacks manifestParams, then the extra parameters a
+// builtin appends to them.
+func (c *call) unpackManifest(o *builtins.ManifestOptions, file *string, extra ...any) error {
 	var service star.Bool
 	var images, env kvList
 	var ports, secrets strList
-	if err := c.unpack(&o.Name, &o.NodeGroup, &images, &service, &ports, &o.CPU, &o.Memory, &env, &secrets, &o.Namespace, file); err != nil {
+	targets := append([]any{&o.Name, &o.NodeGroup, &images, &service, &ports, &o.CPU, &o.Memory, &env, &secrets, &o.Namespace, file}, extra...)
+	if err := c.unpack(targets...); err != nil {
 		return err
 	}
 	o.Images, o.Service, o.Ports, o.Env, o.Secrets = images, bool(service), ports, env, secrets
@@ -52,22 +54,29 @@ func manifestsFamily() []*Builtin {
 	return []*Builtin{
 		{
 			Name: "manifests.init", Command: "init", Returns: "manifest", Mutates: true,
-			Params: manifestParams(`output file (default "daemonset.yaml"); never overwritten`),
-			Doc: `Writes a minimal valid DaemonSet (and Service) to a new file.
+			Params: append(manifestParams(`output file (default "daemonset.yaml")`),
+				Param{Name: "force", Type: "bool", Default: "False", Doc: "replace an existing file that holds a different manifest"}),
+			Doc: `Writes a minimal valid DaemonSet (and Service) to a file.
 
-Same as "podmin init". Returns manifest(file, name, namespace, nodegroup,
-service, planned).`,
+Same as "podmin init". Safe to repeat: a file that already holds exactly
+this manifest is reused (action "unchanged"); a file holding anything else
+fails the call and stays as it is, unless force=True replaces it. Returns
+manifest(file, name, namespace, nodegroup, service, action, planned), where
+action is "created", "unchanged" or "replaced".`,
 			impl: func(c *call) (star.Value, error) {
 				var o builtins.InitOptions
-				if err := c.unpackManifest(&o.ManifestOptions, &o.File); err != nil {
+				var force star.Bool
+				if err := c.unpackManifest(&o.ManifestOptions, &o.File, &force); err != nil {
 					return nil, err
 				}
+				o.Force = bool(force)
 				res, err := c.host.ops.Init(o)
 				if err != nil {
 					return nil, c.fail(err)
 				}
 				return result("manifest", str("file", res.File), str("name", res.Name), str("namespace", res.Namespace),
-					str("nodegroup", res.NodeGroup), boolean("service", res.Service), boolean("planned", c.host.planned())), nil
+					str("nodegroup", res.NodeGroup), boolean("service", res.Service), str("action", res.Action),
+					boolean("planned", c.host.planned())), nil
 			},
 		},
 		{

@@ -69,6 +69,15 @@ func secretWrite(verb string, op func(secretOps) func(context.Context, builtins.
 Same as "podmin secret %s". Returns secret_result(cluster, provider, name, action,
 recovery_window_days, planned). The value never appears in output.`, map[string]string{"create": "Creates (fails when it exists)", "update": "Replaces the value of"}[verb], verb),
 		impl: func(c *call) (star.Value, error) {
+			// A str value is registered before anything else happens, so
+			// not even an argument error can print it.
+			for _, kv := range c.kwargs {
+				if k, ok := kv[0].(star.String); ok && k == "value" {
+					if s, ok := kv[1].(star.String); ok {
+						c.host.scrub.AddString(c.subject("key"), string(s))
+					}
+				}
+			}
 			var v star.Value
 			var file string
 			o, err := c.unpackSecret(&v, &file)
@@ -95,7 +104,7 @@ func (c *call) secretValue(key string, v star.Value, file string) (secrets.Value
 	switch x := v.(type) {
 	case nil:
 		if file == "" {
-			return nil, errors.New("pass the value as value= or file=")
+			return nil, errors.New("pass the value as value = or file =")
 		}
 		p := file
 		if !filepath.IsAbs(p) && c.host.opts.WorkDir != "" {
@@ -114,15 +123,15 @@ func (c *call) secretValue(key string, v star.Value, file string) (secrets.Value
 		return nil, fmt.Errorf("for parameter \"value\": got %s, want str or secret", v.Type())
 	}
 	if v != nil && file != "" {
-		return nil, errors.New("pass value= or file=, not both")
+		return nil, errors.New("pass value = or file =, not both")
 	}
-	c.host.scrub.add(key, raw)
+	c.host.scrub.AddString(key, raw)
 	return secrets.Value(raw), nil
 }
 
-func secretSimple(verb, doc string, op func(secretOps) func(context.Context, builtins.SecretOptions) (builtins.SecretResult, error)) *Builtin {
+func secretSimple(verb, doc string, destructive bool, op func(secretOps) func(context.Context, builtins.SecretOptions) (builtins.SecretResult, error)) *Builtin {
 	return &Builtin{
-		Name: "secrets." + verb, Command: "secret " + verb, Returns: "secret_result", Mutates: true,
+		Name: "secrets." + verb, Command: "secret " + verb, Returns: "secret_result", Mutates: true, Destructive: destructive,
 		Params: append([]Param{secretKeyParam}, secretAddress()...),
 		Doc:    doc + "\n\nSame as \"podmin secret " + verb + "\". Returns secret_result(...).",
 		impl: func(c *call) (star.Value, error) {
@@ -139,33 +148,60 @@ func secretSimple(verb, doc string, op func(secretOps) func(context.Context, bui
 	}
 }
 
+// secretReader reads a secret's value; Ops that cannot (a recorder without
+// it) make secrets.read fail with a clear error.
+type secretReader interface {
+	ReadSecret(ctx context.Context, opts builtins.SecretOptions) (secrets.Value, builtins.SecretResult, error)
+}
+
 func secretsFamily() []*Builtin {
 	return []*Builtin{
+		{
+			Name: "secrets.read", Returns: "secret",
+			Params: append([]Param{secretKeyParam}, secretAddress()...),
+			Doc: `Reads a secret's current value as an opaque secret.
+
+The result prints as <secret KEY>, cannot become part of a str, and can be
+passed whole as value = to secrets.create or secrets.update (to copy a secret
+to another Pod, say). The value is registered with the scrubber before the
+call returns. There is no CLI command: Podmin never prints a value.`,
+			impl: func(c *call) (star.Value, error) {
+				o, err := c.unpackSecret()
+				if err != nil {
+					return nil, err
+				}
+				r, ok := c.host.ops.(secretReader)
+				if !ok {
+					return nil, errors.New("reading secret values is not available here")
+				}
+				v, _, err := r.ReadSecret(c.ctx, o)
+				if err != nil {
+					return nil, err
+				}
+				return NewSecret(c.thread, o.Key, string(v)), nil
+			},
+		},
 		secretWrite("create", func(o secretOps) func(context.Context, builtins.SecretValueOptions) (builtins.SecretResult, error) {
 			return o.CreateSecret
 		}),
 		secretWrite("update", func(o secretOps) func(context.Context, builtins.SecretValueOptions) (builtins.SecretResult, error) {
 			return o.UpdateSecret
 		}),
-		secretSimple("delete", "Schedules a recoverable deletion (aws-secrets-manager only).", func(o secretOps) func(context.Context, builtins.SecretOptions) (builtins.SecretResult, error) {
+		secretSimple("delete", "Schedules a recoverable deletion (aws-secrets-manager only). Destructive: needs confirm or --yes.", true, func(o secretOps) func(context.Context, builtins.SecretOptions) (builtins.SecretResult, error) {
 			return o.DeleteSecret
 		}),
-		secretSimple("restore", "Cancels a scheduled deletion (aws-secrets-manager only).", func(o secretOps) func(context.Context, builtins.SecretOptions) (builtins.SecretResult, error) {
+		secretSimple("restore", "Cancels a scheduled deletion (aws-secrets-manager only).", false, func(o secretOps) func(context.Context, builtins.SecretOptions) (builtins.SecretResult, error) {
 			return o.RestoreSecret
 		}),
 		{
-			Name: "secrets.destroy", Command: "secret destroy", Returns: "secret_result", Mutates: true,
-			Params: append(append([]Param{secretKeyParam}, secretAddress()...), confirmParam),
-			Doc: `Deletes a secret permanently. Destructive: needs confirm="<cluster>" or --yes.
+			Name: "secrets.destroy", Command: "secret destroy", Returns: "secret_result", Mutates: true, Destructive: true,
+			Params: append([]Param{secretKeyParam}, secretAddress()...),
+			Doc: `Deletes a secret permanently. Destructive: needs confirm or --yes.
 
 Same as "podmin secret destroy". Returns secret_result(...).`,
 			impl: func(c *call) (star.Value, error) {
-				var confirm string
-				o, err := c.unpackSecret(&confirm)
+				o, err := c.unpackSecret()
 				if err != nil {
-					return nil, err
-				}
-				if err := c.confirm(confirm, "secrets.destroy deletes secret "+o.Key+" permanently"); err != nil {
 					return nil, err
 				}
 				cur, err := c.host.ops.CurrentContext()

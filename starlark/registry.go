@@ -49,6 +49,17 @@ type Builtin struct {
 	Doc string
 	// Mutates marks operations a dry run records instead of performing.
 	Mutates bool
+	// Destructive marks operations that delete or destroy something. Each
+	// gets the confirm parameter and the one guard (see guard): without
+	// confirm = True, confirm = "<cluster>" or podmin run --yes it fails
+	// with ErrNotConfirmed before anything else happens. Its CLI command
+	// carries the matching --yes/-y flag and prompt.
+	Destructive bool
+
+	// confirmTarget returns the cluster a destructive call acts on when it
+	// is not the current context's (disconnect names it); "" means the
+	// current one.
+	confirmTarget func(c *call) string
 
 	impl func(c *call) (star.Value, error)
 }
@@ -103,14 +114,19 @@ func (b *Builtin) Positional() string {
 type family func() []*Builtin
 
 // families lists the plugins, one per mod_*.go file.
-var families = []family{versionFamily, contextsFamily, manifestsFamily, deploymentsFamily, previewFamily, secretsFamily, imagesFamily}
+var families = []family{versionFamily, secretValueFamily, contextsFamily, manifestsFamily, deploymentsFamily, previewFamily, secretsFamily, imagesFamily}
 
 // Builtins returns every builtin of the podmin module, sorted by name: the
 // documentation registry.
 func Builtins() []*Builtin {
 	var all []*Builtin
 	for _, f := range families {
-		all = append(all, f()...)
+		for _, b := range f() {
+			if b.Destructive {
+				b.Params = append(b.Params, confirmParam)
+			}
+			all = append(all, b)
+		}
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
 	return all
@@ -176,17 +192,45 @@ func (b *Builtin) call(thread *star.Thread, _ *star.Builtin, args star.Tuple, kw
 		}
 		return nil, fmt.Errorf("got %d positional arguments, want at most %d (%s): pass the others by keyword", len(args), npos, b.Positional())
 	}
-	return b.impl(&call{thread: thread, host: h, ctx: threadContext(thread), b: b, args: args, kwargs: kwargs})
+	c := &call{thread: thread, host: h, ctx: threadContext(thread), b: b, args: args, kwargs: kwargs}
+	if b.Destructive {
+		var confirm star.Value
+		c.kwargs, confirm = takeKwarg(kwargs, confirmParam.Name)
+		if err := c.guard(confirm); err != nil {
+			return nil, err
+		}
+	}
+	if h.rec == nil {
+		v, err := b.impl(c)
+		if err != nil {
+			return nil, c.kwargErrors(err)
+		}
+		return v, nil
+	}
+	from := h.rec.Mark()
+	v, err := b.impl(c)
+	changes := h.rec.Changes(from, h.rec.Mark())
+	if err == nil && (b.Mutates || len(changes) > 0) {
+		h.plan.add(newStep(thread, b, args, changes, h.readPlanned))
+	}
+	if err != nil {
+		return nil, c.kwargErrors(err)
+	}
+	return v, nil
 }
 
 // unpack binds the arguments to ptrs, one per Param in order. Optional
 // parameters accept None as "not given".
 func (c *call) unpack(ptrs ...any) error {
-	if len(ptrs) != len(c.b.Params) {
-		panic(fmt.Sprintf("%s: %d pointers for %d params", c.b.Name, len(ptrs), len(c.b.Params)))
+	params := c.b.Params
+	if c.b.Destructive { // the guard consumed confirm
+		params = params[:len(params)-1]
+	}
+	if len(ptrs) != len(params) {
+		panic(fmt.Sprintf("%s: %d pointers for %d params", c.b.Name, len(ptrs), len(params)))
 	}
 	pairs := make([]any, 0, 2*len(ptrs))
-	for i, p := range c.b.Params {
+	for i, p := range params {
 		name := p.Name
 		switch {
 		case p.Required:

@@ -32,6 +32,18 @@ type REPL struct {
 	h       *Host
 	mu      sync.Mutex
 	globals star.StringDict
+	history *History
+}
+
+// SetHistory makes the session record its inputs in hist after each one
+// is evaluated (so values it registered are already known), and offer the
+// lines it keeps to the reader's own in-memory history when the reader has
+// one (SaveHistory, as *readline.Instance does).
+func (r *REPL) SetHistory(hist *History) { r.history = hist }
+
+// historySaver is a LineReader with in-memory history.
+type historySaver interface {
+	SaveHistory(line string) error
 }
 
 // NewREPL starts a session with the predeclared names and help().
@@ -48,7 +60,7 @@ func (r *REPL) Preload(ctx context.Context, file string) error {
 	defer release()
 	g, err := r.h.ExecFile(thread, file)
 	if err != nil {
-		return &ScriptError{err}
+		return &ScriptError{r.h.scrub.Error(err)}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -91,6 +103,7 @@ func (r *REPL) Loop(ctx context.Context, in LineReader, interrupts <-chan struct
 // rep handles one compound statement.
 func (r *REPL) rep(ctx context.Context, in LineReader, interrupts <-chan struct{}) error {
 	var readErr error
+	var lines []string
 	in.SetPrompt(">>> ")
 	readLine := func() ([]byte, error) {
 		line, err := in.Readline()
@@ -99,8 +112,24 @@ func (r *REPL) rep(ctx context.Context, in LineReader, interrupts <-chan struct{
 			readErr = err
 			return nil, err
 		}
+		lines = append(lines, line)
 		return []byte(line + "\n"), nil
 	}
+	defer func() {
+		r.h.Flush()
+		if readErr != nil || r.history == nil {
+			return
+		}
+		kept, err := r.history.Add(lines)
+		if err != nil {
+			fmt.Fprintln(r.h.stderr, "warning: REPL history not saved:", err)
+		}
+		if hs, ok := in.(historySaver); ok {
+			for _, l := range kept {
+				_ = hs.SaveHistory(l)
+			}
+		}
+	}()
 	opts := FileOptions()
 	opts.LoadBindsGlobally = true
 	f, err := opts.ParseCompoundStmt("<stdin>", readLine)
@@ -111,6 +140,7 @@ func (r *REPL) rep(ctx context.Context, in LineReader, interrupts <-chan struct{
 		r.printError(err)
 		return nil
 	}
+	r.h.registerLiterals(f)
 
 	callCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -165,7 +195,7 @@ func soleExpr(f *syntax.File) syntax.Expr {
 }
 
 func (r *REPL) printError(err error) {
-	fmt.Fprintln(r.h.stderr, (&ScriptError{err}).Error())
+	fmt.Fprintln(r.h.stderr, (&ScriptError{r.h.scrub.Error(err)}).Error())
 }
 
 // Do implements readline.AutoCompleter: globals and builtins for a bare

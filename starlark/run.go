@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	star "go.starlark.net/starlark"
+
+	"podmin.dev/podmin/internal/scrub"
 )
 
 // ScriptError is a failure of the script itself: a syntax error, a failed
@@ -22,11 +24,17 @@ type ScriptError struct {
 }
 
 func (e *ScriptError) Error() string {
+	// The backtrace is rendered here, outside any scrubbing wrapper of
+	// e.Err, so it is scrubbed here too.
+	reg := scrub.RegistryOf(e.Err)
+	if reg == nil {
+		reg = scrub.Process()
+	}
 	var ev *star.EvalError
 	if errors.As(e.Err, &ev) {
-		return strings.TrimSpace(ev.Backtrace())
+		return reg.String(strings.TrimSpace(ev.Backtrace()))
 	}
-	return e.Err.Error()
+	return reg.String(e.Err.Error())
 }
 
 func (e *ScriptError) Unwrap() error { return e.Err }
@@ -44,6 +52,9 @@ func (e *ArgsError) Unwrap() error { return e.Err }
 // args parsed as --key=value keyword arguments. "--help" among args prints
 // main's docstring and parameters instead.
 func (h *Host) Run(ctx context.Context, file string, args []string) error {
+	if h.err != nil {
+		return h.err
+	}
 	if _, err := os.Stat(file); err != nil {
 		return fmt.Errorf("recipe %w", err) // Podmin cannot start it: exit 1, not a script failure
 	}
@@ -51,7 +62,7 @@ func (h *Host) Run(ctx context.Context, file string, args []string) error {
 	defer release()
 	globals, err := h.ExecFile(thread, file)
 	if err != nil {
-		return &ScriptError{err}
+		return &ScriptError{h.scrub.Error(err)}
 	}
 	mainv, ok := globals["main"]
 	if !ok {
@@ -62,7 +73,7 @@ func (h *Host) Run(ctx context.Context, file string, args []string) error {
 	}
 	fn, ok := mainv.(*star.Function)
 	if !ok || fn.NumParams() == 0 {
-		return &ScriptError{fmt.Errorf("%s: main must be a function main(ctx, **params)", file)}
+		return &ScriptError{h.scrub.Error(fmt.Errorf("%s: main must be a function main(ctx, **params)", file))}
 	}
 	params := mainParams(fn)
 	for _, a := range args {
@@ -73,7 +84,7 @@ func (h *Host) Run(ctx context.Context, file string, args []string) error {
 	}
 	kwargs, err := parseArgs(params, fn.HasKwargs(), args)
 	if err != nil {
-		return &ArgsError{fmt.Errorf("%s: %w (run with -- --help for the parameters)", file, err)}
+		return &ArgsError{h.scrub.Error(fmt.Errorf("%s: %w (run with -- --help for the parameters)", file, err))}
 	}
 	ctxv, err := h.runContext(kwargs)
 	if err != nil {
@@ -81,7 +92,7 @@ func (h *Host) Run(ctx context.Context, file string, args []string) error {
 	}
 	v, err := star.Call(thread, fn, star.Tuple{ctxv}, kwargs)
 	if err != nil {
-		return &ScriptError{err}
+		return &ScriptError{h.scrub.Error(err)}
 	}
 	if v != star.None {
 		fmt.Fprintln(h.stdout, v)

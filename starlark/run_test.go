@@ -14,16 +14,13 @@ import (
 )
 
 // destroyForTest is a test-only destructive builtin: it shows how later
-// destructive operations use the shared confirm helper.
+// destructive operations get the one guard from Destructive alone.
 var destroyForTest = &Builtin{
-	Name: "testing.destroy", Returns: "None", Mutates: true, Doc: "Destroys nothing (test only).",
+	Name: "testing.destroy", Returns: "None", Mutates: true, Destructive: true, Doc: "Destroys nothing (test only).",
 	Params: []Param{clusterParam, confirmParam},
 	impl: func(c *call) (star.Value, error) {
-		var cluster, confirm string
-		if err := c.unpack(&cluster, &confirm); err != nil {
-			return nil, err
-		}
-		if err := c.confirm(confirm, "testing.destroy deletes cluster "+cluster); err != nil {
+		var cluster string
+		if err := c.unpack(&cluster); err != nil {
 			return nil, err
 		}
 		return star.String("destroyed " + cluster), nil
@@ -48,10 +45,10 @@ func TestBadScripts(t *testing.T) {
 		{name: "two positionals", script: "podmin.deployments.delete(\"web\", \"workers\")\n",
 			want: []string{"main.star:1:26", "got 2 positional arguments, want at most 1 (name): pass the others by keyword"}},
 		{name: "missing confirm", script: "def main(ctx):\n    podmin.testing.destroy(\"test\")\n",
-			want: []string{"main.star:2:27: in main", "destructive operation not confirmed: testing.destroy deletes cluster test; pass confirm=\"test\" (the current cluster) or run with --yes"}},
+			want: []string{"main.star:2:27: in main", "destructive operation not confirmed: podmin.testing.destroy is destructive: pass confirm = \"test\" (the cluster) or confirm = True, or run the script with podmin run --yes (-y)"}},
 		{name: "wrong confirm", script: "podmin.testing.destroy(\"test\", confirm = \"prod\")\n",
-			want: []string{"main.star:1:23", "confirm=\"prod\" does not match the current cluster \"test\""}},
-		{name: "builtin error", script: "\npodmin.deployments.delete(\"web\", nodegroup = \"workers\")\n",
+			want: []string{"main.star:1:23", "confirm = \"prod\" does not match the cluster \"test\""}},
+		{name: "builtin error", script: "\npodmin.deployments.delete(\"web\", nodegroup = \"workers\", confirm = True)\n",
 			want: []string{"main.star:2:26", "deployment workers/web does not exist: nothing was changed; pass ignore_not_found=True"}},
 		{name: "load cycle", files: map[string]string{
 			"a.star": "load(\"./b.star\", \"b\")\na = 1\n",

@@ -5,6 +5,7 @@
 package starlark
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -21,7 +23,10 @@ import (
 	"podmin.dev/podmin/builtins"
 	"podmin.dev/podmin/internal/cloud"
 	"podmin.dev/podmin/internal/cloud/local"
+	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/paths"
+	"podmin.dev/podmin/internal/secrets"
+	localsecrets "podmin.dev/podmin/internal/secrets/local"
 )
 
 // TestClock is the fixed time.now() of every recipe test.
@@ -42,6 +47,11 @@ type TestOptions struct {
 	// TempDir makes each test's state directory; nil uses os.MkdirTemp
 	// and removes it afterwards.
 	TempDir func() (string, error)
+	// Run, when set, runs only the test functions whose name matches.
+	Run *regexp.Regexp
+	// Verbose prints the output of passing tests too; a failing test's
+	// output is always printed.
+	Verbose bool
 }
 
 // TestSummary counts the tests RunTests ran.
@@ -84,10 +94,9 @@ func FindTests(paths []string) ([]string, error) {
 	return files, nil
 }
 
-// RunTests runs every test_*(t) function of the test files, each against a
-// fresh local provider (its own state directories and bucket, connected as
-// cluster "test") with a fixed clock, and reports like go test: one line
-// per test, then "N passed, N failed".
+// RunTests runs every test_*(t) function of the test files, each in a
+// sandbox of its own (see newSandbox) with a fixed clock, and reports like
+// go test: one line per test, then "N passed, N failed".
 func RunTests(ctx context.Context, opts TestOptions) (TestSummary, error) {
 	var sum TestSummary
 	files, err := FindTests(opts.Paths)
@@ -110,12 +119,16 @@ func RunTests(ctx context.Context, opts TestOptions) (TestSummary, error) {
 	return sum, nil
 }
 
-// sandbox is one test's fresh Podmin: state directories, a local bucket
-// and a Host connected to it.
+// sandbox is one test's own Podmin: a local bucket connected as cluster
+// "test", its own contexts, local secrets store and scratch directory
+// (every file the test writes lands below it), and no network except the
+// fakes the test starts.
 type sandbox struct {
-	host *Host
-	dir  string
-	done func()
+	host     *Host
+	dir      string
+	net      *netGuard
+	cleanups []func()
+	done     func()
 }
 
 func newSandbox(ctx context.Context, opts TestOptions, out io.Writer) (*sandbox, error) {
@@ -129,13 +142,22 @@ func newSandbox(ctx context.Context, opts TestOptions, out io.Writer) (*sandbox,
 	if err != nil {
 		return nil, err
 	}
+	if dir, err = filepath.Abs(dir); err != nil {
+		return nil, err
+	}
 	dirs := paths.Dirs{Config: filepath.Join(dir, "config"), Cache: filepath.Join(dir, "cache"),
 		Data: filepath.Join(dir, "data"), Runtime: filepath.Join(dir, "run")}
 	work := filepath.Join(dir, "work")
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return nil, err
 	}
-	env := &builtins.Env{Dirs: dirs, Providers: map[string]cloud.Provider{"local": local.New(dirs.Data)}, WorkDir: work}
+	sb := &sandbox{dir: dir, net: &netGuard{}}
+	env := &builtins.Env{
+		Dirs: dirs, Providers: map[string]cloud.Provider{"local": local.New(dirs.Data)}, WorkDir: work,
+		Secrets:   sandboxSecrets(filepath.Join(dirs.Data, "secrets")),
+		Files:     &jailFiles{root: dir},
+		Transport: sb.net,
+	}
 	if _, err := env.Connect(ctx, builtins.ConnectOptions{Cluster: TestCluster, Provider: "local", Bucket: filepath.Join(dir, "bucket")}); err != nil {
 		cleanup(dir)
 		return nil, fmt.Errorf("connect the test cluster: %w", err)
@@ -144,14 +166,33 @@ func newSandbox(ctx context.Context, opts TestOptions, out io.Writer) (*sandbox,
 	if cache == "" {
 		cache = dirs.Cache
 	}
-	h := New(Options{Ops: env, Stdout: out, Stderr: out, Now: func() time.Time { return TestClock }, CacheDir: cache, WorkDir: work})
-	return &sandbox{host: h, dir: dir, done: func() { _ = h.Close(); cleanup(dir) }}, nil
+	sb.host = New(Options{Ops: env, Stdout: out, Stderr: out, Now: func() time.Time { return TestClock }, CacheDir: cache, WorkDir: work})
+	sb.done = func() {
+		for i := len(sb.cleanups) - 1; i >= 0; i-- {
+			sb.cleanups[i]()
+		}
+		_ = sb.host.Close()
+		cleanup(dir)
+	}
+	return sb, nil
+}
+
+// sandboxSecrets opens the sandbox's own local secrets store; the cloud
+// secrets providers need the network and are refused.
+func sandboxSecrets(dir string) func(context.Context, contexts.Context, string) (secrets.Store, error) {
+	return func(_ context.Context, _ contexts.Context, provider string) (secrets.Store, error) {
+		if provider != secrets.Local {
+			return nil, fmt.Errorf("%w: podmin test has no network, so the %s secrets provider is not available: use the test cluster's default (local) provider", errNetworkDenied, provider)
+		}
+		return localsecrets.New(dir), nil
+	}
 }
 
 func runTestFile(ctx context.Context, opts TestOptions, out io.Writer, file string, sum *TestSummary) error {
 	// The file and its loads run once, in a sandbox of their own; each test
 	// function then runs on a fresh sandbox's thread.
-	sb, err := newSandbox(ctx, opts, out)
+	var loadOut bytes.Buffer
+	sb, err := newSandbox(ctx, opts, &loadOut)
 	if err != nil {
 		return err
 	}
@@ -161,12 +202,15 @@ func runTestFile(ctx context.Context, opts TestOptions, out io.Writer, file stri
 	release()
 	if err != nil {
 		sum.Failed++
-		fmt.Fprintf(out, "--- FAIL: %s (load)\n%s\n", file, indent((&ScriptError{err}).Error()))
+		fmt.Fprintf(out, "--- FAIL: %s (load)\n%s%s\n", file, indentOutput(loadOut.String()), indent((&ScriptError{err}).Error()))
 		return nil
+	}
+	if opts.Verbose {
+		_, _ = io.WriteString(out, loadOut.String())
 	}
 	var names []string
 	for n, v := range globals {
-		if _, ok := v.(star.Callable); ok && strings.HasPrefix(n, "test_") {
+		if _, ok := v.(star.Callable); ok && strings.HasPrefix(n, "test_") && (opts.Run == nil || opts.Run.MatchString(n)) {
 			names = append(names, n)
 		}
 	}
@@ -180,7 +224,8 @@ func runTestFile(ctx context.Context, opts TestOptions, out io.Writer, file stri
 }
 
 func runOneTest(ctx context.Context, opts TestOptions, out io.Writer, file, name string, fn star.Callable, sum *TestSummary) error {
-	sb, err := newSandbox(ctx, opts, out)
+	var output bytes.Buffer
+	sb, err := newSandbox(ctx, opts, &output)
 	if err != nil {
 		return err
 	}
@@ -192,12 +237,23 @@ func runOneTest(ctx context.Context, opts TestOptions, out io.Writer, file, name
 	elapsed := time.Since(start).Seconds()
 	if err != nil {
 		sum.Failed++
-		fmt.Fprintf(out, "--- FAIL: %s: %s (%.2fs)\n%s\n", file, name, elapsed, indent((&ScriptError{err}).Error()))
+		fmt.Fprintf(out, "--- FAIL: %s: %s (%.2fs)\n%s%s\n", file, name, elapsed, indentOutput(output.String()), indent((&ScriptError{err}).Error()))
 		return nil
 	}
 	sum.Passed++
 	fmt.Fprintf(out, "--- PASS: %s: %s (%.2fs)\n", file, name, elapsed)
+	if opts.Verbose {
+		_, _ = io.WriteString(out, indentOutput(output.String()))
+	}
 	return nil
+}
+
+// indentOutput indents a test's output under its result line.
+func indentOutput(s string) string {
+	if s == "" {
+		return ""
+	}
+	return indent(s) + "\n"
 }
 
 func indent(s string) string {

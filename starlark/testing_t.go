@@ -16,8 +16,8 @@ import (
 )
 
 // newTestT builds the t passed to test_*(t): t.name, t.workdir,
-// t.assert.eq/ne/true/contains, t.fails(fn, "regexp") and
-// t.run(main, **kwargs).
+// t.assert.eq/ne/true/contains, t.fails(fn, "regexp"),
+// t.run(main, **kwargs) and t.fake_registry().
 func newTestT(name string, sb *sandbox) star.Value {
 	assert := &starlarkstruct.Module{Name: "assert", Members: star.StringDict{
 		"eq":       star.NewBuiltin("t.assert.eq", assertEq(true)),
@@ -27,7 +27,8 @@ func newTestT(name string, sb *sandbox) star.Value {
 	}}
 	assert.Freeze()
 	return result("t", str("name", name), str("workdir", sb.host.opts.WorkDir), value("assert", assert),
-		value("fails", star.NewBuiltin("t.fails", testFails)), value("run", star.NewBuiltin("t.run", testRun)))
+		value("fails", star.NewBuiltin("t.fails", testFails)), value("run", star.NewBuiltin("t.run", testRun)),
+		value("fake_registry", fakeRegistryBuiltin(sb)))
 }
 
 func message(msg string, format string, args ...any) error {
@@ -132,11 +133,105 @@ func testRun(thread *star.Thread, b *star.Builtin, args star.Tuple, kwargs []sta
 		return nil, err
 	}
 	h := hostOf(thread)
+	if f, ok := fn.(*star.Function); ok {
+		var err error
+		if kwargs, err = typedKwargs(mainParams(f), f.HasKwargs(), kwargs); err != nil {
+			return nil, fmt.Errorf("%s: %w", b.Name(), err)
+		}
+	}
 	ctxv, err := h.runContext(kwargs)
 	if err != nil {
 		return nil, err
 	}
 	return star.Call(thread, fn, star.Tuple{ctxv}, kwargs)
+}
+
+// typedKwargs applies podmin run's argument checks to t.run's keyword
+// arguments: a string is converted exactly as a --key=value would be, any
+// other value must already have the type of the parameter's default, and
+// required parameters must be given.
+func typedKwargs(params []mainParam, anyKwargs bool, kwargs []star.Tuple) ([]star.Tuple, error) {
+	byName := map[string]mainParam{}
+	for _, p := range params {
+		byName[p.name] = p
+	}
+	given := map[string]bool{}
+	out := make([]star.Tuple, 0, len(kwargs))
+	for _, kv := range kwargs {
+		name := string(kv[0].(star.String))
+		p, ok := byName[name]
+		if !ok {
+			if !anyKwargs {
+				return nil, fmt.Errorf("unknown parameter %s: main takes %s", name, keywordNames(params))
+			}
+			p = mainParam{name: name, def: star.String("")}
+		}
+		given[name] = true
+		v := kv[1]
+		if s, isStr := v.(star.String); isStr {
+			cv, err := convertArg(p, string(s), nil)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			v = cv
+		} else if err := sameType(p, v); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		out = append(out, star.Tuple{kv[0], v})
+	}
+	var missing []string
+	for _, p := range params {
+		if p.def == nil && !given[p.name] {
+			missing = append(missing, p.name)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("missing required parameter(s) %s", strings.Join(missing, ", "))
+	}
+	return out, nil
+}
+
+// sameType checks a non-string value against the parameter's type.
+func sameType(p mainParam, v star.Value) error {
+	want := p.typeName()
+	switch v.(type) {
+	case star.Bool:
+		if want == "bool" {
+			return nil
+		}
+	case star.Int:
+		if want == "int" || want == "float" {
+			return nil
+		}
+	case star.Float:
+		if want == "float" {
+			return nil
+		}
+	case *star.List, star.Tuple:
+		if want == "list of strings" {
+			iter := star.Iterate(v)
+			defer iter.Done()
+			var x star.Value
+			for iter.Next(&x) {
+				if _, ok := x.(star.String); !ok {
+					return fmt.Errorf("want a list of strings, got an item of type %s", x.Type())
+				}
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("want %s, got %s", want, v.Type())
+}
+
+func keywordNames(params []mainParam) string {
+	if len(params) == 0 {
+		return "no parameters"
+	}
+	var ns []string
+	for _, p := range params {
+		ns = append(ns, p.name)
+	}
+	return strings.Join(ns, ", ")
 }
 
 // syntaxIn is the "in" operator token.

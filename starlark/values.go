@@ -10,7 +10,6 @@ import (
 
 	star "go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
-	"go.starlark.net/syntax"
 )
 
 // constructor names a result struct so that it prints as
@@ -61,52 +60,6 @@ func frozenList(vs []star.Value) *star.List {
 	l := star.NewList(vs)
 	l.Freeze()
 	return l
-}
-
-// Secret is an opaque secret value: it prints as <secret KEY>, is not
-// hashable, has no attributes, and only builtins that accept secrets can
-// unwrap it. Every secret a run sees is registered with its scrubber.
-type Secret struct {
-	key   string
-	value string
-}
-
-var _ star.Value = (*Secret)(nil)
-
-// NewSecret wraps a secret value read by a builtin and registers it with
-// the thread's scrubber, so it never appears in what the script prints.
-func NewSecret(thread *star.Thread, key, value string) *Secret {
-	if h := hostOf(thread); h != nil {
-		h.scrub.add(key, value)
-	}
-	return &Secret{key: key, value: value}
-}
-
-// Key is the secret's name.
-func (s *Secret) Key() string { return s.key }
-
-// Reveal returns the plaintext; only builtins that write secrets call it.
-func (s *Secret) Reveal() string { return s.value }
-
-func (s *Secret) String() string   { return "<secret " + s.key + ">" }
-func (s *Secret) Type() string     { return "secret" }
-func (s *Secret) Freeze()          {}
-func (s *Secret) Truth() star.Bool { return true }
-func (s *Secret) Hash() (uint32, error) {
-	return 0, fmt.Errorf("unhashable type: secret (a secret cannot be a dict key or set element)")
-}
-
-// CompareSameType allows == and != only, by key and value, so a secret's
-// bytes cannot be probed with < and >.
-func (s *Secret) CompareSameType(op syntax.Token, y star.Value, _ int) (bool, error) {
-	o := y.(*Secret)
-	switch op {
-	case syntax.EQL:
-		return s.key == o.key && s.value == o.value, nil
-	case syntax.NEQ:
-		return s.key != o.key || s.value != o.value, nil
-	}
-	return false, fmt.Errorf("secrets cannot be ordered")
 }
 
 // toStarlark converts plain Go data (from JSON-like values) to frozen

@@ -11,7 +11,12 @@
 // so a request can reach nothing but apps/<repository> and
 // mirror/<upstream>/<repository> as internal/state lays them out. Tags and
 // digests resolve through the top-level index.json alone (push lists every
-// nested manifest there), which is cached by ETag. Blobs are streamed.
+// nested manifest there), which is cached by ETag and refused by its size
+// when oversized. Manifests are read (never past their descriptor's size)
+// and verified for HEAD and GET alike. Blobs are streamed and hashed on the
+// way: the last chunk is held back until the digest matches, so a tampered
+// blob is aborted rather than served complete, logged with its object path,
+// and refused until the object changes. Unknown routes answer 404.
 //
 // It must not write to the bucket, list it, or keep any state besides the
 // index cache; it has no discovery, search or garbage collection. The

@@ -7,6 +7,7 @@ package registry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -26,6 +27,8 @@ type Handler struct {
 	objects Objects
 	log     *slog.Logger
 	cache   *indexCache
+	bad     *badBlobs
+	good    *goodBlobs
 	bufs    sync.Pool
 }
 
@@ -48,6 +51,8 @@ func New(objects Objects, opts ...Option) *Handler {
 		objects: objects,
 		log:     slog.New(slog.DiscardHandler),
 		cache:   &indexCache{max: 256, entries: map[string]cachedIndex{}},
+		bad:     newBadBlobs(1024),
+		good:    newGoodBlobs(4096),
 	}
 	h.bufs.New = func() any { b := make([]byte, copyBufferSize); return &b }
 	for _, opt := range opts {
@@ -107,6 +112,22 @@ func (h *Handler) manifest(w http.ResponseWriter, r *http.Request, rt route) *ap
 	if d.Size > oci.MaxManifestSize || d.Size < 0 {
 		return h.storageError(ctx, rt.layout.IndexFile(), errors.New("manifest descriptor size out of bounds"))
 	}
+	key, err := rt.layout.BlobPath(d.Digest.String())
+	if err != nil {
+		return errorf(http.StatusNotFound, CodeManifestUnknown, "manifest "+quote(d.Digest.String())+" is not a sha256 digest")
+	}
+	// HEAD reads and verifies the manifest too, so that it answers
+	// exactly as GET would.
+	data, err := h.readManifest(ctx, key, d)
+	switch {
+	case errors.Is(err, objstore.ErrNotFound):
+		return errorf(http.StatusNotFound, CodeManifestUnknown, "manifest "+quote(d.Digest.String())+" is listed but its blob is missing: push the image again")
+	case errors.Is(err, errDigestMismatch):
+		h.log.ErrorContext(ctx, "registry refused a manifest that fails verification", "object", key, "digest", d.Digest.String(), "err", err)
+		return errorf(http.StatusInternalServerError, CodeUnknown, "manifest "+quote(d.Digest.String())+" in the cluster bucket does not match its digest: push the image again")
+	case err != nil:
+		return h.storageError(ctx, key, err)
+	}
 	hdr := w.Header()
 	hdr.Set("Content-Type", string(d.MediaType))
 	hdr.Set("Docker-Content-Digest", d.Digest.String())
@@ -116,23 +137,7 @@ func (h *Handler) manifest(w http.ResponseWriter, r *http.Request, rt route) *ap
 		w.WriteHeader(http.StatusOK)
 		return nil
 	}
-	key, err := rt.layout.BlobPath(d.Digest.String())
-	if err != nil {
-		return errorf(http.StatusNotFound, CodeManifestUnknown, "manifest "+quote(d.Digest.String())+" is not a sha256 digest")
-	}
-	obj, err := h.objects.Get(ctx, key, objstore.GetOptions{})
-	if errors.Is(err, objstore.ErrNotFound) {
-		hdr.Del("Content-Length")
-		return errorf(http.StatusNotFound, CodeManifestUnknown, "manifest "+quote(d.Digest.String())+" is listed but its blob is missing: push the image again")
-	}
-	if err == nil {
-		err = oci.Verify(obj.Data, d)
-	}
-	if err != nil {
-		hdr.Del("Content-Length")
-		return h.storageError(ctx, key, err)
-	}
-	_, _ = w.Write(obj.Data)
+	_, _ = w.Write(data)
 	return nil
 }
 
@@ -145,6 +150,10 @@ func (h *Handler) blob(w http.ResponseWriter, r *http.Request, rt route) *apiErr
 	}
 	if err != nil {
 		return h.storageError(ctx, key, err)
+	}
+	if h.bad.is(key, info) {
+		h.log.WarnContext(ctx, "registry refused a blob that failed verification", "object", key, "digest", rt.digest)
+		return errorf(http.StatusInternalServerError, CodeUnknown, "blob "+quote(rt.digest)+" in the cluster bucket does not match its digest: push the image again")
 	}
 	hdr := w.Header()
 	hdr.Set("Docker-Content-Digest", rt.digest)
@@ -177,13 +186,44 @@ func (h *Handler) blob(w http.ResponseWriter, r *http.Request, rt route) *apiErr
 	}
 	defer body.Close()
 	w.WriteHeader(status)
+	if status == http.StatusPartialContent || h.good.is(key, info) {
+		// A range cannot be verified without reading the whole blob (a
+		// blob known to be bad is refused above, and the client verifies
+		// what it assembles); a version already verified needs no second
+		// hashing. Both go out at the storage's speed.
+		if err := copyPlain(w, body); err != nil {
+			// The status is sent; the client sees a short body and retries.
+			h.log.WarnContext(ctx, "registry blob stream ended early", "digest", rt.digest, "err", err)
+		}
+		return nil
+	}
 	buf := h.bufs.Get().(*[]byte)
 	defer h.bufs.Put(buf)
-	if _, err := io.CopyBuffer(struct{ io.Writer }{w}, body, *buf); err != nil {
-		// The status is sent; the client sees a short body and retries.
-		h.log.WarnContext(ctx, "registry blob stream ended early", "digest", rt.digest, "err", err)
+	buf2 := h.bufs.Get().(*[]byte)
+	defer h.bufs.Put(buf2)
+	err = verifyingCopy(w, body, info.Size, rt.digest, *buf, *buf2)
+	if errors.Is(err, errDigestMismatch) {
+		h.good.forget(key)
+		h.bad.mark(key, info)
+		h.log.ErrorContext(ctx, "registry aborted a blob that does not match its digest", "object", key, "digest", rt.digest, "err", err)
+		abort()
 	}
+	if err != nil {
+		h.log.WarnContext(ctx, "registry blob stream ended early", "digest", rt.digest, "err", err)
+		return nil
+	}
+	h.good.mark(key, info)
 	return nil
+}
+
+// copyPlain copies body to w, letting the server use sendfile(2) when
+// body is a file range.
+func copyPlain(w io.Writer, body io.Reader) error {
+	if u, ok := body.(interface{ Unwrap() io.Reader }); ok {
+		body = u.Unwrap()
+	}
+	_, err := io.Copy(w, body)
+	return err
 }
 
 // index returns layout's index.json, revalidating the cached copy with
@@ -194,6 +234,15 @@ func (h *Handler) index(ctx context.Context, l state.OCILayout) (*v1.IndexManife
 	var opts objstore.GetOptions
 	if ok {
 		opts.IfNoneMatch = cached.etag
+	} else {
+		// Refuse an oversized index before reading it.
+		info, err := h.objects.Head(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		if info.Size > oci.MaxIndexSize {
+			return nil, fmt.Errorf("%s is %d bytes, more than the %d byte limit: remove unused tags from the repository", key, info.Size, oci.MaxIndexSize)
+		}
 	}
 	obj, err := h.objects.Get(ctx, key, opts)
 	if ok && errors.Is(err, objstore.ErrNotModified) {

@@ -87,8 +87,8 @@ func TestServesManifestsAndBlobs(t *testing.T) {
 		if r.status != 200 || len(r.body) != 0 || r.header.Get("Content-Length") != strconv.Itoa(len(manifest)) || r.header.Get("Docker-Content-Digest") != md {
 			t.Errorf("HEAD manifest %s = %d %v", ref, r.status, r.header)
 		}
-		if keys := f.take(); len(keys) != 1 || keys[0] != "apps/hello/index.json" {
-			t.Errorf("HEAD manifest read %v, want only the (cached, revalidated) index", keys)
+		if keys := f.take(); len(keys) != 2 || keys[0] != "apps/hello/index.json" || keys[1] != "apps/hello/blobs/sha256/"+md[7:] {
+			t.Errorf("HEAD manifest read %v, want the (cached, revalidated) index and the manifest it verifies", keys)
 		}
 	}
 	r := do(t, h, "GET", "/v2/apps/hello/blobs/"+bd)
@@ -135,10 +135,13 @@ func TestRequestsStayInImageLayouts(t *testing.T) {
 		{"DELETE", "/v2/apps/hello/manifests/v1", 405, "UNSUPPORTED"},
 		{"PATCH", "/v2/apps/hello/blobs/uploads/x", 405, "UNSUPPORTED"},
 		{"OPTIONS", "/v2/", 405, "UNSUPPORTED"},
-		{"GET", "/v2/_catalog", 405, "UNSUPPORTED"},
-		{"GET", "/v2/apps/hello/tags/list", 405, "UNSUPPORTED"},
-		{"GET", "/v2/apps/hello/referrers/sha256:" + hex64, 405, "UNSUPPORTED"},
-		{"GET", "/deployments/index.json", 405, "UNSUPPORTED"},
+		{"GET", "/v2/_catalog", 404, "UNSUPPORTED"},
+		{"GET", "/v2/apps/hello/tags/list", 404, "UNSUPPORTED"},
+		{"GET", "/v2/apps/hello/referrers/sha256:" + hex64, 404, "UNSUPPORTED"},
+		{"GET", "/deployments/index.json", 404, "UNSUPPORTED"},
+		{"HEAD", "/v2/_catalog", 404, ""},
+		{"GET", "/", 404, "UNSUPPORTED"},
+		{"GET", "/v2/apps/hello", 404, "UNSUPPORTED"},
 		{"GET", "/v2/apps/../deployments/manifests/v1", 400, "NAME_INVALID"},
 		{"GET", "/v2/apps/hello/../../deployments/manifests/v1", 400, "NAME_INVALID"},
 		{"GET", "/v2/apps/./hello/manifests/v1", 400, "NAME_INVALID"},
@@ -190,8 +193,8 @@ func TestIndexIsRevalidatedByETag(t *testing.T) {
 	m := oci.MergeTag(oci.EmptyIndex(), "v1", v1.Descriptor{MediaType: types.OCIImageIndex, Size: int64(len(other)), Digest: hh}, nil)
 	data, _ := oci.EncodeIndex(m)
 	f.put("apps/hello/index.json", data)
-	if r := do(t, h, "HEAD", "/v2/apps/hello/manifests/v1"); r.header.Get("Docker-Content-Digest") != hh.String() {
-		t.Errorf("after retag HEAD names %s, want %s", r.header.Get("Docker-Content-Digest"), hh)
+	if r := do(t, h, "HEAD", "/v2/apps/hello/manifests/v1"); r.status != 404 {
+		t.Errorf("after retag to a missing manifest HEAD = %d, want 404", r.status)
 	}
 	if r := do(t, h, "GET", "/v2/apps/hello/manifests/v1"); r.status != 404 || r.code != "MANIFEST_UNKNOWN" {
 		t.Errorf("missing manifest blob = %d %s", r.status, r.code)

@@ -23,6 +23,8 @@ type fakeObjects struct {
 	mu      sync.Mutex
 	objects map[string][]byte
 	keys    []string
+	// gets lists the keys read whole; opens the ranges opened.
+	gets, opens []string
 }
 
 func newFakeObjects() *fakeObjects { return &fakeObjects{objects: map[string][]byte{}} }
@@ -58,6 +60,9 @@ func etag(d []byte) string {
 }
 
 func (f *fakeObjects) Get(_ context.Context, key string, opts objstore.GetOptions) (objstore.Object, error) {
+	f.mu.Lock()
+	f.gets = append(f.gets, key)
+	f.mu.Unlock()
 	d, err := f.lookup(key)
 	if err != nil {
 		return objstore.Object{}, err
@@ -77,11 +82,14 @@ func (f *fakeObjects) Head(_ context.Context, key string) (objstore.Info, error)
 }
 
 func (f *fakeObjects) Open(_ context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	f.mu.Lock()
+	f.opens = append(f.opens, fmt.Sprintf("%s %d+%d", key, offset, length))
+	f.mu.Unlock()
 	d, err := f.lookup(key)
 	if err != nil {
 		return nil, err
 	}
-	return io.NopCloser(bytes.NewReader(d[offset : offset+length])), nil
+	return io.NopCloser(bytes.NewReader(d[offset:min(offset+length, int64(len(d)))])), nil
 }
 
 // reachable reports whether a storage key is inside an image layout.

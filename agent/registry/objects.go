@@ -29,8 +29,8 @@ type Objects interface {
 	Get(ctx context.Context, key string, opts objstore.GetOptions) (objstore.Object, error)
 	// Head returns an object's size.
 	Head(ctx context.Context, key string) (objstore.Info, error)
-	// Open streams length bytes of key starting at offset; the caller has
-	// checked the range against Head.
+	// Open streams up to length bytes of key starting at offset (fewer
+	// when the object ends first).
 	Open(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error)
 }
 
@@ -46,10 +46,11 @@ func (s storeObjects) Open(ctx context.Context, key string, offset, length int64
 	if err != nil {
 		return nil, err
 	}
-	if offset < 0 || length < 0 || offset+length > int64(len(obj.Data)) {
+	if offset < 0 || length < 0 || offset > int64(len(obj.Data)) {
 		return nil, fmt.Errorf("open %q: range %d+%d is outside the %d byte object", key, offset, length, len(obj.Data))
 	}
-	return io.NopCloser(bytes.NewReader(obj.Data[offset : offset+length])), nil
+	end := min(offset+length, int64(len(obj.Data)))
+	return io.NopCloser(bytes.NewReader(obj.Data[offset:end])), nil
 }
 
 // LocalObjects adapts a local-directory bucket and streams blobs straight
@@ -69,13 +70,25 @@ func (b localObjects) Open(ctx context.Context, key string, offset, length int64
 	if err != nil {
 		return nil, fmt.Errorf("open %q: %w", key, err)
 	}
-	return sectionReadCloser{io.NewSectionReader(f, offset, length), f}, nil
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("open %q: %w", key, err)
+	}
+	return &fileRange{LimitedReader: &io.LimitedReader{R: f, N: length}, f: f}, nil
 }
 
-type sectionReadCloser struct {
-	*io.SectionReader
-	io.Closer
+// fileRange is a byte range of an open file. Unwrap exposes the plain
+// *io.LimitedReader over the *os.File, which the HTTP server sends with
+// sendfile(2) instead of copying through user space.
+type fileRange struct {
+	*io.LimitedReader
+	f *os.File
 }
+
+func (r *fileRange) Close() error { return r.f.Close() }
+
+// Unwrap returns the reader to copy from.
+func (r *fileRange) Unwrap() io.Reader { return r.LimitedReader }
 
 // S3GetObject is the one S3 call S3Objects makes; *s3.Client has it.
 type S3GetObject interface {

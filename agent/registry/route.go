@@ -46,7 +46,7 @@ func parseRoute(r *http.Request) (route, *apiError) {
 	}
 	rest, ok := strings.CutPrefix(p, "/v2/")
 	if !ok || len(p) > maxPath {
-		return route{}, errorf(http.StatusMethodNotAllowed, CodeUnsupported, "only /v2/ pull requests are served")
+		return route{}, errorf(http.StatusNotFound, CodeUnsupported, "not found: only /v2/ pull requests are served")
 	}
 	if strings.ContainsAny(rest, "%\\") {
 		return route{}, errorf(http.StatusBadRequest, CodeNameInvalid, "escaped characters are not valid in repository names, tags or digests")
@@ -58,7 +58,7 @@ func parseRoute(r *http.Request) (route, *apiError) {
 	} else if name, ref0, ok := cutLast(rest, "/blobs/"); ok {
 		rt.kind, rt.name, ref = kindBlob, name, ref0
 	} else {
-		return route{}, errorf(http.StatusMethodNotAllowed, CodeUnsupported, "only manifest and blob pulls are served: no listing, uploads or discovery")
+		return route{}, errorf(http.StatusNotFound, CodeUnsupported, "not found: only manifest and blob pulls are served, no listing, tags or discovery")
 	}
 	l, aerr := layoutOf(rt.name)
 	if aerr != nil {

@@ -17,37 +17,38 @@ import (
 	"podmin.dev/podmin/agent/mounts"
 	"podmin.dev/podmin/internal/nodepod"
 	"podmin.dev/podmin/internal/paths"
+	"podmin.dev/podmin/internal/state"
 )
 
 // publish commits the staged Pods one atomic rename at a time, then removes
 // stale files. Values are installed before their Pod's file, and the
-// identity directory exists before kubelet can see the Pod.
+// identity directory exists before kubelet can see the Pod. A Pod whose
+// values or file cannot be written keeps its last valid file and is
+// recorded in c.failures; every other Pod proceeds. Only a problem with
+// the directory itself (or a Step fault) ends the pass.
 func (r *Reconciler) publish(ctx context.Context, c *candidate, res *Result) error {
 	if err := os.MkdirAll(r.manifests, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w: check the node root", r.manifests, err)
 	}
 	keep := map[string]bool{}
-	for name := range c.retained {
-		keep[nodepod.FileName(name)] = true
+	for _, f := range c.failures {
+		keep[nodepod.FileName(f.Pod)] = true
 	}
-	for _, sp := range c.pods {
+	for i := range c.pods {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		sp := &c.pods[i]
 		p := sp.pod
 		keep[p.File] = true
-		if err := r.ensureIdentityDir(p); err != nil {
+		written, err := r.publishPod(ctx, sp)
+		if errors.Is(err, errStep) {
 			return err
 		}
-		if sp.values != nil {
-			if err := mounts.Write(r.opts.Root, p, sp.values); err != nil {
-				return err
-			}
-			r.loaded[p.Name] = p.Revision
-		}
-		written, err := r.writePod(p)
 		if err != nil {
-			return err
+			sp.failed = true
+			c.fail(r, p.Key, err)
+			continue
 		}
 		if written {
 			res.Written++
@@ -55,6 +56,30 @@ func (r *Reconciler) publish(ctx context.Context, c *candidate, res *Result) err
 		}
 	}
 	return r.cleanup(c, keep, res)
+}
+
+// publishPod installs one Pod's identity directory, values and file.
+// With an Identity the Pod's leaf is ensured first and the Pod's bytes
+// carry its revision; a Pod whose identity fails keeps its last file.
+func (r *Reconciler) publishPod(ctx context.Context, sp *stagedPod) (bool, error) {
+	p := sp.pod
+	if r.opts.Identity != nil {
+		annotated, _, err := r.opts.Identity.AnnotatePod(ctx, p.YAML)
+		if err != nil {
+			return false, fmt.Errorf("pod %s: workload identity: %w", p.Name, err)
+		}
+		p.YAML = annotated
+	} else if err := r.ensureIdentityDir(p); err != nil {
+		return false, err
+	}
+	if sp.values != nil {
+		delete(r.loaded, p.Name) // until the complete set is written
+		if err := mounts.Write(r.opts.Root, p, sp.values); err != nil {
+			return false, err
+		}
+		r.loaded[p.Name] = p.Revision
+	}
+	return r.writePod(p)
 }
 
 // ensureIdentityDir makes the workload identity host path exist so that
@@ -79,7 +104,7 @@ func (r *Reconciler) writePod(p *nodepod.Pod) (bool, error) {
 	if cur, err := os.ReadFile(dst); err == nil && bytes.Equal(cur, p.YAML) {
 		return false, nil
 	}
-	tmp, err := os.CreateTemp(r.manifests, "."+p.File+".tmp-*")
+	tmp, err := paths.CreateTemp(r.manifests)
 	if err != nil {
 		return false, fmt.Errorf("write %s: %w", dst, err)
 	}
@@ -115,14 +140,17 @@ func (r *Reconciler) writePod(p *nodepod.Pod) (bool, error) {
 	return true, nil
 }
 
-// isTemp reports whether name is a temporary file of writePod.
+// isTemp reports whether name is a temporary file of writePod (or of an
+// older agent, which named them after the Pod).
 func isTemp(name string) bool {
-	return strings.HasPrefix(name, ".") && strings.Contains(name, ".yaml.tmp-")
+	return paths.IsTemp(name) || (strings.HasPrefix(name, ".") && strings.Contains(name, ".yaml.tmp-"))
 }
 
 // cleanup removes every *.yaml the candidate does not keep and every
-// leftover temporary file of the Podmin-owned directory, and the values of
-// Pods that are no longer desired. Nothing outside those paths is touched.
+// leftover temporary file of the Podmin-owned directory, and the workload
+// directories (values, identity) of Pods that are no longer desired.
+// Nothing outside those paths is touched. A file that cannot be removed is
+// recorded as that Pod's failure; the rest proceeds.
 func (r *Reconciler) cleanup(c *candidate, keep map[string]bool, res *Result) error {
 	entries, err := os.ReadDir(r.manifests)
 	if err != nil {
@@ -139,7 +167,15 @@ func (r *Reconciler) cleanup(c *candidate, keep map[string]bool, res *Result) er
 			return err
 		}
 		if err := os.Remove(filepath.Join(r.manifests, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("remove stale %s: %w", filepath.Join(r.manifests, name), err)
+			err = fmt.Errorf("remove stale %s: %w", filepath.Join(r.manifests, name), err)
+			if stale {
+				pod := strings.TrimSuffix(name, ".yaml")
+				c.fail(r, state.Key{Name: pod}, err)
+				keep[name] = true
+			} else {
+				r.log.Warn("temporary file left behind", "file", name, "err", err)
+			}
+			continue
 		}
 		removed = true
 		if stale {
@@ -152,35 +188,39 @@ func (r *Reconciler) cleanup(c *candidate, keep map[string]bool, res *Result) er
 			return err
 		}
 	}
-	return r.removeStaleValues(c)
-}
-
-// removeStaleValues deletes the tmpfs values of Pods that are neither
-// desired nor retained.
-func (r *Reconciler) removeStaleValues(c *candidate) error {
-	want := map[string]bool{}
-	for name := range c.retained {
-		want[name] = true
-	}
-	for _, sp := range c.pods {
-		want[sp.pod.Name] = true
-	}
-	dir := filepath.Join(r.opts.Root, filepath.FromSlash(nodepod.WorkloadsDir))
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read %s: %w", dir, err)
-	}
-	for _, e := range entries {
-		if want[e.Name()] || !e.IsDir() {
-			continue
+	r.removeStaleWorkloads(c, keep)
+	if r.opts.Identity != nil {
+		names := make([]string, 0, len(keep))
+		for file := range keep {
+			names = append(names, strings.TrimSuffix(file, ".yaml"))
 		}
-		if err := mounts.Remove(r.opts.Root, e.Name()); err != nil {
-			return err
+		if err := r.opts.Identity.Forget(names); err != nil {
+			r.log.Warn("cannot remove the identities of deleted Pods", "err", err)
 		}
-		delete(r.loaded, e.Name())
 	}
 	return nil
+}
+
+// removeStaleWorkloads deletes the tmpfs workload directories (values and
+// identity) of Pods whose static Pod file is gone.
+func (r *Reconciler) removeStaleWorkloads(c *candidate, keep map[string]bool) {
+	dir := filepath.Join(r.opts.Root, filepath.FromSlash(nodepod.WorkloadsDir))
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			r.log.Warn("cannot list the workload directories", "dir", dir, "err", err)
+		}
+		return
+	}
+	for _, e := range entries {
+		if keep[nodepod.FileName(e.Name())] || !e.IsDir() {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			c.fail(r, state.Key{Name: e.Name()}, fmt.Errorf("remove the workload directory of deleted Pod %s: %w", e.Name(), err))
+			continue
+		}
+		delete(r.loaded, e.Name())
+		r.log.Info("workload directory of a deleted Pod removed", "pod", e.Name())
+	}
 }

@@ -4,19 +4,31 @@
 
 // Package staticpod reconciles one NodeGroup's committed desired state into
 // kubelet's static Pod directory, exactly in the order the specification
-// gives: read the complete deployments/index.json and its ETag (missing
-// means empty), keep this NodeGroup's entries, fetch only their immutable
+// gives: read the complete deployments/index.json and its ETag (absent from
+// an existing bucket means empty), keep this NodeGroup's entries, fetch only their immutable
 // payloads (each verified against its SHA-512), transform and stage the
 // complete candidate set (Pods, secret values, Services), confirm the index
 // ETag is unchanged, then publish: per Pod its values and an atomically
-// renamed file, then removal of stale *.yaml files, and only after those
-// succeed the Service desired state.
+// renamed file, then removal of stale *.yaml files and the workload
+// directories of deleted Pods, and only after those the Service desired
+// state.
 //
-// Any failure before publication leaves the node exactly as it was and
-// reports unhealthy; a failure during publication leaves every file either
-// old or new (never partial, since temporary files are hidden dot files
-// kubelet ignores) and converges on the next attempt. Work is serialized:
-// one Reconciler owns one NodeGroup's directory.
+// One bad Pod never blocks its NodeGroup: a deployment whose payload is
+// missing, corrupt or oversized, whose values cannot be fetched, or whose
+// values or file cannot be written keeps its last valid file and Service
+// and is reported by name (PodsFailedError, Counters); every other Pod is
+// published, stale files and the workload directories of deleted Pods are
+// removed, and Services are published. A failure of the pass as a whole
+// (index unreadable, bucket missing, directory unusable) leaves the node
+// exactly as it was; a failure during publication leaves every file either
+// old or new (never partial, since temporary files are short hidden dot
+// files kubelet ignores) and converges on the next attempt.
+//
+// Only an index absent from an existing bucket is empty desired state; a
+// missing bucket is ErrBucketMissing and removes nothing. An index that
+// changes during a pass restarts the pass at once (bounded); that is no
+// failure. Work is serialized: one Reconciler owns one NodeGroup's
+// directory.
 //
 // An idle poll costs one conditional index read (If-None-Match) and no
 // payload reads. Payloads are content-addressed, so the ones already staged

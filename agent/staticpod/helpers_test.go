@@ -71,7 +71,7 @@ func (f *fixture) reconciler(t testing.TB, step func(staticpod.Step, string) err
 	r, err := staticpod.New(staticpod.Options{
 		Store: f.store, Cluster: "demo", NodeGroup: "workers", Root: f.root,
 		Secrets:   map[string]mounts.Reader{"local": f.secrets},
-		Publisher: f.services, Step: step,
+		Publisher: f.services, Step: step, BucketExists: f.bucket.BucketExists,
 	})
 	if err != nil {
 		t.Fatal(err)

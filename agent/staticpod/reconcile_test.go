@@ -7,6 +7,7 @@ package staticpod_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -143,8 +144,9 @@ func TestIdlePollsCostOneConditionalRead(t *testing.T) {
 	}
 }
 
-// Each failure before publication keeps the last valid state, changes no
-// file and says why; the next pass converges once the cause is gone.
+// A failing deployment keeps its last valid file and Service and is named
+// in the error; the rest of the NodeGroup converges (api is removed), and
+// the next pass converges once the cause is gone.
 func TestFailuresKeepTheLastValidState(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -167,76 +169,109 @@ func TestFailuresKeepTheLastValidState(t *testing.T) {
 			}
 			return func() { _ = os.WriteFile(p, good, 0o644) }
 		}, "object not found"},
+		{"oversized payload", func(t *testing.T, f *fixture, e state.Entry) func() {
+			p := filepath.Join(f.bucket.Dir(), e.Pod)
+			good, _ := os.ReadFile(p)
+			if err := os.WriteFile(p, make([]byte, staticpod.MaxPayloadBytes+1), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return func() { _ = os.WriteFile(p, good, 0o644) }
+		}, "more than the 2097152 byte limit"},
 		{"secret fetch failure", func(t *testing.T, f *fixture, _ state.Entry) func() {
 			f.secrets.fail = errors.New("provider unavailable")
 			return func() { f.secrets.fail = nil }
 		}, "provider unavailable"},
+		{"values cannot be written", func(t *testing.T, f *fixture, _ state.Entry) func() {
+			// A file where the Pod's provider directory belongs.
+			p := filepath.Join(f.root, "run", "podmin", "workloads", "web", "secrets", "local")
+			if err := os.RemoveAll(p); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte("in the way"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return func() { _ = os.Remove(p) }
+		}, "web"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			f.secrets.values["/demo/default/web/token"] = []byte("t1")
-			f.deploy(t, "workers", "web", "hello:v1", true, "token")
+			old := f.deploy(t, "workers", "web", "hello:v1", true, "token")
 			f.deploy(t, "workers", "api", "api:v1", false)
 			r := f.reconciler(t, nil)
 			mustReconcile(t, r)
 			good := f.files(t)
-			_, published := f.services.Last()
 
 			e := f.deploy(t, "workers", "web", "hello:v2", true, "token")
 			f.remove(t, "workers", "api")
+			f.deploy(t, "workers", "db", "db:v1", true)
 			repair := tc.break_(t, f, e)
-			_, err := r.Reconcile(context.Background())
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Fatalf("err %v, want %q", err, tc.wantErr)
+			res, err := r.Reconcile(context.Background())
+			var pf *staticpod.PodsFailedError
+			if !errors.As(err, &pf) || len(pf.Failures) != 1 || pf.Failures[0].Pod != "web" || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("err %v, want web kept with %q", err, tc.wantErr)
 			}
-			got := f.files(t)
-			if tc.name == "secret fetch failure" {
-				// Only the Pod whose values failed keeps its last valid
-				// file; the rest of the NodeGroup converges.
-				delete(good, "api.yaml")
+			if len(res.Failed) != 1 || res.Removed != 1 || res.Written != 1 {
+				t.Fatalf("result %+v, want db written, api removed, web failed", res)
 			}
-			if !equal(got, good) {
-				t.Fatalf("files after a failure: %q, want %q", names(got), names(good))
+			got := visible(f.files(t))
+			if got["web.yaml"] != good["web.yaml"] || !strings.Contains(got["db.yaml"], "db:v1") || len(got) != 2 {
+				t.Fatalf("files after a failure: %q, want web kept, db written, api removed", names(got))
 			}
-			if _, n := f.services.Last(); n != published {
-				t.Fatal("Services published after a failure")
+			if _, err := os.Stat(filepath.Join(f.root, "run", "podmin", "workloads", "api")); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("workload directory of deleted api: %v", err)
+			}
+			svcs, _ := f.services.Last()
+			if len(svcs) != 2 || svcs[0].Pod != "db" || svcs[1].Pod != "web" || svcs[1].Revision != nodepod.Revision(old) {
+				t.Fatalf("services %+v, want db's and web's last published", svcs)
+			}
+			if c := r.Counters(); c.PodFailures["web"] != 1 || c.Failures != 0 {
+				t.Fatalf("counters %+v", c)
 			}
 			repair()
 			mustReconcile(t, r)
-			if got := names(visible(f.files(t))); !slices.Equal(got, []string{"web.yaml"}) || !strings.Contains(f.files(t)["web.yaml"], "hello:v2") {
+			if got := names(visible(f.files(t))); !slices.Equal(got, []string{"db.yaml", "web.yaml"}) || !strings.Contains(f.files(t)["web.yaml"], "hello:v2") {
 				t.Fatalf("did not converge: %q", got)
+			}
+			if svcs, _ := f.services.Last(); len(svcs) != 2 || svcs[1].Revision != nodepod.Revision(e) {
+				t.Fatalf("services %+v after repair", svcs)
 			}
 		})
 	}
 }
 
 // An index that changes between the first read and publication is not
-// published; the retry publishes the newer one.
+// published: the pass restarts at once with the newer index, and that is
+// not a failure.
 func TestIndexChangedMidReconcile(t *testing.T) {
 	f := newFixture(t)
 	f.deploy(t, "workers", "web", "hello:v1", false)
 	mustReconcile(t, f.reconciler(t, nil))
-	good := f.files(t)
 	f.deploy(t, "workers", "web", "hello:v2", false)
-	changed := false
+	var seen []string
+	changes := 0
 	r := f.reconciler(t, func(s staticpod.Step, _ string) error {
-		if s == staticpod.StepStaged && !changed {
-			changed = true
-			f.deploy(t, "workers", "web", "hello:v3", false)
+		if s == staticpod.StepStaged {
+			seen = append(seen, f.files(t)["web.yaml"])
+			if changes < 2 {
+				changes++
+				f.deploy(t, "workers", "web", fmt.Sprintf("hello:v%d", 2+changes), false)
+			}
 		}
 		return nil
 	})
-	_, err := r.Reconcile(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "the deployment index changed during reconciliation") {
-		t.Fatalf("err %v", err)
+	res := mustReconcile(t, r)
+	if !strings.Contains(f.files(t)["web.yaml"], "hello:v4") || res.Written != 1 {
+		t.Fatalf("did not publish the newest index: %+v", res)
 	}
-	if !equal(f.files(t), good) {
-		t.Fatal("published a superseded index")
+	for _, s := range seen {
+		if !strings.Contains(s, "hello:v1") {
+			t.Fatal("published a superseded index")
+		}
 	}
-	mustReconcile(t, r)
-	if !strings.Contains(f.files(t)["web.yaml"], "hello:v3") {
-		t.Fatal("did not converge to the newest index")
+	if c := r.Counters(); c.Restarts != 2 || c.Failures != 0 || c.Passes != 1 {
+		t.Fatalf("counters %+v, want 2 restarts in 1 pass", c)
 	}
 }
 

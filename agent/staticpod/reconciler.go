@@ -10,9 +10,12 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 
 	"podmin.dev/podmin/agent/mounts"
+	"podmin.dev/podmin/agent/workload"
 	"podmin.dev/podmin/internal/ids"
 	"podmin.dev/podmin/internal/nodepod"
 	"podmin.dev/podmin/internal/objstore"
@@ -43,7 +46,8 @@ type Hooks struct {
 	// IndexChanged is called with the new ETag when a pass reads an index
 	// other than the one last applied, before acting on it.
 	IndexChanged func(etag string)
-	// Published is called after a pass published the complete state.
+	// Published is called after a pass published the NodeGroup's state,
+	// also when some Pods were kept at their last valid state.
 	Published func(etag string, pods int)
 }
 
@@ -69,6 +73,21 @@ type Options struct {
 	Step func(step Step, file string) error
 	// FetchConcurrency bounds concurrent payload reads; 0 means 16.
 	FetchConcurrency int
+	// BucketExists, when set, is asked whenever the index is absent: only
+	// an index absent from an existing bucket means empty desired state.
+	BucketExists func(ctx context.Context) (bool, error)
+	// Identity, when set, gives every Pod its workload identity before its
+	// file is written (the podmin.dev/identity-revision annotation) and
+	// forgets the identities of Pods that left. Without it the reconciler
+	// only creates the identity directory kubelet's hostPath needs.
+	Identity Identity
+}
+
+// Identity is the workload identity the reconciler needs
+// (*workload.Manager satisfies it).
+type Identity interface {
+	AnnotatePod(ctx context.Context, podYAML []byte) ([]byte, workload.Identity, error)
+	Forget(keep []string) error
 }
 
 // Reconciler publishes one NodeGroup's desired state into the node's static
@@ -87,7 +106,13 @@ type Reconciler struct {
 	payloads map[string][]byte
 	// loaded is the revision whose values are on the tmpfs, by Pod.
 	loaded map[string]string
-	fmu    sync.Mutex
+	// retry makes the next pass read the index in full: the last pass
+	// kept some Pods at their last valid state.
+	retry bool
+	// published is the last published Service of each deployment.
+	published map[state.Key]Service
+	counters  counters
+	fmu       sync.Mutex
 }
 
 // New checks the options and returns a Reconciler that has published
@@ -116,7 +141,8 @@ func New(opts Options) (*Reconciler, error) {
 	return &Reconciler{
 		opts: opts, log: log.With("nodegroup", opts.NodeGroup),
 		manifests: filepath.Join(opts.Root, filepath.FromSlash(nodepod.ManifestsDir)),
-		payloads:  map[string][]byte{}, loaded: map[string]string{},
+		payloads:  map[string][]byte{}, loaded: map[string]string{}, published: map[state.Key]Service{},
+		counters: counters{pods: map[string]uint64{}},
 	}, nil
 }
 
@@ -137,10 +163,13 @@ func (r *Reconciler) step(s Step, file string) error {
 		return nil
 	}
 	if err := r.opts.Step(s, file); err != nil {
-		return fmt.Errorf("reconcile stopped at %s %s: %w", s, file, err)
+		return fmt.Errorf("%w at %s %s: %w", errStep, s, file, err)
 	}
 	return nil
 }
+
+// errStep marks an error of Options.Step: it ends the pass like a crash.
+var errStep = errors.New("reconcile stopped")
 
 // Result describes one pass.
 type Result struct {
@@ -151,6 +180,44 @@ type Result struct {
 	// Pods counts the NodeGroup's desired Pods; Written the files replaced
 	// and Removed the stale files deleted.
 	Pods, Written, Removed int
+	// Failed lists the Pods kept at their last valid state.
+	Failed []PodFailure
+}
+
+// PodFailure is one Pod that a pass could not publish: its last valid
+// file (if any) and values stay in place, every other Pod proceeds.
+type PodFailure struct {
+	Deployment state.Key
+	Pod        string
+	Err        error
+}
+
+// PodsFailedError reports a pass that published the NodeGroup except for
+// the listed Pods. It names every Pod, so /readyz says which ones.
+type PodsFailedError struct {
+	Failures []PodFailure
+}
+
+func (e *PodsFailedError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d Pod(s) kept at their last valid state", len(e.Failures))
+	for _, f := range e.Failures {
+		if f.Deployment.NodeGroup == "" {
+			fmt.Fprintf(&b, "; pod %s: %v", f.Pod, f.Err)
+			continue
+		}
+		fmt.Fprintf(&b, "; pod %s (deployment %s): %v", f.Pod, f.Deployment, f.Err)
+	}
+	return b.String()
+}
+
+// Unwrap returns the Pods' errors.
+func (e *PodsFailedError) Unwrap() []error {
+	out := make([]error, len(e.Failures))
+	for i, f := range e.Failures {
+		out[i] = f.Err
+	}
+	return out
 }
 
 // Reconcile runs one pass. When the applied index is still current it
@@ -164,7 +231,8 @@ func (r *Reconciler) Reconcile(ctx context.Context) (Result, error) {
 	forced := r.forced
 	r.forced = false
 	r.fmu.Unlock()
-	res, err := r.pass(ctx, forced)
+	res, err := r.passRestarting(ctx, forced)
+	r.counters.passed(err)
 	if err != nil && forced {
 		r.IdentityChanged() // keep the request for the retry
 	}
@@ -172,7 +240,8 @@ func (r *Reconciler) Reconcile(ctx context.Context) (Result, error) {
 }
 
 // readIndex reads the index, conditionally on the applied ETag unless a
-// full pass is needed. A missing index is empty with an empty ETag.
+// full pass is needed. Only an index absent from a bucket that exists is
+// empty desired state (with an empty ETag); an absent bucket is an error.
 func (r *Reconciler) readIndex(ctx context.Context, full bool) (*state.Index, string, bool, error) {
 	opts := objstore.GetOptions{}
 	if r.applied && !full && r.appliedETag != "" {
@@ -183,10 +252,16 @@ func (r *Reconciler) readIndex(ctx context.Context, full bool) (*state.Index, st
 	case errors.Is(err, objstore.ErrNotModified):
 		return nil, r.appliedETag, true, nil
 	case errors.Is(err, objstore.ErrNotFound):
+		if err := r.checkBucket(ctx); err != nil {
+			return nil, "", false, err
+		}
 		unchanged := r.applied && !full && r.appliedETag == ""
 		return state.NewIndex(), "", unchanged, nil
 	case err != nil:
 		return nil, "", false, fmt.Errorf("read %s: %w: check the bucket and the node's access to it", state.IndexPath, err)
+	}
+	if len(obj.Data) > MaxIndexBytes {
+		return nil, "", false, tooLarge(state.IndexPath, int64(len(obj.Data)), MaxIndexBytes)
 	}
 	ix, err := state.DecodeIndex(obj.Data)
 	if err != nil {
@@ -195,25 +270,68 @@ func (r *Reconciler) readIndex(ctx context.Context, full bool) (*state.Index, st
 	return ix, obj.ETag, false, nil
 }
 
+// ErrBucketMissing reports that the cluster bucket itself is absent: the
+// node keeps everything it published and retries.
+var ErrBucketMissing = errors.New("the cluster bucket does not exist")
+
+// checkBucket tells an index absent from an existing bucket (empty desired
+// state) from an absent bucket (an outage: nothing may be removed).
+func (r *Reconciler) checkBucket(ctx context.Context) error {
+	if r.opts.BucketExists == nil {
+		return nil
+	}
+	ok, err := r.opts.BucketExists(ctx)
+	if err != nil {
+		return fmt.Errorf("read %s: the index is absent and the bucket could not be checked: %w: keeping the published state", state.IndexPath, err)
+	}
+	if !ok {
+		return fmt.Errorf("%w: keeping every published Pod and Service until it is back: check the bucket name and the node's access to it", ErrBucketMissing)
+	}
+	return nil
+}
+
+// ErrIndexChanged reports that the index changed while a pass staged its
+// candidate set: nothing of it was published. It is not a failure: the
+// pass restarts with the new index.
+var ErrIndexChanged = errors.New("the deployment index changed during reconciliation")
+
 // confirm re-reads the index conditionally: ErrNotModified (or a still
 // missing index) means the staged set is still the committed one.
 func (r *Reconciler) confirm(ctx context.Context, etag string) error {
 	_, err := r.opts.Store.Get(ctx, state.IndexPath, objstore.GetOptions{IfNoneMatch: etag})
 	switch {
 	case etag == "" && errors.Is(err, objstore.ErrNotFound):
-		return nil
+		return r.checkBucket(ctx)
 	case errors.Is(err, objstore.ErrNotModified):
 		return nil
 	case err == nil && etag == "":
-		return errors.New("the deployment index was created during reconciliation: nothing was published; retrying with the new index")
+		return fmt.Errorf("%w: it was created: nothing was published; restarting with the new index", ErrIndexChanged)
 	case err == nil, errors.Is(err, objstore.ErrNotFound):
-		return fmt.Errorf("the deployment index changed during reconciliation (was %s): nothing was published; retrying with the new index", etag)
+		return fmt.Errorf("%w (was %s): nothing was published; restarting with the new index", ErrIndexChanged, etag)
 	}
 	return fmt.Errorf("confirm %s: %w", state.IndexPath, err)
 }
 
+// maxRestarts bounds how often one Reconcile restarts a pass because the
+// index changed under it.
+const maxRestarts = 8
+
+// passRestarting runs passes until one is not superseded by a newer index,
+// at most maxRestarts+1 times.
+func (r *Reconciler) passRestarting(ctx context.Context, forced bool) (Result, error) {
+	for i := 0; ; i++ {
+		res, err := r.pass(ctx, forced)
+		if !errors.Is(err, ErrIndexChanged) || i == maxRestarts || ctx.Err() != nil {
+			return res, err
+		}
+		r.counters.add(&r.counters.restarts)
+		r.log.Debug("index changed during the pass: restarting", "etag", res.ETag, "restart", i+1)
+		forced = true
+	}
+}
+
 func (r *Reconciler) pass(ctx context.Context, forced bool) (Result, error) {
-	ix, etag, unchanged, err := r.readIndex(ctx, forced)
+	ix, etag, unchanged, err := r.readIndex(ctx, forced || r.retry)
 	if err != nil {
 		return Result{}, err
 	}
@@ -235,26 +353,55 @@ func (r *Reconciler) pass(ctx context.Context, forced bool) (Result, error) {
 	if err := r.step(StepConfirmed, ""); err != nil {
 		return Result{ETag: etag}, err
 	}
-	res := Result{ETag: etag, Pods: len(c.pods)}
+	res := Result{ETag: etag, Pods: len(items)}
 	if err := r.publish(ctx, c, &res); err != nil {
 		return res, err
-	}
-	if len(c.failed) > 0 {
-		return res, errors.Join(c.failed...)
 	}
 	if err := r.step(StepPublish, ""); err != nil {
 		return res, err
 	}
+	services := r.servicesOf(c)
 	if r.opts.Publisher != nil {
-		if err := r.opts.Publisher.PublishServices(ctx, c.services); err != nil {
+		if err := r.opts.Publisher.PublishServices(ctx, services); err != nil {
 			return res, fmt.Errorf("publish the Service desired state: %w", err)
 		}
 	}
+	r.published = map[state.Key]Service{}
+	for _, s := range services {
+		r.published[s.Deployment] = s
+	}
 	r.applied, r.appliedETag = true, etag
 	r.keepPayloads(c)
-	log.Info("desired state published", "pods", res.Pods, "written", res.Written, "removed", res.Removed, "services", len(c.services))
+	res.Failed = c.failures
+	r.retry = len(c.failures) > 0
+	r.counters.podFailures(c.failures)
 	if r.opts.Hooks.Published != nil {
 		r.opts.Hooks.Published(etag, res.Pods)
 	}
+	if len(c.failures) > 0 {
+		log.Warn("desired state published except for Pods kept at their last valid state", "pods", res.Pods, "written", res.Written,
+			"removed", res.Removed, "services", len(services), "failed", len(c.failures))
+		return res, &PodsFailedError{Failures: c.failures}
+	}
+	log.Info("desired state published", "pods", res.Pods, "written", res.Written, "removed", res.Removed, "services", len(services))
 	return res, nil
+}
+
+// servicesOf is the Service desired state after a pass: the staged
+// Services, and for each deployment kept at its last valid state the
+// Service last published for it.
+func (r *Reconciler) servicesOf(c *candidate) []Service {
+	var out []Service
+	for _, sp := range c.pods {
+		if sp.service != nil && !sp.failed {
+			out = append(out, *sp.service)
+		}
+	}
+	for _, f := range c.failures {
+		if s, ok := r.published[f.Deployment]; ok {
+			out = append(out, s)
+		}
+	}
+	slices.SortFunc(out, func(a, b Service) int { return strings.Compare(a.Deployment.String(), b.Deployment.String()) })
+	return out
 }

@@ -6,10 +6,15 @@ package staticpod
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
 )
+
+// DefaultInterval is the default poll period: one conditional index read,
+// answered 304 while nothing changed.
+const DefaultInterval = 5 * time.Second
 
 // Reporter receives the outcome of every pass; nil err means healthy.
 type Reporter interface {
@@ -21,7 +26,9 @@ const Component = "staticpod"
 
 // LoopOptions pace the reconcile loop.
 type LoopOptions struct {
-	// Interval is the poll period; it is jittered by ±10%.
+	// Interval is the poll period: each wait is jittered within 80–100%
+	// of it, so nodes spread their reads and a commit is seen within one
+	// Interval.
 	Interval time.Duration
 	// Timeout bounds one pass.
 	Timeout time.Duration
@@ -44,11 +51,11 @@ type Loop struct {
 	trigger chan struct{}
 }
 
-// NewLoop paces r. Zero durations get defaults: 10 s interval, 2 min
+// NewLoop paces r. Zero durations get defaults: 5 s interval, 2 min
 // timeout, backoff from min(1 s, interval) to 30 s.
 func NewLoop(r *Reconciler, opts LoopOptions) *Loop {
 	if opts.Interval <= 0 {
-		opts.Interval = 10 * time.Second
+		opts.Interval = DefaultInterval
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 2 * time.Minute
@@ -95,6 +102,13 @@ func (l *Loop) backoff(n int) time.Duration {
 
 // Run reconciles until ctx ends, then returns nil: stopping the loop is the
 // way to stop new reconciliation.
+//
+// Outcomes are told apart: a pass that kept some Pods at their last valid
+// state is reported (not ready, naming them) and retried at the next poll,
+// without backoff, since the rest of the NodeGroup was published; an index
+// that kept changing during the pass is no failure at all and is retried
+// at once; anything else (bucket missing or unreadable, directory not
+// writable) is an ERROR with jittered exponential backoff.
 func (l *Loop) Run(ctx context.Context) error {
 	failures := 0
 	for {
@@ -104,16 +118,28 @@ func (l *Loop) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		wait := time.Duration(float64(l.opts.Interval) * (0.9 + 0.2*l.opts.Rand()))
-		if err != nil {
+		wait := time.Duration(float64(l.opts.Interval) * (0.8 + 0.2*l.opts.Rand()))
+		report := true
+		var pods *PodsFailedError
+		switch {
+		case err == nil:
+			failures = 0
+		case errors.As(err, &pods):
+			failures = 0
+			err = fmt.Errorf("NodeGroup %s published, but %w", l.r.opts.NodeGroup, err)
+		case errors.Is(err, ErrIndexChanged):
+			// Commits keep arriving: the next pass starts after a short
+			// jittered pause, and readiness keeps its last value.
+			report = false
+			wait = time.Duration(float64(10*time.Millisecond) * (1 + l.opts.Rand()))
+			l.r.log.Debug("index still changing: starting a new pass", "err", err)
+		default:
 			failures++
 			wait = l.backoff(failures)
 			l.r.log.Error("reconcile failed: the node keeps its last valid state", "err", err, "retry_in", wait.String())
 			err = fmt.Errorf("reconcile of NodeGroup %s failed (%d in a row): %w", l.r.opts.NodeGroup, failures, err)
-		} else {
-			failures = 0
 		}
-		if l.opts.Health != nil {
+		if report && l.opts.Health != nil {
 			l.opts.Health.Report(Component, err)
 		}
 		select {

@@ -18,61 +18,80 @@ import (
 // stagedPod is one Pod of the candidate set.
 type stagedPod struct {
 	pod *nodepod.Pod
+	// service is the Pod's Service, when its deployment has one.
+	service *Service
 	// values are freshly fetched values to install, nil when the values of
 	// this revision are already on the tmpfs (or none are declared).
 	values mounts.Values
+	// failed reports that publishing it failed: it keeps its last valid
+	// state, and so does its Service.
+	failed bool
 }
 
 // candidate is the complete staged desired state of the NodeGroup.
 type candidate struct {
-	pods     []stagedPod
-	services []Service
-	// retained names Pods whose value fetch failed: their last valid file
-	// stays untouched, and failed says why.
-	retained map[string]bool
-	failed   []error
-	// payloads are the verified bytes of every referenced payload.
+	pods []stagedPod
+	// failures are the deployments that keep their last valid state this
+	// pass (payload, transformation or value fetch failed).
+	failures []PodFailure
+	// payloads are the verified bytes of every payload read successfully.
 	payloads map[string][]byte
+}
+
+// fail records that the deployment's Pod keeps its last valid state.
+func (c *candidate) fail(r *Reconciler, key state.Key, err error) {
+	r.log.Warn("Pod kept at its last valid state", "deployment", key.String(), "pod", key.Name, "err", err)
+	c.failures = append(c.failures, PodFailure{Deployment: key, Pod: key.Name, Err: err})
 }
 
 // stage fetches and verifies the referenced payloads, transforms every
 // Pod, decodes every Service and fetches the values of Pods whose revision
-// has none on the tmpfs yet. Payload problems fail the whole pass; a value
-// fetch failure retains only that Pod.
+// has none on the tmpfs yet. A problem with one deployment (missing or
+// corrupt payload, invalid content, failed value fetch) keeps only that
+// deployment at its last valid state.
 func (r *Reconciler) stage(ctx context.Context, items []state.Item) (*candidate, error) {
-	c := &candidate{retained: map[string]bool{}}
-	var err error
-	if c.payloads, err = r.fetchPayloads(ctx, items); err != nil {
+	c := &candidate{}
+	var fetchErrs map[string]error
+	c.payloads, fetchErrs = r.fetchPayloads(ctx, items)
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if err := r.step(StepFetched, ""); err != nil {
 		return nil, err
 	}
 	for _, it := range items {
+		if err := fetchErrs[it.Entry.Pod]; err != nil {
+			c.fail(r, it.Key, err)
+			continue
+		}
+		if err := fetchErrs[it.Entry.Service]; it.Entry.Service != "" && err != nil {
+			c.fail(r, it.Key, err)
+			continue
+		}
 		p, err := nodepod.Transform(it.Key, it.Entry, c.payloads[it.Entry.Pod])
 		if err != nil {
-			return nil, err
-		}
-		if id, ok := it.Entry.ServiceID(); ok {
-			spec, err := manifest.DecodeService(c.payloads[it.Entry.Service])
-			if err != nil {
-				return nil, fmt.Errorf("invalid Service payload %s of deployment %s: %w: redeploy it", it.Entry.Service, it.Key, err)
-			}
-			if spec.Name != id.Name || spec.Namespace != id.Namespace {
-				return nil, fmt.Errorf("invalid Service payload %s of deployment %s: it defines %s/%s: redeploy it", it.Entry.Service, it.Key, spec.Namespace, spec.Name)
-			}
-			c.services = append(c.services, Service{Deployment: it.Key, ID: id, Spec: spec, Pod: p.Name, Revision: p.Revision})
+			c.fail(r, it.Key, err)
+			continue
 		}
 		sp := stagedPod{pod: p}
+		if id, ok := it.Entry.ServiceID(); ok {
+			spec, err := manifest.DecodeService(c.payloads[it.Entry.Service])
+			if err == nil && (spec.Name != id.Name || spec.Namespace != id.Namespace) {
+				err = fmt.Errorf("it defines %s/%s", spec.Namespace, spec.Name)
+			}
+			if err != nil {
+				c.fail(r, it.Key, fmt.Errorf("invalid Service payload %s of deployment %s: %w: redeploy it", it.Entry.Service, it.Key, err))
+				continue
+			}
+			sp.service = &Service{Deployment: it.Key, ID: id, Spec: spec, Pod: p.Name, Revision: p.Revision}
+		}
 		if len(p.Mounts) > 0 && r.loaded[p.Name] != p.Revision {
 			sp.values, err = mounts.Fetch(ctx, r.opts.Secrets, r.opts.Cluster, p)
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
 				}
-				r.log.Warn("value fetch failed: keeping the last valid Pod", "deployment", it.Key.String(), "err", err)
-				c.retained[p.Name] = true
-				c.failed = append(c.failed, err)
+				c.fail(r, it.Key, err)
 				continue
 			}
 		}
@@ -85,9 +104,11 @@ func (r *Reconciler) stage(ctx context.Context, items []state.Item) (*candidate,
 }
 
 // fetchPayloads returns the verified bytes of every payload items
-// reference, reading only those not cached from the last published pass.
-func (r *Reconciler) fetchPayloads(ctx context.Context, items []state.Item) (map[string][]byte, error) {
+// reference, reading only those not cached from earlier passes, and the
+// error of each payload that could not be read or verified.
+func (r *Reconciler) fetchPayloads(ctx context.Context, items []state.Item) (map[string][]byte, map[string]error) {
 	out := make(map[string][]byte, 2*len(items))
+	errs := map[string]error{}
 	var missing []string
 	for _, it := range items {
 		for _, p := range []string{it.Entry.Pod, it.Entry.Service} {
@@ -103,14 +124,11 @@ func (r *Reconciler) fetchPayloads(ctx context.Context, items []state.Item) (map
 		}
 	}
 	if len(missing) == 0 {
-		return out, nil
+		return out, errs
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
-		errs []error
 		next = make(chan string)
 	)
 	for range min(r.opts.FetchConcurrency, len(missing)) {
@@ -118,11 +136,11 @@ func (r *Reconciler) fetchPayloads(ctx context.Context, items []state.Item) (map
 		go func() {
 			defer wg.Done()
 			for p := range next {
-				data, err := state.FetchPayload(ctx, r.opts.Store, p)
+				data, err := fetchPayload(ctx, r.opts.Store, p)
 				mu.Lock()
 				if err != nil {
-					errs = append(errs, err)
-					cancel()
+					errs[p] = err
+					delete(out, p)
 				} else {
 					out[p] = data
 				}
@@ -140,16 +158,17 @@ feed:
 	}
 	close(next)
 	wg.Wait()
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("keeping the published state: %w", errs[0])
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return out, errs
 }
 
-// keepPayloads caches exactly the payloads of the published candidate.
+// keepPayloads caches the verified payloads of the last pass: they are
+// immutable, so a later pass (or a retry of a failed Pod) reuses them.
 func (r *Reconciler) keepPayloads(c *candidate) {
-	r.payloads = c.payloads
+	keep := make(map[string][]byte, len(c.payloads))
+	for p, data := range c.payloads {
+		if data != nil {
+			keep[p] = data
+		}
+	}
+	r.payloads = keep
 }

@@ -246,7 +246,7 @@ func TestLocalNodeEndToEnd(t *testing.T) {
 	}
 
 	// Delete.
-	n.podminOK("delete", "api", "-g", "workers")
+	n.podminOK("delete", "api", "-g", "workers", "--yes")
 	n.eventually("api removed", func() bool { return slices.Equal(n.staticPods(), []string{"web.yaml"}) })
 
 	// A clean SIGTERM, then a corrupt payload found by a restarted agent:

@@ -6,10 +6,11 @@
 // configuration flags, exits non-zero when any is invalid, and otherwise
 // reconciles its NodeGroup until SIGTERM.
 //
-// A few environment variables (PODMIN_ROOT, PODMIN_AGENT_HEALTH_ADDR,
+// A few environment variables (PODMIN_ROOT, PODMIN_AGENT_ONCE,
+// PODMIN_AGENT_HEALTH_ADDR, PODMIN_AGENT_REGISTRY_ADDR,
 // PODMIN_AGENT_POLL_INTERVAL, PODMIN_AGENT_DNS_TTL_MARGIN) relocate and pace
-// the agent for tests and the local node mode; they are not node
-// configuration.
+// the agent for tests, the quick start and the local node mode; they are not
+// node configuration. --help documents all of them.
 package main
 
 import (
@@ -53,11 +54,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.StringVar(&cfg.NodeGroup, "nodegroup", "", "this VM's NodeGroup ID")
 	fs.StringVar(&prefix, "ipv6-prefix", "", "the canonical global-unicast IPv6 /80 Pod prefix of the VM's secondary ENI")
 	fs.BoolVar(&showVersion, "version", false, "print the version and exit")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: podmin-agent --provider aws|local --bucket B --region R --cluster C --nodegroup G --ipv6-prefix P/80")
-		fs.PrintDefaults()
-	}
+	fs.Usage = func() {} // --help prints the full help to stdout; misuse a short hint
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(stdout, fs)
+			return 0
+		}
+		fmt.Fprintln(stderr, "usage: podmin-agent --provider aws|local --bucket B --region R --cluster C --nodegroup G --ipv6-prefix P/80")
+		fmt.Fprintln(stderr, "run podmin-agent --help for the flags, environment settings and host paths")
 		return 2
 	}
 	if showVersion {

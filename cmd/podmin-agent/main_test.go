@@ -11,6 +11,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"podmin.dev/podmin/internal/manifest"
+	localstore "podmin.dev/podmin/internal/objstore/local"
+	"podmin.dev/podmin/internal/state"
 )
 
 // TestMain lets a test re-run this binary as podmin-agent, so the
@@ -68,5 +72,83 @@ func TestAgentFlags(t *testing.T) {
 	var out bytes.Buffer
 	if code := run(context.Background(), []string{"--version"}, getenv, &out, &out); code != 0 || !strings.HasPrefix(out.String(), "podmin-agent ") {
 		t.Fatalf("--version: %d %q", code, out.String())
+	}
+}
+
+// --help is the operator's documentation: it exits 0 and names every
+// flag, every environment setting, local node mode and the host paths.
+func TestHelp(t *testing.T) {
+	for _, arg := range []string{"--help", "-h"} {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), []string{arg}, func(string) string { return "" }, &out, &errb); code != 0 || errb.Len() != 0 {
+			t.Fatalf("%s: exit %d, stderr %q", arg, code, errb.String())
+		}
+		for _, want := range []string{"--provider", "--bucket", "--region", "--cluster", "--nodegroup", "--ipv6-prefix",
+			"PODMIN_ROOT", "PODMIN_AGENT_ONCE", "PODMIN_AGENT_POLL_INTERVAL", "PODMIN_AGENT_HEALTH_ADDR", "PODMIN_AGENT_REGISTRY_ADDR",
+			"PODMIN_AGENT_DNS_TTL_MARGIN", "XDG_DATA_HOME", "Local node mode", "/etc/podmin/manifests", "/run/podmin/workloads",
+			"/readyz", "/metrics", "default 5s"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%s does not mention %q:\n%s", arg, want, out.String())
+			}
+		}
+	}
+}
+
+// One-shot mode publishes the committed state into the root once and
+// exits 0; with a Pod that cannot be published it still publishes the
+// rest and exits 1.
+func TestOnce(t *testing.T) {
+	dir := t.TempDir()
+	bucket := filepath.Join(dir, "bucket")
+	b := localstore.Open(bucket)
+	if err := b.CreateBucket(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	commit := func(name string) state.Entry {
+		data, err := manifest.Build(manifest.BuildOptions{Name: name, NodeGroup: "workers", Images: []string{"hello:v1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ex, err := manifest.Extract(data, manifest.ExtractOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, _ := state.NewKey("workers", name)
+		res, err := state.NewCommitter(b, state.CommitOptions{}).Deploy(t.Context(), state.Deployment{Key: k, Namespace: ex.Namespace, Pod: ex.PodYAML})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Entry
+	}
+	commit("web")
+	root := filepath.Join(dir, "root")
+	env := map[string]string{"PODMIN_ROOT": root, "PODMIN_AGENT_ONCE": "1", "XDG_DATA_HOME": filepath.Join(dir, "data"),
+		"PODMIN_AGENT_HEALTH_ADDR": "127.0.0.1:1", "PODMIN_AGENT_REGISTRY_ADDR": "127.0.0.1:1"} // never bound in this mode
+	args := []string{"--provider", "local", "--bucket", bucket, "--region", "local", "--cluster", "prod",
+		"--nodegroup", "workers", "--ipv6-prefix", "2001:db8:abc:de00:1234::/80"}
+	var out, errb bytes.Buffer
+	if code := run(t.Context(), args, func(k string) string { return env[k] }, &out, &errb); code != 0 {
+		t.Fatalf("exit %d\n%s", code, errb.String())
+	}
+	web := filepath.Join(root, "etc", "podmin", "manifests", "web.yaml")
+	if b, err := os.ReadFile(web); err != nil || !strings.Contains(string(b), "hello:v1") {
+		t.Fatalf("web.yaml: %v\n%s", err, b)
+	}
+	if !strings.Contains(errb.String(), "one reconcile pass done") {
+		t.Fatalf("log:\n%s", errb.String())
+	}
+
+	e := commit("api")
+	if err := os.Remove(filepath.Join(bucket, filepath.FromSlash(e.Pod))); err != nil {
+		t.Fatal(err)
+	}
+	commit("db")
+	errb.Reset()
+	if code := run(t.Context(), args, func(k string) string { return env[k] }, &out, &errb); code != 1 ||
+		!strings.Contains(errb.String(), "pod api (deployment workers/api)") {
+		t.Fatalf("exit %d, want 1 naming api\n%s", code, errb.String())
+	}
+	if _, err := os.Stat(filepath.Join(root, "etc", "podmin", "manifests", "db.yaml")); err != nil {
+		t.Fatalf("db was not published beside the failing api: %v", err)
 	}
 }

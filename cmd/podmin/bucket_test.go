@@ -30,8 +30,8 @@ func checkMissingBucket(t *testing.T, c *cli, bucket string) {
 		{"list"},
 		{"list", "-o", "json"},
 		{"deploy", "web", "-g", "workers", "--image", "hello:v2"},
-		{"delete", "web", "-g", "workers"},
-		{"delete", "web", "-g", "workers", "--ignore-not-found"},
+		{"delete", "web", "-g", "workers", "--yes"},
+		{"delete", "web", "-g", "workers", "--ignore-not-found", "--yes"},
 		{"preview", "-g", "workers"},
 	} {
 		out, errs, code := c.run(args...)

@@ -125,14 +125,14 @@ func TestConnectUseDisconnect(t *testing.T) {
 	if !strings.Contains(table, "*        demo") {
 		t.Fatalf("use table does not mark demo current:\n%s", table)
 	}
-	c.ok("disconnect", "demo")
+	c.ok("disconnect", "demo", "-y")
 	// The bucket stays: disconnect is local only.
 	if _, err := os.Stat(filepath.Join(c.root, "data", "podmin", "buckets", "demo-bucket", ".podmin")); err != nil {
 		t.Fatalf("disconnect touched the bucket: %v", err)
 	}
 	c.fails(1, "needs a current context", "disconnect", "other")
 	c.ok("use", "other")
-	c.ok("disconnect", "other")
+	c.ok("disconnect", "other", "--yes")
 }
 
 func TestBadInputChangesNothing(t *testing.T) {

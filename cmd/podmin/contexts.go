@@ -7,6 +7,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -122,15 +123,29 @@ Without an argument it lists the saved contexts and marks the current one.`,
 }
 
 func newDisconnectCmd(env *builtins.Env) *cobra.Command {
+	var yes bool
 	cmd := &cobra.Command{
-		Use:   "disconnect CLUSTER",
+		Use:   "disconnect CLUSTER [-y]",
 		Short: "Forget a context (local state only; the bucket and cloud resources stay)",
 		Long: `Disconnect removes the saved context CLUSTER from this machine. It changes
 nothing in the cloud: the bucket, its contents and any infrastructure remain,
 and "podmin connect" can reconnect to them later. If CLUSTER was current, no
-context is selected afterwards.`,
+context is selected afterwards.
+
+On a terminal it asks you to type the cluster ID; --yes/-y confirms without
+asking and is needed when standard input is not a terminal.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// An unknown context is reported as such, without a prompt.
+			list, err := env.ListContexts()
+			if err != nil {
+				return err
+			}
+			if slices.ContainsFunc(list, func(e builtins.ContextEntry) bool { return e.Cluster == args[0] }) {
+				if err := confirm(cmd, env, yes, "disconnecting forgets the context "+args[0]+" on this machine", args[0]); err != nil {
+					return err
+				}
+			}
 			res, err := env.Disconnect(builtins.DisconnectOptions{Cluster: args[0]})
 			if err != nil {
 				return err
@@ -143,5 +158,6 @@ context is selected afterwards.`,
 			return nil
 		},
 	}
+	destructive(cmd, &yes)
 	return cmd
 }

@@ -55,10 +55,31 @@ func TestInitValidateDeployListDelete(t *testing.T) {
 			t.Errorf("init output lacks %q:\n%s", want, written)
 		}
 	}
-	// init never overwrites.
-	c.fails(1, "already exists: init never overwrites", "init", "web", "--image", "other:v1", "-g", "workers", "-f", file)
+	for _, noise := range []string{"resources: {}", "updateStrategy: {}", "creationTimestamp"} {
+		if strings.Contains(string(written), noise) {
+			t.Errorf("init output holds the noise %q:\n%s", noise, written)
+		}
+	}
+	// init is idempotent: the same manifest again is reported unchanged.
+	initArgs := []string{"init", "web", "--image", "hello:v1", "-g", "workers", "--service", "--secret", "db-url", "--cpu", "250m", "-f", file}
+	if out := c.ok(initArgs...); !strings.HasPrefix(out, "unchanged, already holds this manifest: "+file) {
+		t.Fatalf("init again:\n%s", out)
+	}
+	// A different manifest is refused and the file left alone.
+	c.fails(1, "already exists and holds a different manifest: init left it as it is", "init", "web", "--image", "other:v1", "-g", "workers", "-f", file)
 	if again, _ := os.ReadFile(file); string(again) != string(written) {
 		t.Fatal("init changed an existing file")
+	}
+	// --force replaces it; replacing it back restores the same bytes.
+	if out := c.ok("init", "web", "--image", "other:v1", "-g", "workers", "-f", file, "--force"); !strings.HasPrefix(out, "replaced "+file) {
+		t.Fatalf("init --force:\n%s", out)
+	}
+	if again, _ := os.ReadFile(file); !strings.Contains(string(again), "registry.podmin.internal/apps/other:v1") {
+		t.Fatalf("init --force did not replace the file:\n%s", again)
+	}
+	c.ok(append(initArgs, "--force")...)
+	if again, _ := os.ReadFile(file); string(again) != string(written) {
+		t.Fatal("init --force with the first options wrote different bytes")
 	}
 
 	out := c.ok("validate", "-f", file, "--service")
@@ -112,10 +133,10 @@ func TestInitValidateDeployListDelete(t *testing.T) {
 		t.Fatalf("list table:\n%s", table)
 	}
 
-	c.ok("delete", "api", "-g", "workers")
+	c.ok("delete", "api", "-g", "workers", "-y")
 	before = c.snapshot()
-	c.fails(1, "deployment workers/api does not exist: nothing was changed", "delete", "api", "-g", "workers")
-	c.ok("delete", "api", "-g", "workers", "--ignore-not-found")
+	c.fails(1, "deployment workers/api does not exist: nothing was changed", "delete", "api", "-g", "workers", "-y")
+	c.ok("delete", "api", "-g", "workers", "--ignore-not-found", "-y")
 	c.unchanged(before)
 	if ix := c.index(bucket); ix.Len() != 1 {
 		t.Fatalf("index has %d entries after delete", ix.Len())

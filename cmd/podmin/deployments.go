@@ -139,23 +139,34 @@ func dash(s string) string {
 
 func newDeleteCmd(env *builtins.Env) *cobra.Command {
 	var opts builtins.DeleteOptions
-	var ignoreNotFound bool
+	var ignoreNotFound, yes bool
 	var out string
 	cmd := &cobra.Command{
-		Use:   "delete NAME -g NODEGROUP",
+		Use:   "delete NAME -g NODEGROUP [-y]",
 		Short: "Remove a deployment from the cluster's desired state",
 		Long: `Delete removes NODEGROUP/NAME from deployments/index.json with a
 compare-and-swap write. Its immutable payloads stay in the bucket, unreferenced.
 Nodes remove the Pod when they next reconcile.
 
 Deleting a deployment that does not exist writes nothing and fails, unless
---ignore-not-found is given.`,
+--ignore-not-found is given.
+
+Delete is destructive: on a terminal it asks you to type the cluster ID;
+--yes/-y confirms without asking and is needed when standard input is not a
+terminal (exit status 4 otherwise).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(out); err != nil {
 				return err
 			}
 			opts.Name = args[0]
+			c, err := env.CurrentContext()
+			if err != nil {
+				return err
+			}
+			if err := confirm(cmd, env, yes, fmt.Sprintf("deleting deployment %s/%s removes its Pods from every node", opts.NodeGroup, opts.Name), c.Cluster); err != nil {
+				return err
+			}
 			res, err := env.Delete(cmd.Context(), opts)
 			if err != nil {
 				return err
@@ -176,6 +187,7 @@ Deleting a deployment that does not exist writes nothing and fails, unless
 	f := cmd.Flags()
 	f.StringVarP(&opts.NodeGroup, "nodegroup", "g", "", "NodeGroup of the deployment (required)")
 	f.BoolVar(&ignoreNotFound, "ignore-not-found", false, "succeed when the deployment does not exist")
+	destructive(cmd, &yes)
 	addOutputFlag(cmd, &out)
 	return cmd
 }

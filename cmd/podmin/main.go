@@ -14,10 +14,12 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"syscall"
 
 	"podmin.dev/podmin/builtins"
 	"podmin.dev/podmin/internal/paths"
+	"podmin.dev/podmin/internal/scrub"
 )
 
 func main() {
@@ -27,8 +29,22 @@ func main() {
 	os.Exit(code)
 }
 
-// run executes one invocation and returns the process exit code.
-func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) int {
+// run executes one invocation and returns the process exit code. Every
+// byte it writes passes the process's scrubber, which every secret value
+// is registered with as it enters (see internal/scrub).
+func run(ctx context.Context, args []string, stdin io.Reader, rawStdout, rawStderr io.Writer, lookupEnv func(string) (string, bool)) (code int) {
+	reg := scrub.Process()
+	stdout, stderr := scrub.NewWriter(reg, rawStdout), scrub.NewWriter(reg, rawStderr)
+	defer func() {
+		// A panic is a Podmin bug; its message and stack are scrubbed
+		// like everything else before they are printed.
+		if r := recover(); r != nil {
+			fmt.Fprintf(stderr, "podmin: internal error (please report it): %v\n%s", r, debug.Stack())
+			code = 70
+		}
+		_ = stdout.Flush()
+		_ = stderr.Flush()
+	}()
 	home, _ := os.UserHomeDir()
 	getenv := func(k string) string { v, _ := lookupEnv(k); return v }
 	dirs, err := paths.Resolve(paths.Env{GOOS: runtime.GOOS, Home: home, Getenv: getenv})
@@ -43,6 +59,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		LookupEnv: lookupEnv,
 		Stdin:     stdin,
 		Secrets:   secretStores(dirs),
+		Scrub:     reg,
 	}
 	return execute(ctx, newRoot(env), args, stdout, stderr)
 }

@@ -35,9 +35,11 @@ func newInitCmd(env *builtins.Env) *cobra.Command {
 	var out string
 	cmd := &cobra.Command{
 		Use:   "init NAME --image IMAGE -g NODEGROUP",
-		Short: "Write a minimal valid DaemonSet manifest (never overwrites)",
+		Short: "Write a minimal valid DaemonSet manifest",
 		Long: `Init writes a minimal apps/v1 DaemonSet that Podmin accepts, to daemonset.yaml
-or --file. It refuses to overwrite an existing file.
+or --file. Running it again is safe: a file that already holds exactly this
+manifest is reported unchanged; a file holding anything else is left as it is
+and reported as an error, unless --force replaces it.
 
 One bare --image makes one container named NAME; repeated CONTAINER=REFERENCE
 values make one container each. --service adds a matching TCP Service (443 → 8443)
@@ -60,8 +62,13 @@ annotation, using the context's default secrets provider.`,
 				return err
 			}
 			return printResult(cmd.OutOrStdout(), out, res, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "wrote %s: DaemonSet %s in namespace %s for NodeGroup %s\nnext: podmin validate -f %s, then podmin deploy %s -g %s -f %s\n",
-					res.File, res.Name, res.Namespace, res.NodeGroup, res.File, res.Name, res.NodeGroup, res.File)
+				verb := map[string]string{
+					builtins.InitCreated:   "wrote",
+					builtins.InitUnchanged: "unchanged, already holds this manifest:",
+					builtins.InitReplaced:  "replaced",
+				}[res.Action]
+				_, err := fmt.Fprintf(w, "%s %s: DaemonSet %s in namespace %s for NodeGroup %s\nnext: podmin validate -f %s, then podmin deploy %s -g %s -f %s\n",
+					verb, res.File, res.Name, res.Namespace, res.NodeGroup, res.File, res.Name, res.NodeGroup, res.File)
 				return err
 			})
 		},
@@ -70,6 +77,7 @@ annotation, using the context's default secrets provider.`,
 	addManifestFlags(f, &opts.ManifestOptions)
 	f.StringVar(&opts.Namespace, "namespace", "", "namespace of the DaemonSet and its Service (default \"default\")")
 	f.StringVarP(&opts.File, "file", "f", "", "output file (default \""+builtins.DefaultManifestFile+"\")")
+	f.BoolVar(&opts.Force, "force", false, "replace an existing file that holds a different manifest")
 	addOutputFlag(cmd, &out)
 	return cmd
 }

@@ -26,6 +26,7 @@ var (
 		"test":       "runs Starlark tests: the host, not an operation",
 		"repl":       "interactive Starlark: the host, not an operation",
 		"starlark":   "a help topic, not a command",
+		"recipes":    "manages the recipe lock file: the host, not an operation",
 		"help":       "Cobra's help",
 		"completion": "Cobra's shell completion scripts",
 	}
@@ -43,10 +44,12 @@ var (
 	parityExemptBuiltins = map[string]string{
 		"contexts.current": "Starlark-only accessor: the CLI shows the current context in \"podmin use\"",
 		"deployments.get":  "Starlark-only lookup built on list, for expected absence via default=",
+		"secret":           "Starlark-only constructor of an opaque secret value: the CLI reads values from a prompt, --stdin or --file",
+		"secrets.read":     "Starlark-only: a script receives an opaque secret; the CLI never prints a value",
 	}
 	parityExemptKeywords = map[string]string{
 		"default":     "Starlark-only: expected absence returns default instead of failing",
-		"confirm":     "Starlark-only: scripts never prompt, so destructive calls name the cluster (the CLI prompts or takes --yes)",
+		"confirm":     "Starlark-only: scripts never prompt, so destructive calls pass confirm = True or the cluster (the CLI prompts or takes --yes); the destructive-guard parity is checked separately",
 		"value":       "Starlark-only: a script passes a secret's value directly (the CLI prompts, or reads --stdin/--file)",
 		"destination": "push's optional second argument DESTINATION, passed by keyword in Starlark",
 	}

@@ -62,6 +62,9 @@ is named in the error together with the endpoint it went to.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if isCompletion(cmd) {
+				return nil // completion works in a fresh home, without a context
+			}
 			if timeout < 0 {
 				return usageError{fmt.Errorf("--timeout %s: use a positive duration such as 30s or 5m, or 0 for no deadline", timeout)}
 			}
@@ -107,6 +110,7 @@ is named in the error together with the endpoint it went to.`,
 		newPullCmd(env),
 		newPushCmd(env),
 		newSecretCmd(env),
+		newRecipesCmd(env),
 		newVersionCmd(),
 	)
 	root.AddCommand(starlarkCommands(env)...)
@@ -117,6 +121,7 @@ is named in the error together with the endpoint it went to.`,
 			markNoContext(c)
 		}
 	}
+	addCompletions(root, env)
 	return root
 }
 
@@ -128,35 +133,55 @@ func markNoContext(c *cobra.Command) {
 	c.Annotations[noContext] = "true"
 }
 
+// Exit statuses.
+const (
+	exitFailed       = 1 // Podmin failed
+	exitUsage        = 2 // bad usage
+	exitNotConfirmed = 4 // a destructive operation was not confirmed
+	exitScript       = 5 // the script failed
+)
+
 func execute(ctx context.Context, root *cobra.Command, args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	h := &deadlineHolder{}
-	err := root.ExecuteContext(context.WithValue(ctx, deadlineKey{}, h))
+	cmd, err := root.ExecuteContextC(context.WithValue(ctx, deadlineKey{}, h))
 	if h.cancel != nil {
 		h.cancel()
 	}
 	if err == nil {
 		return 0
 	}
+	if cmd == nil {
+		cmd = root
+	}
 	if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, builtins.ErrTimeout) {
 		// Cut off outside a bucket request (a backoff wait, a local step).
 		err = fmt.Errorf("%w: the command did not finish within --timeout: raise --timeout if it needs longer", err)
 	}
 	var se *pstar.ScriptError
-	if errors.As(err, &se) {
+	switch {
+	case errors.As(err, &se):
 		fmt.Fprintln(stderr, "error: the script failed:", se.Error())
-		return 5
+		if errors.Is(err, builtins.ErrNotConfirmed) {
+			return exitNotConfirmed
+		}
+		return exitScript
+	case errors.Is(err, builtins.ErrNotConfirmed):
+		fmt.Fprintln(stderr, "error:", err)
+		return exitNotConfirmed
 	}
 	fmt.Fprintln(stderr, "error:", err)
 	var u usageError
 	if errors.As(err, &u) || strings.HasPrefix(err.Error(), "unknown command") ||
-		strings.HasPrefix(err.Error(), "accepts ") || strings.HasPrefix(err.Error(), "requires ") {
-		fmt.Fprintf(stderr, "run %q for usage\n", root.Name()+" --help")
-		return 2
+		strings.HasPrefix(err.Error(), "accepts ") || strings.HasPrefix(err.Error(), "requires ") ||
+		strings.HasPrefix(err.Error(), "unknown flag") || strings.HasPrefix(err.Error(), "unknown shorthand flag") {
+		// Point at the help of the command that was called, not the root's.
+		fmt.Fprintf(stderr, "run %q for usage\n", cmd.CommandPath()+" --help")
+		return exitUsage
 	}
-	return 1
+	return exitFailed
 }
 
 func newVersionCmd() *cobra.Command {

@@ -50,8 +50,8 @@ key, /<cluster>/_system/otel-logs-headers.`,
 		newSecretWriteCmd(env, "create", "Create a secret (fails when it exists)", env.CreateSecret),
 		newSecretWriteCmd(env, "update", "Replace an existing secret's value", env.UpdateSecret),
 		newSecretListCmd(env),
-		newSecretSimpleCmd(env, "delete", "Schedule a recoverable deletion (aws-secrets-manager only)", env.DeleteSecret),
-		newSecretSimpleCmd(env, "restore", "Cancel a scheduled deletion (aws-secrets-manager only)", env.RestoreSecret),
+		newSecretSimpleCmd(env, "delete", "Schedule a recoverable deletion (aws-secrets-manager only)", true, env.DeleteSecret),
+		newSecretSimpleCmd(env, "restore", "Cancel a scheduled deletion (aws-secrets-manager only)", false, env.RestoreSecret),
 		newSecretDestroyCmd(env),
 	)
 	return cmd
@@ -86,6 +86,7 @@ func newSecretWriteCmd(env *builtins.Env, verb, short string, op func(context.Co
 				return err
 			}
 			v, err := readSecretValue(cmd, env, opts.Key, stdin, file)
+			env.Scrub.Add(opts.Key, v) // from the moment it is read
 			if err != nil {
 				return err
 			}
@@ -105,13 +106,15 @@ func newSecretWriteCmd(env *builtins.Env, verb, short string, op func(context.Co
 	return cmd
 }
 
-func newSecretSimpleCmd(env *builtins.Env, verb, short string, op func(context.Context, builtins.SecretOptions) (builtins.SecretResult, error)) *cobra.Command {
+func newSecretSimpleCmd(env *builtins.Env, verb, short string, isDestructive bool, op func(context.Context, builtins.SecretOptions) (builtins.SecretResult, error)) *cobra.Command {
 	var opts builtins.SecretOptions
 	var out string
+	var yes bool
 	cmd := &cobra.Command{
 		Use:   verb + " KEY (--for POD [-n NAMESPACE] | --system) [--provider P]",
 		Short: short,
-		Long: short + `.
+		Long: short + `. Delete asks for confirmation on a terminal; --yes/-y
+confirms without asking, and is needed when standard input is not a terminal.
 
 Only aws-secrets-manager has recoverable deletion: delete schedules the deletion
 after a 30-day recovery window and restore cancels it. aws-parameter-store and
@@ -122,6 +125,18 @@ local have no delete/restore; use destroy to delete permanently.`,
 				return err
 			}
 			opts.Key = args[0]
+			if isDestructive {
+				c, err := env.CurrentContext()
+				if err != nil {
+					return err
+				}
+				if err := env.CheckSecret(opts); err != nil {
+					return err
+				}
+				if err := confirm(cmd, env, yes, "deleting secret "+opts.Key+" schedules its deletion", c.Cluster); err != nil {
+					return err
+				}
+			}
 			res, err := op(cmd.Context(), opts)
 			if err != nil {
 				return err
@@ -130,6 +145,9 @@ local have no delete/restore; use destroy to delete permanently.`,
 		},
 	}
 	addSecretFlags(cmd.Flags(), &opts)
+	if isDestructive {
+		destructive(cmd, &yes)
+	}
 	addOutputFlag(cmd, &out)
 	return cmd
 }
@@ -157,26 +175,14 @@ without asking. Without a terminal it never waits for input: pass --yes.`,
 			if err := env.CheckSecret(opts.SecretOptions); err != nil {
 				return err
 			}
-			switch {
-			case yes:
-				opts.Confirm = c.Cluster
-			case terminal(env) != nil:
-				what := opts.Key
-				if opts.For != "" {
-					what = opts.Key + " of Pod " + opts.For
-				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "Destroying secret %s is permanent. Type the cluster ID (%s) to confirm: ", what, c.Cluster)
-				line, err := readLine(terminal(env))
-				if err != nil {
-					return fmt.Errorf("read confirmation: %w", err)
-				}
-				if line != c.Cluster {
-					return fmt.Errorf("not confirmed: you typed %q, not the cluster ID %q; nothing was destroyed", line, c.Cluster)
-				}
-				opts.Confirm = line
-			default:
-				return usageError{errors.New("destroy is permanent and standard input is not a terminal to confirm it: pass --yes (-y) to destroy without a prompt")}
+			what := "secret " + opts.Key
+			if opts.For != "" {
+				what += " of Pod " + opts.For
 			}
+			if err := confirm(cmd, env, yes, "destroying "+what+" is permanent", c.Cluster); err != nil {
+				return err
+			}
+			opts.Confirm = c.Cluster
 			res, err := env.DestroySecret(cmd.Context(), opts)
 			if err != nil {
 				return err
@@ -185,7 +191,7 @@ without asking. Without a terminal it never waits for input: pass --yes.`,
 		},
 	}
 	addSecretFlags(cmd.Flags(), &opts.SecretOptions)
-	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "confirm without a prompt")
+	destructive(cmd, &yes)
 	addOutputFlag(cmd, &out)
 	return cmd
 }

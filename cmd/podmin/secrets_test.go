@@ -101,7 +101,7 @@ func TestSecretCreateListUpdateDestroy(t *testing.T) {
 	// destroy without a terminal needs --yes and never waits for input.
 	c.stdin = "demo\n"
 	_, errs, code = c.runSecret("secret", "destroy", "db-password", "--for", "web")
-	if code != 2 || !strings.Contains(errs, "standard input is not a terminal to confirm it: pass --yes (-y)") {
+	if code != 4 || !strings.Contains(errs, "standard input is not a terminal to confirm it: pass --yes (-y)") {
 		t.Errorf("destroy without --yes: exit %d %s", code, errs)
 	}
 	if out, errs, code := c.runSecret("secret", "destroy", "db-password", "--for", "web", "--yes"); code != 0 || out != "destroyed /demo/default/web/db-password in local\n" {
@@ -132,7 +132,7 @@ func TestSecretUsageErrors(t *testing.T) {
 		{"both sources", 2, "--stdin and --file both give the value", []string{"secret", "create", "k", "--for", "web", "--stdin", "--file", file}},
 		{"bad key before reading", 1, `"a/b" is not a safe key`, []string{"secret", "create", "a/b", "--for", "web"}},
 		{"no pod", 1, "no Pod given: pass --for POD", []string{"secret", "create", "k", "--file", file}},
-		{"unsupported delete", 1, "local has no delete/restore: use destroy to delete permanently", []string{"secret", "delete", "k", "--for", "web"}},
+		{"unsupported delete", 1, "local has no delete/restore: use destroy to delete permanently", []string{"secret", "delete", "k", "--for", "web", "-y"}},
 		{"unsupported restore", 1, "local has no delete/restore: use destroy to delete permanently", []string{"secret", "restore", "k", "--for", "web"}},
 		{"unknown provider", 1, `unknown secrets provider "vault"`, []string{"secret", "list", "--provider", "vault"}},
 		{"internal system key", 1, `"cluster-ca" is not a system key you can manage`, []string{"secret", "destroy", "cluster-ca", "--system", "-y"}},
@@ -189,7 +189,7 @@ func TestSecretAWSThroughEnvironment(t *testing.T) {
 		t.Errorf("parameter type %q, want SecureString", got)
 	}
 	before := ssmFake.Count()
-	_, errs, code := c.runSecret("secret", "delete", "token", "--for", "web")
+	_, errs, code := c.runSecret("secret", "delete", "token", "--for", "web", "-y")
 	if code != 1 || !strings.Contains(errs, "aws-parameter-store has no delete/restore: use destroy to delete permanently") || ssmFake.Count() != before {
 		t.Errorf("delete on Parameter Store: exit %d %s (requests %d → %d)", code, errs, before, ssmFake.Count())
 	}
@@ -203,7 +203,7 @@ func TestSecretAWSThroughEnvironment(t *testing.T) {
 	if !smFake.IsBinary("/demo/default/web/blob") {
 		t.Errorf("Secrets Manager stored the binary value as a string")
 	}
-	if out, errs, code := c.runSecret("secret", "delete", "blob", "--for", "web", "--provider", "aws-secrets-manager"); code != 0 || !strings.Contains(out, "scheduled for deletion") || !strings.Contains(out, "within 30 days") {
+	if out, errs, code := c.runSecret("secret", "delete", "blob", "--for", "web", "--provider", "aws-secrets-manager", "--yes"); code != 0 || !strings.Contains(out, "scheduled for deletion") || !strings.Contains(out, "within 30 days") {
 		t.Fatalf("delete on Secrets Manager: exit %d\n%s%s", code, out, errs)
 	}
 	if out, _, _ := c.runSecret("secret", "list", "--provider", "aws-secrets-manager"); !strings.Contains(out, "scheduled for deletion") {
@@ -245,7 +245,7 @@ func TestSecretTerminalPrompts(t *testing.T) {
 		t.Fatalf("stored value: %q %v", b, err)
 	}
 	_, errs, code = runTTY("wrong\n", "secret", "destroy", "k", "--for", "web")
-	if code != 1 || !strings.Contains(errs, "Type the cluster ID (demo) to confirm") || !strings.Contains(errs, "nothing was destroyed") {
+	if code != 4 || !strings.Contains(errs, "Type the cluster ID (demo) to confirm") || !strings.Contains(errs, "nothing was changed") {
 		t.Fatalf("wrong confirmation: exit %d %s", code, errs)
 	}
 	if out, errs, code := runTTY("demo\n", "secret", "destroy", "k", "--for", "web"); code != 0 || out != "destroyed /demo/default/web/k in local\n" {

@@ -11,13 +11,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
+	"regexp"
+	"strings"
 
-	"github.com/chzyer/readline"
 	"github.com/spf13/cobra"
 
 	"podmin.dev/podmin/builtins"
-	"podmin.dev/podmin/internal/paths"
 	pstar "podmin.dev/podmin/starlark"
 )
 
@@ -52,13 +51,18 @@ arguments after "--" (--key=value) become main's keyword arguments, converted to
 the type of each parameter's default; "-- --help" prints main's docstring and
 parameters.
 
-With --dry-run every read runs for real and every write (connect, use,
-disconnect, init, deploy, delete) is recorded instead; the plan is printed at the
-end (-o json for data). Destructive operations need confirm="<cluster>" in the
-script or --yes.
+With --dry-run the recipe runs the same operations over recording boundaries:
+every read is real, every write (the cluster bucket, secrets, the contexts file,
+local files, the local image store) lands in an in-memory overlay that later
+reads see, and nothing real is modified. The plan printed at the end lists, per
+call, each changed object, secret, context and file with a diff. With -o json
+standard output carries only the plan; the script's print() goes to standard
+error. Destructive operations need confirm = True or confirm = "<cluster>" in the
+script, or --yes (-y) for the whole run.
 
-Exit status: 0 success, 1 Podmin failed, 2 bad usage, 5 the script failed
-(the error shows the Starlark backtrace with file:line). See "podmin help
+Exit status: 0 success, 1 Podmin failed, 2 bad usage, 4 a destructive
+operation was not confirmed, 5 the script failed (the error shows the Starlark
+backtrace with file:line). See "podmin help
 starlark" for the language reference.`,
 		Example: `  podmin run recipes/quickstart.star
   podmin run --dry-run recipes/rollout.star -- --image=hello:v2 --nodegroups=a --nodegroups=b`,
@@ -72,7 +76,12 @@ starlark" for the language reference.`,
 				return usageError{errors.New(`pass the script's arguments after "--": podmin run FILE -- --key=value`)}
 			}
 			e, bind := scriptEnv(env, cmd.ErrOrStderr())
-			h := pstar.New(pstar.Options{Ops: e, Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(), DryRun: dryRun, Yes: yes,
+			// A JSON plan owns standard output: the script prints to stderr.
+			scriptOut := cmd.OutOrStdout()
+			if dryRun && out == "json" {
+				scriptOut = cmd.ErrOrStderr()
+			}
+			h := pstar.New(pstar.Options{Ops: e, Stdout: scriptOut, Stderr: cmd.ErrOrStderr(), DryRun: dryRun, Yes: yes,
 				MaxSteps: maxSteps, CacheDir: env.Dirs.Cache, WorkDir: env.WorkDir})
 			bind(h)
 			defer h.Close()
@@ -82,38 +91,100 @@ starlark" for the language reference.`,
 				return usageError{ae}
 			}
 			if err == nil && h.Plan() != nil {
-				return h.Plan().Write(h.Stdout(), out)
+				var buf strings.Builder
+				if err := h.Plan().Write(&buf, out); err != nil {
+					return err
+				}
+				_, err = io.WriteString(cmd.OutOrStdout(), h.Scrub(buf.String()))
+				return err
 			}
 			return err
 		},
 	}
 	f := cmd.Flags()
 	f.BoolVar(&dryRun, "dry-run", false, "perform reads, record writes and print the plan instead of changing anything")
-	f.BoolVar(&yes, "yes", false, "confirm every destructive operation of the script")
+	f.BoolVarP(&yes, "yes", "y", false, "confirm every destructive operation of the script")
 	f.Uint64Var(&maxSteps, "max-steps", pstar.DefaultMaxSteps, "stop the script after this many Starlark steps")
 	cmd.Flags().StringVarP(&out, "output", "o", "table", "format of the dry-run plan: table or json")
 	return cmd
 }
 
 func newTestCmd(env *builtins.Env) *cobra.Command {
-	return &cobra.Command{
-		Use:   "test [PATH...]",
+	var runPattern string
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "test [-run REGEX] [-v] [PATH...]",
 		Short: "Run the tests of Starlark recipes (*_test.star)",
 		Long: `Test finds every *_test.star file below PATH (default ".") and runs each of its
-test_*(t) functions against a fresh local provider (its own state directories and
-bucket, connected as cluster "test") with a fixed clock. t.assert.eq/ne/true/contains,
-t.fails(fn, "regexp") and t.run(main, **kwargs) are available.
+test_*(t) functions in a sandbox of its own: a fresh local bucket connected as
+cluster "test", its own contexts, its own local secrets store and a scratch
+working directory that every file the test writes resolves into (also absolute
+paths), with a fixed clock. Network access fails with a clear error; a test that
+needs images starts t.fake_registry() and pulls from it.
 
-It prints one line per test and "N passed, N failed"; it exits 5 when a test failed.`,
+t.assert.eq/ne/true/contains, t.fails(fn, "regexp"), t.run(main, **kwargs) and
+t.fake_registry() are available.
+
+It prints one line per test and "N passed, N failed"; a failing test's output
+is printed under it, a passing test's only with -v. It exits 5 when a test
+failed.`,
+		Example: `  podmin test recipes/
+  podmin test -run 'deploy$' -v recipes/quickstart_test.star`,
 		Annotations: map[string]string{noContext: "true"},
+		// Go's spelling (-run, -v) is parsed here, beside --run and --verbose.
+		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			sum, err := pstar.RunTests(cmd.Context(), pstar.TestOptions{Paths: args, Stdout: cmd.OutOrStdout(), CacheDir: env.Dirs.Cache})
+			paths, help, err := parseTestArgs(args, &runPattern, &verbose)
+			if err != nil {
+				return usageError{err}
+			}
+			if help {
+				return cmd.Help()
+			}
+			opts := pstar.TestOptions{Paths: paths, Stdout: cmd.OutOrStdout(), CacheDir: env.Dirs.Cache, Verbose: verbose}
+			if runPattern != "" {
+				if opts.Run, err = regexp.Compile(runPattern); err != nil {
+					return usageError{fmt.Errorf("-run: %w", err)}
+				}
+			}
+			sum, err := pstar.RunTests(cmd.Context(), opts)
 			if err != nil {
 				return err
 			}
 			return pstar.TestsFailed(sum)
 		},
 	}
+	cmd.Flags().StringVar(&runPattern, "run", "", "run only the test functions whose name matches this regular expression (also -run)")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print the output of passing tests too")
+	return cmd
+}
+
+// parseTestArgs reads test's flags in Go's and in GNU spelling.
+func parseTestArgs(args []string, run *string, verbose *bool) (paths []string, help bool, err error) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return append(paths, args[i+1:]...), false, nil
+		case a == "-h" || a == "--help":
+			return nil, true, nil
+		case a == "-v" || a == "--verbose" || a == "-v=true" || a == "--verbose=true":
+			*verbose = true
+		case a == "-run" || a == "--run":
+			if i+1 >= len(args) {
+				return nil, false, fmt.Errorf("%s needs a regular expression", a)
+			}
+			*run = args[i+1]
+			i++
+		case strings.HasPrefix(a, "-run=") || strings.HasPrefix(a, "--run="):
+			*run = a[strings.Index(a, "=")+1:]
+		case strings.HasPrefix(a, "-") && a != "-":
+			return nil, false, fmt.Errorf("unknown flag %s: test takes -run REGEX and -v", a)
+		default:
+			paths = append(paths, a)
+		}
+	}
+	return paths, false, nil
 }
 
 func newReplCmd(env *builtins.Env) *cobra.Command {
@@ -123,8 +194,9 @@ func newReplCmd(env *builtins.Env) *cobra.Command {
 		Long: `Repl starts an interactive Starlark session with the podmin module, optionally
 pre-loading FILE. Tab completes names and attributes, help(x) documents a builtin,
 _ holds the last value, Ctrl-C cancels the running call, Ctrl-D leaves. History is
-kept in the Podmin data directory. The session has no overall deadline unless
---timeout is given.`,
+kept in the Podmin data directory (repl_history, mode 0600); it never keeps a line
+that contains a secret value. On a terminal, a destructive call without confirm =
+asks before it runs. The session has no overall deadline unless --timeout is given.`,
 		Args:        cobra.MaximumNArgs(1),
 		Annotations: map[string]string{noContext: "true", noDeadline: "true"},
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -141,16 +213,7 @@ kept in the Podmin data directory. The session has no overall deadline unless
 					return err
 				}
 			}
-			if err := paths.EnsureDir(env.Dirs.Data); err != nil {
-				return err
-			}
-			rl, err := readline.NewEx(&readline.Config{
-				Prompt:       ">>> ",
-				HistoryFile:  filepath.Join(env.Dirs.Data, "repl_history"),
-				AutoComplete: r,
-				Stdout:       cmd.OutOrStdout(),
-				Stderr:       cmd.ErrOrStderr(),
-			})
+			rl, err := newReplReader(env, h, r, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}

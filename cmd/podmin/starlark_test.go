@@ -49,21 +49,65 @@ func TestRunExitCodes(t *testing.T) {
 
 func TestRunDryRunJSON(t *testing.T) {
 	c := newCLI(t)
-	bucket := c.connectLocal()
+	c.connectLocal()
+	script := c.script("d.star", `print("hello from the script")
+podmin.deployments.deploy("web", nodegroup = "workers", image = "hello:v1")
+`)
 	before := c.snapshot()
-	out := c.ok("run", "--dry-run", "-o", "json", c.script("d.star", `podmin.deployments.deploy("web", nodegroup = "workers", image = "hello:v1")`+"\n"))
-	delete(before, filepath.Join(c.root, "d.star"))
-	after := c.snapshot()
-	delete(after, filepath.Join(c.root, "d.star"))
-	if len(before) != len(after) {
-		t.Fatalf("the dry run changed %s", bucket)
+	out, errs, code := c.run("run", "--dry-run", "-o", "json", script)
+	if code != 0 {
+		t.Fatalf("exit %d: %s%s", code, out, errs)
+	}
+	c.unchanged(before)
+	if !strings.Contains(errs, "hello from the script") || strings.Contains(out, "hello from") {
+		t.Fatalf("print() must go to stderr under -o json:\nstdout: %s\nstderr: %s", out, errs)
 	}
 	var plan struct {
-		DryRun  bool `json:"dryRun"`
-		Changes []struct{ Op, Target string }
+		DryRun bool `json:"dryRun"`
+		Steps  []struct {
+			Call    string
+			Changes []struct{ Kind, Target, Action string }
+		}
 	}
-	if err := json.Unmarshal([]byte(out), &plan); err != nil || !plan.DryRun || len(plan.Changes) != 1 || plan.Changes[0].Target != "workers/web" {
+	if err := json.Unmarshal([]byte(out), &plan); err != nil || !plan.DryRun || len(plan.Steps) != 1 || plan.Steps[0].Call != `podmin.deployments.deploy("web")` {
 		t.Fatalf("plan %v: %s", err, out)
+	}
+	var targets []string
+	for _, ch := range plan.Steps[0].Changes {
+		targets = append(targets, ch.Action+" "+ch.Target)
+	}
+	if len(targets) != 2 || !strings.HasPrefix(targets[0], "created nodegroups/workers/pods/sha512/") || targets[1] != "created deployments/index.json" {
+		t.Fatalf("changes %q", targets)
+	}
+}
+
+// TestRunDryRunQuickstartFreshMachine runs the quick start recipe with no
+// context at all: the connect happens in the overlay and the whole plan is
+// printed, and the machine is left as it was.
+func TestRunDryRunQuickstartFreshMachine(t *testing.T) {
+	c := newCLI(t)
+	recipe, err := filepath.Abs(filepath.Join("..", "..", "recipes", "quickstart.star"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := filepath.Join(c.root, "work")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(work)
+	before := c.snapshot()
+	out := c.ok("run", "--dry-run", recipe)
+	c.unchanged(before)
+	for _, want := range []string{
+		"connected to cluster demo", "workers/web created in bucket demo",
+		`podmin.contexts.connect("demo")`, "created   bucket demo",
+		`podmin.manifests.init("web")`, "created   file " + filepath.Join(work, "web.yaml"),
+		`podmin.deployments.deploy("web")`, "created   object deployments/index.json",
+		"+ workers/web.service: ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
 	}
 }
 
@@ -77,6 +121,7 @@ func TestTestCommand(t *testing.T) {
 def test_ok(t):
     t.assert.eq(podmin.contexts.current().cluster, "test")
     t.assert.eq(time.now().year, 2026)
+    print("checked")
 
 def test_bad(t):
     t.assert.eq(1, 2)
@@ -85,10 +130,21 @@ def test_bad(t):
 	}
 	out, errs, code := c.run("test", dir)
 	if code != 5 || !strings.Contains(out, "--- PASS: "+filepath.Join(dir, "a_test.star")+": test_ok") ||
-		!strings.Contains(out, "a_test.star:7:16: in test_bad") || !strings.Contains(out, "t.assert.eq: got 1, want 2") ||
+		!strings.Contains(out, "a_test.star:8:16: in test_bad") || !strings.Contains(out, "t.assert.eq: got 1, want 2") ||
 		!strings.HasSuffix(out, "\n1 passed, 1 failed\n") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}
+	// Go's spelling of the flags: -run selects, -v shows a passing test's output.
+	for _, args := range [][]string{{"test", "-run", "_ok$", "-v", dir}, {"test", "--run=_ok$", "--verbose", dir}} {
+		out, errs, code = c.run(args...)
+		if code != 0 || !strings.Contains(out, "test_ok") || strings.Contains(out, "test_bad") || !strings.Contains(out, "    checked\n") {
+			t.Fatalf("%q: exit %d\nstdout:\n%s\nstderr:\n%s", args, code, out, errs)
+		}
+	}
+	if out, _, _ := c.run("test", "-run", "_ok$", dir); strings.Contains(out, "checked") {
+		t.Fatalf("output of a passing test printed without -v:\n%s", out)
+	}
+	c.fails(2, "-run: error parsing regexp", "test", "-run", "(", dir)
 }
 
 // buildPodmin builds the podmin binary once per test binary run.

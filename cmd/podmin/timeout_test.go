@@ -80,7 +80,7 @@ func TestBlackHoleEndpointTimesOut(t *testing.T) {
 	c.useAWSContext("black-hole-bucket")
 	for _, args := range [][]string{
 		{"list"},
-		{"delete", "web", "-g", "workers"},
+		{"delete", "web", "-g", "workers", "--yes"},
 		{"deploy", "web", "-g", "workers", "--image", "registry.podmin.internal/apps/hello:v1"},
 		{"preview", "-g", "workers"},
 	} {

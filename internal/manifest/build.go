@@ -7,7 +7,6 @@ package manifest
 import (
 	"cmp"
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // BuildOptions describe the built-in minimal DaemonSet. Field names follow
@@ -83,7 +83,7 @@ func Build(opts BuildOptions) ([]byte, error) {
 	}
 	ports := parsePorts(&p, opts.Ports)
 	wantService := opts.Service || len(opts.Ports) > 0
-	if problem := dnsLabel("DaemonSet name", opts.Name); wantService && problem == "" && !dns1035RE.MatchString(opts.Name) {
+	if problem := dnsLabel("DaemonSet name", opts.Name); wantService && problem == "" && len(validation.IsDNS1035Label(opts.Name)) > 0 {
 		p.add("name", "", "%q cannot name the built-in Service: Service names start with a letter; rename the DaemonSet", opts.Name)
 	}
 	if wantService && len(opts.Images) > 1 {
@@ -211,15 +211,13 @@ func quantity(p *problems, name, value, example string, res corev1.ResourceName,
 	limits[res] = q
 }
 
-var envNameRE = regexp.MustCompile(`^[-._a-zA-Z][-._a-zA-Z0-9]*$`)
-
 func buildEnv(p *problems, values []string, lookup func(string) (string, bool)) []corev1.EnvVar {
 	var out []corev1.EnvVar
 	for _, v := range values {
 		subject := fmt.Sprintf("env %q", v)
 		key, value, ok := strings.Cut(v, "=")
 		switch {
-		case !envNameRE.MatchString(key) || key == "." || key == ".." || strings.HasPrefix(key, ".."):
+		case len(validation.IsEnvVarName(key)) > 0:
 			p.add(subject, "", "%q is not a valid variable name: use letters, digits, '_', '-' or '.', not starting with a digit", key)
 			continue
 		case slices.ContainsFunc(out, func(e corev1.EnvVar) bool { return e.Name == key }):

@@ -15,7 +15,8 @@ import (
 // content-addressed: keys sorted, no top-level status, and no null values
 // (metav1.ObjectMeta's zero creationTimestamp marshals as null, which would
 // otherwise appear in every payload as "creationTimestamp: null").
-// Empty objects are kept: "emptyDir: {}" is meaningful.
+// Empty objects are kept, since "emptyDir: {}" is meaningful, except for
+// the fields in zeroStructKeys.
 //
 // The YAML is emitted from decoded values rather than with
 // sigs.k8s.io/yaml.JSONToYAML, which re-parses JSON as YAML and fails on
@@ -40,8 +41,15 @@ func CanonicalYAML(obj any) ([]byte, error) {
 	return yamlv2.Marshal(v)
 }
 
-// yamlValue drops nulls and turns json.Number into Go numbers, which the
-// YAML encoder writes unquoted; yaml.v2 sorts map keys.
+// zeroStructKeys name fields that encoding/json always writes, because
+// their Go types are structs rather than pointers, and whose empty value
+// means the same as an absent one: a container's "resources: {}" and a
+// DaemonSet's "updateStrategy: {}" are noise in a generated manifest.
+var zeroStructKeys = map[string]bool{"resources": true, "updateStrategy": true}
+
+// yamlValue drops nulls and empty zeroStructKeys, and turns json.Number
+// into Go numbers, which the YAML encoder writes unquoted; yaml.v2 sorts
+// map keys.
 func yamlValue(v any) (any, error) {
 	switch v := v.(type) {
 	case map[string]any:
@@ -53,6 +61,10 @@ func yamlValue(v any) (any, error) {
 			c, err := yamlValue(e)
 			if err != nil {
 				return nil, err
+			}
+			if m, ok := c.(map[string]any); ok && len(m) == 0 && zeroStructKeys[k] {
+				delete(v, k)
+				continue
 			}
 			v[k] = c
 		}

@@ -16,6 +16,8 @@
 // The package must not do I/O (no files, object storage, registries or
 // environment reads: callers inject an environment lookup), must not talk
 // to a Kubernetes API, and must not know cluster layout or index formats,
-// which belong to internal/state. It validates the structure of image
-// references but never checks that an image exists in the cluster registry.
+// which belong to internal/state. It parses image references (one grammar,
+// go-containerregistry's, with containerd's stricter rules), resolves
+// shorthand beneath the cluster registry and refuses other registries, but
+// never checks that an image exists in the cluster registry.
 package manifest

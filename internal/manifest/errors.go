@@ -7,7 +7,8 @@ package manifest
 import (
 	"errors"
 	"fmt"
-	"regexp"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // ErrInvalid is wrapped by every validation error, so callers can tell a
@@ -64,8 +65,6 @@ const (
 	subjectService   = "Service"
 )
 
-var dnsLabelRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-
 // labelHint explains the DNS-1123 label rule in every message that uses it.
 const labelHint = "use 1 to 63 lowercase letters, digits or '-', starting and ending with a letter or digit"
 
@@ -75,7 +74,7 @@ func dnsLabel(what, s string) string {
 	if s == "" {
 		return what + " is required"
 	}
-	if len(s) > 63 || !dnsLabelRE.MatchString(s) {
+	if len(validation.IsDNS1123Label(s)) > 0 {
 		return fmt.Sprintf("%q is not a valid %s: %s", s, what, labelHint)
 	}
 	return ""

@@ -265,14 +265,18 @@ func checkTemplateMetadata(p *problems, raw map[string]any) {
 }
 
 // checkContainerImages runs after image options were applied: every
-// container needs a valid image, and an omitted pull policy means Always.
+// container needs an image in the cluster registry, shorthand is resolved
+// so the Pod carries the full reference, and an omitted pull policy means
+// Always.
 func checkContainerImages(p *problems, spec *corev1.PodSpec) {
 	const base = "spec.template.spec"
 	check := func(field string, c *corev1.Container) {
 		if c.Image == "" {
 			p.add(subjectDaemonSet, field+".image", "is required: set it in the manifest or pass the image option %s=<reference>", c.Name)
-		} else if problem := checkImage(c.Image); problem != "" {
-			p.add(subjectDaemonSet, field+".image", "%s", problem)
+		} else if ref, err := ResolveImage(c.Image); err != nil {
+			p.add(subjectDaemonSet, field+".image", "%v", err)
+		} else {
+			c.Image = ref
 		}
 		if c.ImagePullPolicy == "" {
 			c.ImagePullPolicy = corev1.PullAlways

@@ -8,20 +8,55 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
 )
 
-// ClusterRegistry is the hostname of the node-local read-only registry.
-// Application images live beneath ClusterRegistry/apps/; mirror/ is
-// reserved for setup-managed dependency images.
+// ClusterRegistry is the hostname of the node-local read-only registry, the
+// only registry nodes pull from: they have no IPv4 and their registry
+// serves only apps/ and mirror/ from the cluster bucket.
 const ClusterRegistry = "registry.podmin.internal"
 
-const clusterAppsPrefix = "apps/"
+const (
+	clusterAppsPrefix   = "apps/"
+	clusterMirrorPrefix = "mirror/"
+)
 
-// ImageRef is a syntactically valid OCI image reference split into parts.
+// PlatformImage is an upstream image that Podmin itself mirrors beneath
+// mirror/ (setup publishes it, or a managed component's install command
+// mirrors it). Manifests may reference exactly these mirror/ repositories;
+// every other image is pushed by its user beneath apps/.
+type PlatformImage struct {
+	// Name is how Podmin refers to the image.
+	Name string
+	// Source is the upstream repository, without tag or digest.
+	Source string
+}
+
+// Repository is the image's repository in the cluster registry,
+// registry.podmin.internal/mirror/<upstream-registry>/<repository>.
+func (p PlatformImage) Repository() string {
+	return ClusterRegistry + "/" + clusterMirrorPrefix + p.Source
+}
+
+// PlatformImages lists the images the platform manages: the kubelet's pause
+// image, which setup publishes for every architecture, and the cloudflared
+// image that "podmin install cloudflared" mirrors. This is the one list of
+// mirror/ repositories a Pod may use.
+func PlatformImages() []PlatformImage {
+	return []PlatformImage{
+		{Name: "pause", Source: "registry.k8s.io/pause"},
+		{Name: "cloudflared", Source: "docker.io/cloudflare/cloudflared"},
+	}
+}
+
+// ImageRef is a syntactically valid OCI image reference split into parts
+// exactly as written.
 type ImageRef struct {
 	// Domain is the registry host with an optional port; empty when the
-	// reference names no registry (Kubernetes then means Docker Hub).
+	// reference names no registry (cluster shorthand in Podmin).
 	Domain string
 	// Path is the repository path below the registry, e.g. "apps/example/web".
 	Path string
@@ -55,113 +90,111 @@ func (r ImageRef) ClusterRepository() (string, bool) {
 	return strings.TrimPrefix(r.Path, clusterAppsPrefix), true
 }
 
+// errPodminRule marks references that go-containerregistry accepts but
+// Podmin refuses because containerd, which pulls them on the node, follows
+// the stricter grammar of the distribution project.
+var errPodminRule = errors.New("podmin image reference rule")
+
+type ruleError struct{ msg string }
+
+func (e *ruleError) Error() string { return e.msg }
+func (e *ruleError) Unwrap() error { return errPodminRule }
+
+func ruleErrorf(format string, args ...any) error {
+	return &ruleError{msg: fmt.Sprintf(format, args...)}
+}
+
 var (
-	pathComponentRE   = regexp.MustCompile(`^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$`)
-	domainComponentRE = regexp.MustCompile(`^(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])$`)
-	portRE            = regexp.MustCompile(`^[0-9]{1,5}$`)
-	ipv6HostRE        = regexp.MustCompile(`^\[[0-9a-fA-F:.]+\]$`)
-	tagRE             = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
-	hexRE             = regexp.MustCompile(`^[a-f0-9]+$`)
-	digestHexLen      = map[string]int{"sha256": 64, "sha384": 96, "sha512": 128}
+	// pathComponentRE is the distribution grammar of one repository path
+	// component; go-containerregistry accepts any of [a-z0-9._-] in any order.
+	pathComponentRE = regexp.MustCompile(`^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$`)
+	// tagStartRE: a tag starts with a word character, not '.' or '-'.
+	tagStartRE = regexp.MustCompile(`^[A-Za-z0-9_]`)
 )
 
-// ParseImageRef parses an image reference with the grammar of the
-// distribution project: [domain/]path[:tag][@digest]. The first path
-// component is a domain when it contains "." or ":" or is "localhost".
+// maxNameLength bounds registry and repository together, as distribution does.
+const maxNameLength = 255
+
+// ParseImageRef parses an image reference with go-containerregistry's name
+// package: [registry/]repository[:tag][@digest], where the first path
+// component is the registry when it contains '.' or ':' or is "localhost".
+// On top of that grammar Podmin applies the distribution project's rules
+// that containerd enforces when it pulls: repository components are
+// lowercase letters and digits separated by '.', '_', '__' or dashes; a
+// tag does not start with '.' or '-'; registry and repository together
+// are at most 255 characters.
 func ParseImageRef(s string) (ImageRef, error) {
-	var r ImageRef
 	if s == "" {
-		return r, errors.New("the reference is empty")
+		return ImageRef{}, errors.New("the reference is empty")
 	}
-	name := s
-	if at := strings.IndexByte(name, '@'); at >= 0 {
-		r.Digest = name[at+1:]
-		name = name[:at]
-		alg, hex, _ := strings.Cut(r.Digest, ":")
-		want, ok := digestHexLen[alg]
-		if !ok || len(hex) != want || !hexRE.MatchString(hex) {
-			return r, fmt.Errorf("digest %q must be sha256:, sha384: or sha512: followed by its lowercase hex value", r.Digest)
+	if strings.HasPrefix(s, "http://") || strings.HasPrefix(s, "https://") {
+		return ImageRef{}, errors.New("a reference has no URL scheme: remove http:// or https://")
+	}
+	// Podmin's rules run first where they apply to the parts as written:
+	// they explain more precisely than the name package what to change.
+	r := splitRef(s)
+	if !strings.Contains(r.Digest, "@") {
+		for c := range strings.SplitSeq(r.Path, "/") {
+			if !pathComponentRE.MatchString(c) {
+				return ImageRef{}, ruleErrorf("repository component %q must be lowercase letters and digits separated by '.', '_', '__' or '-'", c)
+			}
+		}
+		if r.Tag != "" && !tagStartRE.MatchString(r.Tag) {
+			return ImageRef{}, ruleErrorf("tag %q must start with a letter, a digit or '_'", r.Tag)
 		}
 	}
-	if colon := strings.LastIndexByte(name, ':'); colon > strings.LastIndexByte(name, '/') {
-		r.Tag = name[colon+1:]
-		name = name[:colon]
-		if !tagRE.MatchString(r.Tag) {
-			return r, fmt.Errorf("tag %q must be 1 to 128 letters, digits, '_', '.' or '-', not starting with '.' or '-'", r.Tag)
-		}
+	opts := []name.Option{name.WithDefaultRegistry(""), name.WithDefaultTag("")}
+	if _, err := name.ParseReference(s, opts...); err != nil {
+		return ImageRef{}, ggcrProblem(s, opts)
 	}
-	if len(name) > 255 {
-		return r, fmt.Errorf("the name is %d characters; the limit is 255", len(name))
-	}
-	r.Path = name
-	if first, rest, ok := strings.Cut(name, "/"); ok && (strings.ContainsAny(first, ".:") || first == "localhost") {
-		if err := checkDomain(first); err != nil {
-			return r, err
-		}
-		r.Domain, r.Path = first, rest
-	}
-	for _, c := range strings.Split(r.Path, "/") {
-		if !pathComponentRE.MatchString(c) {
-			return r, fmt.Errorf("repository component %q must be lowercase letters and digits separated by '.', '_', '__' or '-'", c)
-		}
+	if n := len(r.Domain) + len(r.Path); n > maxNameLength {
+		return ImageRef{}, ruleErrorf("registry and repository are %d characters; the limit is %d", n, maxNameLength)
 	}
 	return r, nil
 }
 
-func checkDomain(d string) error {
-	host, port := d, ""
-	if i := strings.LastIndexByte(d, ':'); i >= 0 && !strings.HasSuffix(d, "]") {
-		host, port = d[:i], d[i+1:]
-		if !portRE.MatchString(port) {
-			return fmt.Errorf("registry %q has an invalid port", d)
-		}
+// ggcrProblem explains why go-containerregistry refused s. ParseReference
+// only says that it could not parse s; the constructor for the form of s
+// (tag or digest) says why.
+func ggcrProblem(s string, opts []name.Option) error {
+	var err error
+	if strings.Contains(s, "@") {
+		_, err = name.NewDigest(s, opts...)
+	} else {
+		_, err = name.NewTag(s, opts...)
 	}
-	if ipv6HostRE.MatchString(host) {
-		return nil
+	if err == nil {
+		err = errors.New("could not parse the reference")
 	}
-	for _, c := range strings.Split(host, ".") {
-		if !domainComponentRE.MatchString(c) {
-			return fmt.Errorf("registry host %q is not a valid hostname", host)
-		}
-	}
-	return nil
+	return fmt.Errorf("%v; write [registry/]repository[:tag][@sha256:<hex>], e.g. hello:v1", err)
 }
 
-// pushHint is the guidance every cluster image problem ends with.
-const pushHint = `run "podmin push <image>" and use the reference it prints`
-
-// checkImage reports why ref cannot be used in a Pod, or "". References to
-// other registries only need to be syntactically valid; cluster references
-// must name an application repository beneath ClusterRegistry/apps/.
-func checkImage(ref string) string {
-	r, err := ParseImageRef(ref)
-	if err != nil {
-		return fmt.Sprintf("%q is not a valid image reference: %v", ref, err)
+// splitRef splits s into parts with name.ParseReference's rules, keeping
+// every part as written. The parts are meaningful only when ParseReference
+// accepts s; before that they only serve to explain a problem.
+func splitRef(s string) ImageRef {
+	var r ImageRef
+	rest := s
+	if at := strings.IndexByte(rest, '@'); at >= 0 {
+		rest, r.Digest = rest[:at], rest[at+1:]
 	}
-	host, _, _ := strings.Cut(r.Domain, ":")
-	if !strings.EqualFold(host, ClusterRegistry) {
-		return ""
+	if colon := strings.LastIndexByte(rest, ':'); colon >= 0 && !strings.Contains(rest[colon+1:], "/") {
+		rest, r.Tag = rest[:colon], rest[colon+1:]
 	}
-	if r.Domain != ClusterRegistry {
-		return fmt.Sprintf("%q is not a valid cluster image reference: the cluster registry is %s, without a port or capitals; %s", ref, ClusterRegistry, pushHint)
+	r.Path = rest
+	if first, path, ok := strings.Cut(rest, "/"); ok && (first == "localhost" || strings.ContainsAny(first, ".:")) {
+		r.Domain, r.Path = first, path
 	}
-	if repo, ok := r.ClusterRepository(); !ok || repo == "" {
-		return fmt.Sprintf("%q is not a valid cluster image reference: cluster images live under %s/%s<repository>; %s", ref, ClusterRegistry, clusterAppsPrefix, pushHint)
-	}
-	if r.Digest != "" && !strings.HasPrefix(r.Digest, "sha256:") {
-		return fmt.Sprintf("%q is not a valid cluster image reference: cluster digests are sha256; %s", ref, pushHint)
-	}
-	return ""
+	return r
 }
 
-// ResolveImage turns an image option value into the reference written to
-// a Pod. A value without a registry host is shorthand for a cluster image,
-// as printed by "podmin push": "hello:v1" resolves to
-// registry.podmin.internal/apps/hello:v1 and "example/web:v1" to
-// registry.podmin.internal/apps/example/web:v1. Values naming a registry
-// are returned unchanged once valid. Image fields inside a manifest are
-// never resolved: there a reference without a host keeps its Kubernetes
-// meaning (Docker Hub).
+// ResolveImage turns an image as written in a manifest or given as an image
+// option into the reference a Pod carries. Shorthand without a registry
+// ("hello", "hello:v1", "team/web:v2") resolves beneath
+// registry.podmin.internal/apps/, as "podmin push" prints it. Cluster
+// references must name apps/<repository>, or a mirror/ repository of
+// PlatformImages. Every other registry is an error whose text holds the
+// "podmin push" command that copies the image into the cluster registry.
 func ResolveImage(value string) (string, error) {
 	r, err := ParseImageRef(value)
 	if err != nil {
@@ -169,10 +202,76 @@ func ResolveImage(value string) (string, error) {
 	}
 	if r.Domain == "" {
 		r.Domain, r.Path = ClusterRegistry, clusterAppsPrefix+r.Path
+		if n := len(r.Domain) + len(r.Path); n > maxNameLength {
+			return "", fmt.Errorf("%q is too long: as %s it has %d characters; the limit is %d", value, r, n, maxNameLength)
+		}
 	}
-	ref := r.String()
-	if problem := checkImage(ref); problem != "" {
-		return "", errors.New(problem)
+	if !strings.EqualFold(hostOf(r.Domain), ClusterRegistry) {
+		return "", fmt.Errorf("%q is not in the cluster registry, the only one nodes pull from: %s", value, pushAdvice(value, r))
 	}
-	return ref, nil
+	if r.Domain != ClusterRegistry {
+		return "", fmt.Errorf("%q names the cluster registry as %q: write it exactly %s, without a port or capitals", value, r.Domain, ClusterRegistry)
+	}
+	if r.Digest != "" && !strings.HasPrefix(r.Digest, "sha256:") {
+		return "", fmt.Errorf("%q is not a valid cluster image reference: cluster images are addressed by sha256 digests; use the digest \"podmin push\" prints", value)
+	}
+	switch {
+	case strings.HasPrefix(r.Path, clusterAppsPrefix):
+		return r.String(), nil
+	case strings.HasPrefix(r.Path, clusterMirrorPrefix):
+		repo := ClusterRegistry + "/" + r.Path
+		if slices.ContainsFunc(PlatformImages(), func(p PlatformImage) bool { return p.Repository() == repo }) {
+			return r.String(), nil
+		}
+		source := ImageRef{Path: strings.TrimPrefix(r.Path, clusterMirrorPrefix), Tag: r.Tag, Digest: r.Digest}.String()
+		return "", fmt.Errorf("%q is not a platform image: mirror/ holds only the images Podmin manages (%s); %s",
+			value, platformNames(), pushAdvice(source, splitRef(source)))
+	default:
+		short := ImageRef{Path: r.Path, Tag: r.Tag, Digest: r.Digest}
+		return "", fmt.Errorf("%q is not a cluster image: cluster images live under %s/%s<repository>; write %s/%s%s or the shorthand %s",
+			value, ClusterRegistry, clusterAppsPrefix, ClusterRegistry, clusterAppsPrefix, short, short)
+	}
+}
+
+// hostOf drops the port of a registry domain.
+func hostOf(domain string) string {
+	if strings.HasPrefix(domain, "[") {
+		if end := strings.IndexByte(domain, ']'); end >= 0 {
+			return domain[:end+1]
+		}
+	}
+	host, _, _ := strings.Cut(domain, ":")
+	return host
+}
+
+// pushAdvice is the command that copies source into the cluster registry
+// and the reference it then prints: push keeps the repository and tag
+// beneath apps/ and replaces the registry host.
+func pushAdvice(source string, r ImageRef) string {
+	advice := fmt.Sprintf("run %q", "podmin push "+shellWord(source))
+	if r.Digest != "" {
+		return advice + " and use the reference it prints"
+	}
+	tag := r.Tag
+	if tag == "" {
+		tag = "latest"
+	}
+	return advice + fmt.Sprintf(", then use the reference it prints, %s/%s%s:%s", ClusterRegistry, clusterAppsPrefix, r.Path, tag)
+}
+
+// shellWord quotes s for a POSIX shell when it holds more than the
+// characters of a plain reference (an IPv6 registry's brackets would glob).
+func shellWord(s string) string {
+	if strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/:@") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func platformNames() string {
+	var names []string
+	for _, p := range PlatformImages() {
+		names = append(names, p.Source)
+	}
+	return strings.Join(names, ", ")
 }

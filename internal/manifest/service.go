@@ -9,13 +9,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"regexp"
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Service is the deliberately small subset of a v1 Service that Podmin
@@ -32,6 +31,10 @@ type Service struct {
 
 // Port is one Service port with its defaults applied.
 type Port struct {
+	// Name is optional: a DNS label, unique within the Service. It lets a
+	// multi-port Kubernetes Service paste unchanged; Podmin's VIPs and DNS
+	// do not use it.
+	Name string
 	// Protocol is corev1.ProtocolTCP or corev1.ProtocolUDP.
 	Protocol corev1.Protocol
 	// Port is the Service port, 1 through 65535.
@@ -50,7 +53,7 @@ func (s *Service) YAML() ([]byte, error) {
 	}
 	for _, p := range s.Ports {
 		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{
-			Protocol: p.Protocol, Port: p.Port, TargetPort: intstr.FromInt32(p.TargetPort),
+			Name: p.Name, Protocol: p.Protocol, Port: p.Port, TargetPort: intstr.FromInt32(p.TargetPort),
 		})
 	}
 	return CanonicalYAML(&svc)
@@ -80,12 +83,12 @@ func serviceAllow() allow {
 		"metadata":   {"name": nil, "namespace": nil},
 		"spec": {
 			"selector": nil,
-			"ports":    {"port": nil, "protocol": nil, "targetPort": nil},
+			"ports":    {"name": nil, "port": nil, "protocol": nil, "targetPort": nil},
 		},
 	}
 }
 
-const serviceSubset = "Podmin Services support only metadata.name, metadata.namespace, spec.selector and spec.ports with port, protocol and targetPort; remove it"
+const serviceSubset = "Podmin Services support only metadata.name, metadata.namespace, spec.selector and spec.ports with name, port, protocol and targetPort; remove it"
 
 // decodeService validates a Service document against the supported subset
 // and returns it with defaults applied. The namespace defaults to default;
@@ -114,7 +117,7 @@ func decodeService(obj map[string]any) (*Service, error) {
 	svc := &Service{Name: in.Name, Namespace: cmp.Or(in.Namespace, DefaultNamespace), Selector: in.Spec.Selector}
 	if in.Name == "" {
 		p.add(subjectService, "metadata.name", "is required: name the Service")
-	} else if len(in.Name) > 63 || !dns1035RE.MatchString(in.Name) {
+	} else if len(validation.IsDNS1035Label(in.Name)) > 0 {
 		p.add(subjectService, "metadata.name", "%q is not a valid Service name: use 1 to 63 lowercase letters, digits or '-', starting with a letter and ending with a letter or digit", in.Name)
 	}
 	if problem := namespaceProblem(svc.Namespace); problem != "" {
@@ -132,9 +135,18 @@ func decodeService(obj map[string]any) (*Service, error) {
 		p.add(subjectService, "spec.ports", "at least one port is required")
 	}
 	seen := map[Port]bool{}
+	names := map[string]bool{}
 	for i, sp := range in.Spec.Ports {
 		path := fmt.Sprintf("spec.ports[%d]", i)
-		port := Port{Protocol: cmp.Or(sp.Protocol, corev1.ProtocolTCP), Port: sp.Port, TargetPort: sp.Port}
+		port := Port{Name: sp.Name, Protocol: cmp.Or(sp.Protocol, corev1.ProtocolTCP), Port: sp.Port, TargetPort: sp.Port}
+		switch {
+		case sp.Name == "":
+		case len(validation.IsDNS1123Label(sp.Name)) > 0:
+			p.add(subjectService, path+".name", "%q is not a valid port name: %s", sp.Name, labelHint)
+		case names[sp.Name]:
+			p.add(subjectService, path+".name", "%q names another port too: give each port a unique name", sp.Name)
+		}
+		names[sp.Name] = true
 		if port.Protocol != corev1.ProtocolTCP && port.Protocol != corev1.ProtocolUDP {
 			p.add(subjectService, path+".protocol", "%q is not supported: use TCP or UDP", string(sp.Protocol))
 		}
@@ -240,24 +252,12 @@ func remarshal(v any, out any) error {
 	return json.Unmarshal(j, out)
 }
 
-var (
-	dns1035RE    = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
-	labelNameRE  = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
-	labelValueRE = regexp.MustCompile(`^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$`)
-	subdomainRE  = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
-)
-
 // labelProblem reports why key=value is not a valid Kubernetes label.
 func labelProblem(key, value string) string {
-	prefix, name, hasPrefix := strings.Cut(key, "/")
-	if !hasPrefix {
-		prefix, name = "", key
-	}
-	if (hasPrefix && (len(prefix) > 253 || !subdomainRE.MatchString(prefix))) ||
-		len(name) > 63 || !labelNameRE.MatchString(name) {
+	if len(validation.IsQualifiedName(key)) > 0 {
 		return fmt.Sprintf("%q is not a valid label key: use an optional DNS subdomain prefix and '/', then 1 to 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", key)
 	}
-	if len(value) > 63 || !labelValueRE.MatchString(value) {
+	if len(validation.IsValidLabelValue(value)) > 0 {
 		return fmt.Sprintf("%q is not a valid label value: use at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", value)
 	}
 	return ""

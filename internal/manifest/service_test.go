@@ -6,12 +6,13 @@ package manifest
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 )
 
-const subset = "not supported: Podmin Services support only metadata.name, metadata.namespace, spec.selector and spec.ports with port, protocol and targetPort; remove it"
+const subset = "not supported: Podmin Services support only metadata.name, metadata.namespace, spec.selector and spec.ports with name, port, protocol and targetPort; remove it"
 
 func TestExtractService(t *testing.T) {
 	ports := func(ps ...any) mutation { return set("spec.ports", ps) }
@@ -49,7 +50,11 @@ func TestExtractService(t *testing.T) {
 		{name: "sessionAffinity", in: withSvc(set("spec.sessionAffinity", "ClientIP")), want: "Service spec.sessionAffinity: " + subset},
 		{name: "externalName", in: withSvc(set("spec.externalName", "example.com")), want: "Service spec.externalName: " + subset},
 		{name: "labels", in: withSvc(set("metadata.labels", map[string]any{"app": "web"})), want: "Service metadata.labels: " + subset},
-		{name: "port name", in: withSvc(ports(port("name", "https", "port", 443))), want: "Service spec.ports[0].name: " + subset},
+		{name: "port name", in: withSvc(ports(port("name", "https", "port", 443)))},
+		{name: "multi-port names", in: withSvc(ports(port("name", "https", "port", 443, "targetPort", 8443), port("name", "metrics", "port", 9090)))},
+		{name: "port name invalid", in: withSvc(ports(port("name", "HTTPS", "port", 443))), want: `Service spec.ports[0].name: "HTTPS" is not a valid port name: ` + labelHint},
+		{name: "port name too long", in: withSvc(ports(port("name", strings.Repeat("a", 64), "port", 443))), want: `Service spec.ports[0].name: "` + strings.Repeat("a", 64) + `" is not a valid port name: ` + labelHint},
+		{name: "port name twice", in: withSvc(ports(port("name", "web", "port", 443), port("name", "web", "port", 80))), want: `Service spec.ports[1].name: "web" names another port too: give each port a unique name`},
 		{name: "nodePort", in: withSvc(ports(port("port", 443, "nodePort", 30443))), want: "Service spec.ports[0].nodePort: " + subset},
 		{name: "appProtocol", in: withSvc(ports(port("port", 443, "appProtocol", "https"))), want: "Service spec.ports[0].appProtocol: " + subset},
 		{name: "status", in: withSvc(set("status", map[string]any{"loadBalancer": map[string]any{"ingress": []any{map[string]any{"ip": "1.2.3.4"}}}})), want: "Service status: " + subset},
@@ -84,5 +89,29 @@ func TestServiceDefaultsAndRoundTrip(t *testing.T) {
 	}
 	if _, err := DecodeService(ds()); err == nil || err.Error() != "a Service payload must hold exactly one v1 Service" {
 		t.Errorf("DecodeService(DaemonSet) error = %v", err)
+	}
+}
+
+func TestServicePortNamesRoundTrip(t *testing.T) {
+	port := func(name string, p, target int) map[string]any {
+		return map[string]any{"name": name, "port": p, "targetPort": target}
+	}
+	r, err := Extract(withSvc(set("spec.ports", []any{port("metrics", 9090, 9090), port("https", 443, 8443)})), ExtractOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Port{
+		{Name: "https", Protocol: corev1.ProtocolTCP, Port: 443, TargetPort: 8443},
+		{Name: "metrics", Protocol: corev1.ProtocolTCP, Port: 9090, TargetPort: 9090},
+	}
+	if !reflect.DeepEqual(r.Service.Ports, want) {
+		t.Fatalf("Ports = %+v, want %+v", r.Service.Ports, want)
+	}
+	if !strings.Contains(string(r.ServiceYAML), "name: https\n") {
+		t.Errorf("payload lacks the port name:\n%s", r.ServiceYAML)
+	}
+	back, err := DecodeService(r.ServiceYAML)
+	if err != nil || !reflect.DeepEqual(back.Ports, want) {
+		t.Errorf("DecodeService(payload).Ports = %+v, %v; want %+v", back, err, want)
 	}
 }

@@ -13,10 +13,12 @@ import (
 // WriteFileAtomic replaces path with data so that a reader sees either the
 // old file or the complete new one: it writes a temporary file in the same
 // directory, syncs it, sets perm, renames it over path and syncs the
-// directory. The parent directory must exist.
+// directory. The parent directory must exist. The temporary name has a
+// fixed short length (see CreateTemp), so path's base name may be as long
+// as the filesystem allows.
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
 	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	tmp, err := CreateTemp(dir)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}

@@ -25,8 +25,12 @@ import (
 // building one.
 const VersityGWEnv = "PODMIN_VERSITYGW"
 
-// versityGWModule is the tool pinned in go.mod; its version keys the cache.
+// versityGWModule is the tool pinned in tools/go.mod, the module of
+// test-only programs beside Podmin's own; its version keys the cache.
 const versityGWModule = "github.com/versity/versitygw"
+
+// toolsDir is the tools module's directory below the main module's root.
+const toolsDir = "tools"
 
 // S3Server is a versitygw process serving the S3 API from a posix
 // directory. It lives until the test that started it ends. It knows nothing
@@ -148,7 +152,7 @@ func (s *S3Server) BucketName(t testing.TB) string {
 }
 
 // VersityGWBinary returns the path of a versitygw executable: $PODMIN_VERSITYGW
-// if set, else one built from the version pinned in go.mod into the user
+// if set, else one built from the version pinned in tools/go.mod into the user
 // cache directory, once per machine. Concurrent test processes (go test
 // ./... runs packages in parallel) serialise the build with a file lock.
 func VersityGWBinary(t testing.TB) string {
@@ -156,7 +160,7 @@ func VersityGWBinary(t testing.TB) string {
 	if p := os.Getenv(VersityGWEnv); p != "" {
 		fi, err := os.Stat(p)
 		if err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-			t.Fatalf("%s=%q is not an executable file (%v): unset it to build versitygw from go.mod", VersityGWEnv, p, err)
+			t.Fatalf("%s=%q is not an executable file (%v): unset it to build versitygw from tools/go.mod", VersityGWEnv, p, err)
 		}
 		return p
 	}
@@ -189,7 +193,7 @@ func VersityGWBinary(t testing.TB) string {
 	tmp := fmt.Sprintf("%s.tmp-%d", bin, os.Getpid())
 	start := time.Now()
 	build := exec.Command("go", "build", "-o", tmp, versityGWModule+"/cmd/versitygw")
-	build.Dir = root
+	build.Dir = filepath.Join(root, toolsDir)
 	if out, err := build.CombinedOutput(); err != nil {
 		os.Remove(tmp)
 		t.Fatalf("versitygw: %s in %s: %v\n%s\nset %s to a prebuilt binary to skip the build",
@@ -202,7 +206,8 @@ func VersityGWBinary(t testing.TB) string {
 	return bin
 }
 
-// goModule returns the main module's root and the versitygw version it pins.
+// goModule returns the main module's root and the versitygw version that
+// its tools module pins.
 func goModule(t testing.TB) (root, version string) {
 	t.Helper()
 	out, err := exec.Command("go", "env", "GOMOD").Output()
@@ -213,11 +218,11 @@ func goModule(t testing.TB) (root, version string) {
 	}
 	root = filepath.Dir(gomod)
 	list := exec.Command("go", "list", "-m", "-f", "{{.Version}}", versityGWModule)
-	list.Dir = root
+	list.Dir = filepath.Join(root, toolsDir)
 	out, err = list.CombinedOutput()
 	version = strings.TrimSpace(string(out))
 	if err != nil || version == "" {
-		t.Fatalf("versitygw: %s: %v\n%s\nis it pinned as a tool in go.mod?", strings.Join(list.Args, " "), err, out)
+		t.Fatalf("versitygw: %s in %s: %v\n%s\nis it pinned as a tool in tools/go.mod?", strings.Join(list.Args, " "), list.Dir, err, out)
 	}
 	return root, version
 }

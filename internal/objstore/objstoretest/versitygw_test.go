@@ -94,8 +94,8 @@ func TestVersityGWBinaryFromEnv(t *testing.T) {
 	}
 	for _, tc := range []struct{ env, wantPath, wantFatal string }{
 		{env: exe, wantPath: exe},
-		{env: notExe, wantFatal: fmt.Sprintf(`PODMIN_VERSITYGW=%q is not an executable file (<nil>): unset it to build versitygw from go.mod`, notExe)},
-		{env: filepath.Join(dir, "missing"), wantFatal: fmt.Sprintf(`PODMIN_VERSITYGW=%q is not an executable file (stat %s: no such file or directory): unset it to build versitygw from go.mod`,
+		{env: notExe, wantFatal: fmt.Sprintf(`PODMIN_VERSITYGW=%q is not an executable file (<nil>): unset it to build versitygw from tools/go.mod`, notExe)},
+		{env: filepath.Join(dir, "missing"), wantFatal: fmt.Sprintf(`PODMIN_VERSITYGW=%q is not an executable file (stat %s: no such file or directory): unset it to build versitygw from tools/go.mod`,
 			filepath.Join(dir, "missing"), filepath.Join(dir, "missing"))},
 	} {
 		t.Setenv(objstoretest.VersityGWEnv, tc.env)

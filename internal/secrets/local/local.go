@@ -99,9 +99,12 @@ func (s *Store) Read(_ context.Context, n secrets.Name) (secrets.Value, error) {
 	return b, nil
 }
 
-// tempFile matches paths.WriteFileAtomic's temporary files, which a crash
-// can leave behind; they are never secrets.
+// tempFile matches the temporary files of paths.WriteFileAtomic (and of
+// older versions, named after their secret), which a crash can leave
+// behind; they are never secrets.
 var tempFile = regexp.MustCompile(`^\..+\.tmp-[0-9]+$`)
+
+func isTemp(name string) bool { return paths.IsTemp(name) || tempFile.MatchString(name) }
 
 // List implements secrets.Store.
 func (s *Store) List(ctx context.Context, cluster string, f secrets.Filter) ([]secrets.Entry, error) {
@@ -121,7 +124,7 @@ func (s *Store) List(ctx context.Context, cluster string, f secrets.Filter) ([]s
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if !d.Type().IsRegular() || tempFile.MatchString(d.Name()) {
+		if !d.Type().IsRegular() || isTemp(d.Name()) {
 			return nil
 		}
 		rel, err := filepath.Rel(base, p)

@@ -8,8 +8,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"podmin.dev/podmin/internal/paths"
 	"podmin.dev/podmin/internal/secrets"
 	"podmin.dev/podmin/internal/secrets/local"
 	"podmin.dev/podmin/internal/secrets/secretstest"
@@ -52,15 +54,50 @@ func TestFilesOnDisk(t *testing.T) {
 	if err := os.WriteFile(tmp, []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	short, err := paths.CreateTemp(filepath.Dir(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = short.Close()
 	entries, err := s.List(t.Context(), "demo", secrets.Filter{})
 	if err != nil || len(entries) != 1 || entries[0].Name != "/demo/default/web/db-password" {
 		t.Fatalf("List = %+v, %v", entries, err)
 	}
 	_ = os.Remove(tmp)
+	_ = os.Remove(short.Name())
 	if err := s.Destroy(t.Context(), n); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(root, "demo", "default", "web")); err == nil {
 		t.Errorf("Destroy left the empty Pod directory")
+	}
+}
+
+// TestLongKey creates, lists and reads keys as long as the key rules allow:
+// the temporary file of the atomic write has a short fixed name, so only
+// the final file name carries the key.
+func TestLongKey(t *testing.T) {
+	root := t.TempDir()
+	s := local.New(root)
+	for _, n := range []int{250, 255} {
+		key := strings.Repeat("k", n-1) + "z"
+		name, err := secrets.PodSecret("demo", "", "web", key)
+		if err != nil {
+			t.Fatalf("%d-character key rejected: %v", n, err)
+		}
+		if err := s.Create(t.Context(), name, secrets.Value("long")); err != nil {
+			t.Fatalf("create a %d-character key: %v", n, err)
+		}
+		if err := s.Update(t.Context(), name, secrets.Value("longer")); err != nil {
+			t.Fatalf("update a %d-character key: %v", n, err)
+		}
+		v, err := s.Read(t.Context(), name)
+		if err != nil || string(v) != "longer" {
+			t.Fatalf("read a %d-character key: %q, %v", n, v, err)
+		}
+	}
+	entries, err := s.List(t.Context(), "demo", secrets.Filter{})
+	if err != nil || len(entries) != 2 {
+		t.Fatalf("List = %+v, %v; want the two long keys", entries, err)
 	}
 }

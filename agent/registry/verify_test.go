@@ -1,0 +1,221 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package registry_test
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"podmin.dev/podmin/agent/registry"
+	"podmin.dev/podmin/internal/objstore/local"
+	"podmin.dev/podmin/internal/oci"
+)
+
+// syncBuffer is a log sink safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// get fetches url over real HTTP and reports the status and whether the
+// body arrived complete (as long as Content-Length, without a read error).
+func get(t *testing.T, method, url string) (status int, body []byte, complete bool) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, false
+	}
+	defer resp.Body.Close()
+	body, err = io.ReadAll(resp.Body)
+	return resp.StatusCode, body, err == nil && int64(len(body)) == resp.ContentLength
+}
+
+// A tampered blob is never served complete: the response is aborted before
+// its last bytes, the mismatch is logged with the object's path, and later
+// requests (GET and HEAD) are refused until the object changes.
+func TestTamperedBlobIsNeverServedComplete(t *testing.T) {
+	f := newFakeObjects()
+	good := bytes.Repeat([]byte("podmin layer "), 100_000) // 1.3 MB: several stream chunks
+	d := digestOf(good)
+	key := "apps/hello/blobs/sha256/" + d[7:]
+	for _, tamper := range []struct {
+		name string
+		data []byte
+	}{
+		{"flipped first byte", append([]byte{'P'}, good[1:]...)},
+		{"flipped last byte", append(append([]byte{}, good[:len(good)-1]...), 'X')},
+		{"truncated", good[:len(good)-1]},
+		{"extended", append(append([]byte{}, good...), '!')},
+	} {
+		t.Run(tamper.name, func(t *testing.T) {
+			var logs syncBuffer
+			srv := httptest.NewServer(registry.New(f, registry.WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))))
+			defer srv.Close()
+			url := srv.URL + "/v2/apps/hello/blobs/" + d
+			f.put(key, good)
+			if status, body, complete := get(t, "GET", url); status != 200 || !complete || !bytes.Equal(body, good) {
+				t.Fatalf("good blob: %d complete=%v", status, complete)
+			}
+			f.put(key, tamper.data)
+			status, body, complete := get(t, "GET", url)
+			if complete && status == 200 {
+				t.Fatalf("tampered blob served complete with 200 (%d bytes)", len(body))
+			}
+			if bytes.Equal(body, tamper.data) {
+				t.Fatal("every tampered byte was delivered")
+			}
+			if !strings.Contains(logs.String(), key) || !strings.Contains(logs.String(), "does not match its digest") {
+				t.Fatalf("mismatch not logged with the object path:\n%s", logs.String())
+			}
+			for _, m := range []string{"GET", "HEAD"} {
+				if status, _, _ := get(t, m, url); status != 500 {
+					t.Errorf("%s of a known tampered blob = %d, want 500", m, status)
+				}
+			}
+			f.put(key, good) // repaired: verified and served again
+			if status, body, complete := get(t, "GET", url); status != 200 || !complete || !bytes.Equal(body, good) {
+				t.Fatalf("repaired blob: %d complete=%v", status, complete)
+			}
+		})
+	}
+}
+
+// HEAD on a manifest answers exactly as GET would (status, error code,
+// digest and length headers) for every state of its blob.
+func TestManifestHeadAgreesWithGet(t *testing.T) {
+	manifest := []byte(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[]}`)
+	md := digestOf(manifest)
+	key := "apps/hello/blobs/sha256/" + md[7:]
+	for _, tc := range []struct {
+		name   string
+		blob   []byte // nil: missing
+		status int
+	}{
+		{"intact", manifest, 200},
+		{"missing", nil, 404},
+		{"tampered", append([]byte{'['}, manifest[1:]...), 500},
+		{"truncated", manifest[:len(manifest)-1], 500},
+		{"extended", append(append([]byte{}, manifest...), ' '), 500},
+		{"empty", []byte{}, 500},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeObjects()
+			h, _ := v1.NewHash(md)
+			ix := oci.MergeTag(oci.EmptyIndex(), "v1", v1.Descriptor{MediaType: types.OCIImageIndex, Size: int64(len(manifest)), Digest: h}, nil)
+			data, _ := oci.EncodeIndex(ix)
+			f.put("apps/hello/index.json", data)
+			if tc.blob != nil {
+				f.put(key, tc.blob)
+			}
+			reg := registry.New(f)
+			for _, ref := range []string{"v1", md} {
+				g := do(t, reg, "GET", "/v2/apps/hello/manifests/"+ref)
+				hd := do(t, reg, "HEAD", "/v2/apps/hello/manifests/"+ref)
+				if g.status != tc.status || hd.status != g.status {
+					t.Fatalf("%s: GET %d, HEAD %d, want both %d", ref, g.status, hd.status, tc.status)
+				}
+				for _, name := range []string{"Content-Type", "Docker-Content-Digest", "Content-Length", "ETag"} {
+					if g.header.Get(name) != hd.header.Get(name) {
+						t.Errorf("%s: %s differs: GET %q, HEAD %q", ref, name, g.header.Get(name), hd.header.Get(name))
+					}
+				}
+				if len(hd.body) != 0 {
+					t.Errorf("HEAD sent a body")
+				}
+			}
+			// The manifest read is bounded by its descriptor: never more
+			// than one byte past the size it must have.
+			f.mu.Lock()
+			opens := slices.Clone(f.opens)
+			f.mu.Unlock()
+			want := fmt.Sprintf("%s 0+%d", key, len(manifest)+1)
+			for _, o := range opens {
+				if o != want {
+					t.Errorf("opened %q, want %q", o, want)
+				}
+			}
+		})
+	}
+}
+
+// An oversized index.json is refused by its size, before it is read.
+func TestOversizedIndexRefusedEarly(t *testing.T) {
+	f := newFakeObjects()
+	f.put("apps/big/index.json", bytes.Repeat([]byte(" "), oci.MaxIndexSize+1))
+	r := do(t, registry.New(f), "GET", "/v2/apps/big/manifests/v1")
+	if r.status != 500 {
+		t.Fatalf("oversized index: %d", r.status)
+	}
+	if len(f.gets) != 0 {
+		t.Fatalf("read %q whole, want only its size checked", f.gets)
+	}
+}
+
+// The same on a local bucket, where a verified blob version is served
+// with sendfile: a byte changed in place afterwards is still caught.
+func TestTamperedLocalBlobIsNeverServedComplete(t *testing.T) {
+	bucket := local.Open(filepath.Join(t.TempDir(), "bucket"))
+	if err := bucket.CreateBucket(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	good := bytes.Repeat([]byte("podmin layer "), 100_000)
+	d := digestOf(good)
+	key := "apps/hello/blobs/sha256/" + d[7:]
+	if _, err := bucket.Put(t.Context(), key, good); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	srv := httptest.NewServer(registry.New(registry.LocalObjects(bucket), registry.WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))))
+	defer srv.Close()
+	url := srv.URL + "/v2/apps/hello/blobs/" + d
+	for range 2 { // verified, then served as a verified version
+		if status, body, complete := get(t, "GET", url); status != 200 || !complete || !bytes.Equal(body, good) {
+			t.Fatalf("good blob: %d complete=%v", status, complete)
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(bucket.Dir(), filepath.FromSlash(key)), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("X"), int64(len(good)/2)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if status, _, complete := get(t, "GET", url); status == 200 && complete {
+		t.Fatal("a blob changed in place was served complete with 200")
+	}
+	if status, _, _ := get(t, "GET", url); status != 500 {
+		t.Fatalf("known tampered blob = %d, want 500", status)
+	}
+	if !strings.Contains(logs.String(), key) {
+		t.Fatalf("mismatch not logged with the object path:\n%s", logs.String())
+	}
+}

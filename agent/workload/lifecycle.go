@@ -1,0 +1,109 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package workload
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"podmin.dev/podmin/internal/pki"
+)
+
+// Forget removes the identity (symlink and generations) of every Pod not
+// in keep, for Pods that left the node.
+func (m *Manager) Forget(keep []string) error {
+	want := map[string]bool{}
+	for _, k := range keep {
+		want[k] = true
+	}
+	entries, err := os.ReadDir(m.workRoot)
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		name := e.Name()
+		if want[name] || !e.IsDir() || !labelRE.MatchString(name) {
+			continue
+		}
+		l := m.lock(name)
+		l.Lock()
+		dir := m.PodDir(name)
+		errs = append(errs, os.Remove(filepath.Join(dir, LinkName)), os.RemoveAll(filepath.Join(dir, GenerationsDir)))
+		m.mu.Lock()
+		delete(m.leaves, name)
+		m.mu.Unlock()
+		l.Unlock()
+	}
+	var kept []error
+	for _, e := range errs {
+		if e != nil && !os.IsNotExist(e) {
+			kept = append(kept, e)
+		}
+	}
+	return errors.Join(kept...)
+}
+
+// Run refreshes the CA state every interval until ctx ends and calls poke
+// whenever the bundle changed or a leaf is due, so the static-Pod
+// reconciler runs an index-fenced pass even with an unchanged index.
+func (m *Manager) Run(ctx context.Context, interval time.Duration, poke func()) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		changed, err := m.Refresh(ctx)
+		if err != nil && ctx.Err() == nil {
+			m.log.Warn("workload CA refresh failed", "err", err)
+		}
+		if changed || m.Due() {
+			poke()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Leaf is a freshly issued leaf with its private key and the bundle that
+// trusts it, for identities the agent keeps outside Pods (the log
+// exporter's client leaf).
+type Leaf struct {
+	Cert   *x509.Certificate
+	Key    ed25519.PrivateKey
+	Bundle []byte
+}
+
+// IssueLeaf signs spec with the active workload CA, after the same checks
+// as Pod leaves. The caller stores the key; it must stay on this node.
+func (m *Manager) IssueLeaf(spec pki.LeafSpec) (Leaf, error) {
+	m.mu.RLock()
+	t := m.trust
+	m.mu.RUnlock()
+	if t == nil {
+		return Leaf{}, fmt.Errorf("%w: issuing nothing until identity/ca.json has been read", ErrNoCA)
+	}
+	now := m.opts.Now()
+	issuer, err := t.state.Issuer(now)
+	if err != nil {
+		return Leaf{}, err
+	}
+	key, err := pki.GenerateKey(m.opts.Random)
+	if err != nil {
+		return Leaf{}, err
+	}
+	cert, err := pki.Issue(m.opts.Random, issuer, m.opts.Key, key.Public().(ed25519.PublicKey), spec, now)
+	if err != nil {
+		return Leaf{}, err
+	}
+	return Leaf{Cert: cert, Key: key, Bundle: t.bundle}, nil
+}

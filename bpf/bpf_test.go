@@ -1,0 +1,120 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package bpf
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf"
+)
+
+// TestVerifier loads every program and map of the committed object into
+// this kernel, so the verifier has accepted exactly what ships.
+func TestVerifier(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("loading eBPF programs needs root (CAP_BPF and CAP_NET_ADMIN); run the tests as root to verify the committed object")
+	}
+	var objs VipObjects
+	if err := LoadVipObjects(&objs, nil); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			t.Fatalf("verifier rejected the program:\n%+v", ve)
+		}
+		t.Fatalf("load: %v", err)
+	}
+	defer objs.Close()
+	if objs.PodminVip.Type() != ebpf.SchedCLS {
+		t.Errorf("program type = %v, want SchedCLS", objs.PodminVip.Type())
+	}
+}
+
+// TestMapSizes pins the map limits to the spec's figures.
+func TestMapSizes(t *testing.T) {
+	spec, err := LoadVip()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]uint32{
+		VipMapServices:     MaxServices,
+		VipMapBackends:     MaxBackends,
+		VipMapVips:         MaxVIPs,
+		VipMapForwardFlows: MaxFlows,
+		VipMapReverseFlows: MaxFlows,
+		VipMapStats:        StatCount,
+		VipMapConfig:       1,
+	}
+	for name, n := range want {
+		m := spec.Maps[name]
+		if m == nil {
+			t.Errorf("map %s is missing", name)
+			continue
+		}
+		if m.MaxEntries != n {
+			t.Errorf("map %s has %d entries, want %d", name, m.MaxEntries, n)
+		}
+	}
+	for _, name := range []string{VipMapForwardFlows, VipMapReverseFlows} {
+		if got := spec.Maps[name].Type; got != ebpf.LRUHash {
+			t.Errorf("map %s is %v, want an LRU hash", name, got)
+		}
+	}
+	if len(spec.Maps) != len(want) {
+		t.Errorf("object has %d maps, want %d", len(spec.Maps), len(want))
+	}
+}
+
+// TestGeneratedUpToDate rebuilds the object and bindings from c/ with
+// clang and requires them to equal the committed files byte for byte.
+func TestGeneratedUpToDate(t *testing.T) {
+	clang, err := exec.LookPath("clang")
+	if err != nil {
+		t.Skip("clang is not installed, so the committed eBPF object cannot be rebuilt and compared: apt-get install -y clang llvm libbpf-dev linux-libc-dev")
+	}
+	if _, err := os.Stat("/usr/include/bpf/bpf_helpers.h"); err != nil {
+		t.Skip("libbpf's headers are not installed, so the committed eBPF object cannot be rebuilt and compared: apt-get install -y libbpf-dev linux-libc-dev")
+	}
+	if testing.Short() {
+		t.Skip("rebuilding the eBPF object runs clang and bpf2go; skipped in -short mode")
+	}
+	out, err := exec.Command(clang, "--version").Output()
+	if err != nil {
+		t.Fatalf("clang --version: %v", err)
+	}
+	want, err := os.ReadFile(filepath.Join("c", "clang-major"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`version (\d+)\.`).FindSubmatch(out)
+	if m == nil || string(m[1]) != strings.TrimSpace(string(want)) {
+		t.Skipf("the committed object was built with clang %s and this is %q; objects differ between clang versions, so they are compared only with the same major version",
+			strings.TrimSpace(string(want)), strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0]))
+	}
+
+	dir := t.TempDir()
+	cmd := exec.Command("./generate.sh", dir)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("generate.sh: %v\n%s", err, b)
+	}
+	for _, f := range []string{"vip_bpfel.o", "vip_bpfel.go"} {
+		got, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		committed, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, committed) {
+			t.Errorf("%s is out of date with c/: run \"make generate\" and commit the result", f)
+		}
+	}
+}

@@ -1,0 +1,83 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+
+	"podmin.dev/podmin/agent"
+	"podmin.dev/podmin/agent/pods"
+	"podmin.dev/podmin/agent/registry"
+	"podmin.dev/podmin/internal/nodepod"
+)
+
+// usage writes the agent's help: what it does, its six flags, the
+// environment settings, and the host paths it owns.
+func usage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintf(w, `podmin-agent reconciles one NodeGroup's committed desired state (the cluster
+bucket's deployments/index.json) into kubelet's static Pod directory on this node,
+and serves the node's loopback health endpoints and read-only OCI registry.
+It runs until SIGTERM (or SIGINT) and exits 1 when its configuration is invalid.
+
+Usage:
+  podmin-agent --provider aws|local --bucket BUCKET --region REGION \
+               --cluster CLUSTER --nodegroup NODEGROUP --ipv6-prefix PREFIX/80
+
+Flags (the six configuration flags are all required):
+`)
+	fs.VisitAll(func(f *flag.Flag) {
+		fmt.Fprintf(w, "  --%-13s %s\n", f.Name, f.Usage)
+	})
+	fmt.Fprintf(w, `  --help          print this help and exit
+
+Local node mode:
+  With --provider local the bucket is a local directory: --bucket is an absolute
+  directory or the name of a bucket in the Podmin data directory (the name NAME
+  is $XDG_DATA_HOME/podmin/buckets/NAME), and --region is "local". Values of
+  podmin.dev/local annotations come from the local secrets store in the same
+  data directory. Commits are noticed within milliseconds through file
+  notifications; the poll remains the correctness path. No kubelet is watched.
+  Together with %[1]s this runs a whole node unprivileged in a directory:
+
+    %[1]s=$PWD/node %[2]s=1 podmin-agent --provider local --bucket NAME \
+      --region local --cluster CLUSTER --nodegroup NODEGROUP \
+      --ipv6-prefix 2001:db8:0:1:2::/80
+
+Environment (settings of the process, not of the node):
+  %-28[1]s directory standing in for / for every host path
+                               (default /)
+  %-28[2]s 1: run one reconcile pass and exit: 0 when the whole
+                               NodeGroup was published, 1 otherwise (default 0)
+  %-28[3]s index poll period, a Go duration (default %[4]s;
+                               each wait is jittered within 80-100%% of it)
+  %-28[5]s loopback address of /healthz, /readyz and /metrics
+                               (default %[6]s)
+  %-28[7]s loopback address of the read-only registry, or "off"
+                               (default %[8]s)
+  %-28[9]s wait between stopping reconciliation and exiting on
+                               SIGTERM (default %[10]s)
+  %-28[14]s locate the Podmin data directory (local provider)
+  %-28[15]s standard AWS configuration (aws provider), such as
+                               AWS_PROFILE, AWS_REGION or AWS_ENDPOINT_URL_S3
+
+Host paths (beneath %[1]s):
+  %[11]s
+      static Pod files, exclusively Podmin's: stale *.yaml files are removed
+  %[12]s/<pod>
+      the Pod's values and identity directory (tmpfs), removed with its file
+  %[13]s
+      kubelet's Pods API socket, watched for Pod readiness (aws provider)
+
+Endpoints (loopback only):
+  /healthz   200 while the process serves
+  /readyz    200 when the NodeGroup is published; 503 with one reason per line,
+             naming every Pod kept at its last valid state
+  /metrics   counters of passes, failures, restarts and per-Pod failures
+`, agent.EnvRoot, agent.EnvOnce, agent.EnvPollInterval, agent.DefaultPollInterval, agent.EnvHealthAddr, agent.DefaultHealthAddr,
+		agent.EnvRegistryAddr, registry.DefaultAddress, agent.EnvTTLMargin, agent.DefaultTTLMargin,
+		nodepod.ManifestsDir, nodepod.WorkloadsDir, pods.SocketPath, "XDG_DATA_HOME, HOME", "AWS_*")
+}
