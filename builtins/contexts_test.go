@@ -7,6 +7,7 @@ package builtins
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"podmin.dev/podmin/internal/cloud/aws"
 	"podmin.dev/podmin/internal/cloud/local"
 	"podmin.dev/podmin/internal/objstore"
+	localstore "podmin.dev/podmin/internal/objstore/local"
 	"podmin.dev/podmin/internal/objstore/objstoretest"
 	"podmin.dev/podmin/internal/objstore/s3store"
 	"podmin.dev/podmin/internal/paths"
@@ -118,5 +120,24 @@ func TestConnectLocalOwnership(t *testing.T) {
 	c, err := env.CurrentContext()
 	if err != nil || c.Cluster != "one" || c.Region != "local" || c.SecretsProvider != "local" {
 		t.Fatalf("current = %+v, %v", c, err)
+	}
+}
+
+// TestConnectLocalAdoptsDirectory checks that connect makes an existing
+// directory without .podmin a bucket, but does not claim it.
+func TestConnectLocalAdoptsDirectory(t *testing.T) {
+	ctx := context.Background()
+	env := testEnv(t)
+	dir := filepath.Join(t.TempDir(), "handmade")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	res, err := env.Connect(ctx, ConnectOptions{Cluster: "one", Provider: "local", Bucket: dir})
+	if err != nil || res.BucketCreated || res.BucketOwned {
+		t.Fatalf("connect to an existing directory: %+v %v; want used, neither created nor owned", res, err)
+	}
+	tags, err := localstore.Open(dir).BucketTags(ctx)
+	if err != nil || len(tags) != 0 {
+		t.Fatalf("connect claimed an existing directory: %v %v", tags, err)
 	}
 }

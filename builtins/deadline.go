@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"podmin.dev/podmin/internal/contexts"
@@ -81,6 +82,21 @@ func (d *deadlineStore) Delete(ctx context.Context, key string, ifMatch string) 
 	return d.annotate(ctx, "DELETE", key, d.Store.Delete(ctx, key, ifMatch))
 }
 
+// Open streams through the bucket's own streaming reads when it has them.
+func (d *deadlineStore) Open(ctx context.Context, key string, opts objstore.GetOptions) (*objstore.Reader, error) {
+	r, err := objstore.OpenObject(ctx, d.Store, key, opts)
+	return r, d.annotate(ctx, "GET", key, err)
+}
+
+// Write streams through the bucket's own streaming writes (which keep
+// object metadata) when it has them.
+func (d *deadlineStore) Write(ctx context.Context, key string, body io.Reader, size int64, opts objstore.PutOptions) (string, error) {
+	e, err := objstore.WriteObject(ctx, d.Store, key, body, size, opts)
+	return e, d.annotate(ctx, "PUT", key, err)
+}
+
+var _ objstore.Streamer = (*deadlineStore)(nil)
+
 func (d *deadlineStore) List(ctx context.Context, prefix string, opts objstore.ListOptions) (objstore.ListPage, error) {
 	p, err := d.Store.List(ctx, prefix, opts)
 	return p, d.annotate(ctx, "LIST", prefix, err)
@@ -91,6 +107,10 @@ func (d *deadlineStore) List(ctx context.Context, prefix string, opts objstore.L
 func (e *Env) explain(c contexts.Context, err error) error {
 	if err == nil {
 		return nil
+	}
+	if errors.Is(err, objstore.ErrBucketNotFound) {
+		return fmt.Errorf("bucket %s of cluster %s does not exist (provider %s, region %s): check the bucket name and region of the context (\"podmin use\" lists them), that the bucket was not deleted, and that the credentials can see it; nothing was changed: %w",
+			c.Bucket, c.Cluster, c.Provider, c.Region, err)
 	}
 	if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ErrTimeout) {
 		limit := "its deadline"

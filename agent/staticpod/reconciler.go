@@ -251,6 +251,8 @@ func (r *Reconciler) readIndex(ctx context.Context, full bool) (*state.Index, st
 	switch {
 	case errors.Is(err, objstore.ErrNotModified):
 		return nil, r.appliedETag, true, nil
+	case errors.Is(err, objstore.ErrBucketNotFound):
+		return nil, "", false, bucketMissing(err)
 	case errors.Is(err, objstore.ErrNotFound):
 		if err := r.checkBucket(ctx); err != nil {
 			return nil, "", false, err
@@ -273,6 +275,12 @@ func (r *Reconciler) readIndex(ctx context.Context, full bool) (*state.Index, st
 // ErrBucketMissing reports that the cluster bucket itself is absent: the
 // node keeps everything it published and retries.
 var ErrBucketMissing = errors.New("the cluster bucket does not exist")
+
+// bucketMissing is the error for a read that found no bucket
+// (objstore.ErrBucketNotFound).
+func bucketMissing(err error) error {
+	return fmt.Errorf("%w: keeping every published Pod and Service until it is back: %w", ErrBucketMissing, err)
+}
 
 // checkBucket tells an index absent from an existing bucket (empty desired
 // state) from an absent bucket (an outage: nothing may be removed).
@@ -300,6 +308,8 @@ var ErrIndexChanged = errors.New("the deployment index changed during reconcilia
 func (r *Reconciler) confirm(ctx context.Context, etag string) error {
 	_, err := r.opts.Store.Get(ctx, state.IndexPath, objstore.GetOptions{IfNoneMatch: etag})
 	switch {
+	case errors.Is(err, objstore.ErrBucketNotFound):
+		return bucketMissing(err)
 	case etag == "" && errors.Is(err, objstore.ErrNotFound):
 		return r.checkBucket(ctx)
 	case errors.Is(err, objstore.ErrNotModified):

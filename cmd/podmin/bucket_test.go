@@ -43,7 +43,7 @@ func checkMissingBucket(t *testing.T, c *cli, bucket string) {
 				t.Errorf("%s: error lacks %q:\n%s", args, want, errs)
 			}
 		}
-		for _, never := range []string{"no deployments", "does not exist: nothing was changed; run \"podmin list\"", "deleted", "created", "[]"} {
+		for _, never := range []string{"no deployments", "does not exist: nothing was changed; run \"podmin list\"", "deleted from the desired state", "workers/web created", "[]"} {
 			if strings.Contains(out+errs, never) {
 				t.Errorf("%s: output reads the missing bucket as an empty cluster (%q):\n%s%s", args, never, out, errs)
 			}

@@ -13,8 +13,14 @@ import (
 
 // Sentinel errors. Implementations wrap them so callers match with errors.Is.
 var (
-	// ErrNotFound reports a missing object (or a missing bucket).
+	// ErrNotFound reports a missing object in a bucket that exists.
 	ErrNotFound = errors.New("object not found")
+	// ErrBucketNotFound reports that the bucket itself is missing (S3
+	// NoSuchBucket, a local bucket directory that is absent or lacks the
+	// store's .podmin metadata). It never wraps ErrNotFound: a missing
+	// bucket is never "object absent", so no caller mistakes it for empty
+	// state.
+	ErrBucketNotFound = errors.New("bucket not found")
 	// ErrPrecondition reports a failed If-Match or If-None-Match: * condition
 	// on a write or delete. S3's 412 and 409 both map here.
 	ErrPrecondition = errors.New("precondition failed")
@@ -30,6 +36,8 @@ var (
 type Object struct {
 	Data []byte
 	ETag string
+	// Metadata is the object's user metadata; nil or empty when it has none.
+	Metadata map[string]string
 }
 
 // Info describes an object without its content.
@@ -38,6 +46,9 @@ type Info struct {
 	ETag         string
 	Size         int64
 	LastModified time.Time
+	// Metadata is the object's user metadata from Head (nil or empty when
+	// it has none). Listings leave it nil, as S3 does.
+	Metadata map[string]string
 }
 
 // GetOptions are optional conditions on Get.
@@ -45,6 +56,16 @@ type GetOptions struct {
 	// IfNoneMatch, when set, makes Get return ErrNotModified if the object's
 	// current ETag equals it.
 	IfNoneMatch string
+	// Range selects part of the object. Only Open honours it; Get always
+	// returns the whole object.
+	Range *Range
+}
+
+// Range selects bytes [Offset, Offset+Length) of an object; Length < 0
+// means to the end. An Offset beyond the object's size is ErrInvalidRange;
+// a range reaching past the end is cut at the end, as in HTTP.
+type Range struct {
+	Offset, Length int64
 }
 
 // ListOptions select one page of a listing.

@@ -114,8 +114,9 @@ func (c *Committer) backoff(n int, slot time.Duration) time.Duration {
 	return d/2 + time.Duration(c.opts.Rand()*float64(d/2))
 }
 
-// ReadIndex reads and decodes the index with its ETag. A missing index is an
-// empty index with an empty ETag.
+// ReadIndex reads and decodes the index with its ETag. A missing index in a
+// bucket that exists is an empty index with an empty ETag; a missing bucket
+// is an error wrapping objstore.ErrBucketNotFound.
 func ReadIndex(ctx context.Context, store objstore.Store) (*Index, string, error) {
 	v, err := readIndexVersion(ctx, store)
 	if err != nil {
@@ -204,8 +205,9 @@ func (c *Committer) commit(ctx context.Context, m mutation) error {
 		switch {
 		case err == nil:
 			return nil
-		case errors.Is(err, errBucketMissing):
-			return fail(err) // nothing was written: there is nowhere to write
+		case errors.Is(err, objstore.ErrBucketNotFound):
+			// The bucket is gone: this write wrote nothing.
+			return fail(fmt.Errorf("write %s: %w", IndexPath, err))
 		case errors.Is(err, objstore.ErrPrecondition), errors.Is(err, objstore.ErrNotFound):
 			lastErr = fmt.Errorf("another writer changed %s: %w", IndexPath, err)
 			slot = time.Since(roundStart)

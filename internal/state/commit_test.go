@@ -9,11 +9,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/objstore/faultstore"
+	"podmin.dev/podmin/internal/objstore/local"
 	"podmin.dev/podmin/internal/state"
 )
 
@@ -296,5 +298,23 @@ func TestVanishedIndexIsReread(t *testing.T) {
 	}
 	if ix := readIndex(t, b); ix.Len() != 1 {
 		t.Fatalf("index has %d entries, want only workers/api", ix.Len())
+	}
+}
+
+// TestMissingBucketIsNotEmpty checks that a missing bucket is an error at
+// once (no retries) and never reads as an empty index.
+func TestMissingBucketIsNotEmpty(t *testing.T) {
+	ctx := context.Background()
+	b := local.Open(filepath.Join(t.TempDir(), "gone"))
+	if _, _, err := state.ReadIndex(ctx, b); !errors.Is(err, objstore.ErrBucketNotFound) {
+		t.Fatalf("ReadIndex on a missing bucket error = %v, want ErrBucketNotFound", err)
+	}
+	slept := 0
+	c := state.NewCommitter(b, state.CommitOptions{Sleep: func(context.Context, time.Duration) error { slept++; return nil }})
+	if _, err := c.Delete(ctx, state.Key{NodeGroup: "workers", Name: "web"}); !errors.Is(err, objstore.ErrBucketNotFound) || slept != 0 {
+		t.Errorf("Delete on a missing bucket: %v after %d sleeps, want ErrBucketNotFound at once", err, slept)
+	}
+	if _, err := c.Deploy(ctx, deployment("workers", "web", "default", "registry.podmin.internal/apps/web:v1", "")); !errors.Is(err, objstore.ErrBucketNotFound) || slept != 0 {
+		t.Errorf("Deploy on a missing bucket: %v after %d sleeps, want ErrBucketNotFound at once", err, slept)
 	}
 }

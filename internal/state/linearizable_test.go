@@ -5,9 +5,11 @@
 package state_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -80,6 +82,22 @@ func (h *fakeHistory) PutIfMatch(ctx context.Context, key string, data []byte, e
 
 func (h *fakeHistory) Put(ctx context.Context, key string, data []byte) (string, error) {
 	return h.record(ctx, key, data, func() (string, error) { return h.Store.Put(ctx, key, data) })
+}
+
+// Open streams reads from the inner store.
+func (h *fakeHistory) Open(ctx context.Context, key string, opts objstore.GetOptions) (*objstore.Reader, error) {
+	return objstore.OpenObject(ctx, h.Store, key, opts)
+}
+
+// Write records index writes made with options (the write IDs).
+func (h *fakeHistory) Write(ctx context.Context, key string, body io.Reader, size int64, opts objstore.PutOptions) (string, error) {
+	data, err := objstore.ReadExactly(body, size)
+	if err != nil {
+		return "", err
+	}
+	return h.record(ctx, key, data, func() (string, error) {
+		return objstore.WriteObject(ctx, h.Store, key, bytes.NewReader(data), size, opts)
+	})
 }
 
 // linOp is one operation as its caller saw it.

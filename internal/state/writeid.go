@@ -134,16 +134,15 @@ func resolveWrite(id string, base, cur indexVersion) writeResolution {
 	return writeUnknown
 }
 
-// errBucketMissing marks an index write that found no bucket.
-var errBucketMissing = errors.New("bucket missing")
-
 // retryableRead reports whether a failed index read is worth another round.
+// A missing bucket is not: it is never "no index yet".
 func retryableRead(err error) bool {
-	return !errors.Is(err, ErrInvalidIndex) && !errors.Is(err, errBucketMissing)
+	return !errors.Is(err, ErrInvalidIndex) && !errors.Is(err, objstore.ErrBucketNotFound)
 }
 
 // readIndexVersion reads the index with its ETag and write IDs. A missing
-// index is an empty index.
+// index in a bucket that exists is an empty index; a missing bucket is an
+// error wrapping objstore.ErrBucketNotFound.
 func readIndexVersion(ctx context.Context, store objstore.Store) (indexVersion, error) {
 	obj, err := store.Get(ctx, IndexPath, objstore.GetOptions{})
 	if errors.Is(err, objstore.ErrNotFound) {
@@ -156,22 +155,26 @@ func readIndexVersion(ctx context.Context, store objstore.Store) (indexVersion, 
 	if err != nil {
 		return indexVersion{}, err
 	}
-	return indexVersion{ix: ix, etag: obj.ETag, exists: true, chain: chainFrom(nil)}, nil
+	return indexVersion{ix: ix, etag: obj.ETag, exists: true, chain: chainFrom(obj.Metadata)}, nil
 }
 
 // writeIndex writes data conditionally on base (create-only when base did
-// not exist), carrying write ID id and base's chain in metadata.
+// not exist), carrying write ID id and base's chain in the object metadata.
+//
+// A store that keeps no metadata (a dry run's in-memory overlay) refuses
+// the options before sending anything; the write is then made without IDs.
+// Nothing is lost for correctness: without IDs an ambiguous write resolves
+// only when nothing happened since, and is otherwise reported unknown,
+// never applied twice.
 func (c *Committer) writeIndex(ctx context.Context, base indexVersion, data []byte, id string) error {
-	_ = writeMeta(id, base)
-	var err error
-	if !base.exists {
-		_, err = c.store.PutIfAbsent(ctx, IndexPath, data)
-		if errors.Is(err, objstore.ErrNotFound) {
-			// A create-only write finds no bucket: nothing was written.
-			return fmt.Errorf("write %s: %w: %w: check that the cluster bucket exists", IndexPath, errBucketMissing, err)
-		}
-	} else {
-		_, err = c.store.PutIfMatch(ctx, IndexPath, data, base.etag)
+	opts := objstore.PutOptions{IfAbsent: !base.exists, Metadata: writeMeta(id, base)}
+	if base.exists {
+		opts.IfMatch = base.etag
+	}
+	_, err := objstore.PutWithOptions(ctx, c.store, IndexPath, data, opts)
+	if errors.Is(err, objstore.ErrMetadataUnsupported) {
+		opts.Metadata = nil
+		_, err = objstore.PutWithOptions(ctx, c.store, IndexPath, data, opts)
 	}
 	return err
 }

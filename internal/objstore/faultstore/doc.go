@@ -7,6 +7,8 @@
 // ambiguous writes (the call is made, then its response is "lost"). Faults
 // are chosen by rules on operation and key prefix, optionally with a
 // probability drawn from a seeded RNG, so a failing run can be replayed.
+// Streamed calls count as the request they are: Open as a Get, Write as a
+// Put, PutIfAbsent or PutIfMatch according to its condition.
 //
 // It exists for tests: exactly-once logic (index commits, manifest commits,
 // pushes) is proven against it, and request budgets are checked with its

@@ -7,6 +7,7 @@ package faultstore
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -211,4 +212,35 @@ func (s *Store) Delete(ctx context.Context, key string, ifMatch string) error {
 // their Prefix against the listed prefix.
 func (s *Store) List(ctx context.Context, prefix string, opts objstore.ListOptions) (objstore.ListPage, error) {
 	return do(ctx, s, OpList, prefix, func() (objstore.ListPage, error) { return s.inner.List(ctx, prefix, opts) })
+}
+
+var _ objstore.Streamer = (*Store)(nil)
+
+// Open forwards to the inner store (objstore.OpenObject) under the rules
+// for OpGet: a streamed read is one GET request.
+func (s *Store) Open(ctx context.Context, key string, opts objstore.GetOptions) (*objstore.Reader, error) {
+	var opened *objstore.Reader
+	r, err := do(ctx, s, OpGet, key, func() (*objstore.Reader, error) {
+		r, err := objstore.OpenObject(ctx, s.inner, key, opts)
+		opened = r
+		return r, err
+	})
+	if err != nil && opened != nil {
+		// A lost reply: the inner store opened the object.
+		opened.Close()
+	}
+	return r, err
+}
+
+// Write forwards to the inner store (objstore.WriteObject) under the rules
+// of the request it is: OpPutIfAbsent, OpPutIfMatch or OpPut.
+func (s *Store) Write(ctx context.Context, key string, body io.Reader, size int64, opts objstore.PutOptions) (string, error) {
+	op := OpPut
+	switch {
+	case opts.IfAbsent:
+		op = OpPutIfAbsent
+	case opts.IfMatch != "":
+		op = OpPutIfMatch
+	}
+	return do(ctx, s, op, key, func() (string, error) { return objstore.WriteObject(ctx, s.inner, key, body, size, opts) })
 }

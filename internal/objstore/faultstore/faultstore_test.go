@@ -9,6 +9,7 @@ import (
 	"errors"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -217,5 +218,54 @@ func TestConcurrentCounting(t *testing.T) {
 	}
 	if inj := s.Injected().Head; inj == 0 || inj == 800 {
 		t.Errorf("Injected().Head = %d of 800 at probability 0.5", inj)
+	}
+}
+
+// TestStreamingCountsAsRequests checks that Open and Write count, and are
+// faulted, as the request they are: Open a Get, Write a Put, PutIfAbsent
+// or PutIfMatch by its condition. Metadata passes through.
+func TestStreamingCountsAsRequests(t *testing.T) {
+	ctx := t.Context()
+	inner := newInner(t)
+	s := faultstore.New(inner)
+	md := map[string]string{"write-id": "abc"}
+	etag, err := s.Write(ctx, "index", strings.NewReader("v1"), 2, objstore.PutOptions{IfAbsent: true, Metadata: md})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Write(ctx, "index", strings.NewReader("v2"), 2, objstore.PutOptions{IfMatch: etag}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Write(ctx, "other", strings.NewReader("x"), 1, objstore.PutOptions{Metadata: md}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Open(ctx, "other", objstore.GetOptions{Range: &objstore.Range{Offset: 0, Length: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if r.Info.Metadata["write-id"] != "abc" {
+		t.Errorf("Open metadata = %v, want it passed through", r.Info.Metadata)
+	}
+	if got, want := s.Counts(), (faultstore.Counts{Get: 1, PutIfAbsent: 1, PutIfMatch: 1, Put: 1}); got != want {
+		t.Errorf("Counts = %+v, want %+v", got, want)
+	}
+
+	s.SetRules(faultstore.Rule{Action: faultstore.Ambiguous, Ops: []faultstore.Op{faultstore.OpPutIfMatch}})
+	cur, err := inner.Head(ctx, "index")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Write(ctx, "index", strings.NewReader("v3"), 2, objstore.PutOptions{IfMatch: cur.ETag, Metadata: md})
+	if !errors.Is(err, faultstore.ErrAmbiguous) {
+		t.Fatalf("faulted Write error = %v, want ErrAmbiguous", err)
+	}
+	obj, err := inner.Get(ctx, "index", objstore.GetOptions{})
+	if err != nil || string(obj.Data) != "v3" || obj.Metadata["write-id"] != "abc" {
+		t.Errorf("after an ambiguous Write the object is %q %v, %v; want v3 applied with its metadata", obj.Data, obj.Metadata, err)
+	}
+	s.SetRules(faultstore.Rule{Action: faultstore.Fail, Ops: []faultstore.Op{faultstore.OpGet}})
+	if _, err := s.Open(ctx, "index", objstore.GetOptions{}); !errors.Is(err, faultstore.ErrInjected) {
+		t.Errorf("faulted Open error = %v, want ErrInjected", err)
 	}
 }

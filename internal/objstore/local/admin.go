@@ -30,7 +30,7 @@ func (b *Bucket) BucketExists(ctx context.Context) (bool, error) {
 	switch {
 	case err == nil:
 		return true, nil
-	case errors.Is(err, objstore.ErrNotFound):
+	case errors.Is(err, objstore.ErrBucketNotFound):
 		return false, nil
 	default:
 		return false, err
@@ -38,7 +38,11 @@ func (b *Bucket) BucketExists(ctx context.Context) (bool, error) {
 }
 
 // CreateBucket creates the bucket directory (0700, parents included) and its
-// .podmin folder, or returns ErrBucketExists when the directory exists.
+// .podmin folder. An existing directory without .podmin is adopted: it gets
+// its .podmin folder and its files become the bucket's objects, but since
+// Podmin did not create the directory the result is ErrBucketExists, so
+// that no caller claims it as its own. A directory that already has
+// .podmin is ErrBucketExists too.
 func (b *Bucket) CreateBucket(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -46,22 +50,42 @@ func (b *Bucket) CreateBucket(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Dir(b.dir), 0o700); err != nil {
 		return fmt.Errorf("create local bucket: %w", err)
 	}
+	existed := false
 	switch err := syscall.Mkdir(b.dir, 0o700); {
 	case errors.Is(err, syscall.EEXIST):
 		if !isDir(b.dir) {
 			return fmt.Errorf("create local bucket: %q is a file, not a directory: remove it or choose another bucket directory", b.dir)
 		}
-		return fmt.Errorf("create local bucket %q: %w", b.dir, objstore.ErrBucketExists)
+		existed = true
 	case err != nil:
 		return fmt.Errorf("create local bucket: %w", &os.PathError{Op: "mkdir", Path: b.dir, Err: err})
+	default:
+		if err := syncDir(filepath.Dir(b.dir)); err != nil {
+			return fmt.Errorf("create local bucket: %w", err)
+		}
 	}
-	if err := syncDir(filepath.Dir(b.dir)); err != nil {
-		return fmt.Errorf("create local bucket: %w", err)
+	switch err := syscall.Mkdir(b.metaPath(), 0o700); {
+	case errors.Is(err, syscall.EEXIST):
+		if !isDir(b.metaPath()) {
+			return fmt.Errorf("create local bucket: %s is a file: remove it and create the bucket again", b.metaPath())
+		}
+		return fmt.Errorf("create local bucket %q: %w", b.dir, objstore.ErrBucketExists)
+	case err != nil:
+		return fmt.Errorf("create local bucket: %w", &os.PathError{Op: "mkdir", Path: b.metaPath(), Err: err})
 	}
 	if err := b.ensureMeta(); err != nil {
 		return err
 	}
-	return syncDir(b.dir)
+	if err := syncDir(b.metaPath()); err != nil {
+		return err
+	}
+	if err := syncDir(b.dir); err != nil {
+		return err
+	}
+	if existed {
+		return fmt.Errorf("create local bucket: adopted the existing directory %q, which Podmin did not create: %w", b.dir, objstore.ErrBucketExists)
+	}
+	return nil
 }
 
 // BucketTags returns the tags stored in .podmin/tags.json; none when the

@@ -82,20 +82,24 @@ func TestMissingBucket(t *testing.T) {
 	if ok, err := b.BucketExists(ctx); ok || err != nil {
 		t.Errorf("BucketExists = %v, %v; want false, nil", ok, err)
 	}
-	want := `local bucket directory "` + dir + `" does not exist (object not found): create the bucket first`
+	want := `local bucket directory "` + dir + `" does not exist (bucket not found): check the bucket name, or create the bucket first`
 	checks := map[string]error{}
 	_, checks["Get"] = b.Get(ctx, "k", objstore.GetOptions{})
 	_, checks["Head"] = b.Head(ctx, "k")
 	_, checks["Put"] = b.Put(ctx, "k", nil)
 	_, checks["PutIfAbsent"] = b.PutIfAbsent(ctx, "k", nil)
+	_, checks["PutIfMatch"] = b.PutIfMatch(ctx, "k", nil, `"e"`)
+	checks["DeleteIfMatch"] = b.Delete(ctx, "k", `"e"`)
+	_, checks["Open"] = b.Open(ctx, "k", objstore.GetOptions{})
+	_, checks["Write"] = b.Write(ctx, "k", strings.NewReader("x"), 1, objstore.PutOptions{Metadata: map[string]string{"a": "b"}})
 	_, checks["List"] = b.List(ctx, "", objstore.ListOptions{})
 	checks["Delete"] = b.Delete(ctx, "k", "")
 	_, checks["BucketTags"] = b.BucketTags(ctx)
 	checks["SetBucketTags"] = b.SetBucketTags(ctx, map[string]string{"a": "b"})
 	_, checks["BucketRegion"] = b.BucketRegion(ctx)
 	for op, err := range checks {
-		if !errors.Is(err, objstore.ErrNotFound) || !strings.Contains(err.Error(), want) {
-			t.Errorf("%s on a missing bucket: error = %v, want ErrNotFound saying %q", op, err, want)
+		if !errors.Is(err, objstore.ErrBucketNotFound) || errors.Is(err, objstore.ErrNotFound) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s on a missing bucket: error = %v, want ErrBucketNotFound (not ErrNotFound) saying %q", op, err, want)
 		}
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
@@ -175,5 +179,43 @@ func TestBucketTags(t *testing.T) {
 	}
 	if _, err := b.BucketTags(ctx); err == nil || !strings.Contains(err.Error(), "is corrupt: fix or delete it") {
 		t.Errorf("BucketTags with a corrupt file error = %v", err)
+	}
+}
+
+// TestCreateBucketAdoptsDirectory checks that a directory without .podmin is
+// no bucket until CreateBucket adopts it, files and all, without reporting
+// it as created.
+func TestCreateBucketAdoptsDirectory(t *testing.T) {
+	ctx := t.Context()
+	dir := filepath.Join(t.TempDir(), "existing")
+	if err := os.MkdirAll(filepath.Join(dir, "a"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "a", "file"), []byte("abc"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := local.Open(dir)
+	if ok, err := b.BucketExists(ctx); ok || err != nil {
+		t.Fatalf("BucketExists of a directory without .podmin = %v, %v; want false, nil", ok, err)
+	}
+	_, err := b.Get(ctx, "a/file", objstore.GetOptions{})
+	if !errors.Is(err, objstore.ErrBucketNotFound) || !strings.Contains(err.Error(), "has no .podmin folder") {
+		t.Fatalf("Get before adoption error = %v, want ErrBucketNotFound naming .podmin", err)
+	}
+	// Adopted, but reported as existing: Podmin did not create it, so no
+	// caller may claim it.
+	if err := b.CreateBucket(ctx); !errors.Is(err, objstore.ErrBucketExists) || !strings.Contains(err.Error(), "adopted the existing directory") {
+		t.Fatalf("CreateBucket of an existing directory error = %v, want ErrBucketExists saying it was adopted", err)
+	}
+	obj, err := b.Get(ctx, "a/file", objstore.GetOptions{})
+	const abc = `"ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"`
+	if err != nil || string(obj.Data) != "abc" || obj.ETag != abc {
+		t.Fatalf("Get after adoption = %q %s, %v; want abc with ETag %s", obj.Data, obj.ETag, err, abc)
+	}
+	if err := b.CreateBucket(ctx); !errors.Is(err, objstore.ErrBucketExists) {
+		t.Errorf("CreateBucket of an adopted bucket error = %v, want ErrBucketExists", err)
+	}
+	if ok, err := b.BucketExists(ctx); !ok || err != nil {
+		t.Errorf("BucketExists after adoption = %v, %v; want true", ok, err)
 	}
 }

@@ -5,7 +5,15 @@
 // Package local is the embedded, directory-backed bucket: the object at key
 // "a/b/c" is the plain file <dir>/a/b/c, so an operator can browse a local
 // bucket with ls and cat. Everything else the store needs (lock files, bucket
-// tags, temporary files) lives in the single hidden folder <dir>/.podmin.
+// tags, temporary files, and one record per object with its ETag and user
+// metadata) lives in the single hidden folder <dir>/.podmin. A directory
+// without .podmin is not a bucket (ErrBucketNotFound) until CreateBucket
+// adopts it.
+//
+// The record makes HEAD, conditional writes and ranged reads independent of
+// the object's size: it is trusted only while the file keeps the inode,
+// size and modification time it was written with, so a file replaced or
+// edited by hand is hashed again on its next read.
 //
 // Conditional writes and deletes are atomic across processes: each key is
 // serialised by flock(2) on a lock file under .podmin/locks, and new content

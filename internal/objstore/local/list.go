@@ -109,10 +109,13 @@ func (l *lister) walk(dir, keyPrefix string) error {
 			l.truncated = true
 			return errPageFull
 		}
-		info, err := l.b.stat(key)
+		f, fi, v, err := l.b.openVersion(key)
 		switch {
 		case err == nil:
-			l.objects = append(l.objects, info)
+			f.Close()
+			in := info(key, fi, v)
+			in.Metadata = nil // listings carry no metadata, as on S3
+			l.objects = append(l.objects, in)
 		case missing(err) || errors.Is(err, errIsDir):
 			// Replaced or deleted since ReadDir: not part of this page.
 		default:

@@ -5,8 +5,8 @@
 package local
 
 import (
+	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -24,7 +24,8 @@ var _ objstore.Bucket = (*Bucket)(nil)
 // Bucket is a bucket stored in a directory. Its methods are safe for
 // concurrent use, also by several processes sharing the directory.
 type Bucket struct {
-	dir string
+	dir     string
+	records recordCache
 }
 
 // Open returns the bucket stored in dir. It does not touch the filesystem:
@@ -36,62 +37,106 @@ func Open(dir string) *Bucket {
 // Dir returns the bucket's directory.
 func (b *Bucket) Dir() string { return b.dir }
 
-// Get returns the object's bytes and ETag. ErrNotModified reports that
-// opts.IfNoneMatch equals the current ETag.
+// Get returns the object's bytes, ETag and metadata. ErrNotModified
+// reports that opts.IfNoneMatch equals the current ETag.
 func (b *Bucket) Get(ctx context.Context, key string, opts objstore.GetOptions) (objstore.Object, error) {
 	if err := b.check(ctx, key); err != nil {
 		return objstore.Object{}, fmt.Errorf("get %q: %w", key, err)
 	}
-	data, err := os.ReadFile(b.path(key))
+	f, fi, v, err := b.openVersion(key)
 	if err != nil {
 		return objstore.Object{}, b.readError("get", key, err)
 	}
-	etag := etagOf(data)
-	if opts.IfNoneMatch != "" && sameETag(opts.IfNoneMatch, etag) {
+	defer f.Close()
+	if opts.IfNoneMatch != "" && sameETag(opts.IfNoneMatch, v.ETag) {
 		return objstore.Object{}, fmt.Errorf("get %q: %w", key, objstore.ErrNotModified)
 	}
-	return objstore.Object{Data: data, ETag: etag}, nil
+	data := make([]byte, fi.Size())
+	if _, err := io.ReadFull(io.NewSectionReader(f, 0, fi.Size()), data); err != nil {
+		return objstore.Object{}, fmt.Errorf("get %q: %w", key, err)
+	}
+	return objstore.Object{Data: data, ETag: v.ETag, Metadata: objstore.CloneMetadata(v.Metadata)}, nil
 }
 
-// Head returns the object's metadata. The ETag is computed by hashing the
-// file, which keeps it correct whoever wrote the file.
+// Head returns the object's size, ETag and metadata from its record, in
+// time independent of the object's size. A file changed behind the store's
+// back is hashed once.
 func (b *Bucket) Head(ctx context.Context, key string) (objstore.Info, error) {
 	if err := b.check(ctx, key); err != nil {
 		return objstore.Info{}, fmt.Errorf("head %q: %w", key, err)
 	}
-	info, err := b.stat(key)
+	f, fi, v, err := b.openVersion(key)
 	if err != nil {
 		return objstore.Info{}, b.readError("head", key, err)
 	}
-	return info, nil
+	f.Close()
+	return info(key, fi, v), nil
 }
+
+// Open streams the object, or opts.Range of it, from its file. The reader
+// keeps reading the version it opened even if the key is rewritten.
+func (b *Bucket) Open(ctx context.Context, key string, opts objstore.GetOptions) (*objstore.Reader, error) {
+	if err := b.check(ctx, key); err != nil {
+		return nil, fmt.Errorf("open %q: %w", key, err)
+	}
+	f, fi, v, err := b.openVersion(key)
+	if err != nil {
+		return nil, b.readError("open", key, err)
+	}
+	if opts.IfNoneMatch != "" && sameETag(opts.IfNoneMatch, v.ETag) {
+		f.Close()
+		return nil, fmt.Errorf("open %q: %w", key, objstore.ErrNotModified)
+	}
+	off, n, err := objstore.CheckRange(opts.Range, fi.Size())
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open %q: %w", key, err)
+	}
+	return &objstore.Reader{
+		ReadCloser: fileSection{SectionReader: io.NewSectionReader(f, off, n), f: f},
+		Info:       info(key, fi, v),
+	}, nil
+}
+
+// fileSection reads a section of an open file and closes the file.
+type fileSection struct {
+	*io.SectionReader
+	f *os.File
+}
+
+func (s fileSection) Close() error { return s.f.Close() }
 
 // PutIfAbsent writes data only when no object exists at key.
 func (b *Bucket) PutIfAbsent(ctx context.Context, key string, data []byte) (string, error) {
-	return b.write(ctx, "put-if-absent", key, data, func(cur string, exists bool) error {
-		if exists {
-			return fmt.Errorf("put-if-absent %q: the object already exists: %w", key, objstore.ErrPrecondition)
-		}
-		return nil
-	})
+	return b.write(ctx, "put-if-absent", key, bytes.NewReader(data), int64(len(data)), objstore.PutOptions{IfAbsent: true})
 }
 
 // PutIfMatch replaces the object only while its ETag equals etag. A missing
 // object is reported as ErrNotFound, as S3 does.
 func (b *Bucket) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (string, error) {
-	return b.write(ctx, "put-if-match", key, data, func(cur string, exists bool) error {
-		return matches("put-if-match", key, etag, cur, exists)
-	})
+	if etag == "" {
+		return "", fmt.Errorf("put-if-match %q: empty etag: read the object first", key)
+	}
+	return b.write(ctx, "put-if-match", key, bytes.NewReader(data), int64(len(data)), objstore.PutOptions{IfMatch: etag})
 }
 
 // Put writes data unconditionally.
 func (b *Bucket) Put(ctx context.Context, key string, data []byte) (string, error) {
-	return b.write(ctx, "put", key, data, nil)
+	return b.write(ctx, "put", key, bytes.NewReader(data), int64(len(data)), objstore.PutOptions{})
 }
 
-// Delete removes the object and then any parent directories it leaves
-// empty. With ifMatch set, a missing object is ErrNotFound and a different
-// ETag is ErrPrecondition.
+// Write streams size bytes from body into a temporary file under
+// .podmin/tmp, hashing them on the way, and then makes the file the object
+// (with its metadata) under the key's lock. The body is read before the
+// lock is taken, so a slow writer holds up no one. A body that is not
+// exactly size bytes long writes nothing.
+func (b *Bucket) Write(ctx context.Context, key string, body io.Reader, size int64, opts objstore.PutOptions) (string, error) {
+	return b.write(ctx, "write", key, body, size, opts)
+}
+
+// Delete removes the object, its record and then any parent directories it
+// leaves empty. With ifMatch set, a missing object is ErrNotFound and a
+// different ETag is ErrPrecondition.
 func (b *Bucket) Delete(ctx context.Context, key string, ifMatch string) error {
 	if err := b.check(ctx, key); err != nil {
 		return fmt.Errorf("delete %q: %w", key, err)
@@ -101,14 +146,20 @@ func (b *Bucket) Delete(ctx context.Context, key string, ifMatch string) error {
 		return fmt.Errorf("delete %q: %w", key, err)
 	}
 	defer unlock()
+	// The identity of the file being deleted names its record.
+	var id fileID
+	exists := false
 	if ifMatch != "" {
-		cur, exists, err := b.currentETag(key)
+		cur, ok, err := b.current(key)
 		if err != nil {
 			return fmt.Errorf("delete %q: %w", key, err)
 		}
-		if err := matches("delete", key, ifMatch, cur, exists); err != nil {
+		if err := matches("delete", key, ifMatch, cur.ETag, ok); err != nil {
 			return err
 		}
+		id, exists = cur.ID, ok
+	} else if fi, err := os.Lstat(b.path(key)); err == nil && fi.Mode().IsRegular() {
+		id, exists = idOf(fi), true
 	}
 	p := b.path(key)
 	switch err := syscall.Unlink(p); {
@@ -124,34 +175,128 @@ func (b *Bucket) Delete(ctx context.Context, key string, ifMatch string) error {
 	if err := syncDir(filepath.Dir(p)); err != nil {
 		return fmt.Errorf("delete %q: %w", key, err)
 	}
+	// A record left behind by a crash here describes no file.
+	if exists {
+		b.removeRecord(key, id)
+	}
 	b.removeEmptyParents(p)
 	return nil
 }
 
-// write runs one locked write. cond, when set, sees the current ETag and
-// vetoes the write by returning an error.
-func (b *Bucket) write(ctx context.Context, op, key string, data []byte, cond func(cur string, exists bool) error) (string, error) {
+// smallWrite is the largest body write reads into memory before taking
+// the key's lock.
+const smallWrite = 64 << 10
+
+// write runs one write: read or spool the body, then under the lock check
+// the conditions of opts, write the record and rename the file into place.
+func (b *Bucket) write(ctx context.Context, op, key string, body io.Reader, size int64, opts objstore.PutOptions) (string, error) {
 	if err := b.check(ctx, key); err != nil {
 		return "", fmt.Errorf("%s %q: %w", op, key, err)
 	}
+	if err := objstore.CheckPutOptions(opts); err != nil {
+		return "", fmt.Errorf("%s %q: %w", op, key, err)
+	}
+	// A small body is read into memory and written to its file only once
+	// the conditions hold, so a writer that lost a race touches no file.
+	// A large one is spooled before the lock, so that a slow body holds
+	// up no one.
+	var (
+		small  []byte
+		tmp    string
+		v      version
+		finish func(sync bool) error
+		err    error
+	)
+	if size <= smallWrite {
+		// Once started, a small write completes even if ctx ends: it
+		// takes no longer than the check would.
+		if small, err = objstore.ReadExactly(body, size); err != nil {
+			return "", fmt.Errorf("%s %q: %w", op, key, err)
+		}
+	} else if tmp, v, finish, err = b.spool(ctx, body, size); err != nil {
+		return "", fmt.Errorf("%s %q: %w", op, key, err)
+	}
+	renamed := false
+	defer func() {
+		if tmp != "" && !renamed {
+			_ = os.Remove(tmp)
+		}
+	}()
 	unlock, err := b.lock(key)
 	if err != nil {
+		if finish != nil {
+			_ = finish(false)
+		}
 		return "", fmt.Errorf("%s %q: %w", op, key, err)
 	}
 	defer unlock()
-	if cond != nil {
-		cur, exists, err := b.currentETag(key)
-		if err != nil {
-			return "", fmt.Errorf("%s %q: %w", op, key, err)
+	// Conditions are checked before anything is synced, so a writer that
+	// lost a race costs little.
+	cur, exists, err := b.current(key)
+	if err == nil {
+		switch {
+		case opts.IfAbsent && exists:
+			err = fmt.Errorf("%s %q: the object already exists: %w", op, key, objstore.ErrPrecondition)
+		case opts.IfMatch != "":
+			err = matches(op, key, opts.IfMatch, cur.ETag, exists)
 		}
-		if err := cond(cur, exists); err != nil {
+	}
+	if err != nil {
+		if finish != nil {
+			_ = finish(false)
+		}
+		if errors.Is(err, objstore.ErrPrecondition) || errors.Is(err, objstore.ErrNotFound) {
 			return "", err
 		}
-	}
-	if err := b.replace(key, data); err != nil {
 		return "", fmt.Errorf("%s %q: %w", op, key, err)
 	}
-	return etagOf(data), nil
+	if size <= smallWrite {
+		if tmp, v, finish, err = b.spool(context.WithoutCancel(ctx), bytes.NewReader(small), size); err != nil {
+			return "", fmt.Errorf("%s %q: %w", op, key, err)
+		}
+	}
+	v.Metadata = objstore.CloneMetadata(opts.Metadata)
+	// The object's data is synced while the record is written. A record
+	// without metadata need not survive a crash: a lost one costs a
+	// rehash that yields the same ETag.
+	synced := make(chan error, 1)
+	go func() { synced <- finish(true) }()
+	err = b.writeRecord(key, v, len(v.Metadata) > 0)
+	if serr := <-synced; serr != nil {
+		if err == nil {
+			b.removeRecord(key, v.ID)
+		}
+		return "", fmt.Errorf("%s %q: %w", op, key, serr)
+	}
+	if err != nil {
+		return "", fmt.Errorf("%s %q: %w", op, key, err)
+	}
+	if err := b.replace(key, tmp); err != nil {
+		b.removeRecord(key, v.ID)
+		return "", fmt.Errorf("%s %q: %w", op, key, err)
+	}
+	renamed = true
+	if exists && cur.ID != v.ID {
+		// Readers still holding the old file look again under the lock.
+		b.records.drop(key, cur.ID)
+		_ = os.Remove(b.recordPath(key, cur.ID))
+	}
+	return v.ETag, nil
+}
+
+// current describes the object at key, or reports exists=false. The
+// caller holds key's lock.
+func (b *Bucket) current(key string) (v version, exists bool, err error) {
+	f, _, v, err := b.openDescribed(key, hashAndRepair)
+	switch {
+	case err == nil:
+		f.Close()
+		return v, true, nil
+	case missing(err) || errors.Is(err, errIsDir) || errors.Is(err, syscall.EISDIR):
+		return version{}, false, nil
+	default:
+		return version{}, false, err
+	}
 }
 
 // matches checks an If-Match condition against the current state.
@@ -194,57 +339,9 @@ func (b *Bucket) readError(op, key string, err error) error {
 // keys, and so no object.
 var errIsDir = errors.New("is a directory")
 
-// stat opens key's file once so the size, ETag and time describe one version.
-func (b *Bucket) stat(key string) (objstore.Info, error) {
-	f, err := os.Open(b.path(key))
-	if err != nil {
-		return objstore.Info{}, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return objstore.Info{}, err
-	}
-	if !fi.Mode().IsRegular() {
-		return objstore.Info{}, errIsDir
-	}
-	h := sha256.New()
-	// A buffer the size of the file: small objects are the common case and
-	// io.Copy would allocate 32 KiB for each.
-	n, err := io.CopyBuffer(h, struct{ io.Reader }{f}, make([]byte, min(fi.Size()+1, 32<<10)))
-	if err != nil {
-		return objstore.Info{}, err
-	}
-	return objstore.Info{
-		Key:          key,
-		ETag:         quote(h.Sum(nil)),
-		Size:         n,
-		LastModified: fi.ModTime(),
-	}, nil
-}
-
-// currentETag returns the ETag of the object at key, or exists=false.
-func (b *Bucket) currentETag(key string) (etag string, exists bool, err error) {
-	info, err := b.stat(key)
-	switch {
-	case err == nil:
-		return info.ETag, true, nil
-	case missing(err) || errors.Is(err, errIsDir):
-		return "", false, nil
-	default:
-		return "", false, err
-	}
-}
-
 // missing reports errors that mean "no file at this path".
 func missing(err error) bool {
 	return errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
-}
-
-// etagOf is the ETag of content: its quoted SHA-256.
-func etagOf(data []byte) string {
-	sum := sha256.Sum256(data)
-	return quote(sum[:])
 }
 
 func quote(sum []byte) string {

@@ -5,7 +5,12 @@
 package local_test
 
 import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +19,7 @@ import (
 	"testing"
 
 	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/objstore/faultstore"
 	"podmin.dev/podmin/internal/objstore/local"
 	"podmin.dev/podmin/internal/objstore/objstoretest"
 )
@@ -31,6 +37,26 @@ func newBucket(tb testing.TB) *local.Bucket {
 func TestConformance(t *testing.T) {
 	t.Run("local", func(t *testing.T) {
 		objstoretest.Run(t, func(t *testing.T) objstore.Store { return newBucket(t) })
+	})
+	t.Run("local/missing bucket", func(t *testing.T) {
+		objstoretest.RunMissingBucket(t, func(t *testing.T) objstore.Store {
+			return local.Open(filepath.Join(t.TempDir(), "absent"))
+		})
+	})
+	t.Run("local/directory without .podmin", func(t *testing.T) {
+		objstoretest.RunMissingBucket(t, func(t *testing.T) objstore.Store {
+			dir := filepath.Join(t.TempDir(), "plain")
+			if err := os.MkdirAll(filepath.Join(dir, "p"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "k"), []byte("a file"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return local.Open(dir)
+		})
+	})
+	t.Run("local/faultstore", func(t *testing.T) {
+		objstoretest.Run(t, func(t *testing.T) objstore.Store { return faultstore.New(newBucket(t)) })
 	})
 }
 
@@ -151,6 +177,192 @@ func TestBadKeys(t *testing.T) {
 	for _, key := range []string{"a/.podmin", ".hidden", "a/..b", "x/y z/ü", strings.Repeat("s", 255), strings.Repeat("a/", 511) + "aa"} {
 		if _, err := b.Put(t.Context(), key, []byte("x")); err != nil {
 			t.Errorf("Put(%.40q): %v", key, err)
+		}
+	}
+}
+
+// TestChangedBehindTheStore checks that the ETag and metadata kept for an
+// object are not trusted once the file was replaced or edited by hand.
+func TestChangedBehindTheStore(t *testing.T) {
+	ctx := t.Context()
+	b := newBucket(t)
+	etag, err := objstore.PutWithOptions(ctx, b, "k", []byte("version one"), objstore.PutOptions{Metadata: map[string]string{"write-id": "1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	written := etag
+	p := filepath.Join(b.Dir(), "k")
+	edits := []struct {
+		name string
+		edit func() error
+	}{
+		{"same size, in place", func() error {
+			f, err := os.OpenFile(p, os.O_WRONLY, 0)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			_, err = f.WriteAt([]byte("VERSION"), 0)
+			return err
+		}},
+		{"replaced by rename", func() error {
+			tmp := filepath.Join(b.Dir(), "..", "elsewhere")
+			if err := os.WriteFile(tmp, []byte("another content"), 0o600); err != nil {
+				return err
+			}
+			return os.Rename(tmp, p)
+		}},
+		{"same content, new inode", func() error {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			if err := os.Remove(p); err != nil {
+				return err
+			}
+			return os.WriteFile(p, data, 0o600)
+		}},
+	}
+	for _, e := range edits {
+		if err := e.edit(); err != nil {
+			t.Fatalf("%s: %v", e.name, err)
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(data)
+		want := `"` + hex.EncodeToString(sum[:]) + `"`
+		info, err := b.Head(ctx, "k")
+		if err != nil || info.ETag != want || len(info.Metadata) != 0 {
+			t.Errorf("%s: Head = %s %v, %v; want ETag %s and no metadata", e.name, info.ETag, info.Metadata, err, want)
+		}
+		if info.ETag == written {
+			t.Errorf("%s: Head still reports the ETag of the version the store wrote", e.name)
+		}
+		obj, err := b.Get(ctx, "k", objstore.GetOptions{})
+		if err != nil || obj.ETag != want || !bytes.Equal(obj.Data, data) {
+			t.Errorf("%s: Get = %q %s, %v; want %q %s", e.name, obj.Data, obj.ETag, err, data, want)
+		}
+		etag = want
+	}
+	if _, err := b.PutIfMatch(ctx, "k", []byte("stored again"), etag); err != nil {
+		t.Errorf("PutIfMatch with the ETag of a hand-edited file: %v", err)
+	}
+}
+
+func BenchmarkStreamLocal(b *testing.B) {
+	objstoretest.RunStreamBenchmarks(b, func(b *testing.B) objstore.Store { return newBucket(b) })
+}
+
+func BenchmarkCopyBaseline(b *testing.B) {
+	objstoretest.RunCopyBaseline(b)
+}
+
+// TestHeadTrustsTheRecord shows that HEAD and a ranged read do not read the
+// object: content changed in place with size, inode and modification time
+// kept is not noticed (the record's documented limit), whereas any change
+// of those is (TestChangedBehindTheStore).
+func TestHeadTrustsTheRecord(t *testing.T) {
+	ctx := t.Context()
+	b := newBucket(t)
+	data := bytes.Repeat([]byte("podmin"), 1<<20/6)
+	etag, err := b.Put(ctx, "blob", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(b.Dir(), "blob")
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("PODMIN"), 600); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := os.Chtimes(p, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	info, err := b.Head(ctx, "blob")
+	if err != nil || info.ETag != etag {
+		t.Fatalf("Head = %s, %v; want the recorded ETag %s without reading the file", info.ETag, err, etag)
+	}
+	r, err := b.Open(ctx, "blob", objstore.GetOptions{Range: &objstore.Range{Offset: 600, Length: 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got, err := io.ReadAll(r)
+	if err != nil || string(got[:6]) != "PODMIN" || len(got) != 100 || r.Info.ETag != etag {
+		t.Fatalf("ranged read = %q…(%d bytes) ETag %s, %v", got[:min(len(got), 6)], len(got), r.Info.ETag, err)
+	}
+}
+
+// TestFailedWritesLeaveNoTemporaryFiles checks that a write that fails
+// (wrong size, cancelled) removes its temporary file.
+func TestFailedWritesLeaveNoTemporaryFiles(t *testing.T) {
+	b := newBucket(t)
+	data := bytes.Repeat([]byte("x"), 3<<20)
+	if _, err := b.Write(t.Context(), "k", bytes.NewReader(data[:1<<20]), int64(len(data)), objstore.PutOptions{}); !errors.Is(err, objstore.ErrSizeMismatch) {
+		t.Fatalf("short body error = %v, want ErrSizeMismatch", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := b.Write(ctx, "k", bytes.NewReader(data), int64(len(data)), objstore.PutOptions{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled write error = %v, want context.Canceled", err)
+	}
+	if tmp := tree(t, filepath.Join(b.Dir(), ".podmin", "tmp")); len(tmp) != 0 {
+		t.Errorf(".podmin/tmp holds %q after failed writes, want nothing", tmp)
+	}
+	if _, err := b.Head(t.Context(), "k"); !errors.Is(err, objstore.ErrNotFound) {
+		t.Errorf("Head after failed writes error = %v, want ErrNotFound", err)
+	}
+}
+
+// TestRecordsFollowObjects checks that records come and go with their
+// objects, and that a bucket without an objects folder (made by an older
+// version) gets one on its first write.
+func TestRecordsFollowObjects(t *testing.T) {
+	ctx := t.Context()
+	b := newBucket(t)
+	records := filepath.Join(b.Dir(), ".podmin", "objects")
+	if err := os.RemoveAll(records); err != nil {
+		t.Fatal(err)
+	}
+	md := objstore.PutOptions{Metadata: map[string]string{"write-id": "w"}}
+	for i := range 3 {
+		key := "k/" + strconv.Itoa(i)
+		if _, err := objstore.PutWithOptions(ctx, b, key, []byte("v1"), md); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Put(ctx, key, bytes.Repeat([]byte("v2"), 100<<10)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := objstore.PutWithOptions(ctx, b, key, []byte("v3"), md); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files := 0
+	for _, p := range tree(t, records) {
+		if !strings.HasSuffix(p, "/") {
+			files++
+		}
+	}
+	if files != 3 {
+		t.Errorf("records after rewrites: %q, want one file per object", tree(t, records))
+	}
+	for i := range 3 {
+		if err := b.Delete(ctx, "k/"+strconv.Itoa(i), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range tree(t, records) {
+		if !strings.HasSuffix(p, "/") || strings.Count(p, "/") > 1 {
+			t.Errorf("after deleting every object, records folder holds %s", p)
 		}
 	}
 }

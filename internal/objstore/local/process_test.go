@@ -159,7 +159,9 @@ func TestReaderNeverSeesPartialObject(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		for v := 1; v <= rewrites; v++ {
-			if _, err := b.Put(ctx, "hot/object", version(v)); err != nil {
+			data := version(v)
+			md := objstore.PutOptions{Metadata: map[string]string{"version": strconv.Itoa(v % 256)}}
+			if _, err := b.Write(ctx, "hot/object", bytes.NewReader(data), int64(len(data)), md); err != nil {
 				done <- err
 				return
 			}
@@ -183,6 +185,9 @@ func TestReaderNeverSeesPartialObject(t *testing.T) {
 		v := int(obj.Data[0])
 		if !bytes.Equal(obj.Data, version(v)) {
 			t.Fatalf("read %d: %d bytes that are not version %d", reads, len(obj.Data), v)
+		}
+		if v != 0 && obj.Metadata["version"] != strconv.Itoa(v) {
+			t.Fatalf("read %d: version %d with metadata %v", reads, v, obj.Metadata)
 		}
 		sum := sha256.Sum256(obj.Data)
 		if want := `"` + hex.EncodeToString(sum[:]) + `"`; obj.ETag != want {

@@ -39,6 +39,8 @@ func Run(t *testing.T, newStore func(t *testing.T) objstore.Store) {
 		{"RaceCounter", testRaceCounter},
 		{"RaceDeleteIfMatch", testRaceDeleteIfMatch},
 	}
+	tests = append(tests, metadataTests...)
+	tests = append(tests, streamTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, newStore(t))

@@ -8,7 +8,14 @@ package objstoretest
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -45,6 +52,9 @@ type S3Server struct {
 	Region string
 	// Dir is the posix root: one directory per bucket.
 	Dir string
+	// CAFile is the PEM certificate a TLS server (StartVersityGWTLS)
+	// presents, to trust as a CA bundle; empty for plain HTTP.
+	CAFile string
 
 	buckets atomic.Int64
 }
@@ -55,6 +65,18 @@ type S3Server struct {
 // works.
 func StartVersityGW(t testing.TB) *S3Server {
 	t.Helper()
+	return startVersityGW(t, false)
+}
+
+// StartVersityGWTLS is StartVersityGW serving HTTPS with a self-signed
+// certificate for 127.0.0.1, found in the server's CAFile.
+func StartVersityGWTLS(t testing.TB) *S3Server {
+	t.Helper()
+	return startVersityGW(t, true)
+}
+
+func startVersityGW(t testing.TB, useTLS bool) *S3Server {
+	t.Helper()
 	bin := VersityGWBinary(t)
 	dir := xattrDir(t)
 	s := &S3Server{
@@ -62,6 +84,14 @@ func StartVersityGW(t testing.TB) *S3Server {
 		SecretKey: "podmin-test-secret-0123456789",
 		Region:    "us-east-1",
 		Dir:       dir,
+	}
+	var extra []string
+	scheme := "http://"
+	if useTLS {
+		cert, key := selfSigned(t)
+		extra = []string{"--cert", cert, "--key", key}
+		s.CAFile = cert
+		scheme = "https://"
 	}
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
@@ -72,8 +102,8 @@ func StartVersityGW(t testing.TB) *S3Server {
 			t.Fatalf("versitygw: pick a port: %v", err)
 		}
 		start := time.Now()
-		if lastErr = s.start(t, bin, addr); lastErr == nil {
-			s.Endpoint = "http://" + addr
+		if lastErr = s.start(t, bin, addr, extra); lastErr == nil {
+			s.Endpoint = scheme + addr
 			t.Logf("versitygw %s serving %s, ready in %v", s.Endpoint, dir, time.Since(start).Round(time.Millisecond))
 			return s
 		}
@@ -83,8 +113,9 @@ func StartVersityGW(t testing.TB) *S3Server {
 }
 
 // start runs bin on addr and waits until it accepts connections.
-func (s *S3Server) start(t testing.TB, bin, addr string) error {
-	cmd := exec.Command(bin, "--port", addr, "--quiet", "posix", s.Dir)
+func (s *S3Server) start(t testing.TB, bin, addr string, extra []string) error {
+	args := append([]string{"--port", addr, "--quiet"}, extra...)
+	cmd := exec.Command(bin, append(args, "posix", s.Dir)...)
 	cmd.Env = append(os.Environ(),
 		"ROOT_ACCESS_KEY_ID="+s.AccessKey,
 		"ROOT_SECRET_ACCESS_KEY="+s.SecretKey,
@@ -265,6 +296,44 @@ func probeXattr(dir string) error {
 		return fmt.Errorf("setxattr: %w", err)
 	}
 	return nil
+}
+
+// selfSigned writes a self-signed certificate for 127.0.0.1 and its key
+// into a temporary directory and returns both paths.
+func selfSigned(t testing.TB) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "versitygw test"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
 }
 
 // freeAddr returns a loopback address with a port nobody listens on now.

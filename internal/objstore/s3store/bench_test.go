@@ -24,3 +24,14 @@ func BenchmarkObjstoreS3(b *testing.B) {
 		})
 	})
 }
+
+// BenchmarkStreamS3 measures streamed writes and reads and HEAD/range
+// costs against a local versitygw.
+func BenchmarkStreamS3(b *testing.B) {
+	srv := objstoretest.StartVersityGW(b)
+	b.Run("versitygw", func(b *testing.B) {
+		objstoretest.RunStreamBenchmarks(b, func(b *testing.B) objstore.Store {
+			return s3storetest.NewBucket(b, srv)
+		})
+	})
+}

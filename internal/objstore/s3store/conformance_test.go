@@ -27,6 +27,11 @@ func TestConformance(t *testing.T) {
 			return awsDeleteIfMatch{s3storetest.NewBucket(t, srv)}
 		})
 	})
+	t.Run("versitygw/missing bucket", func(t *testing.T) {
+		objstoretest.RunMissingBucket(t, func(t *testing.T) objstore.Store {
+			return s3storetest.Open(t, srv, srv.BucketName(t))
+		})
+	})
 }
 
 // awsDeleteIfMatch gives versitygw AWS's answer to a conditional delete of

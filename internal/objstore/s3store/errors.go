@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
@@ -46,8 +47,7 @@ func (b *Bucket) mapError(op, key string, err error) error {
 	case code == "NoSuchBucket" || (key == "" && status == 404):
 		// Bucket-level requests (key "") have no object to miss, and
 		// HeadBucket's 404 carries no code.
-		return fmt.Errorf("%s: bucket %q does not exist in region %s: check the bucket name and region, or create it: %w: %w",
-			where, b.bucket, b.region, objstore.ErrNotFound, err)
+		return b.bucketNotFound(where, err)
 	case status == 304 || code == "NotModified":
 		return fmt.Errorf("%s: %w", where, objstore.ErrNotModified)
 	case status == 412 || code == "PreconditionFailed" || code == "ConditionalRequestConflict":
@@ -61,6 +61,13 @@ func (b *Bucket) mapError(op, key string, err error) error {
 		return fmt.Errorf("%s: access denied: check the credentials' IAM policy for bucket %q: %w", where, b.bucket, err)
 	}
 	return fmt.Errorf("%s: %w", where, err)
+}
+
+// bucketNotFound is the error for a request at where that found no bucket.
+// It wraps ErrBucketNotFound and never ErrNotFound.
+func (b *Bucket) bucketNotFound(where string, err error) error {
+	return fmt.Errorf("%s: bucket %q does not exist in region %s: check the bucket name and region, or create it: %w: %w",
+		where, b.bucket, b.region, objstore.ErrBucketNotFound, err)
 }
 
 // conditionalRetryer is the retry policy for conditional writes and
@@ -92,6 +99,12 @@ func notSent(err error) aws.Ternary {
 	if errors.As(err, &dnsErr) && !dnsErr.IsNotFound {
 		return aws.TrueTernary
 	}
+	// net/http's handshake timeout has no exported type. The handshake
+	// happens on a new connection before any byte of the request.
+	var netErr net.Error
+	if errors.As(err, &netErr) && netErr.Timeout() && strings.Contains(netErr.Error(), "TLS handshake timeout") {
+		return aws.TrueTernary
+	}
 	return aws.UnknownTernary
 }
 
@@ -102,6 +115,11 @@ func (b *Bucket) conditionalError(op, key string, err error) error {
 	var sendErr *smithyhttp.RequestSendError
 	if !errors.As(err, &sendErr) {
 		return b.mapError(op, key, err)
+	}
+	if errors.Is(err, objstore.ErrSizeMismatch) {
+		// The body failed before it was complete: S3 stores no object
+		// from a request whose body fell short of its Content-Length.
+		return fmt.Errorf("s3 %s s3://%s/%s: nothing was written: %w", op, b.bucket, key, err)
 	}
 	if notSent(err) == aws.TrueTernary {
 		// Only unsent attempts and throttling are retried, so no attempt

@@ -71,12 +71,12 @@ func TestMapError(t *testing.T) {
 		sentinel: objstore.ErrNotFound, want: "s3 head s3://state/k: object not found",
 	}, {
 		name: "NoSuchBucket", op: "put", key: "k", err: sdkError("PutObject", 404, "NoSuchBucket"),
-		sentinel: objstore.ErrNotFound,
-		want:     `s3 put s3://state/k: bucket "state" does not exist in region eu-west-1: check the bucket name and region, or create it: object not found: %s`,
+		sentinel: objstore.ErrBucketNotFound,
+		want:     `s3 put s3://state/k: bucket "state" does not exist in region eu-west-1: check the bucket name and region, or create it: bucket not found: %s`,
 	}, {
 		name: "bucket-level 404", op: "head-bucket", key: "", err: sdkError("HeadBucket", 404, ""),
-		sentinel: objstore.ErrNotFound,
-		want:     `s3 head-bucket s3://state/: bucket "state" does not exist in region eu-west-1: check the bucket name and region, or create it: object not found: %s`,
+		sentinel: objstore.ErrBucketNotFound,
+		want:     `s3 head-bucket s3://state/: bucket "state" does not exist in region eu-west-1: check the bucket name and region, or create it: bucket not found: %s`,
 	}, {
 		name: "403", op: "get", key: "k", err: sdkError("GetObject", 403, "AccessDenied"),
 		want: `s3 get s3://state/k: access denied: check the credentials' IAM policy for bucket "state": %s`,
@@ -107,7 +107,7 @@ func TestMapError(t *testing.T) {
 			if got.Error() != want {
 				t.Errorf("error text\n got %s\nwant %s", got, want)
 			}
-			for _, s := range []error{objstore.ErrNotFound, objstore.ErrPrecondition, objstore.ErrNotModified, objstore.ErrBucketExists} {
+			for _, s := range []error{objstore.ErrNotFound, objstore.ErrBucketNotFound, objstore.ErrPrecondition, objstore.ErrNotModified, objstore.ErrBucketExists} {
 				if errors.Is(got, s) != (s == tc.sentinel) {
 					t.Errorf("errors.Is(%v, %v) = %v", got, s, !(s == tc.sentinel))
 				}

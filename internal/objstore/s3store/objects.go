@@ -7,6 +7,7 @@ package s3store
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -31,28 +32,49 @@ func (b *Bucket) Get(ctx context.Context, key string, opts objstore.GetOptions) 
 	if err != nil {
 		return objstore.Object{}, fmt.Errorf("s3 get s3://%s/%s: read body: %w", b.bucket, key, err)
 	}
-	return objstore.Object{Data: data, ETag: aws.ToString(out.ETag)}, nil
+	return objstore.Object{Data: data, ETag: aws.ToString(out.ETag), Metadata: objstore.CloneMetadata(out.Metadata)}, nil
 }
 
-// Head implements objstore.Store.
+// Head implements objstore.Store. A HEAD answer carries no error code, so a
+// 404 is followed by a HEAD of the bucket to tell a missing object from a
+// missing bucket.
 func (b *Bucket) Head(ctx context.Context, key string) (objstore.Info, error) {
 	out, err := b.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(b.bucket), Key: aws.String(key)})
 	if err != nil {
-		return objstore.Info{}, b.mapError("head", key, err)
+		return objstore.Info{}, b.headError(ctx, "head", key, err)
 	}
 	return objstore.Info{
 		Key:          key,
 		ETag:         aws.ToString(out.ETag),
 		Size:         aws.ToInt64(out.ContentLength),
 		LastModified: aws.ToTime(out.LastModified),
+		Metadata:     objstore.CloneMetadata(out.Metadata),
 	}, nil
+}
+
+// headError maps the error of a HEAD of key. A 404 without a code may mean
+// a missing bucket; HeadBucket decides.
+func (b *Bucket) headError(ctx context.Context, op, key string, err error) error {
+	mapped := b.mapError(op, key, err)
+	if !errors.Is(mapped, objstore.ErrNotFound) {
+		return mapped
+	}
+	_, berr := b.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(b.bucket)})
+	if berr == nil {
+		return mapped
+	}
+	if code, status := errorCode(berr); status == 404 || code == "NoSuchBucket" || code == "NotFound" {
+		return b.bucketNotFound(fmt.Sprintf("s3 %s s3://%s/%s", op, b.bucket, key), berr)
+	}
+	// Whether the bucket exists is unknown: reporting the object as
+	// missing could make a caller treat a missing bucket as empty state.
+	return fmt.Errorf("s3 %s s3://%s/%s: the object is missing and the bucket could not be checked: %w",
+		op, b.bucket, key, b.mapError("head-bucket", "", berr))
 }
 
 // PutIfAbsent implements objstore.Store with If-None-Match: *.
 func (b *Bucket) PutIfAbsent(ctx context.Context, key string, data []byte) (string, error) {
-	return b.put(ctx, "put-if-absent", key, data, func(in *s3.PutObjectInput) {
-		in.IfNoneMatch = aws.String("*")
-	})
+	return b.putObject(ctx, "put-if-absent", key, bytes.NewReader(data), int64(len(data)), objstore.PutOptions{IfAbsent: true})
 }
 
 // PutIfMatch implements objstore.Store with If-Match. S3 answers a missing
@@ -61,38 +83,12 @@ func (b *Bucket) PutIfMatch(ctx context.Context, key string, data []byte, etag s
 	if etag == "" {
 		return "", fmt.Errorf("s3 put-if-match s3://%s/%s: empty etag: read the object first", b.bucket, key)
 	}
-	return b.put(ctx, "put-if-match", key, data, func(in *s3.PutObjectInput) {
-		in.IfMatch = aws.String(etag)
-	})
+	return b.putObject(ctx, "put-if-match", key, bytes.NewReader(data), int64(len(data)), objstore.PutOptions{IfMatch: etag})
 }
 
 // Put implements objstore.Store.
 func (b *Bucket) Put(ctx context.Context, key string, data []byte) (string, error) {
-	return b.put(ctx, "put", key, data, nil)
-}
-
-// put writes data; a non-nil cond makes the write conditional, which changes
-// the retry policy (see conditionalRetryer).
-func (b *Bucket) put(ctx context.Context, op, key string, data []byte, cond func(*s3.PutObjectInput)) (string, error) {
-	in := &s3.PutObjectInput{
-		Bucket:        aws.String(b.bucket),
-		Key:           aws.String(key),
-		Body:          bytes.NewReader(data),
-		ContentLength: aws.Int64(int64(len(data))),
-	}
-	if cond == nil {
-		out, err := b.client.PutObject(ctx, in)
-		if err != nil {
-			return "", b.mapError(op, key, err)
-		}
-		return aws.ToString(out.ETag), nil
-	}
-	cond(in)
-	out, err := b.client.PutObject(ctx, in, b.withConditionalRetries)
-	if err != nil {
-		return "", b.conditionalError(op, key, err)
-	}
-	return aws.ToString(out.ETag), nil
+	return b.putObject(ctx, "put", key, bytes.NewReader(data), int64(len(data)), objstore.PutOptions{})
 }
 
 // withConditionalRetries swaps in the conditional retry policy for one call.

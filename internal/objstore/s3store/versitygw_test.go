@@ -131,12 +131,12 @@ func TestVersityGWMissingBucket(t *testing.T) {
 		"Put":        func() error { _, err := b.Put(ctx, "k", nil); return err },
 		"List":       func() error { _, err := b.List(ctx, "", objstore.ListOptions{}); return err },
 		"BucketTags": func() error { _, err := b.BucketTags(ctx); return err },
-		// HEAD answers carry no error code: the bucket-level call can
-		// still tell, the object-level one (Head) cannot.
+		// HEAD answers carry no error code: Head asks HeadBucket after a 404.
+		"Head":         func() error { _, err := b.Head(ctx, "k"); return err },
 		"BucketRegion": func() error { _, err := b.BucketRegion(ctx); return err },
 	} {
-		if err := call(); !errors.Is(err, objstore.ErrNotFound) || !strings.Contains(err.Error(), says) {
-			t.Errorf("%s error = %v, want ErrNotFound saying %s", name, err, says)
+		if err := call(); !errors.Is(err, objstore.ErrBucketNotFound) || errors.Is(err, objstore.ErrNotFound) || !strings.Contains(err.Error(), says) {
+			t.Errorf("%s error = %v, want ErrBucketNotFound saying %s", name, err, says)
 		}
 	}
 }
