@@ -148,6 +148,8 @@ func (c *Committer) commit(ctx context.Context, m mutation) error {
 		lastErr error
 		pending *pendingWrite
 		slot    time.Duration
+		// resolveNow skips the backoff once, right after a lost reply.
+		resolveNow bool
 	)
 	fail := func(err error) error {
 		if pending != nil {
@@ -167,11 +169,12 @@ func (c *Committer) commit(ctx context.Context, m mutation) error {
 		}
 		// A lost reply is resolved by reading at once: the sooner the
 		// read, the fewer writes can have followed.
-		if round > 1 && pending == nil {
+		if round > 1 && !resolveNow {
 			if err := c.opts.Sleep(ctx, c.backoff(round, slot)); err != nil {
 				return fail(err)
 			}
 		}
+		resolveNow = false
 		roundStart := time.Now()
 		cur, err := readIndexVersion(ctx, c.store)
 		if err != nil {
@@ -213,7 +216,7 @@ func (c *Committer) commit(ctx context.Context, m mutation) error {
 			slot = time.Since(roundStart)
 		default:
 			lastErr = fmt.Errorf("write %s: %w", IndexPath, err)
-			pending = &pendingWrite{id: id, base: cur}
+			pending, resolveNow = &pendingWrite{id: id, base: cur}, true
 		}
 	}
 }
