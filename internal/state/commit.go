@@ -27,6 +27,14 @@ const (
 	DefaultMaxAttempts = 32
 	// minSlot is the smallest adaptive backoff slot.
 	minSlot = time.Millisecond
+	// slotRounds is how many lost rounds' durations the first adaptive
+	// backoff spans. A writer that lost competes with everyone else who
+	// lost; spreading the retries over several rounds keeps about one
+	// writer inside the read-to-write window at a time, so contention costs
+	// fewer wasted requests (measured on versitygw with 32 writers: 2.1
+	// index reads per commit with 8, 3.0 with 1). An uncontended deploy
+	// never waits.
+	slotRounds = 8
 	// DefaultMaxDelay keeps an interactive deploy responsive.
 	DefaultMaxDelay = 2 * time.Second
 )
@@ -39,10 +47,11 @@ type CommitOptions struct {
 	MaxAttempts int
 	// BaseDelay is the backoff before the second round; it doubles per
 	// round up to MaxDelay. Each delay is jittered to [d/2, d). Zero adapts
-	// it to the store: the slot is the duration of the round just lost
-	// (its index read and write), the window in which writers collide, so
-	// the backoff scales with the store's round trip (about a millisecond
-	// on a local S3 server, tens of milliseconds on AWS) instead of a guess.
+	// it to the store: it is slotRounds times the duration of the round
+	// just lost (its index read and write), the window in which writers
+	// collide, so the backoff scales with the store's round trip (about a
+	// millisecond on a local S3 server, tens of milliseconds on AWS)
+	// instead of a guess.
 	BaseDelay time.Duration
 	// MaxDelay caps the backoff.
 	MaxDelay time.Duration
@@ -105,7 +114,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 func (c *Committer) backoff(n int, slot time.Duration) time.Duration {
 	d := c.opts.BaseDelay
 	if d <= 0 {
-		d = max(slot, minSlot)
+		d = max(slot*slotRounds, minSlot)
 	}
 	for i := 2; i < n && d < c.opts.MaxDelay; i++ {
 		d *= 2
