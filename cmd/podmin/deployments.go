@@ -121,7 +121,7 @@ health: a listed deployment may not be running yet, or at all.`,
 				}
 			}
 			if bad > 0 {
-				return fmt.Errorf("%d of %d Pod payloads could not be read or verified: nodes keep their last good state for them; redeploy those deployments", bad, len(list))
+				return fmt.Errorf("%d of %d Pod payloads could not be read or verified: nodes keep their last good state for them; delete those deployments and deploy them again, which rewrites their payloads", bad, len(list))
 			}
 			return nil
 		},

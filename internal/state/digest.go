@@ -58,7 +58,7 @@ func VerifyPayload(p string, data []byte) error {
 		return err
 	}
 	if got := sha512Hex(data); got != want {
-		return fmt.Errorf("%w: object %q hashes to sha512 %s…, not the digest in its path: delete the object and run deploy again to rewrite it",
+		return fmt.Errorf("%w: object %q hashes to sha512 %s…, not the digest in its path: delete the deployment and deploy it again, which replaces the object",
 			ErrCorruptPayload, p, got[:16])
 	}
 	return nil
