@@ -18,6 +18,7 @@ import (
 	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/paths"
+	"podmin.dev/podmin/internal/progress"
 	"podmin.dev/podmin/internal/scrub"
 	"podmin.dev/podmin/internal/secrets"
 	"podmin.dev/podmin/internal/state"
@@ -33,6 +34,10 @@ type Env struct {
 	// Progress receives human-readable progress lines (stderr in the CLI);
 	// nil discards them.
 	Progress func(msg string)
+	// Transfers shows the progress of long transfers (push, pull, build):
+	// bars on a terminal, periodic lines in logs; nil shows nothing. The
+	// CLI and recipes share it, so a recipe's push shows the same bars.
+	Transfers progress.Sink
 	// WorkDir resolves relative file paths; empty means the process's
 	// working directory.
 	WorkDir string
@@ -68,6 +73,14 @@ type Env struct {
 	// Transport, when set, carries every registry request (pull, build's
 	// base images); a recipe test sets one that refuses the network.
 	Transport http.RoundTripper
+	// Infrastructure opens a cloud provider's compute and networking for
+	// setup, teardown and destroy, for the operation running in e (a dry
+	// run's own Env); nil supports only the local provider.
+	Infrastructure func(ctx context.Context, e *Env, c contexts.Context) (ClusterInfra, error)
+	// UpstreamRegistries replaces an upstream registry host (docker.io)
+	// with another address when an install mirrors a pinned image; tests
+	// point it at a local registry. Nil fetches from the real registries.
+	UpstreamRegistries map[string]string
 }
 
 // path resolves a user-supplied file path against WorkDir.

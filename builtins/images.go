@@ -101,19 +101,21 @@ func (e *Env) Build(ctx context.Context, opts BuildOptions) (ImageResult, error)
 	if file != "" {
 		file = e.path(file)
 	}
-	store := e.imageStore()
+	store := e.imageStore().WithProgress(e.Transfers, "build "+refs[0].String())
 	e.progress("building %d platform(s) from %s", len(platforms), dir)
 	idx, err := build.Build(ctx, build.Options{
 		ContextDir: e.path(dir), File: file, Platforms: platforms,
-		Base: build.StoreBase(store, opts.Pull, e.remoteOptions()...),
+		Base:  build.StoreBase(store, opts.Pull, e.remoteOptions()...),
+		Store: store, Repository: refs[0].Repo,
 	})
 	if err != nil {
 		return ImageResult{}, fmt.Errorf("build: %w", err)
 	}
 	var d v1.Descriptor
 	res := ImageResult{}
+	// The build reported its layers as it streamed them into the store.
 	for _, r := range refs {
-		if d, err = store.Write(ctx, r.Repo, idx, r.Tag); err != nil {
+		if d, err = store.WithoutProgress().Write(ctx, r.Repo, idx, r.Tag); err != nil {
 			return ImageResult{}, err
 		}
 		res.References = append(res.References, r.String())
@@ -134,7 +136,7 @@ func (e *Env) Pull(ctx context.Context, opts PullOptions) (ImageResult, error) {
 
 func (e *Env) pull(ctx context.Context, r oci.LocalRef) (ImageResult, error) {
 	e.progress("pulling %s", r.Remote)
-	store := e.imageStore()
+	store := e.imageStore().WithProgress(e.Transfers, "pull "+r.Remote.String())
 	d, err := store.Pull(ctx, r.Remote, r.Repo, r.Tag, e.remoteOptions()...)
 	if err != nil {
 		return ImageResult{}, err
@@ -194,9 +196,7 @@ func (e *Env) Push(ctx context.Context, opts PushOptions) (PushResult, error) {
 		return PushResult{}, err
 	}
 	res, err := oci.Push(ctx, bucket, blobs, top, dst.Layout, dst.Tag, oci.PushOptions{
-		Progress: func(p oci.PushProgress) {
-			e.progress("pushing %s: %d/%d blobs, %d uploaded (%d bytes)", dst, p.Done, p.Total, p.Uploaded, p.Bytes)
-		},
+		Sink: e.Transfers, Title: "push " + dst.String(),
 	})
 	if err != nil {
 		return PushResult{}, fmt.Errorf("push %s to %s: %w", src, dst, err)

@@ -5,7 +5,8 @@
 #
 # Installs the system packages "make test" needs beyond Go, make and git:
 # ShellCheck (required), and for the eBPF dataplane tests iproute2 and
-# clang/LLVM with the libbpf and kernel headers (optional: those tests skip
+# clang/LLVM with the libbpf and kernel headers, and protoc for the generated
+# protobuf check (optional: those tests skip
 # with a reason without them). As root on Debian or Ubuntu it installs them
 # with apt-get; otherwise it prints the command to run and fails only when
 # ShellCheck is missing.
@@ -18,6 +19,7 @@ for tool in "$@"; do
 done
 required=${#need[@]}
 command -v ip >/dev/null || need+=(iproute2)
+command -v protoc >/dev/null || need+=(protobuf-compiler)
 if ! command -v clang >/dev/null || [[ ! -e /usr/include/bpf/bpf_helpers.h ]]; then
   need+=(clang llvm libbpf-dev linux-libc-dev)
 fi

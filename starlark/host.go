@@ -34,6 +34,8 @@ type Ops interface {
 	secretOps
 	imageOps
 	previewOps
+	clusterOps
+	installOps
 }
 
 // DefaultMaxSteps bounds a run's computation so a runaway loop ends with a

@@ -216,6 +216,48 @@ func (h *Handler) blob(w http.ResponseWriter, r *http.Request, rt route) *apiErr
 	return nil
 }
 
+// readIndex reads index.json, refusing one above oci.MaxIndexSize by its
+// size before reading it and, should the size be wrong, after reading one
+// byte more than the limit.
+func (h *Handler) readIndex(ctx context.Context, key string, opts objstore.GetOptions) (objstore.Object, error) {
+	tooBig := func(size string) error {
+		return fmt.Errorf("%s is %s bytes, more than the %d byte limit: remove unused tags from the repository", key, size, oci.MaxIndexSize)
+	}
+	o, ok := h.objects.(objectOpener)
+	if !ok {
+		if opts.IfNoneMatch == "" {
+			info, err := h.objects.Head(ctx, key)
+			if err != nil {
+				return objstore.Object{}, err
+			}
+			if info.Size > oci.MaxIndexSize {
+				return objstore.Object{}, tooBig(strconv.FormatInt(info.Size, 10))
+			}
+		}
+		obj, err := h.objects.Get(ctx, key, opts)
+		if err == nil && len(obj.Data) > oci.MaxIndexSize {
+			return objstore.Object{}, tooBig(strconv.Itoa(len(obj.Data)))
+		}
+		return obj, err
+	}
+	r, err := o.OpenObject(ctx, key, opts)
+	if err != nil {
+		return objstore.Object{}, err
+	}
+	defer r.Close()
+	if r.Info.Size > oci.MaxIndexSize {
+		return objstore.Object{}, tooBig(strconv.FormatInt(r.Info.Size, 10))
+	}
+	data, err := io.ReadAll(io.LimitReader(r, oci.MaxIndexSize+1))
+	if err != nil {
+		return objstore.Object{}, fmt.Errorf("read %s: %w", key, err)
+	}
+	if len(data) > oci.MaxIndexSize {
+		return objstore.Object{}, tooBig("more than " + strconv.Itoa(oci.MaxIndexSize))
+	}
+	return objstore.Object{Data: data, ETag: r.Info.ETag}, nil
+}
+
 // copyPlain copies body to w, letting the server use sendfile(2) when
 // body is a file range.
 func copyPlain(w io.Writer, body io.Reader) error {
@@ -234,17 +276,8 @@ func (h *Handler) index(ctx context.Context, l state.OCILayout) (*v1.IndexManife
 	var opts objstore.GetOptions
 	if ok {
 		opts.IfNoneMatch = cached.etag
-	} else {
-		// Refuse an oversized index before reading it.
-		info, err := h.objects.Head(ctx, key)
-		if err != nil {
-			return nil, err
-		}
-		if info.Size > oci.MaxIndexSize {
-			return nil, fmt.Errorf("%s is %d bytes, more than the %d byte limit: remove unused tags from the repository", key, info.Size, oci.MaxIndexSize)
-		}
 	}
-	obj, err := h.objects.Get(ctx, key, opts)
+	obj, err := h.readIndex(ctx, key, opts)
 	if ok && errors.Is(err, objstore.ErrNotModified) {
 		return cached.index, nil
 	}

@@ -34,23 +34,33 @@ type Objects interface {
 	Open(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error)
 }
 
-// StoreObjects adapts any objstore.Store. Its Open reads the whole object
-// and slices it, so it suits tests and small objects only; production
-// stores use LocalObjects or S3Objects, which stream.
+// objectOpener is implemented by the Objects of this package: it opens an
+// object with its ETag and size, so index.json is read with its size
+// limit enforced while reading.
+type objectOpener interface {
+	OpenObject(ctx context.Context, key string, opts objstore.GetOptions) (*objstore.Reader, error)
+}
+
+// StoreObjects adapts any objstore.Store. Blobs stream through
+// objstore.OpenObject with a Range when the store streams (every Podmin
+// store does); a store that does not is read whole and sliced.
 func StoreObjects(s objstore.Store) Objects { return storeObjects{s} }
 
 type storeObjects struct{ objstore.Store }
 
 func (s storeObjects) Open(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
-	obj, err := s.Get(ctx, key, objstore.GetOptions{})
+	if offset < 0 || length < 0 {
+		return nil, fmt.Errorf("open %q: range %d+%d: %w", key, offset, length, objstore.ErrInvalidRange)
+	}
+	r, err := objstore.OpenObject(ctx, s.Store, key, objstore.GetOptions{Range: &objstore.Range{Offset: offset, Length: length}})
 	if err != nil {
 		return nil, err
 	}
-	if offset < 0 || length < 0 || offset > int64(len(obj.Data)) {
-		return nil, fmt.Errorf("open %q: range %d+%d is outside the %d byte object", key, offset, length, len(obj.Data))
-	}
-	end := min(offset+length, int64(len(obj.Data)))
-	return io.NopCloser(bytes.NewReader(obj.Data[offset:end])), nil
+	return r, nil
+}
+
+func (s storeObjects) OpenObject(ctx context.Context, key string, opts objstore.GetOptions) (*objstore.Reader, error) {
+	return objstore.OpenObject(ctx, s.Store, key, opts)
 }
 
 // LocalObjects adapts a local-directory bucket and streams blobs straight
@@ -75,6 +85,10 @@ func (b localObjects) Open(ctx context.Context, key string, offset, length int64
 		return nil, fmt.Errorf("open %q: %w", key, err)
 	}
 	return &fileRange{LimitedReader: &io.LimitedReader{R: f, N: length}, f: f}, nil
+}
+
+func (b localObjects) OpenObject(ctx context.Context, key string, opts objstore.GetOptions) (*objstore.Reader, error) {
+	return b.Bucket.Open(ctx, key, opts)
 }
 
 // fileRange is a byte range of an open file. Unwrap exposes the plain
@@ -106,6 +120,10 @@ type s3Objects struct {
 	objstore.Store
 	client S3GetObject
 	bucket string
+}
+
+func (s s3Objects) OpenObject(ctx context.Context, key string, opts objstore.GetOptions) (*objstore.Reader, error) {
+	return objstore.OpenObject(ctx, s.Store, key, opts)
 }
 
 func (s s3Objects) Open(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {

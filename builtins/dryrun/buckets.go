@@ -69,6 +69,8 @@ func (b *bucketSource) records() []record {
 		switch a.Op {
 		case overlay.OpCreateBucket:
 			rec.after = state{exists: true}
+		case overlay.OpDeleteBucket:
+			rec.before = state{exists: true}
 		case overlay.OpSetTags:
 			tags, _ := json.Marshal(a.Tags)
 			rec.kind = KindBucketTags

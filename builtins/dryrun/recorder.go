@@ -114,6 +114,11 @@ func New(env *builtins.Env) (*Recorder, *builtins.Env, error) {
 	if env.Secrets != nil {
 		e.Secrets = r.openSecrets
 	}
+	if env.Infrastructure != nil {
+		inf := &infraSource{r: r}
+		e.Infrastructure = inf.wrap(env.Infrastructure)
+		r.sources = append(r.sources, inf)
+	}
 	if env.Progress != nil {
 		// The operations report what they do; in a dry run it only
 		// happens in the overlay.

@@ -27,7 +27,7 @@ func (c *cli) completions(args ...string) []string {
 
 func TestCompletionWithoutContext(t *testing.T) {
 	c := newCLI(t) // a fresh home: no contexts file at all
-	if got := strings.Join(c.completions("de"), " "); got != "delete deploy" {
+	if got := strings.Join(c.completions("de"), " "); got != "delete deploy destroy" {
 		t.Errorf("commands: %q", got)
 	}
 	if got := strings.Join(c.completions("list", "-o", ""), " "); got != "table json yaml" {
@@ -77,12 +77,12 @@ func TestUsageErrorsPointAtTheSubcommand(t *testing.T) {
 	c := newCLI(t)
 	c.connectLocal()
 	for args, want := range map[string]string{
-		"secret destroy":     `run "podmin secret destroy --help" for usage`,
-		"delete web --bogus": `run "podmin delete --help" for usage`,
-		"list -o xml":        `run "podmin list --help" for usage`,
-		"run a.star b.star":  `run "podmin run --help" for usage`,
-		"recipes lock a b":   `run "podmin recipes lock --help" for usage`,
-		"nosuchcommand":      `run "podmin --help" for usage`,
+		"secret destroy":     `run "podmin secret destroy --help"`,
+		"delete web --bogus": `run "podmin delete --help"`,
+		"list -o xml":        `run "podmin list --help"`,
+		"run a.star b.star":  `run "podmin run --help"`,
+		"recipes lock a b":   `run "podmin recipes lock --help"`,
+		"nosuchcommand":      `run "podmin --help"`,
 	} {
 		c.fails(2, want, strings.Fields(args)...)
 	}

@@ -80,6 +80,9 @@ func newUseCmd(env *builtins.Env) *cobra.Command {
 		Short: "Select a saved context, or list them",
 		Long: `Use selects the saved context CLUSTER for the commands that follow.
 Without an argument it lists the saved contexts and marks the current one.`,
+		Example: `  podmin use
+  podmin use prod
+  podmin use -o json`,
 		Args:        cobra.MaximumNArgs(1),
 		Annotations: map[string]string{noContext: "true"},
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -134,6 +137,8 @@ context is selected afterwards.
 
 On a terminal it asks you to type the cluster ID; --yes/-y confirms without
 asking and is needed when standard input is not a terminal.`,
+		Example: `  podmin disconnect demo
+  podmin disconnect demo -y`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// An unknown context is reported as such, without a prompt.

@@ -135,7 +135,7 @@ func TestInitValidateDeployListDelete(t *testing.T) {
 
 	c.ok("delete", "api", "-g", "workers", "-y")
 	before = c.snapshot()
-	c.fails(1, "deployment workers/api does not exist: nothing was changed", "delete", "api", "-g", "workers", "-y")
+	c.fails(3, "deployment workers/api does not exist: nothing was changed", "delete", "api", "-g", "workers", "-y")
 	c.ok("delete", "api", "-g", "workers", "--ignore-not-found", "-y")
 	c.unchanged(before)
 	if ix := c.index(bucket); ix.Len() != 1 {
@@ -161,7 +161,6 @@ func TestDeployRejectsBadInputBeforeWriting(t *testing.T) {
 		{"name mismatch", `does not match the deployment name "api"`, []string{"deploy", "api", "-g", "workers", "-f", file}},
 		{"nodegroup mismatch", "spec.template.spec.nodeSelector", []string{"deploy", "web", "-g", "other", "-f", file}},
 		{"service required", "Service", []string{"deploy", "web", "-g", "workers", "-f", file, "--service"}},
-		{"bad nodegroup", `--nodegroup: invalid NodeGroup ID "Workers"`, []string{"deploy", "web", "-g", "Workers", "--image", "x:v1"}},
 		{"missing file", "read manifest", []string{"deploy", "web", "-g", "workers", "-f", filepath.Join(c.root, "nope.yaml")}},
 	}
 	for _, tc := range tests {
@@ -172,6 +171,11 @@ func TestDeployRejectsBadInputBeforeWriting(t *testing.T) {
 			c.unchanged(before)
 		})
 	}
+	// A bad flag value is bad usage, found while the flags are parsed.
+	c.t = t
+	before := c.snapshot()
+	c.fails(2, `"-g, --nodegroup" flag: invalid NodeGroup ID "Workers"`, "deploy", "web", "-g", "Workers", "--image", "x:v1")
+	c.unchanged(before)
 }
 
 // TestMain lets a test re-run this binary as the podmin command, so

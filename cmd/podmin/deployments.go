@@ -86,6 +86,8 @@ Service and, for Pods made by a built-in install command, its origin.
 
 This is an inventory of committed desired state. It is not runtime status or
 health: a listed deployment may not be running yet, or at all.`,
+		Example: `  podmin list
+  podmin list -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(out); err != nil {
@@ -148,12 +150,14 @@ func newDeleteCmd(env *builtins.Env) *cobra.Command {
 compare-and-swap write. Its immutable payloads stay in the bucket, unreferenced.
 Nodes remove the Pod when they next reconcile.
 
-Deleting a deployment that does not exist writes nothing and fails, unless
---ignore-not-found is given.
+Deleting a deployment that does not exist writes nothing and fails with exit
+status 3, unless --ignore-not-found is given.
 
 Delete is destructive: on a terminal it asks you to type the cluster ID;
 --yes/-y confirms without asking and is needed when standard input is not a
 terminal (exit status 4 otherwise).`,
+		Example: `  podmin delete web -g workers
+  podmin delete web -g workers --ignore-not-found -y`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(out); err != nil {
@@ -172,7 +176,7 @@ terminal (exit status 4 otherwise).`,
 				return err
 			}
 			if res.Action == "absent" && !ignoreNotFound {
-				return fmt.Errorf("deployment %s/%s does not exist: nothing was changed; run \"podmin list\" to see deployments", res.NodeGroup, res.Name)
+				return notFoundError{fmt.Errorf("deployment %s/%s does not exist: nothing was changed; run \"podmin list\" to see deployments", res.NodeGroup, res.Name)}
 			}
 			return printResult(cmd.OutOrStdout(), out, res, func(w io.Writer) error {
 				if res.Action == "absent" {

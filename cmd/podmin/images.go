@@ -7,7 +7,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -69,7 +68,8 @@ func newPullCmd(env *builtins.Env) *cobra.Command {
 		Short: "Import a complete remote image index into the local image store",
 		Long: `Pull imports every platform of SOURCE from its registry into the local image
 store, using your docker credentials (docker login). A single-platform image is
-stored as a one-entry OCI index.`,
+stored as a one-entry OCI index. Progress goes to standard error: bars on a
+terminal, a plain line every few seconds otherwise.`,
 		Example: `  podmin pull ghcr.io/example/web:v1`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -105,7 +105,9 @@ registry.podmin.internal/apps/. Without DESTINATION the source's registry host
 is replaced by the cluster registry, keeping repository and tag beneath apps/.
 mirror/ is reserved for images setup manages.
 
-Standard output is only the cluster image reference, ready for --image.`,
+Standard output is only the cluster image reference, ready for --image.
+Progress goes to standard error: a bar per blob and a total (bytes, rate, time
+left) on a terminal, a plain line every few seconds otherwise.`,
 		Example: `  podmin push hello:v1
   podmin deploy web -g workers --image "$(podmin push ghcr.io/example/web:v1 web:v1)"`,
 		Args: cobra.RangeArgs(1, 2),
@@ -117,11 +119,7 @@ Standard output is only the cluster image reference, ready for --image.`,
 			if len(args) == 2 {
 				opts.Destination = args[1]
 			}
-			e := *env
-			if !isTerminal(cmd.ErrOrStderr()) {
-				e.Progress = nil // progress lines are for people, not logs
-			}
-			res, err := e.Push(cmd.Context(), opts)
+			res, err := env.Push(cmd.Context(), opts)
 			if err != nil {
 				return err
 			}
@@ -141,14 +139,4 @@ func printImage(w io.Writer, format string, res builtins.ImageResult) error {
 		_, err := fmt.Fprintf(w, "%s\n%s (%s)\n", strings.Join(res.References, "\n"), res.Digest, strings.Join(res.Platforms, ", "))
 		return err
 	})
-}
-
-// isTerminal reports whether w is a character device such as a terminal.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

@@ -52,14 +52,17 @@ func run(ctx context.Context, args []string, stdin io.Reader, rawStdout, rawStde
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
+	transfers, progressLine := transferSink(rawStderr, stderr)
 	env := &builtins.Env{
 		Dirs:      dirs,
 		Providers: providers(dirs),
-		Progress:  func(msg string) { fmt.Fprintln(stderr, msg) },
+		Progress:  progressLine,
+		Transfers: transfers,
 		LookupEnv: lookupEnv,
 		Stdin:     stdin,
 		Secrets:   secretStores(dirs),
 		Scrub:     reg,
 	}
+	env.Infrastructure = clusterInfrastructure(stderr, lookupEnv)
 	return execute(ctx, newRoot(env), args, stdout, stderr)
 }

@@ -48,8 +48,8 @@ first target a TCP readiness probe. --cpu and --memory set limits on every
 container. --secret KEY lists KEY in the Pod's podmin.dev/<secrets provider>
 annotation, using the context's default secrets provider.`,
 		Example: `  podmin init web --image hello:v1 -g workers --service
-  podmin init app -g workers --namespace product \\
-    --image web=registry.podmin.internal/apps/example/web:v1 \\
+  podmin init app -g workers --namespace product \
+    --image web=registry.podmin.internal/apps/example/web:v1 \
     --image sidecar=registry.podmin.internal/apps/example/sidecar:v1 --file app.yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -136,7 +136,7 @@ func printExtracted(w io.Writer, format string, res *builtins.Extracted) error {
 		if err != nil {
 			return err
 		}
-		doc := map[string]json.RawMessage{"pod": pod}
+		doc := map[string]json.RawMessage{"pod": pod, "service": json.RawMessage("null")}
 		if res.ServiceYAML != nil {
 			svc, err := yaml.YAMLToJSON(res.ServiceYAML)
 			if err != nil {

@@ -5,35 +5,43 @@
 package main
 
 import (
-	"encoding/json"
+	"bytes"
 	"fmt"
 	"io"
 	"slices"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
+
+	pstar "podmin.dev/podmin/starlark"
 )
 
 var outputFormats = []string{"table", "json", "yaml"}
 
 // addOutputFlag adds -o/--output to a command whose result is data.
+// An unknown format is a usage error found while the flags are parsed.
 func addOutputFlag(cmd *cobra.Command, out *string) {
-	cmd.Flags().StringVarP(out, "output", "o", "table", "output format: table, json or yaml")
+	cmd.Flags().VarP(newEnumValue(out, "table", "output format", outputFormats...), "output", "o", "output format: "+orList(outputFormats))
 }
 
-// printResult writes v as JSON or YAML, or calls table for the human form.
+// printResult writes v as JSON or YAML with every field present (see
+// marshalFull), or calls table for the human form.
 func printResult(w io.Writer, format string, v any, table func(io.Writer) error) error {
 	switch format {
 	case "json":
-		b, err := json.MarshalIndent(v, "", "  ")
+		b, err := marshalFull(v)
 		if err != nil {
 			return err
 		}
 		_, err = fmt.Fprintf(w, "%s\n", b)
 		return err
 	case "yaml":
-		b, err := yaml.Marshal(v)
+		// The same document as JSON, so both carry every field.
+		b, err := marshalFull(v)
 		if err != nil {
+			return err
+		}
+		if b, err = yaml.JSONToYAML(b); err != nil {
 			return err
 		}
 		_, err = w.Write(b)
@@ -50,4 +58,22 @@ func checkOutput(format string) error {
 		return usageError{fmt.Errorf("unknown output format %q: use one of %q", format, outputFormats)}
 	}
 	return nil
+}
+
+// writePlan writes a dry-run plan as a table, JSON or YAML (the JSON
+// document converted, so both carry the same fields).
+func writePlan(w io.Writer, plan *pstar.Plan, format string) error {
+	if format != "yaml" {
+		return plan.Write(w, format)
+	}
+	var buf bytes.Buffer
+	if err := plan.Write(&buf, "json"); err != nil {
+		return err
+	}
+	b, err := yaml.JSONToYAML(buf.Bytes())
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
 }

@@ -43,5 +43,5 @@ func TestPreview(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dir, "web.yaml")); err != nil || string(b) != res.Files[0].YAML {
 		t.Fatalf("written file: %v", err)
 	}
-	c.fails(1, `required flag(s) "nodegroup" not set`, "preview")
+	c.fails(2, `required flag(s) "nodegroup" not set`, "preview")
 }

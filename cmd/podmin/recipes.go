@@ -22,6 +22,8 @@ func newRecipesCmd(env *builtins.Env) *cobra.Command {
 They are pinned in podmin.star.lock at the recipe root, each to a local path or a
 git URL and commit, and to the SHA-256 of every .star file: a file that changed
 since it was locked refuses to load.`,
+		Example: `  podmin recipes lock
+  podmin recipes lock recipes/`,
 		Args:        cobra.NoArgs,
 		Annotations: map[string]string{noContext: "true"},
 		RunE:        func(cmd *cobra.Command, _ []string) error { return cmd.Help() },

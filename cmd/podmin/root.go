@@ -9,25 +9,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"podmin.dev/podmin/builtins"
 	"podmin.dev/podmin/internal/version"
-	pstar "podmin.dev/podmin/starlark"
 )
 
 // noContext marks commands that run without a current context (connect,
 // use, version, help); every other command requires one.
 const noContext = "podmin.dev/no-context"
-
-// usageError marks errors in how a command was called (exit code 2).
-type usageError struct{ err error }
-
-func (u usageError) Error() string { return u.err.Error() }
-func (u usageError) Unwrap() error { return u.err }
 
 // DefaultTimeout is the overall deadline of one command unless --timeout
 // says otherwise. It is generous for pushing large images and still ends a
@@ -58,10 +50,16 @@ Start with "podmin connect CLUSTER --provider local --bucket NAME".
 Every command ends after --timeout (default 10m; 0 means no deadline, and the
 interactive repl has none unless --timeout is given). A request cut off by it
 is named in the error together with the endpoint it went to.`,
+		Example: `  podmin connect demo --provider local --bucket demo
+  podmin deploy web -g workers --image "$(podmin push hello:v1)" --service
+  podmin list`,
 		Version:       version.Current().String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := usageFirst(cmd); err != nil {
+				return err
+			}
 			if isCompletion(cmd) {
 				return nil // completion works in a fresh home, without a context
 			}
@@ -113,6 +111,8 @@ is named in the error together with the endpoint it went to.`,
 		newRecipesCmd(env),
 		newVersionCmd(),
 	)
+	root.AddCommand(clusterCommands(env)...)
+	root.AddCommand(newInstallCmds(env)...)
 	root.AddCommand(starlarkCommands(env)...)
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
@@ -122,6 +122,9 @@ is named in the error together with the endpoint it went to.`,
 		}
 	}
 	addCompletions(root, env)
+	exampleGeneratedCommands(root)
+	checkFlagValues(root, flagChecks(env))
+	argsAreUsage(root)
 	return root
 }
 
@@ -133,14 +136,6 @@ func markNoContext(c *cobra.Command) {
 	c.Annotations[noContext] = "true"
 }
 
-// Exit statuses.
-const (
-	exitFailed       = 1 // Podmin failed
-	exitUsage        = 2 // bad usage
-	exitNotConfirmed = 4 // a destructive operation was not confirmed
-	exitScript       = 5 // the script failed
-)
-
 func execute(ctx context.Context, root *cobra.Command, args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
@@ -151,7 +146,7 @@ func execute(ctx context.Context, root *cobra.Command, args []string, stdout, st
 		h.cancel()
 	}
 	if err == nil {
-		return 0
+		return exitOK
 	}
 	if cmd == nil {
 		cmd = root
@@ -160,35 +155,16 @@ func execute(ctx context.Context, root *cobra.Command, args []string, stdout, st
 		// Cut off outside a bucket request (a backoff wait, a local step).
 		err = fmt.Errorf("%w: the command did not finish within --timeout: raise --timeout if it needs longer", err)
 	}
-	var se *pstar.ScriptError
-	switch {
-	case errors.As(err, &se):
-		fmt.Fprintln(stderr, "error: the script failed:", se.Error())
-		if errors.Is(err, builtins.ErrNotConfirmed) {
-			return exitNotConfirmed
-		}
-		return exitScript
-	case errors.Is(err, builtins.ErrNotConfirmed):
-		fmt.Fprintln(stderr, "error:", err)
-		return exitNotConfirmed
-	}
-	fmt.Fprintln(stderr, "error:", err)
-	var u usageError
-	if errors.As(err, &u) || strings.HasPrefix(err.Error(), "unknown command") ||
-		strings.HasPrefix(err.Error(), "accepts ") || strings.HasPrefix(err.Error(), "requires ") ||
-		strings.HasPrefix(err.Error(), "unknown flag") || strings.HasPrefix(err.Error(), "unknown shorthand flag") {
-		// Point at the help of the command that was called, not the root's.
-		fmt.Fprintf(stderr, "run %q for usage\n", cmd.CommandPath()+" --help")
-		return exitUsage
-	}
-	return exitFailed
+	return report(stderr, cmd, err)
 }
 
 func newVersionCmd() *cobra.Command {
 	var out string
 	cmd := &cobra.Command{
-		Use:         "version",
-		Short:       "Print the version and build metadata",
+		Use:   "version",
+		Short: "Print the version and build metadata",
+		Example: `  podmin version
+  podmin version -o json`,
 		Args:        cobra.NoArgs,
 		Annotations: map[string]string{noContext: "true"},
 		RunE: func(cmd *cobra.Command, _ []string) error {

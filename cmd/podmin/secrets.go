@@ -43,6 +43,8 @@ Parameter Store's rules). It defaults to the context's secrets provider.
 Values are read without echo from the terminal, or with --stdin or --file. They
 are never printed or logged. --system addresses the one operator-managed system
 key, /<cluster>/_system/otel-logs-headers.`,
+		Example: `  podmin secret create db-password --for web
+  podmin secret list --for web`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
@@ -119,6 +121,8 @@ confirms without asking, and is needed when standard input is not a terminal.
 Only aws-secrets-manager has recoverable deletion: delete schedules the deletion
 after a 30-day recovery window and restore cancels it. aws-parameter-store and
 local have no delete/restore; use destroy to delete permanently.`,
+		Example: fmt.Sprintf(`  podmin secret %[1]s api-token --for web --provider aws-secrets-manager
+  podmin secret %[1]s api-token --for web -n product --provider aws-secrets-manager`, verb),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(out); err != nil {
@@ -162,6 +166,8 @@ func newSecretDestroyCmd(env *builtins.Env) *cobra.Command {
 		Long: `Destroy deletes a secret permanently, without a recovery window, on every
 provider. On a terminal it asks you to type the cluster ID; --yes/-y confirms
 without asking. Without a terminal it never waits for input: pass --yes.`,
+		Example: `  podmin secret destroy db-password --for web
+  podmin secret destroy api-token --for web -n product --provider aws-secrets-manager -y`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(out); err != nil {
@@ -206,6 +212,9 @@ func newSecretListCmd(env *builtins.Env) *cobra.Command {
 last modification when the provider reports it, and a pending deletion. Values
 are never shown. --for limits it to one Pod, --namespace alone to one namespace,
 --system to the system keys. Podmin's internal system keys are never listed.`,
+		Example: `  podmin secret list
+  podmin secret list --for web -n product -o json
+  podmin secret list --system`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(out); err != nil {

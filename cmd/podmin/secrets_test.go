@@ -91,7 +91,7 @@ func TestSecretCreateListUpdateDestroy(t *testing.T) {
 	if out, errs, code := c.runSecret("secret", "update", "db-password", "--for", "web", "--stdin"); code != 0 || out != "updated /demo/default/web/db-password in local\n" {
 		t.Fatalf("update: exit %d\n%s%s", code, out, errs)
 	}
-	if _, errs, code := c.runSecret("secret", "update", "absent", "--for", "web", "--stdin"); code != 1 || !strings.Contains(errs, "use create to add it") {
+	if _, errs, code := c.runSecret("secret", "update", "absent", "--for", "web", "--stdin"); code != 3 || !strings.Contains(errs, "use create to add it") {
 		t.Errorf("update absent: exit %d %s", code, errs)
 	}
 	if _, errs, code := c.runSecret("secret", "create", "db-password", "--for", "web", "--stdin"); code != 1 || !strings.Contains(errs, "use update to change its value") {
@@ -110,7 +110,7 @@ func TestSecretCreateListUpdateDestroy(t *testing.T) {
 	if out, _, _ := c.runSecret("secret", "list", "--for", "web"); !strings.Contains(out, "no secrets in local for cluster demo") {
 		t.Errorf("list after destroy:\n%s", out)
 	}
-	if _, errs, code := c.runSecret("secret", "destroy", "db-password", "--for", "web", "-y"); code != 1 || !strings.Contains(errs, "secret not found") {
+	if _, errs, code := c.runSecret("secret", "destroy", "db-password", "--for", "web", "-y"); code != 3 || !strings.Contains(errs, "secret not found") {
 		t.Errorf("destroy again: exit %d %s", code, errs)
 	}
 }
@@ -130,11 +130,11 @@ func TestSecretUsageErrors(t *testing.T) {
 		{"no value source", 2, "standard input is not a terminal to prompt on: pass --stdin to read the value from standard input, or --file PATH",
 			[]string{"secret", "create", "k", "--for", "web"}},
 		{"both sources", 2, "--stdin and --file both give the value", []string{"secret", "create", "k", "--for", "web", "--stdin", "--file", file}},
-		{"bad key before reading", 1, `"a/b" is not a safe key`, []string{"secret", "create", "a/b", "--for", "web"}},
+		{"bad key before reading", 2, `"a/b" is not a safe key`, []string{"secret", "create", "a/b", "--for", "web"}},
 		{"no pod", 1, "no Pod given: pass --for POD", []string{"secret", "create", "k", "--file", file}},
 		{"unsupported delete", 1, "local has no delete/restore: use destroy to delete permanently", []string{"secret", "delete", "k", "--for", "web", "-y"}},
 		{"unsupported restore", 1, "local has no delete/restore: use destroy to delete permanently", []string{"secret", "restore", "k", "--for", "web"}},
-		{"unknown provider", 1, `unknown secrets provider "vault"`, []string{"secret", "list", "--provider", "vault"}},
+		{"unknown provider", 2, `unknown secrets provider "vault"`, []string{"secret", "list", "--provider", "vault"}},
 		{"internal system key", 1, `"cluster-ca" is not a system key you can manage`, []string{"secret", "destroy", "cluster-ca", "--system", "-y"}},
 		{"system namespace", 1, `"_system" is not a namespace`, []string{"secret", "create", "workload-ca-key", "--for", "x", "-n", "_system", "--file", file}},
 		{"list takes no key", 2, "unknown command", []string{"secret", "list", "k"}},

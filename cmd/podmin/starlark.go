@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"regexp"
 	"strings"
 
@@ -30,11 +31,15 @@ func starlarkCommands(env *builtins.Env) []*cobra.Command {
 func scriptEnv(env *builtins.Env, stderr io.Writer) (*builtins.Env, func(*pstar.Host)) {
 	e := *env
 	var h *pstar.Host
+	line := env.Progress // shares the lines or bars of push, pull and build
+	if line == nil {
+		line = func(msg string) { fmt.Fprintln(stderr, msg) }
+	}
 	e.Progress = func(msg string) {
 		if h != nil {
 			msg = h.Scrub(msg)
 		}
-		fmt.Fprintln(stderr, msg)
+		line(msg)
 	}
 	return &e, func(host *pstar.Host) { h = host }
 }
@@ -60,10 +65,10 @@ standard output carries only the plan; the script's print() goes to standard
 error. Destructive operations need confirm = True or confirm = "<cluster>" in the
 script, or --yes (-y) for the whole run.
 
-Exit status: 0 success, 1 Podmin failed, 2 bad usage, 4 a destructive
-operation was not confirmed, 5 the script failed (the error shows the Starlark
-backtrace with file:line). See "podmin help
-starlark" for the language reference.`,
+Exit status: 0 success, 1 Podmin failed, 2 bad usage, 3 FILE does not exist,
+4 a destructive operation was not confirmed, 5 the script failed (the error
+shows the Starlark backtrace with file:line), 124 a deadline passed. See
+"podmin help starlark" for the language reference.`,
 		Example: `  podmin run recipes/quickstart.star
   podmin run --dry-run recipes/rollout.star -- --image=hello:v2 --nodegroups=a --nodegroups=b`,
 		Args:        cobra.MinimumNArgs(1),
@@ -75,10 +80,17 @@ starlark" for the language reference.`,
 			if dash := cmd.ArgsLenAtDash(); dash > 1 || dash == -1 && len(args) > 1 {
 				return usageError{errors.New(`pass the script's arguments after "--": podmin run FILE -- --key=value`)}
 			}
+			recipe := args[0]
+			if !filepath.IsAbs(recipe) && env.WorkDir != "" {
+				recipe = filepath.Join(env.WorkDir, recipe)
+			}
+			if st, err := os.Stat(recipe); err == nil && st.IsDir() {
+				return usageError{fmt.Errorf("%s is a directory: pass a recipe file such as %s", args[0], filepath.Join(args[0], "main.star"))}
+			}
 			e, bind := scriptEnv(env, cmd.ErrOrStderr())
 			// A JSON plan owns standard output: the script prints to stderr.
 			scriptOut := cmd.OutOrStdout()
-			if dryRun && out == "json" {
+			if dryRun && out != "table" {
 				scriptOut = cmd.ErrOrStderr()
 			}
 			h := pstar.New(pstar.Options{Ops: e, Stdout: scriptOut, Stderr: cmd.ErrOrStderr(), DryRun: dryRun, Yes: yes,
@@ -92,7 +104,7 @@ starlark" for the language reference.`,
 			}
 			if err == nil && h.Plan() != nil {
 				var buf strings.Builder
-				if err := h.Plan().Write(&buf, out); err != nil {
+				if err := writePlan(&buf, h.Plan(), out); err != nil {
 					return err
 				}
 				_, err = io.WriteString(cmd.OutOrStdout(), h.Scrub(buf.String()))
@@ -105,7 +117,7 @@ starlark" for the language reference.`,
 	f.BoolVar(&dryRun, "dry-run", false, "perform reads, record writes and print the plan instead of changing anything")
 	f.BoolVarP(&yes, "yes", "y", false, "confirm every destructive operation of the script")
 	f.Uint64Var(&maxSteps, "max-steps", pstar.DefaultMaxSteps, "stop the script after this many Starlark steps")
-	cmd.Flags().StringVarP(&out, "output", "o", "table", "format of the dry-run plan: table or json")
+	addOutputFlag(cmd, &out)
 	return cmd
 }
 
@@ -197,6 +209,8 @@ _ holds the last value, Ctrl-C cancels the running call, Ctrl-D leaves. History 
 kept in the Podmin data directory (repl_history, mode 0600); it never keeps a line
 that contains a secret value. On a terminal, a destructive call without confirm =
 asks before it runs. The session has no overall deadline unless --timeout is given.`,
+		Example: `  podmin repl
+  podmin repl recipes/rollout.star`,
 		Args:        cobra.MaximumNArgs(1),
 		Annotations: map[string]string{noContext: "true", noDeadline: "true"},
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -241,5 +255,7 @@ func newStarlarkTopic() *cobra.Command {
 		Use:   "starlark",
 		Short: "The Starlark recipe language: podmin module, run, test, repl",
 		Long:  pstar.Markdown(),
+		Example: `  podmin help starlark
+  podmin help starlark | less`,
 	}
 }

@@ -41,7 +41,7 @@ func TestRunExitCodes(t *testing.T) {
 	c.fails(2, "--n: want an integer", "run", ok, "--", "--n=x")
 	c.fails(2, "unknown flag: --n", "run", ok, "--n=1")
 	c.fails(2, `pass the script's arguments after "--"`, "run", ok, "extra")
-	c.fails(1, "no such file or directory", "run", filepath.Join(c.root, "missing.star"))
+	c.fails(3, "no such file or directory", "run", filepath.Join(c.root, "missing.star"))
 	if out := c.ok("run", ok, "--", "--help"); !strings.Contains(out, "--n                      int (default 1)") {
 		t.Fatalf("help: %s", out)
 	}

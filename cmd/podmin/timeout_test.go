@@ -89,8 +89,8 @@ func TestBlackHoleEndpointTimesOut(t *testing.T) {
 			_, errs, code := c.run(append(args, "--timeout", "1500ms")...)
 			took := time.Since(start)
 			t.Logf("%v: %s", took, errs)
-			if code != 1 {
-				t.Fatalf("exit %d, want 1\n%s", code, errs)
+			if code != exitDeadline {
+				t.Fatalf("exit %d, want %d\n%s", code, exitDeadline, errs)
 			}
 			if took < 1500*time.Millisecond || took > 5*time.Second {
 				t.Errorf("took %v with --timeout 1.5s", took)

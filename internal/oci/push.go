@@ -15,6 +15,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/progress"
 	"podmin.dev/podmin/internal/state"
 )
 
@@ -29,6 +30,10 @@ type PushOptions struct {
 	// Backoff returns the wait before CAS attempt n (n ≥ 1); nil waits
 	// a few milliseconds times n.
 	Backoff func(n int) time.Duration
+	// Sink, when set, shows the blob uploads (bytes, rate, time left)
+	// under Title.
+	Sink  progress.Sink
+	Title string
 }
 
 // PushProgress are the running totals of a push.
@@ -66,7 +71,14 @@ func Push(ctx context.Context, bucket objstore.Store, src Source, top v1.Descrip
 		return PushResult{}, fmt.Errorf("read the image to push: %w", err)
 	}
 	res := PushResult{Descriptor: top, Blobs: len(g.Blobs)}
-	if res.Uploaded, res.UploadedBytes, err = uploadBlobs(ctx, bucket, src, dst, g.Blobs, opts); err != nil {
+	var total int64
+	for _, d := range g.Blobs {
+		total += d.Size
+	}
+	t := progress.Or(opts.Sink).Begin(opts.Title, total)
+	res.Uploaded, res.UploadedBytes, err = uploadBlobs(ctx, bucket, src, dst, g.Blobs, opts, t)
+	t.End(err)
+	if err != nil {
 		return res, err
 	}
 	if err := writeLayoutFile(ctx, bucket, dst); err != nil {
@@ -94,7 +106,7 @@ func writeLayoutFile(ctx context.Context, bucket objstore.Store, dst state.OCILa
 
 // uploadBlobs writes the blobs the bucket lacks with bounded concurrency;
 // the first error cancels the rest.
-func uploadBlobs(ctx context.Context, bucket objstore.Store, src Source, dst state.OCILayout, blobs []v1.Descriptor, opts PushOptions) (int, int64, error) {
+func uploadBlobs(ctx context.Context, bucket objstore.Store, src Source, dst state.OCILayout, blobs []v1.Descriptor, opts PushOptions, t progress.Transfer) (int, int64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	workers := opts.Concurrency
@@ -111,7 +123,7 @@ func uploadBlobs(ctx context.Context, bucket objstore.Store, src Source, dst sta
 	for range min(workers, len(blobs)) {
 		wg.Go(func() {
 			for d := range next {
-				uploaded, err := uploadBlob(ctx, bucket, src, dst, d)
+				uploaded, err := uploadBlob(ctx, bucket, src, dst, d, t)
 				mu.Lock()
 				if err != nil && firstErr == nil {
 					firstErr = err
@@ -145,30 +157,61 @@ feed:
 	return p.Uploaded, p.Bytes, firstErr
 }
 
-func uploadBlob(ctx context.Context, bucket objstore.Store, src Source, dst state.OCILayout, d v1.Descriptor) (bool, error) {
+func uploadBlob(ctx context.Context, bucket objstore.Store, src Source, dst state.OCILayout, d v1.Descriptor, t progress.Transfer) (bool, error) {
 	key, err := dst.BlobPath(d.Digest.String())
 	if err != nil {
 		return false, err
 	}
 	if _, err := bucket.Head(ctx, key); err == nil {
+		t.Skip(d.Size)
 		return false, nil
 	} else if !errors.Is(err, objstore.ErrNotFound) {
 		return false, fmt.Errorf("check blob %s: %w", key, err)
 	}
-	data, err := src.Blob(ctx, d.Digest)
-	if err != nil {
-		return false, err
-	}
-	if err := Verify(data, d); err != nil {
-		return false, err
-	}
-	if _, err := bucket.PutIfAbsent(ctx, key, data); err != nil {
+	it := t.Item(progress.ShortName(d.Digest.String()), d.Size)
+	defer it.Done()
+	if err := writeBlobObject(ctx, bucket, src, key, d, it); err != nil {
 		if errors.Is(err, objstore.ErrPrecondition) {
 			return false, nil // another push wrote the same content first
+		}
+		if errors.Is(err, ErrDigestMismatch) || errors.Is(err, ErrNotFound) {
+			return false, fmt.Errorf("upload blob %s: %w", key, err)
 		}
 		return false, fmt.Errorf("upload blob %s: %w: run the push again; blobs already uploaded are skipped", key, err)
 	}
 	return true, nil
+}
+
+// writeBlobObject creates key from d's blob, streamed from src when it can
+// be and verified on the way: a blob that does not match its descriptor
+// fails the write before its last byte, so nothing is stored. it counts
+// the bytes as the store takes them.
+func writeBlobObject(ctx context.Context, bucket objstore.Store, src Source, key string, d v1.Descriptor, it progress.Item) error {
+	o, ok := src.(BlobOpener)
+	if !ok {
+		data, err := src.Blob(ctx, d.Digest)
+		if err != nil {
+			return err
+		}
+		if err := Verify(data, d); err != nil {
+			return fmt.Errorf("%w: %w", err, ErrDigestMismatch)
+		}
+		_, err = objstore.PutWithOptions(ctx, bucket, key, data, objstore.PutOptions{IfAbsent: true})
+		it.Add(int64(len(data)))
+		return err
+	}
+	rc, size, err := o.OpenBlob(ctx, d.Digest)
+	if err != nil {
+		return err
+	}
+	if size != d.Size {
+		rc.Close()
+		return fmt.Errorf("blob %s is %d bytes, not %d as its descriptor says: %w: pull or build the image again", d.Digest, size, d.Size, ErrDigestMismatch)
+	}
+	body := PrefetchingVerifier(rc, d)
+	defer body.Close()
+	_, err = objstore.WriteObject(ctx, bucket, key, progress.Reader(it, body), d.Size, objstore.PutOptions{IfAbsent: true})
+	return err
 }
 
 // publish merges tag → top (and the nested descriptors) into dst's
@@ -184,9 +227,11 @@ func publish(ctx context.Context, bucket objstore.Store, dst state.OCILayout, ta
 	}
 	key := dst.IndexFile()
 	for n := 1; n <= attempts; n++ {
-		cur, err := bucket.Get(ctx, key, objstore.GetOptions{})
+		var cur objstore.Object
+		var err error
+		cur.Data, cur.ETag, err = ReadObject(ctx, bucket, key, MaxIndexSize)
 		if err != nil && !errors.Is(err, objstore.ErrNotFound) {
-			return false, fmt.Errorf("read %s: %w", key, err)
+			return false, fmt.Errorf("read %s: %w: remove unused tags from the repository or run the push again", key, err)
 		}
 		m, err := ParseIndex(cur.Data)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
@@ -104,8 +105,23 @@ func ReadManifest(ctx context.Context, src Source, d v1.Descriptor) ([]byte, err
 	if d.Size > MaxManifestSize {
 		return nil, fmt.Errorf("manifest %s is %d bytes, more than the %d byte limit", d.Digest, d.Size, MaxManifestSize)
 	}
-	data, err := src.Blob(ctx, d.Digest)
-	if err != nil {
+	var data []byte
+	var err error
+	if o, ok := src.(BlobOpener); ok {
+		var rc io.ReadCloser
+		if rc, _, err = o.OpenBlob(ctx, d.Digest); err != nil {
+			return nil, err
+		}
+		limit := d.Size
+		if limit <= 0 {
+			limit = MaxManifestSize
+		}
+		data, err = readLimited(rc, limit, "manifest "+d.Digest.String())
+		rc.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%w: the store is corrupt; pull or build the image again", err)
+		}
+	} else if data, err = src.Blob(ctx, d.Digest); err != nil {
 		return nil, err
 	}
 	if err := Verify(data, d); err != nil {

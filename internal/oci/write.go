@@ -11,6 +11,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/partial"
+
+	"podmin.dev/podmin/internal/progress"
 )
 
 // Write stores idx and everything it references in repo and tags it with
@@ -21,7 +23,10 @@ func (s *Store) Write(ctx context.Context, repo string, idx v1.ImageIndex, tags 
 	if err != nil {
 		return v1.Descriptor{}, err
 	}
-	if err := writeIndex(ctx, dir, idx, 0); err != nil {
+	t := progress.Or(s.sink).Begin(s.title, 0)
+	err = writeIndex(ctx, dir, idx, 0, t)
+	t.End(err)
+	if err != nil {
 		return v1.Descriptor{}, fmt.Errorf("store %s in the local image store: %w", repo, err)
 	}
 	d, err := partial.Descriptor(idx)
@@ -35,7 +40,7 @@ func (s *Store) Write(ctx context.Context, repo string, idx v1.ImageIndex, tags 
 	return top, nil
 }
 
-func writeIndex(ctx context.Context, dir string, idx v1.ImageIndex, depth int) error {
+func writeIndex(ctx context.Context, dir string, idx v1.ImageIndex, depth int, t progress.Transfer) error {
 	if depth > maxDepth {
 		return fmt.Errorf("indexes nest deeper than %d levels", maxDepth)
 	}
@@ -53,7 +58,7 @@ func writeIndex(ctx context.Context, dir string, idx v1.ImageIndex, depth int) e
 			if err != nil {
 				return fmt.Errorf("index %s: %w", d.Digest, err)
 			}
-			if err := writeIndex(ctx, dir, child, depth+1); err != nil {
+			if err := writeIndex(ctx, dir, child, depth+1, t); err != nil {
 				return err
 			}
 		case d.MediaType.IsImage():
@@ -61,7 +66,7 @@ func writeIndex(ctx context.Context, dir string, idx v1.ImageIndex, depth int) e
 			if err != nil {
 				return fmt.Errorf("image %s: %w", d.Digest, err)
 			}
-			if err := writeImage(ctx, dir, img); err != nil {
+			if err := writeImage(ctx, dir, img, t); err != nil {
 				return fmt.Errorf("image %s: %w", d.Digest, err)
 			}
 		default:
@@ -89,7 +94,7 @@ func writeRaw(dir string, m rawManifest) error {
 	return writeBlob(dir, h, bytes.NewReader(raw))
 }
 
-func writeImage(ctx context.Context, dir string, img v1.Image) error {
+func writeImage(ctx context.Context, dir string, img v1.Image, t progress.Transfer) error {
 	layers, err := img.Layers()
 	if err != nil {
 		return err
@@ -112,11 +117,17 @@ func writeImage(ctx context.Context, dir string, img v1.Image) error {
 		if p, _ := blobFile(dir, h); exists(p) {
 			continue
 		}
+		size, err := l.Size()
+		if err != nil {
+			return fmt.Errorf("layer %s: %w", h, err)
+		}
 		rc, err := l.Compressed()
 		if err != nil {
 			return fmt.Errorf("layer %s: %w", h, err)
 		}
-		err = writeBlob(dir, h, rc)
+		it := t.Item(progress.ShortName(h.String()), size)
+		err = writeBlob(dir, h, progress.Reader(it, rc))
+		it.Done()
 		rc.Close()
 		if err != nil {
 			return err

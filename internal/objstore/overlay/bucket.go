@@ -20,6 +20,7 @@ type AdminOp string
 const (
 	OpCreateBucket AdminOp = "create-bucket"
 	OpSetTags      AdminOp = "set-tags"
+	OpDeleteBucket AdminOp = "delete-bucket"
 )
 
 // AdminRecord is one recorded bucket administration.
@@ -38,6 +39,7 @@ type Bucket struct {
 
 	amu     sync.Mutex
 	created bool
+	deleted bool
 	tags    map[string]string // nil: the real tags
 	admin   []AdminRecord
 }
@@ -59,8 +61,11 @@ func (b *Bucket) AdminRecords() []AdminRecord {
 // BucketExists implements objstore.BucketAdmin.
 func (b *Bucket) BucketExists(ctx context.Context) (bool, error) {
 	b.amu.Lock()
-	created := b.created
+	created, deleted := b.created, b.deleted
 	b.amu.Unlock()
+	if deleted {
+		return false, nil
+	}
 	if created {
 		return true, nil
 	}

@@ -5,11 +5,13 @@
 package overlay
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"sync"
@@ -29,9 +31,10 @@ const (
 
 // Version is one state of an object: absent, or its bytes and ETag.
 type Version struct {
-	Exists bool
-	Data   []byte
-	ETag   string
+	Exists   bool
+	Data     []byte
+	ETag     string
+	Metadata map[string]string
 }
 
 // Record is one successful write or delete, with the object as it was and
@@ -71,6 +74,7 @@ type entry struct {
 	deleted  bool
 	data     []byte
 	etag     string
+	meta     map[string]string
 	modified time.Time
 }
 
@@ -99,7 +103,10 @@ type Options struct {
 	Region string
 }
 
-var _ objstore.Store = (*Store)(nil)
+var (
+	_ objstore.Store    = (*Store)(nil)
+	_ objstore.Streamer = (*Store)(nil)
+)
 
 // New returns an overlay over real, which is only ever read.
 func New(real objstore.Store, opts Options) *Store {
@@ -134,7 +141,7 @@ func (s *Store) current(ctx context.Context, key string) (Version, error) {
 		if e.deleted {
 			return Version{}, nil
 		}
-		return Version{Exists: true, Data: e.data, ETag: e.etag}, nil
+		return Version{Exists: true, Data: e.data, ETag: e.etag, Metadata: e.meta}, nil
 	}
 	if s.realGone {
 		return Version{}, nil
@@ -146,7 +153,7 @@ func (s *Store) current(ctx context.Context, key string) (Version, error) {
 	case err != nil:
 		return Version{}, err
 	}
-	return Version{Exists: true, Data: obj.Data, ETag: obj.ETag}, nil
+	return Version{Exists: true, Data: obj.Data, ETag: obj.ETag, Metadata: obj.Metadata}, nil
 }
 
 // Get implements objstore.Store.
@@ -165,7 +172,7 @@ func (s *Store) Get(ctx context.Context, key string, opts objstore.GetOptions) (
 		if opts.IfNoneMatch != "" && sameETag(opts.IfNoneMatch, e.etag) {
 			return objstore.Object{}, fmt.Errorf("get %q: %w", key, objstore.ErrNotModified)
 		}
-		return objstore.Object{Data: append([]byte(nil), e.data...), ETag: e.etag}, nil
+		return objstore.Object{Data: append([]byte(nil), e.data...), ETag: e.etag, Metadata: objstore.CloneMetadata(e.meta)}, nil
 	}
 	return s.real.Get(ctx, key, opts)
 }
@@ -183,7 +190,7 @@ func (s *Store) Head(ctx context.Context, key string) (objstore.Info, error) {
 	case ok && e.deleted, !ok && gone:
 		return objstore.Info{}, fmt.Errorf("head %q: %w", key, objstore.ErrNotFound)
 	case ok:
-		return objstore.Info{Key: key, ETag: e.etag, Size: int64(len(e.data)), LastModified: e.modified}, nil
+		return objstore.Info{Key: key, ETag: e.etag, Size: int64(len(e.data)), LastModified: e.modified, Metadata: objstore.CloneMetadata(e.meta)}, nil
 	}
 	return s.real.Head(ctx, key)
 }
@@ -191,6 +198,11 @@ func (s *Store) Head(ctx context.Context, key string) (objstore.Info, error) {
 // write applies a put or delete to the layer under s.mu after check has
 // accepted the current version, and records it.
 func (s *Store) write(ctx context.Context, op Op, key string, data []byte, check func(cur Version) error) (string, error) {
+	return s.writeMeta(ctx, op, key, data, nil, check)
+}
+
+// writeMeta is write with the new version's user metadata.
+func (s *Store) writeMeta(ctx context.Context, op Op, key string, data []byte, meta map[string]string, check func(cur Version) error) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
@@ -216,8 +228,9 @@ func (s *Store) write(ctx context.Context, op Op, key string, data []byte, check
 	} else {
 		data = append([]byte(nil), data...)
 		etag := etagOf(data)
-		s.layer[key] = &entry{data: data, etag: etag, modified: s.now()}
-		rec.After = Version{Exists: true, Data: data, ETag: etag}
+		meta = objstore.CloneMetadata(meta)
+		s.layer[key] = &entry{data: data, etag: etag, meta: meta, modified: s.now()}
+		rec.After = Version{Exists: true, Data: data, ETag: etag, Metadata: meta}
 	}
 	s.records = append(s.records, rec)
 	return rec.After.ETag, nil
@@ -347,4 +360,57 @@ func (s *Store) merge(real []objstore.Info, prefix, startAfter, bound string) ([
 	}
 	sort.Strings(keys)
 	return keys, merged
+}
+
+// Open implements objstore.Streamer. Overlay objects are served from
+// memory; others stream from the real store.
+func (s *Store) Open(ctx context.Context, key string, opts objstore.GetOptions) (*objstore.Reader, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	e, ok := s.layer[key]
+	gone := s.realGone
+	s.mu.RUnlock()
+	switch {
+	case ok && e.deleted, !ok && gone:
+		return nil, fmt.Errorf("open %q: %w", key, objstore.ErrNotFound)
+	case !ok:
+		return objstore.OpenObject(ctx, s.real, key, opts)
+	}
+	if opts.IfNoneMatch != "" && sameETag(opts.IfNoneMatch, e.etag) {
+		return nil, fmt.Errorf("open %q: %w", key, objstore.ErrNotModified)
+	}
+	off, n, err := objstore.CheckRange(opts.Range, int64(len(e.data)))
+	if err != nil {
+		return nil, fmt.Errorf("open %q: %w", key, err)
+	}
+	info := objstore.Info{Key: key, ETag: e.etag, Size: int64(len(e.data)), LastModified: e.modified, Metadata: objstore.CloneMetadata(e.meta)}
+	return &objstore.Reader{ReadCloser: io.NopCloser(bytes.NewReader(e.data[off : off+n])), Info: info}, nil
+}
+
+// Write implements objstore.Streamer: the body is read whole into the
+// layer, then written under the same conditions as the other writes.
+func (s *Store) Write(ctx context.Context, key string, body io.Reader, size int64, opts objstore.PutOptions) (string, error) {
+	if err := objstore.CheckPutOptions(opts); err != nil {
+		return "", fmt.Errorf("write %q: %w", key, err)
+	}
+	if size < 0 {
+		return "", fmt.Errorf("write %q: negative size %d", key, size)
+	}
+	data, err := objstore.ReadExactly(body, size)
+	if err != nil {
+		return "", fmt.Errorf("write %q: %w", key, err)
+	}
+	return s.writeMeta(ctx, OpPut, key, data, opts.Metadata, func(cur Version) error {
+		switch {
+		case opts.IfAbsent && cur.Exists:
+			return fmt.Errorf("write %q: the object already exists: %w", key, objstore.ErrPrecondition)
+		case opts.IfMatch != "" && !cur.Exists:
+			return fmt.Errorf("write %q: %w", key, objstore.ErrNotFound)
+		case opts.IfMatch != "" && !sameETag(cur.ETag, opts.IfMatch):
+			return fmt.Errorf("write %q: the ETag is %s, not %s: %w", key, cur.ETag, opts.IfMatch, objstore.ErrPrecondition)
+		}
+		return nil
+	})
 }

@@ -5,11 +5,9 @@
 package build
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -20,8 +18,10 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"podmin.dev/podmin/internal/oci"
+	"podmin.dev/podmin/internal/progress"
 )
 
 // ScratchUser is the user of FROM scratch images: the conventional
@@ -42,6 +42,17 @@ type Options struct {
 	Platforms []v1.Platform
 	// Base resolves base images; FROM scratch needs none.
 	Base BaseFunc
+	// Store, when set, receives every layer while it is built: its tar is
+	// streamed through gzip into a blob of Repository in the local store
+	// (a temporary file renamed to its digest), so no layer is held in
+	// memory, and Store.Write of the result finds the layers in place.
+	// The layers are reported as items of one transfer in the store's
+	// progress sink (oci.Store.WithProgress).
+	// Without a Store layers are kept in memory, which suits small tests.
+	Store *oci.Store
+	// Repository is the local repository ("registry/repository") that
+	// Store receives the layers in; the image is usually written there.
+	Repository string
 }
 
 // Build builds one image per platform, concurrently, and returns them as
@@ -68,19 +79,25 @@ func Build(ctx context.Context, opts Options) (v1.ImageIndex, error) {
 	if err != nil {
 		return nil, err
 	}
+	t := progress.Or(nil).Begin("", 0)
+	if opts.Store != nil {
+		t = opts.Store.BeginTransfer(0)
+	}
 	images := make([]v1.Image, len(specs))
 	errs := make([]error, len(specs))
 	var wg sync.WaitGroup
 	for i := range specs {
 		wg.Go(func() {
-			images[i], errs[i] = buildImage(ctx, bc, specs[i], opts.Platforms[i], opts.Base)
+			images[i], errs[i] = buildImage(ctx, bc, specs[i], opts.Platforms[i], opts, t)
 			if errs[i] != nil {
 				errs[i] = fmt.Errorf("%s for %s: %w", file, opts.Platforms[i].String(), errs[i])
 			}
 		})
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	err = errors.Join(errs...)
+	t.End(err)
+	if err != nil {
 		return nil, err
 	}
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
@@ -106,8 +123,8 @@ func readContainerfile(opts Options) (string, string, error) {
 	return file, string(data), nil
 }
 
-func buildImage(ctx context.Context, bc *buildContext, s spec, p v1.Platform, base BaseFunc) (v1.Image, error) {
-	img, err := baseImage(ctx, s.from, p, base)
+func buildImage(ctx context.Context, bc *buildContext, s spec, p v1.Platform, opts Options, t progress.Transfer) (v1.Image, error) {
+	img, err := baseImage(ctx, s.from, p, opts.Base)
 	if err != nil {
 		return nil, err
 	}
@@ -115,15 +132,15 @@ func buildImage(ctx context.Context, bc *buildContext, s spec, p v1.Platform, ba
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		data, err := bc.layer(c)
+		entries, err := bc.layerEntries(c)
 		if err != nil {
 			return nil, err
 		}
-		l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-			return io.NopCloser(bytes.NewReader(data)), nil
-		}, tarball.WithMediaType(types.OCILayer), tarball.WithCompressedCaching)
+		it := t.Item(p.String()+": "+c.display, contentSize(entries))
+		l, err := buildLayer(ctx, entries, opts, it)
+		it.Done()
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("line %d: COPY: %w", c.line, err)
 		}
 		img, err = mutate.Append(img, mutate.Addendum{Layer: l, MediaType: types.OCILayer, History: v1.History{
 			Created: v1.Time{Time: epoch}, CreatedBy: c.display, Comment: "podmin build",

@@ -6,7 +6,6 @@ package build
 
 import (
 	"archive/tar"
-	"bytes"
 	"fmt"
 	"io"
 	"io/fs"
@@ -16,6 +15,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"podmin.dev/podmin/internal/progress"
 )
 
 // epoch is every timestamp in a built image, so builds are reproducible.
@@ -31,8 +32,8 @@ type entry struct {
 	size     int64
 }
 
-// layer returns the uncompressed tar of one COPY step.
-func (c *buildContext) layer(step copyStep) ([]byte, error) {
+// layerEntries returns the file system objects of one COPY step by path.
+func (c *buildContext) layerEntries(step copyStep) (map[string]entry, error) {
 	var matches []string
 	for _, src := range step.srcs {
 		m, err := c.match(src)
@@ -98,7 +99,7 @@ func (c *buildContext) layer(step copyStep) ([]byte, error) {
 		}
 	}
 	delete(entries, "/")
-	return writeTar(entries)
+	return entries, nil
 }
 
 // entry describes one context path with normalised permissions: 0755 for
@@ -126,14 +127,15 @@ func (c *buildContext) entry(rel string) (entry, error) {
 	return entry{}, fmt.Errorf("%s is neither a file, a directory nor a symbolic link: remove it from the context or add it to .dockerignore", full)
 }
 
-func writeTar(entries map[string]entry) ([]byte, error) {
+// writeTar writes the tar of entries to w, in path order, reading each
+// file as it goes.
+func writeTar(w io.Writer, entries map[string]entry, it progress.Item) error {
 	names := make([]string, 0, len(entries))
 	for n := range entries {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
+	tw := tar.NewWriter(w)
 	for _, n := range names {
 		e := entries[n]
 		h := &tar.Header{
@@ -147,27 +149,24 @@ func writeTar(entries map[string]entry) ([]byte, error) {
 			h.Size = e.size
 		}
 		if err := tw.WriteHeader(h); err != nil {
-			return nil, fmt.Errorf("layer entry %s: %w", n, err)
+			return fmt.Errorf("layer entry %s: %w", n, err)
 		}
 		if e.typ == tar.TypeReg {
-			if err := copyFile(tw, e.src, e.size); err != nil {
-				return nil, err
+			if err := copyFile(tw, e.src, e.size, it); err != nil {
+				return err
 			}
 		}
 	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return tw.Close()
 }
 
-func copyFile(w io.Writer, file string, size int64) error {
+func copyFile(w io.Writer, file string, size int64, it progress.Item) error {
 	f, err := os.Open(file)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	n, err := io.Copy(w, io.LimitReader(f, size))
+	n, err := io.Copy(w, progress.Reader(it, io.LimitReader(f, size)))
 	if err == nil && n != size {
 		err = fmt.Errorf("%s changed size during the build: build again", file)
 	}

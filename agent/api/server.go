@@ -1,0 +1,308 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package api
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	pb "podmin.dev/podmin/agent/api/coordinationpb"
+	"podmin.dev/podmin/agent/identity"
+)
+
+// Port is the coordination API's TCP port on every node.
+const Port = 8081
+
+// PrefixBits is the length of the Pod prefix each node reports.
+const PrefixBits = 80
+
+// Endpoint is one ready backend a node reports.
+type Endpoint struct {
+	Namespace, Service string
+	Addr               netip.Addr
+}
+
+// Leader names the leader a node knows of.
+type Leader struct {
+	ID, Addr string
+}
+
+// Backend is what the server needs from the coordinator.
+type Backend interface {
+	// Leader returns the leader this node knows of and whether it is this
+	// node.
+	Leader() (l Leader, leading bool)
+	// Report replaces nodeID's endpoints (already checked against its
+	// /80) and returns the snapshot generation and revision that will
+	// carry them.
+	Report(ctx context.Context, nodeID string, eps []Endpoint) (generation, revision uint64, err error)
+	// Snapshot returns the current Service snapshot.
+	Snapshot(ctx context.Context) (*pb.ServiceSnapshot, error)
+	// IndexChanged is told that a node saw deployments/index.json change.
+	IndexChanged(etag string)
+}
+
+// Authenticator extracts the node identity from a verified connection;
+// *identity.Identity is one.
+type Authenticator interface {
+	Peer(cs tls.ConnectionState) (identity.Peer, error)
+}
+
+// Server is one node's coordination API.
+type Server struct {
+	pb.UnimplementedCoordinationServer
+	backend Backend
+	auth    Authenticator
+	log     *slog.Logger
+	grpc    *grpc.Server
+
+	mu       sync.Mutex
+	prefixes map[string]netip.Prefix // node ID → Pod /80 from its Hello
+	watchers map[chan *pb.Hint]struct{}
+}
+
+// NewServer returns a server that authenticates with tlsConfig (a TLS 1.3
+// mutual-authentication configuration such as identity.ServerConfig) and
+// authorizes with auth.
+func NewServer(tlsConfig *tls.Config, auth Authenticator, backend Backend, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{backend: backend, auth: auth, log: log, prefixes: map[string]netip.Prefix{}, watchers: map[chan *pb.Hint]struct{}{}}
+	s.grpc = grpc.NewServer(
+		grpc.Creds(credentials.NewTLS(tlsConfig)),
+		grpc.ChainUnaryInterceptor(s.authorizeUnary),
+		grpc.ChainStreamInterceptor(s.authorizeStream),
+	)
+	pb.RegisterCoordinationServer(s.grpc, s)
+	return s
+}
+
+// Serve serves on lis until Stop.
+func (s *Server) Serve(lis net.Listener) error {
+	if err := s.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return err
+	}
+	return nil
+}
+
+// Stop closes the listeners and every connection at once.
+func (s *Server) Stop() { s.grpc.Stop() }
+
+type peerKey struct{}
+
+// caller returns the node authenticated for this call.
+func caller(ctx context.Context) identity.Peer {
+	p, _ := ctx.Value(peerKey{}).(identity.Peer)
+	return p
+}
+
+func (s *Server) authenticate(ctx context.Context) (context.Context, error) {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return nil, status.Error(codes.Unauthenticated, "no peer")
+	}
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok {
+		return nil, status.Error(codes.Unauthenticated, "not a TLS connection")
+	}
+	node, err := s.auth.Peer(info.State)
+	if err != nil {
+		return nil, status.Error(codes.PermissionDenied, err.Error())
+	}
+	return context.WithValue(ctx, peerKey{}, node), nil
+}
+
+func (s *Server) authorizeUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	ctx, err := s.authenticate(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+type authedStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (a authedStream) Context() context.Context { return a.ctx }
+
+func (s *Server) authorizeStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	ctx, err := s.authenticate(ss.Context())
+	if err != nil {
+		return err
+	}
+	return handler(srv, authedStream{ServerStream: ss, ctx: ctx})
+}
+
+// ParsePodPrefix checks a reported Pod prefix: a canonical global-unicast
+// IPv6 /80.
+func ParsePodPrefix(s string) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(s)
+	switch {
+	case err != nil:
+		return netip.Prefix{}, fmt.Errorf("pod prefix %q: %w", s, err)
+	case !p.Addr().Is6() || p.Addr().Is4In6() || p.Addr().Zone() != "" || !p.Addr().IsGlobalUnicast():
+		return netip.Prefix{}, fmt.Errorf("pod prefix %q is not a global-unicast IPv6 prefix", s)
+	case p.Bits() != PrefixBits:
+		return netip.Prefix{}, fmt.Errorf("pod prefix %q is not a /%d", s, PrefixBits)
+	case p.Masked() != p || p.String() != s:
+		return netip.Prefix{}, fmt.Errorf("pod prefix %q is not canonical: send %s", s, p.Masked())
+	}
+	return p, nil
+}
+
+// Hello registers the caller's Pod /80 and names the leader.
+func (s *Server) Hello(ctx context.Context, req *pb.HelloRequest) (*pb.HelloResponse, error) {
+	node := caller(ctx)
+	p, err := ParsePodPrefix(req.GetPodPrefix())
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	s.mu.Lock()
+	s.prefixes[node.NodeID] = p
+	s.mu.Unlock()
+	l, leading := s.backend.Leader()
+	return &pb.HelloResponse{Leader: leading, LeaderId: l.ID, LeaderAddr: l.Addr}, nil
+}
+
+func (s *Server) requireLeader() error {
+	if l, leading := s.backend.Leader(); !leading {
+		return status.Errorf(codes.FailedPrecondition, "this node does not lead: the leader is %q at %q", l.ID, l.Addr)
+	}
+	return nil
+}
+
+// ReportEndpoints replaces the caller's endpoints, each of which must lie
+// in the /80 its Hello reported.
+func (s *Server) ReportEndpoints(ctx context.Context, req *pb.EndpointReport) (*pb.ReportResponse, error) {
+	if err := s.requireLeader(); err != nil {
+		return nil, err
+	}
+	node := caller(ctx)
+	s.mu.Lock()
+	prefix, ok := s.prefixes[node.NodeID]
+	s.mu.Unlock()
+	if !ok {
+		return nil, status.Errorf(codes.FailedPrecondition, "node %s sent no Hello with its Pod prefix: send Hello first", node.NodeID)
+	}
+	eps := make([]Endpoint, 0, len(req.GetEndpoints()))
+	for _, e := range req.GetEndpoints() {
+		addr, err := netip.ParseAddr(e.GetAddress())
+		if err != nil || addr.String() != e.GetAddress() || addr.Zone() != "" {
+			return nil, status.Errorf(codes.InvalidArgument, "endpoint address %q is not a canonical IPv6 address", e.GetAddress())
+		}
+		if !prefix.Contains(addr) {
+			return nil, status.Errorf(codes.PermissionDenied, "endpoint %s of %s/%s is outside node %s's Pod prefix %s", addr, e.GetNamespace(), e.GetService(), node.NodeID, prefix)
+		}
+		if e.GetNamespace() == "" || e.GetService() == "" {
+			return nil, status.Errorf(codes.InvalidArgument, "endpoint %s names no namespaced Service", addr)
+		}
+		eps = append(eps, Endpoint{Namespace: e.GetNamespace(), Service: e.GetService(), Addr: addr})
+	}
+	gen, rev, err := s.backend.Report(ctx, node.NodeID, eps)
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	return &pb.ReportResponse{Generation: gen, Revision: rev}, nil
+}
+
+// Snapshot returns the leader's Service snapshot.
+func (s *Server) Snapshot(ctx context.Context, _ *pb.SnapshotRequest) (*pb.ServiceSnapshot, error) {
+	if err := s.requireLeader(); err != nil {
+		return nil, err
+	}
+	snap, err := s.backend.Snapshot(ctx)
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	return snap, nil
+}
+
+// NotifyIndexChanged hints every follower to reconcile now.
+func (s *Server) NotifyIndexChanged(ctx context.Context, req *pb.NotifyRequest) (*pb.NotifyResponse, error) {
+	if err := s.requireLeader(); err != nil {
+		return nil, err
+	}
+	s.backend.IndexChanged(req.GetIndexEtag())
+	s.Broadcast(&pb.Hint{Kind: pb.Hint_INDEX_CHANGED, IndexEtag: req.GetIndexEtag()})
+	return &pb.NotifyResponse{}, nil
+}
+
+// Watch streams hints to a follower while this node leads.
+func (s *Server) Watch(_ *pb.WatchRequest, stream pb.Coordination_WatchServer) error {
+	if err := s.requireLeader(); err != nil {
+		return err
+	}
+	ch := make(chan *pb.Hint, 16)
+	s.mu.Lock()
+	s.watchers[ch] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.watchers, ch)
+		s.mu.Unlock()
+	}()
+	// An empty first message tells the follower the watch is established.
+	if err := stream.Send(&pb.Hint{}); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-stream.Context().Done():
+			return nil
+		case h, ok := <-ch:
+			if !ok {
+				return status.Error(codes.Unavailable, "leadership ended")
+			}
+			if err := stream.Send(h); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// Broadcast sends h to every watching follower. Hints are best effort: a
+// follower whose queue is full misses it and catches up by polling.
+func (s *Server) Broadcast(h *pb.Hint) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ch := range s.watchers {
+		select {
+		case ch <- h:
+		default:
+		}
+	}
+}
+
+// EndWatches ends every watch, as when leadership ends.
+func (s *Server) EndWatches() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ch := range s.watchers {
+		close(ch)
+		delete(s.watchers, ch)
+	}
+}
+
+// Watchers returns how many followers are watching.
+func (s *Server) Watchers() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.watchers)
+}

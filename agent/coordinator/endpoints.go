@@ -1,0 +1,68 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package coordinator
+
+import (
+	"context"
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"podmin.dev/podmin/agent/pods"
+	"podmin.dev/podmin/agent/staticpod"
+)
+
+// LocalEndpoints derives a node's ready endpoints: for each Service its
+// NodeGroup publishes, the kubelet-ready Pods matching the Service's
+// namespace and selector, at each of their addresses inside the node's
+// Pod prefix. Readiness alone decides; addresses outside the prefix (the
+// leader would refuse them) are left out.
+func LocalEndpoints(services []staticpod.Service, podList []*corev1.Pod, prefix netip.Prefix) []Endpoint {
+	var out []Endpoint
+	for _, s := range services {
+		if s.Spec == nil {
+			continue
+		}
+		id := ServiceID{Namespace: s.ID.Namespace, Name: s.ID.Name}
+		for _, r := range pods.Select(podList, pods.Selector{Namespace: s.ID.Namespace, Labels: s.Spec.Selector}) {
+			for _, ip := range r.IPs {
+				addr, err := netip.ParseAddr(ip)
+				if err != nil || !prefix.Contains(addr) {
+					continue
+				}
+				out = append(out, Endpoint{Service: id, Addr: addr})
+			}
+		}
+	}
+	return out
+}
+
+// PublishServices implements staticpod.Publisher: the reconciler hands
+// over its NodeGroup's Services after each complete publication.
+func (c *Coordinator) PublishServices(_ context.Context, services []staticpod.Service) error {
+	c.mu.Lock()
+	c.services = append([]staticpod.Service(nil), services...)
+	c.mu.Unlock()
+	c.refreshEndpoints()
+	return nil
+}
+
+// PodsChanged takes the node's complete Pod set from the kubelet Pods
+// API watcher (its Refresh option).
+func (c *Coordinator) PodsChanged(podList []*corev1.Pod) {
+	c.mu.Lock()
+	c.pods = podList
+	c.mu.Unlock()
+	c.refreshEndpoints()
+}
+
+func (c *Coordinator) refreshEndpoints() {
+	c.mu.Lock()
+	eps := LocalEndpoints(c.services, c.pods, c.opts.PodPrefix)
+	c.mu.Unlock()
+	_ = c.SetEndpoints(eps) // LocalEndpoints keeps only addresses inside the prefix
+}
+
+var _ staticpod.Publisher = (*Coordinator)(nil)

@@ -1,0 +1,174 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package builtins
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"podmin.dev/podmin/builtins/infra"
+	"podmin.dev/podmin/internal/contexts"
+	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/state"
+)
+
+// PlanSummary is what setup, teardown or destroy will change in the
+// provider's infrastructure, shown before confirmation.
+type PlanSummary struct {
+	// Add, Change and Destroy count resources in the OpenTofu/Terraform
+	// plan; all zero on the local provider.
+	Add     int `json:"add"`
+	Change  int `json:"change"`
+	Destroy int `json:"destroy"`
+	// Steps describes, in order, what is applied.
+	Steps []string `json:"steps"`
+	// Text is the tool's rendering of the plan, for a terminal.
+	Text string `json:"-"`
+}
+
+// ClusterInfra is a provider's compute and networking, as setup, teardown
+// and destroy drive it. The local provider has none; the AWS one renders
+// the embedded module and runs OpenTofu/Terraform.
+type ClusterInfra interface {
+	// Prepare checks cl against the provider's API and completes it
+	// (zones, architectures, images). It writes nothing.
+	Prepare(ctx context.Context, cl *infra.Cluster) error
+	// Plan writes the working files and returns what Apply changes.
+	Plan(ctx context.Context, cl infra.Cluster) (PlanSummary, error)
+	// Config returns the cluster configuration setup stores at
+	// tfstate/podmin.auto.tfvars.json; it holds no secret.
+	Config(cl infra.Cluster) ([]byte, error)
+	// Apply applies the plan Plan returned.
+	Apply(ctx context.Context, cl infra.Cluster) error
+	// PlanDestroy returns what Destroy removes.
+	PlanDestroy(ctx context.Context, c contexts.Context) (PlanSummary, error)
+	// Destroy removes the compute and networking this cluster owns.
+	Destroy(ctx context.Context, c contexts.Context) error
+}
+
+// infraFor returns the infrastructure of c's provider.
+func (e *Env) infraFor(ctx context.Context, c contexts.Context) (ClusterInfra, error) {
+	if c.Provider == "local" {
+		return localInfra{e: e}, nil
+	}
+	if e.Infrastructure == nil {
+		return nil, fmt.Errorf("provider %q has no infrastructure support in this build", c.Provider)
+	}
+	return e.Infrastructure(ctx, e, c)
+}
+
+// SetupResult reports what setup did.
+type SetupResult struct {
+	Cluster infra.Cluster `json:"cluster"`
+	Plan    PlanSummary   `json:"plan"`
+	// Applied is false when the plan was not applied (a dry run records
+	// the apply instead).
+	Applied bool `json:"applied"`
+	// Secrets are the CA secrets, created or kept.
+	Secrets []SecretAction `json:"secrets"`
+	// ConfigPublished is the bucket key of the cluster configuration the
+	// agents read; ConfigChanged is false when it was already current.
+	ConfigPublished string `json:"configPublished"`
+	ConfigChanged   bool   `json:"configChanged"`
+	// LocalAgents says how to start the node agents of a local cluster.
+	LocalAgents []LocalAgent `json:"localAgents,omitempty"`
+}
+
+// Setup validates every input, checks it against the provider, shows the
+// plan, asks opts.Confirm, then stores the CA secrets (create-only),
+// publishes the cluster configuration and applies the infrastructure.
+func (e *Env) Setup(ctx context.Context, opts SetupOptions) (SetupResult, error) {
+	c, err := e.CurrentContext()
+	if err != nil {
+		return SetupResult{}, err
+	}
+	cl, err := parseSetup(opts, c)
+	if err != nil {
+		return SetupResult{}, err
+	}
+	inf, err := e.infraFor(ctx, c)
+	if err != nil {
+		return SetupResult{}, err
+	}
+	if err := inf.Prepare(ctx, &cl); err != nil {
+		return SetupResult{}, err
+	}
+	res := SetupResult{Cluster: cl, ConfigPublished: state.TFVarsPath}
+	if res.Plan, err = inf.Plan(ctx, cl); err != nil {
+		return res, err
+	}
+	if opts.Confirm != nil {
+		if err := opts.Confirm(res.Plan); err != nil {
+			return res, err
+		}
+	}
+	if res.Secrets, err = e.ensureCASecrets(ctx, c); err != nil {
+		return res, err
+	}
+	cfg, err := inf.Config(cl)
+	if err != nil {
+		return res, err
+	}
+	if res.ConfigChanged, err = e.publishClusterConfig(ctx, c, cfg); err != nil {
+		return res, err
+	}
+	if err := inf.Apply(ctx, cl); err != nil {
+		return res, err
+	}
+	res.Applied = true
+	if c.Provider == "local" {
+		res.LocalAgents = e.localAgents(ctx, c, cl)
+	}
+	return res, nil
+}
+
+// ClusterConfig is the cluster configuration setup publishes at
+// tfstate/podmin.auto.tfvars.json for the agents: the validated cluster
+// without any secret.
+type ClusterConfig struct {
+	Version int `json:"version"`
+	infra.Cluster
+}
+
+// publishClusterConfig writes the configuration when it differs from the
+// published one.
+func (e *Env) publishClusterConfig(ctx context.Context, c contexts.Context, data []byte) (bool, error) {
+	_, b, err := e.openCluster(ctx)
+	if err != nil {
+		return false, err
+	}
+	cur, err := b.Get(ctx, state.TFVarsPath, objstore.GetOptions{})
+	switch {
+	case err == nil && bytes.Equal(cur.Data, data):
+		return false, nil
+	case err != nil && !errors.Is(err, objstore.ErrNotFound):
+		return false, fmt.Errorf("read the cluster configuration %s: %w", state.TFVarsPath, err)
+	}
+	if _, err := b.Put(ctx, state.TFVarsPath, data); err != nil {
+		return false, fmt.Errorf("publish the cluster configuration %s in bucket %s: %w", state.TFVarsPath, c.Bucket, err)
+	}
+	e.progress("published the cluster configuration at %s", state.TFVarsPath)
+	return true, nil
+}
+
+// readClusterConfig returns the published configuration, or ok=false when
+// there is none.
+func readClusterConfig(ctx context.Context, b objstore.Store) (ClusterConfig, string, bool, error) {
+	obj, err := b.Get(ctx, state.TFVarsPath, objstore.GetOptions{})
+	if errors.Is(err, objstore.ErrNotFound) {
+		return ClusterConfig{}, "", false, nil
+	}
+	if err != nil {
+		return ClusterConfig{}, "", false, fmt.Errorf("read the cluster configuration %s: %w", state.TFVarsPath, err)
+	}
+	var cfg ClusterConfig
+	if err := json.Unmarshal(obj.Data, &cfg); err != nil {
+		return ClusterConfig{}, "", false, fmt.Errorf("the cluster configuration %s is not valid JSON: %w", state.TFVarsPath, err)
+	}
+	return cfg, obj.ETag, true, nil
+}

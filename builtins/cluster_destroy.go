@@ -1,0 +1,242 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package builtins
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"podmin.dev/podmin/internal/cloud"
+	"podmin.dev/podmin/internal/contexts"
+	"podmin.dev/podmin/internal/objstore"
+)
+
+// TeardownOptions are the inputs of teardown.
+type TeardownOptions struct {
+	// Confirm is asked after the plan is shown and before anything is
+	// destroyed; nil means already confirmed.
+	Confirm func(plan PlanSummary) error
+}
+
+// TeardownResult reports what teardown did.
+type TeardownResult struct {
+	Cluster string      `json:"cluster"`
+	Plan    PlanSummary `json:"plan"`
+	// Kept lists what teardown deliberately leaves in place.
+	Kept []string `json:"kept"`
+}
+
+// DestroyOptions are the inputs of destroy.
+type DestroyOptions struct {
+	// Confirm is asked after the ownership checks and the plan, before
+	// anything is deleted; nil means already confirmed.
+	Confirm func(plan PlanSummary) error
+}
+
+// DestroyResult reports what destroy did.
+type DestroyResult struct {
+	Cluster string         `json:"cluster"`
+	Plan    PlanSummary    `json:"plan"`
+	Secrets []SecretAction `json:"secrets"`
+	// ObjectsDeleted counts the objects emptied from the bucket.
+	ObjectsDeleted int `json:"objectsDeleted"`
+	// BucketDeleted is false when the bucket was already gone (a re-run
+	// of an interrupted destroy).
+	BucketDeleted bool `json:"bucketDeleted"`
+	// ContextRemoved is true once the saved context is gone.
+	ContextRemoved bool `json:"contextRemoved"`
+}
+
+// bucketDeleter deletes an empty bucket. A provider's bucket implements it;
+// without it destroy stops before deleting anything.
+type bucketDeleter interface {
+	DeleteBucket(ctx context.Context) error
+}
+
+// openBucketAdmin opens c's bucket with its administration.
+func (e *Env) openBucketAdmin(ctx context.Context, c contexts.Context) (objstore.Bucket, error) {
+	p, err := e.provider(c.Provider)
+	if err != nil {
+		return nil, fmt.Errorf("context %s: %w", c.Cluster, err)
+	}
+	b, err := p.OpenBucket(ctx, cloud.BucketRef{Bucket: c.Bucket, Region: c.Region, Profile: c.Profile})
+	if err != nil {
+		return nil, fmt.Errorf("open bucket %s of cluster %s: %w", c.Bucket, c.Cluster, err)
+	}
+	return b, nil
+}
+
+// proveBucket fails closed unless the bucket carries the tag connect wrote
+// when it created the bucket for this cluster. Names prove nothing.
+func proveBucket(ctx context.Context, b objstore.BucketAdmin, c contexts.Context) error {
+	tags, err := b.BucketTags(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: the tags of bucket %q cannot be read (%v): Podmin deletes a bucket only when its %s tag proves this cluster created it; nothing was deleted", ErrNotOwned, c.Bucket, err, ClusterTag)
+	}
+	owner, ok := tags[ClusterTag]
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: bucket %q has no %s tag, so Podmin did not create it (connect found it existing) and will not delete it; nothing was deleted: run \"podmin teardown\" to remove the infrastructure, then empty and delete the bucket yourself and run \"podmin disconnect %s\"", ErrNotOwned, c.Bucket, ClusterTag, c.Cluster)
+	case owner != c.Cluster:
+		return fmt.Errorf("%w: bucket %q is tagged %s=%s, another cluster's, so this cluster will not delete it; nothing was deleted: destroy it from a context of cluster %q, or run \"podmin disconnect %s\" to forget this context", ErrNotOwned, c.Bucket, ClusterTag, owner, owner, c.Cluster)
+	}
+	return nil
+}
+
+// refuseForeignBucket fails when the bucket is tagged for another cluster:
+// its state is not this cluster's to act on.
+func refuseForeignBucket(ctx context.Context, b objstore.BucketAdmin, c contexts.Context) error {
+	tags, err := b.BucketTags(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: the tags of bucket %q cannot be read (%v): Podmin will not act on a bucket whose owner it cannot check", ErrNotOwned, c.Bucket, err)
+	}
+	if owner, ok := tags[ClusterTag]; ok && owner != c.Cluster {
+		return fmt.Errorf("%w: bucket %q is tagged %s=%s, another cluster's: nothing was changed", ErrNotOwned, c.Bucket, ClusterTag, owner)
+	}
+	return nil
+}
+
+// Teardown destroys the cluster's compute and networking. The bucket, the
+// context, both CA secrets and the public workload CA state stay, so a
+// later setup restores the cluster without changing trust.
+func (e *Env) Teardown(ctx context.Context, opts TeardownOptions) (TeardownResult, error) {
+	c, err := e.CurrentContext()
+	if err != nil {
+		return TeardownResult{}, err
+	}
+	res := TeardownResult{Cluster: c.Cluster, Kept: []string{
+		"bucket " + c.Bucket, "context " + c.Cluster, "CA secrets", "public workload CA state (identity/ca.json)"}}
+	b, err := e.openBucketAdmin(ctx, c)
+	if err != nil {
+		return res, err
+	}
+	if exists, err := b.BucketExists(ctx); err != nil {
+		return res, fmt.Errorf("check bucket %q: %w", c.Bucket, err)
+	} else if !exists {
+		return res, fmt.Errorf("bucket %q of cluster %s does not exist: there is no infrastructure state to tear down", c.Bucket, c.Cluster)
+	}
+	if err := refuseForeignBucket(ctx, b, c); err != nil {
+		return res, err
+	}
+	inf, err := e.infraFor(ctx, c)
+	if err != nil {
+		return res, err
+	}
+	if res.Plan, err = inf.PlanDestroy(ctx, c); err != nil {
+		return res, err
+	}
+	if opts.Confirm != nil {
+		if err := opts.Confirm(res.Plan); err != nil {
+			return res, err
+		}
+	}
+	return res, inf.Destroy(ctx, c)
+}
+
+// Destroy tears the cluster down, permanently deletes both CA secrets,
+// empties and deletes the bucket, and removes the context only after all of
+// that succeeded. The bucket is deleted only when its tag proves this
+// cluster created it; every step is idempotent, so an interrupted destroy
+// is completed by running it again.
+func (e *Env) Destroy(ctx context.Context, opts DestroyOptions) (DestroyResult, error) {
+	c, err := e.CurrentContext()
+	if err != nil {
+		return DestroyResult{}, err
+	}
+	res := DestroyResult{Cluster: c.Cluster}
+	b, err := e.openBucketAdmin(ctx, c)
+	if err != nil {
+		return res, err
+	}
+	deleter, ok := b.(bucketDeleter)
+	if !ok {
+		return res, fmt.Errorf("provider %s cannot delete buckets in this build: nothing was deleted", c.Provider)
+	}
+	exists, err := b.BucketExists(ctx)
+	if err != nil {
+		return res, fmt.Errorf("check bucket %q: %w", c.Bucket, err)
+	}
+	var inf ClusterInfra
+	if exists {
+		// Every proof comes first: a refusal leaves everything in place.
+		if err := proveBucket(ctx, b, c); err != nil {
+			return res, err
+		}
+		if inf, err = e.infraFor(ctx, c); err != nil {
+			return res, err
+		}
+		if res.Plan, err = inf.PlanDestroy(ctx, c); err != nil {
+			return res, err
+		}
+	}
+	res.Plan.Steps = append(res.Plan.Steps, "destroy the CA secrets of "+c.Cluster)
+	if exists {
+		res.Plan.Steps = append(res.Plan.Steps, "empty and delete bucket "+c.Bucket)
+	}
+	res.Plan.Steps = append(res.Plan.Steps, "remove context "+c.Cluster)
+	if opts.Confirm != nil {
+		if err := opts.Confirm(res.Plan); err != nil {
+			return res, err
+		}
+	}
+	if exists {
+		if err := inf.Destroy(ctx, c); err != nil {
+			return res, err
+		}
+	}
+	if res.Secrets, err = e.destroyCASecrets(ctx, c); err != nil {
+		return res, err
+	}
+	if exists {
+		if res.ObjectsDeleted, err = e.emptyBucket(ctx, b, c); err != nil {
+			return res, err
+		}
+		e.progress("deleting bucket %s", c.Bucket)
+		if err := deleter.DeleteBucket(ctx); err != nil && !errors.Is(err, objstore.ErrBucketNotFound) {
+			return res, fmt.Errorf("delete bucket %q: %w: run \"podmin destroy\" again to finish", c.Bucket, err)
+		}
+		res.BucketDeleted = true
+	}
+	err = e.contextsFile().Update(func(f *contexts.File) error {
+		if _, ok := f.Contexts[c.Cluster]; !ok {
+			return nil
+		}
+		delete(f.Contexts, c.Cluster)
+		if f.Current == c.Cluster {
+			f.Current = ""
+		}
+		return nil
+	})
+	if err != nil {
+		return res, fmt.Errorf("the cluster is destroyed but its context could not be removed: %w: run \"podmin disconnect %s\"", err, c.Cluster)
+	}
+	res.ContextRemoved = true
+	return res, nil
+}
+
+// emptyBucket deletes every object, page by page, until a listing is
+// empty.
+func (e *Env) emptyBucket(ctx context.Context, b objstore.Store, c contexts.Context) (int, error) {
+	const maxRounds = 1000
+	n := 0
+	for round := 0; round < maxRounds; round++ {
+		page, err := b.List(ctx, "", objstore.ListOptions{})
+		if err != nil {
+			return n, fmt.Errorf("list bucket %q: %w: run \"podmin destroy\" again to finish", c.Bucket, err)
+		}
+		if len(page.Objects) == 0 {
+			return n, nil
+		}
+		for _, o := range page.Objects {
+			if err := b.Delete(ctx, o.Key, ""); err != nil {
+				return n, fmt.Errorf("empty bucket %q: delete %s: %w: run \"podmin destroy\" again to finish", c.Bucket, o.Key, err)
+			}
+			n++
+		}
+		e.progress("emptied %d objects from bucket %s", n, c.Bucket)
+	}
+	return n, fmt.Errorf("bucket %q still lists objects after %d rounds of deletes: something keeps writing to it", c.Bucket, maxRounds)
+}

@@ -1,0 +1,372 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package builtins
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"podmin.dev/podmin/internal/cloud/local"
+	"podmin.dev/podmin/internal/contexts"
+	"podmin.dev/podmin/internal/objstore"
+	localstore "podmin.dev/podmin/internal/objstore/local"
+	"podmin.dev/podmin/internal/pki"
+	"podmin.dev/podmin/internal/secrets"
+	localsecrets "podmin.dev/podmin/internal/secrets/local"
+	"podmin.dev/podmin/internal/state"
+)
+
+// clusterEnv is a connected local cluster "demo" with the local secrets
+// store.
+type clusterEnv struct {
+	*Env
+	secrets *localsecrets.Store
+	bucket  *localstore.Bucket
+}
+
+func newClusterEnv(t *testing.T, connect bool) *clusterEnv {
+	t.Helper()
+	ce := &clusterEnv{Env: testEnv(t)}
+	ce.secrets = localsecrets.New(filepath.Join(ce.Dirs.Data, "secrets"))
+	ce.Secrets = func(_ context.Context, _ contexts.Context, provider string) (secrets.Store, error) {
+		if provider != secrets.Local {
+			t.Errorf("CA secrets of a local cluster opened in %s", provider)
+		}
+		return ce.secrets, nil
+	}
+	ce.bucket = localstore.Open(ce.Providers["local"].(local.Provider).Dir("demo-bucket"))
+	if connect {
+		if _, err := ce.Connect(t.Context(), ConnectOptions{Cluster: "demo", Provider: "local", Bucket: "demo-bucket"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ce
+}
+
+func (ce *clusterEnv) secret(t *testing.T, key string) (secrets.Value, bool) {
+	t.Helper()
+	n, err := secrets.InternalSecret("demo", key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := ce.secrets.Read(t.Context(), n)
+	if errors.Is(err, secrets.ErrNotFound) {
+		return nil, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v, true
+}
+
+func (ce *clusterEnv) config(t *testing.T) (ClusterConfig, bool) {
+	t.Helper()
+	obj, err := ce.bucket.Get(t.Context(), state.TFVarsPath, objstore.GetOptions{})
+	if errors.Is(err, objstore.ErrNotFound) {
+		return ClusterConfig{}, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg ClusterConfig
+	if err := json.Unmarshal(obj.Data, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, true
+}
+
+func TestLocalSetupStoresSecretsAndPublishesConfig(t *testing.T) {
+	ce := newClusterEnv(t, true)
+	ctx := t.Context()
+	res, err := ce.Setup(ctx, SetupOptions{NodeGroup: []string{"default", "workers,size=2"},
+		WorkloadCAPublish: "s3://trust-bucket/ca.pem"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Applied || !res.ConfigChanged || len(res.Secrets) != 2 || res.Secrets[0].Action != "created" || res.Secrets[1].Action != "created" {
+		t.Fatalf("result %+v", res)
+	}
+	// The workload CA key is a 32-byte Ed25519 seed.
+	key, ok := ce.secret(t, secrets.WorkloadCAKey)
+	if !ok {
+		t.Fatal("no workload CA key")
+	}
+	seed, err := base64.StdEncoding.DecodeString(string(key))
+	if err != nil || len(seed) != ed25519.SeedSize {
+		t.Fatalf("workload CA key is %d bytes (%v), want a base64 32-byte seed", len(seed), err)
+	}
+	// The cluster CA is a CA certificate and its matching private key.
+	ca, ok := ce.secret(t, secrets.ClusterCA)
+	if !ok {
+		t.Fatal("no cluster CA")
+	}
+	parsed, err := pki.ParseClusterCA(ca, "demo")
+	if err != nil || !parsed.Cert.IsCA || parsed.Cert.CheckSignatureFrom(parsed.Cert) != nil ||
+		!parsed.Key.Public().(ed25519.PublicKey).Equal(parsed.Cert.PublicKey) {
+		t.Fatalf("cluster CA is not a self-signed CA with its matching key: %v", err)
+	}
+	cfg, ok := ce.config(t)
+	if !ok || cfg.ID != "demo" || len(cfg.NodeGroups) != 2 || cfg.NodeGroups[1].Size != 2 || cfg.WorkloadCAPublish.String() != "s3://trust-bucket/ca.pem" {
+		t.Fatalf("published configuration %+v", cfg)
+	}
+	if len(res.LocalAgents) != 3 || !strings.Contains(res.LocalAgents[2].Command, "--nodegroup workers --ipv6-prefix 2001:db8:0:2:2::/80") ||
+		!strings.Contains(res.LocalAgents[0].Command, "--bucket "+ce.bucket.Dir()) {
+		t.Fatalf("local agents %+v", res.LocalAgents)
+	}
+
+	// A second setup keeps both secrets (create-only) and the configuration.
+	res2, err := ce.Setup(ctx, SetupOptions{NodeGroup: []string{"default", "workers,size=2"},
+		WorkloadCAPublish: "s3://trust-bucket/ca.pem"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res2.ConfigChanged || res2.Secrets[0].Action != "kept" || res2.Secrets[1].Action != "kept" {
+		t.Fatalf("second setup %+v", res2)
+	}
+	if again, _ := ce.secret(t, secrets.WorkloadCAKey); string(again) != string(key) {
+		t.Fatal("the workload CA key changed on a second setup")
+	}
+}
+
+func TestSetupWritesNothingUntilValidAndConfirmed(t *testing.T) {
+	ce := newClusterEnv(t, true)
+	_, err := ce.Setup(t.Context(), SetupOptions{NodeGroup: []string{"default", "workers,size=-2"}})
+	if !errors.Is(err, ErrInvalidSetup) {
+		t.Fatalf("bad size: %v", err)
+	}
+	refused := errors.New("refused")
+	var shown PlanSummary
+	_, err = ce.Setup(t.Context(), SetupOptions{NodeGroup: []string{"default"},
+		Confirm: func(p PlanSummary) error { shown = p; return refused }})
+	if !errors.Is(err, refused) || len(shown.Steps) != 3 {
+		t.Fatalf("refused confirmation: %v, plan %+v", err, shown)
+	}
+	if _, ok := ce.secret(t, secrets.WorkloadCAKey); ok {
+		t.Error("a secret was written")
+	}
+	if _, ok := ce.config(t); ok {
+		t.Error("the configuration was published")
+	}
+}
+
+func TestLocalTeardownKeepsBucketSecretsAndContext(t *testing.T) {
+	ce := newClusterEnv(t, true)
+	ctx := t.Context()
+	if _, err := ce.Setup(ctx, SetupOptions{NodeGroup: []string{"default"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ce.bucket.Put(ctx, state.IdentityCAPath, []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := ce.Teardown(ctx, TeardownOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Plan.Destroy != 1 {
+		t.Errorf("plan %+v", res.Plan)
+	}
+	if _, ok := ce.config(t); ok {
+		t.Error("the configuration is still published")
+	}
+	for _, k := range []string{secrets.WorkloadCAKey, secrets.ClusterCA} {
+		if _, ok := ce.secret(t, k); !ok {
+			t.Errorf("teardown removed %s", k)
+		}
+	}
+	if _, err := ce.bucket.Head(ctx, state.IdentityCAPath); err != nil {
+		t.Errorf("teardown removed the public workload CA state: %v", err)
+	}
+	if _, err := ce.CurrentContext(); err != nil {
+		t.Errorf("teardown removed the context: %v", err)
+	}
+	// Teardown is repeatable.
+	if _, err := ce.Teardown(ctx, TeardownOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLocalDestroyRemovesEverythingItOwns(t *testing.T) {
+	ce := newClusterEnv(t, true)
+	ctx := t.Context()
+	if _, err := ce.Setup(ctx, SetupOptions{NodeGroup: []string{"default"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{state.IndexPath, "apps/hello/oci-layout", state.IdentityCAPath} {
+		if _, err := ce.bucket.Put(ctx, k, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var shown PlanSummary
+	res, err := ce.Destroy(ctx, DestroyOptions{Confirm: func(p PlanSummary) error { shown = p; return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.BucketDeleted || !res.ContextRemoved || res.ObjectsDeleted != 3 || len(shown.Steps) != 4 {
+		t.Fatalf("result %+v, plan %+v", res, shown)
+	}
+	if _, err := os.Stat(ce.bucket.Dir()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("bucket directory remains: %v", err)
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(ce.bucket.Dir())); len(entries) != 0 {
+		t.Errorf("debris beside the bucket: %v", entries)
+	}
+	for _, k := range []string{secrets.WorkloadCAKey, secrets.ClusterCA} {
+		if _, ok := ce.secret(t, k); ok {
+			t.Errorf("destroy kept %s", k)
+		}
+	}
+	if _, err := ce.CurrentContext(); err == nil {
+		t.Error("the context remains current")
+	}
+	if list, _ := ce.ListContexts(); len(list) != 0 {
+		t.Errorf("contexts remain: %+v", list)
+	}
+}
+
+func TestDestroyRefusesUnprovenBucket(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tags map[string]string
+		want string
+	}{
+		{"untagged", map[string]string{}, `no proof of ownership: bucket "demo-bucket" has no podmin:cluster tag, so Podmin did not create it (connect found it existing) and will not delete it; nothing was deleted: run "podmin teardown" to remove the infrastructure, then empty and delete the bucket yourself and run "podmin disconnect demo"`},
+		{"other cluster", map[string]string{ClusterTag: "prod"}, `no proof of ownership: bucket "demo-bucket" is tagged podmin:cluster=prod, another cluster's, so this cluster will not delete it; nothing was deleted: destroy it from a context of cluster "prod", or run "podmin disconnect demo" to forget this context`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ce := newClusterEnv(t, false)
+			ctx := t.Context()
+			// An operator's existing bucket: connect uses it but does not claim it.
+			if err := ce.bucket.CreateBucket(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ce.Connect(ctx, ConnectOptions{Cluster: "demo", Provider: "local", Bucket: "demo-bucket"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ce.Setup(ctx, SetupOptions{NodeGroup: []string{"default"}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := ce.bucket.SetBucketTags(ctx, tc.tags); err != nil {
+				t.Fatal(err)
+			}
+			asked := false
+			_, err := ce.Destroy(ctx, DestroyOptions{Confirm: func(PlanSummary) error { asked = true; return nil }})
+			if !errors.Is(err, ErrNotOwned) || err.Error() != tc.want {
+				t.Fatalf("destroy error\n got %v\nwant %s", err, tc.want)
+			}
+			if asked {
+				t.Error("confirmation was asked before the ownership check")
+			}
+			if _, ok := ce.config(t); !ok {
+				t.Error("the configuration was deleted")
+			}
+			for _, k := range []string{secrets.WorkloadCAKey, secrets.ClusterCA} {
+				if _, ok := ce.secret(t, k); !ok {
+					t.Errorf("%s was deleted", k)
+				}
+			}
+			if _, err := ce.CurrentContext(); err != nil {
+				t.Errorf("the context was removed: %v", err)
+			}
+		})
+	}
+}
+
+func TestTeardownRefusesAnotherClustersState(t *testing.T) {
+	ce := newClusterEnv(t, true)
+	ctx := t.Context()
+	if _, err := ce.Setup(ctx, SetupOptions{NodeGroup: []string{"default"}}); err != nil {
+		t.Fatal(err)
+	}
+	// The bucket tagged for another cluster.
+	if err := ce.bucket.SetBucketTags(ctx, map[string]string{ClusterTag: "prod"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ce.Teardown(ctx, TeardownOptions{}); !errors.Is(err, ErrNotOwned) ||
+		err.Error() != `no proof of ownership: bucket "demo-bucket" is tagged podmin:cluster=prod, another cluster's: nothing was changed` {
+		t.Fatalf("foreign bucket: %v", err)
+	}
+	// A configuration published by another cluster.
+	if err := ce.bucket.SetBucketTags(ctx, map[string]string{ClusterTag: "demo"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ce.bucket.Put(ctx, state.TFVarsPath, []byte(`{"version":1,"cluster":"prod","nodegroups":[]}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ce.Teardown(ctx, TeardownOptions{}); !errors.Is(err, ErrNotOwned) ||
+		err.Error() != `no proof of ownership: the cluster configuration tfstate/podmin.auto.tfvars.json names cluster "prod", not "demo": nothing was changed` {
+		t.Fatalf("foreign configuration: %v", err)
+	}
+	if _, err := ce.bucket.Head(ctx, state.TFVarsPath); err != nil {
+		t.Fatalf("the foreign configuration was deleted: %v", err)
+	}
+}
+
+// failingSecrets fails Destroy while fail is set.
+type failingSecrets struct {
+	secrets.Store
+	fail bool
+}
+
+func (f *failingSecrets) Destroy(ctx context.Context, n secrets.Name) error {
+	if f.fail {
+		return errors.New("connection reset")
+	}
+	return f.Store.Destroy(ctx, n)
+}
+
+// failingContexts fails Update while fail is set.
+type failingContexts struct {
+	ContextsFile
+	fail bool
+}
+
+func (f *failingContexts) Update(fn func(*contexts.File) error) error {
+	if f.fail {
+		return errors.New("disk full")
+	}
+	return f.ContextsFile.Update(fn)
+}
+
+func TestInterruptedDestroyRunsToCompletion(t *testing.T) {
+	ce := newClusterEnv(t, true)
+	ctx := t.Context()
+	if _, err := ce.Setup(ctx, SetupOptions{NodeGroup: []string{"default"}}); err != nil {
+		t.Fatal(err)
+	}
+	fs := &failingSecrets{Store: ce.secrets, fail: true}
+	ce.Secrets = func(context.Context, contexts.Context, string) (secrets.Store, error) { return fs, nil }
+	fc := &failingContexts{ContextsFile: ConfigContexts{Dir: ce.Dirs.Config}}
+	ce.Contexts = fc
+
+	// Interrupted while destroying the secrets: the bucket and context stay.
+	if _, err := ce.Destroy(ctx, DestroyOptions{}); err == nil || !strings.Contains(err.Error(), "connection reset") {
+		t.Fatalf("first destroy: %v", err)
+	}
+	if exists, _ := ce.bucket.BucketExists(ctx); !exists {
+		t.Fatal("the bucket was deleted although an earlier step failed")
+	}
+	// Interrupted after deleting the bucket, before removing the context.
+	fs.fail, fc.fail = false, true
+	res, err := ce.Destroy(ctx, DestroyOptions{})
+	if err == nil || !res.BucketDeleted || res.ContextRemoved {
+		t.Fatalf("second destroy: %+v %v", res, err)
+	}
+	// The re-run finds the bucket gone and finishes.
+	fc.fail = false
+	res, err = ce.Destroy(ctx, DestroyOptions{})
+	if err != nil || res.BucketDeleted || !res.ContextRemoved || res.Secrets[0].Action != "absent" {
+		t.Fatalf("third destroy: %+v %v", res, err)
+	}
+	if _, err := ce.CurrentContext(); err == nil {
+		t.Error("the context remains")
+	}
+}

@@ -1,0 +1,133 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package dryrun_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+
+	"podmin.dev/podmin/builtins"
+	"podmin.dev/podmin/builtins/dryrun"
+	"podmin.dev/podmin/builtins/infra"
+	"podmin.dev/podmin/builtins/infra/ec2test"
+	"podmin.dev/podmin/internal/cloud"
+	"podmin.dev/podmin/internal/cloud/aws"
+	"podmin.dev/podmin/internal/contexts"
+	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/objstore/objstoretest"
+	"podmin.dev/podmin/internal/objstore/s3store"
+	"podmin.dev/podmin/internal/secrets"
+	"podmin.dev/podmin/internal/secrets/parameterstore"
+	"podmin.dev/podmin/internal/secrets/secretstest"
+)
+
+// planOnlyTool answers like OpenTofu/Terraform and logs its subcommands.
+const planOnlyTool = `#!/bin/bash
+echo "$* lock=$([[ " $* " == *" -lock=false "* ]] && echo off || echo on)" >> "$FAKE_TF_LOG"
+case "$1" in
+version) echo '{"terraform_version":"1.11.4"}' ;;
+init) ;;
+plan) echo "Plan: 3 to add, 0 to change, 0 to destroy."; echo plan > podmin.tfplan; exit 2 ;;
+show) echo '{"resource_changes":[{"change":{"actions":["create"]}},{"change":{"actions":["create"]}},{"change":{"actions":["create"]}}]}' ;;
+*) exit 64 ;;
+esac
+`
+
+type bootstrap struct{}
+
+func (bootstrap) UserData(context.Context, infra.Cluster, infra.NodeGroup) (string, error) {
+	return "dXNlcg==", nil
+}
+
+func (bootstrap) JoolArchive(context.Context, infra.Cluster, string, string) (infra.JoolArchive, error) {
+	return infra.JoolArchive{Key: "dependencies/jool/j.tar.gz", SHA256: strings.Repeat("c", 64)}, nil
+}
+
+// TestAWSSetupDryRunPlansAndNeverApplies runs setup on an AWS context over
+// the recording boundaries: the checks and the plan are real (the plan
+// without the state lock), apply is recorded, and nothing is written.
+func TestAWSSetupDryRunPlansAndNeverApplies(t *testing.T) {
+	if _, err := os.Stat("/bin/bash"); err != nil {
+		t.Skip("bash is not installed")
+	}
+	srv := objstoretest.StartVersityGW(t)
+	for k, v := range map[string]string{"AWS_ENDPOINT_URL_S3": srv.Endpoint, "AWS_ACCESS_KEY_ID": srv.AccessKey,
+		"AWS_SECRET_ACCESS_KEY": srv.SecretKey, "AWS_REGION": srv.Region, "AWS_EC2_METADATA_DISABLED": "true",
+		"AWS_CONFIG_FILE": filepath.Join(t.TempDir(), "none"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(t.TempDir(), "none")} {
+		t.Setenv(k, v)
+	}
+	env := newEnv(t)
+	env.Providers = map[string]cloud.Provider{"aws": aws.Provider{}}
+	fssm := secretstest.NewFakeSSM(t)
+	creds := credentials.NewStaticCredentialsProvider("AKIDFAKE", "fake-secret-key", "")
+	env.Secrets = func(context.Context, contexts.Context, string) (secrets.Store, error) {
+		return parameterstore.New(ssm.New(ssm.Options{Region: srv.Region, BaseEndpoint: awssdk.String(fssm.URL()), Credentials: creds})), nil
+	}
+	tool, log := filepath.Join(t.TempDir(), "tofu"), filepath.Join(t.TempDir(), "calls")
+	if err := os.WriteFile(tool, []byte(planOnlyTool), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ec2 := ec2test.NewIn(srv.Region).Client(t)
+	env.Infrastructure = func(_ context.Context, e *builtins.Env, c contexts.Context) (builtins.ClusterInfra, error) {
+		return &builtins.AWSInfra{Env: e, Context: c, EC2: ec2, Bootstrap: bootstrap{},
+			Runner: &infra.Runner{CacheDir: env.Dirs.Cache, Environ: []string{"PATH=" + os.Getenv("PATH"), "FAKE_TF_LOG=" + log},
+				LookupEnv: func(k string) (string, bool) { return tool, k == "PODMIN_TF_CMD" }}}, nil
+	}
+	ctx := t.Context()
+	if _, err := env.Connect(ctx, builtins.ConnectOptions{Cluster: "demo", Provider: "aws", Bucket: "demo-state"}); err != nil {
+		t.Fatal(err)
+	}
+
+	rec, denv, err := dryrun.New(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	res, err := denv.Setup(ctx, builtins.SetupOptions{VPCCIDR: "10.0.0.0/16", NodeGroup: []string{"default"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Plan.Add != 3 {
+		t.Fatalf("plan summary %+v", res.Plan)
+	}
+	calls, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(calls); strings.Contains(got, "apply") || !strings.Contains(got, "plan -input=false") || strings.Contains(got, "backend-config=bucket=demo-state -backend-config=key=tfstate/podmin.tfstate -backend-config=region="+srv.Region) == false ||
+		strings.Count(got, "-lock=false") != 2 {
+		t.Fatalf("tool calls in a dry run:\n%s", got)
+	}
+	changes := summary(rec.Changes(0, 0))
+	for _, want := range []string{"created secret /demo/_system/workload-ca-key", "created secret /demo/_system/cluster-ca",
+		"created object tfstate/podmin.auto.tfvars.json", "updated infrastructure cluster demo"} {
+		if !slices.Contains(changes, want) {
+			t.Errorf("the plan lacks %q: %v", want, changes)
+		}
+	}
+	// Nothing was written: no secret, no object, no module in the real cache.
+	if _, err := os.Stat(infra.ModuleDir(env.Dirs.Cache, "demo")); !os.IsNotExist(err) {
+		t.Errorf("the module was written to the real cache: %v", err)
+	}
+	b, err := s3store.New(ctx, s3store.Options{Bucket: "demo-state", Region: srv.Region})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if objs, err := objstore.ListAll(ctx, b, ""); err != nil || len(objs) != 0 {
+		t.Errorf("the bucket holds %v (%v)", objs, err)
+	}
+	s, _ := env.Secrets(ctx, contexts.Context{}, secrets.ParameterStore)
+	if list, err := s.List(ctx, "demo", secrets.Filter{}); err != nil || len(list) != 0 {
+		t.Errorf("secrets %v (%v)", list, err)
+	}
+}

@@ -1,0 +1,186 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package infra
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+
+	"podmin.dev/podmin/builtins/infra/ec2test"
+)
+
+func prepared() Cluster {
+	return Cluster{ID: "demo", Provider: "aws", Region: "us-west-2", Bucket: "demo-state", VPCCIDR: "10.0.0.0/16",
+		NodeGroups: []NodeGroup{{Name: "default", Size: 1, DiskSize: 20, InstanceType: "t4g.small"}}}
+}
+
+func TestResolveZones(t *testing.T) {
+	f := ec2test.New()
+	api := f.Client(t)
+	c := prepared()
+	c.NodeGroups = append(c.NodeGroups, NodeGroup{Name: "workers", InstanceType: "c8g.large", Zone: "us-west-2c"})
+	if err := ResolveZones(context.Background(), api, &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.NodeGroups[0].Zone != "us-west-2a" || c.NodeGroups[1].Zone != "us-west-2c" {
+		t.Fatalf("zones %+v", c.NodeGroups)
+	}
+	for _, z := range []string{"us-west-2d", "us-west-2z"} {
+		c := prepared()
+		c.NodeGroups[0].Zone = z
+		err := ResolveZones(context.Background(), api, &c)
+		want := "incompatible with the requested setup: --nodegroup default: zone " + z + " is not an available zone of us-west-2: use one of us-west-2a, us-west-2b, us-west-2c"
+		if !errors.Is(err, ErrIncompatible) || err.Error() != want {
+			t.Errorf("zone %s: %v", z, err)
+		}
+	}
+}
+
+func TestResolveInstanceTypes(t *testing.T) {
+	api := ec2test.New().Client(t)
+	c := prepared()
+	c.NAT64 = "t4g.nano"
+	c.NodeGroups = []NodeGroup{{Name: "arm", InstanceType: "c8g.large", Zone: "us-west-2a"},
+		{Name: "intel", InstanceType: "m7i.large", Zone: "us-west-2a", NAT64: "t4g.small"}}
+	if err := ResolveInstanceTypes(context.Background(), api, &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.NodeGroups[0].Arch != "arm64" || c.NodeGroups[1].Arch != "amd64" ||
+		!reflect.DeepEqual(c.NAT64Arch, map[string]string{"t4g.nano": "arm64", "t4g.small": "arm64"}) {
+		t.Fatalf("architectures %+v %v", c.NodeGroups, c.NAT64Arch)
+	}
+	// A type not offered in the NodeGroup's zone.
+	f := ec2test.New()
+	f.NotOffered = map[string]bool{"us-west-2b/c8g.large": true}
+	c = prepared()
+	c.NodeGroups[0].InstanceType, c.NodeGroups[0].Zone = "c8g.large", "us-west-2b"
+	if err := ResolveInstanceTypes(context.Background(), f.Client(t), &c); !errors.Is(err, ErrIncompatible) ||
+		err.Error() != "incompatible with the requested setup: --nodegroup default: instance type c8g.large is not offered in zone us-west-2b: choose another zone= or instance-type=" {
+		t.Errorf("not offered: %v", err)
+	}
+	for _, tc := range []struct{ typ, nat, want string }{
+		{"t2.micro", "", "--nodegroup default: instance type t2.micro cannot run Podmin: it is not a Nitro type: choose"},
+		{"a1.medium", "", "--nodegroup default: instance type a1.medium cannot run Podmin: it does not support IPv6; it supports fewer than two network interfaces: choose"},
+		{"x9.huge", "", "--nodegroup default: instance type x9.huge does not exist in us-west-2"},
+		{"t4g.small", "t2.micro", "--nat64: instance type t2.micro cannot run Podmin: it is not a Nitro type"},
+	} {
+		c := prepared()
+		c.NodeGroups[0].InstanceType, c.NAT64 = tc.typ, tc.nat
+		err := ResolveInstanceTypes(context.Background(), api, &c)
+		if !errors.Is(err, ErrIncompatible) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s/%s: %v, want %q", tc.typ, tc.nat, err, tc.want)
+		}
+	}
+}
+
+func TestResolveAMIs(t *testing.T) {
+	f := ec2test.New()
+	api := f.Client(t)
+	c := prepared()
+	c.NodeGroups = []NodeGroup{{Name: "a", Arch: "arm64"}, {Name: "b", Arch: "amd64"}}
+	amis, err := ResolveAMIs(context.Background(), api, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The newest official release image; neither the daily build nor an
+	// image of another owner.
+	if want := map[string]string{"arm64": "ami-arm-new", "amd64": "ami-amd-new"}; !reflect.DeepEqual(amis, want) {
+		t.Fatalf("AMIs %v, want %v", amis, want)
+	}
+	f.Images = f.Images[:3]
+	if _, err := ResolveAMIs(context.Background(), api, c); !errors.Is(err, ErrIncompatible) ||
+		err.Error() != "incompatible with the requested setup: no official Debian 13 amd64 AMI (owner 136693071363) is available in us-west-2" {
+		t.Fatalf("no amd64 image: %v", err)
+	}
+}
+
+func TestSelectVPC(t *testing.T) {
+	compatible := ec2test.VPC{ID: "vpc-reuse", CIDR: "10.0.0.0/16", IPv6: "2600:1f14:abc:de00::/56", IPv6Pool: "Amazon", DNSSupport: true, DNSHostnames: true}
+	other := func(mut func(*ec2test.VPC)) ec2test.VPC { v := compatible; mut(&v); return v }
+	for _, tc := range []struct {
+		name    string
+		vpcs    []ec2test.VPC
+		subnets []ec2test.Subnet
+		want    VPCChoice
+		err     string
+	}{
+		{"none: create", []ec2test.VPC{{ID: "vpc-x", CIDR: "10.1.0.0/16"}}, nil, VPCChoice{}, ""},
+		{"ours", []ec2test.VPC{other(func(v *ec2test.VPC) { v.Tags = map[string]string{"podmin:cluster": "demo"} })}, nil, VPCChoice{ID: "vpc-reuse"}, ""},
+		{"compatible untagged", []ec2test.VPC{compatible}, []ec2test.Subnet{{ID: "subnet-1", VPC: "vpc-reuse", IPv6: "2600:1f14:abc:def0::/64"}}, VPCChoice{ID: "vpc-reuse", Reuse: true}, ""},
+		{"another cluster", []ec2test.VPC{other(func(v *ec2test.VPC) { v.Tags = map[string]string{"podmin:cluster": "prod"} })}, nil, VPCChoice{},
+			"VPC vpc-reuse with CIDR 10.0.0.0/16 belongs to cluster prod (tag podmin:cluster=prod): pass another --vpc-cidr"},
+		{"many", []ec2test.VPC{compatible, other(func(v *ec2test.VPC) { v.ID = "vpc-second" })}, nil, VPCChoice{},
+			"2 VPCs have the primary CIDR 10.0.0.0/16 (vpc-reuse, vpc-second): Podmin cannot tell which to use"},
+		{"no dns", []ec2test.VPC{other(func(v *ec2test.VPC) { v.DNSSupport, v.DNSHostnames = false, false })}, nil, VPCChoice{},
+			"VPC vpc-reuse has the primary CIDR 10.0.0.0/16 but cannot be reused until you: turn on enableDnsSupport; turn on enableDnsHostnames"},
+		{"no hostnames", []ec2test.VPC{other(func(v *ec2test.VPC) { v.DNSHostnames = false })}, nil, VPCChoice{},
+			"cannot be reused until you: turn on enableDnsHostnames"},
+		{"no ipv6", []ec2test.VPC{other(func(v *ec2test.VPC) { v.IPv6 = "" })}, nil, VPCChoice{},
+			"cannot be reused until you: associate an Amazon-provided IPv6 /56"},
+		{"byoip ipv6", []ec2test.VPC{other(func(v *ec2test.VPC) { v.IPv6Pool = "ipv6pool-ec2-0123" })}, nil, VPCChoice{},
+			"cannot be reused until you: associate an Amazon-provided IPv6 /56"},
+		{"taken /64", []ec2test.VPC{compatible}, []ec2test.Subnet{{ID: "subnet-9", VPC: "vpc-reuse", IPv6: "placeholder"}}, VPCChoice{},
+			"cannot be reused until you: free the IPv6 /64 %s (used by subnet subnet-9; NodeGroup default needs it)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := ec2test.New()
+			f.VPCs, f.Subnets = tc.vpcs, tc.subnets
+			c := prepared()
+			want := tc.err
+			if tc.name == "taken /64" {
+				idx, _ := subnetIndexes([]string{"default"})
+				p := sub64(netip.MustParsePrefix(compatible.IPv6), idx["default"])
+				f.Subnets[0].IPv6 = p.String()
+				want = strings.Replace(want, "%s", p.String(), 1)
+			}
+			got, err := SelectVPC(context.Background(), f.Client(t), c)
+			if want == "" {
+				if err != nil || got != tc.want {
+					t.Fatalf("got %+v, %v; want %+v", got, err, tc.want)
+				}
+				return
+			}
+			if !errors.Is(err, ErrIncompatible) || !strings.Contains(err.Error(), want) {
+				t.Fatalf("error %v, want %q", err, want)
+			}
+		})
+	}
+}
+
+func TestSub64MatchesCidrsubnet(t *testing.T) {
+	// cidrsubnet("2600:1f14:abc:de00::/56", 8, 172) = 2600:1f14:abc:deac::/64
+	if got := sub64(netip.MustParsePrefix("2600:1f14:abc:de00::/56"), 172).String(); got != "2600:1f14:abc:deac::/64" {
+		t.Fatal(got)
+	}
+}
+
+func TestCheckOwnedVPC(t *testing.T) {
+	f := ec2test.New()
+	f.VPCs = []ec2test.VPC{
+		{ID: "vpc-ours", CIDR: "10.0.0.0/16", Tags: map[string]string{"podmin:cluster": "demo"}},
+		{ID: "vpc-untagged", CIDR: "10.1.0.0/16"},
+		{ID: "vpc-prod", CIDR: "10.2.0.0/16", Tags: map[string]string{"podmin:cluster": "prod", "Name": "prod"}},
+	}
+	api := f.Client(t)
+	ctx := context.Background()
+	if err := CheckOwnedVPC(ctx, api, "vpc-ours", "demo"); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckOwnedVPC(ctx, api, "vpc-gone", "demo"); err != nil {
+		t.Fatalf("a VPC that is already gone: %v", err)
+	}
+	for id, want := range map[string]string{
+		"vpc-untagged": "no proof of ownership: VPC vpc-untagged has no podmin:cluster tag: Podmin deletes only what it tagged for this cluster; nothing was deleted",
+		"vpc-prod":     "no proof of ownership: VPC vpc-prod is tagged podmin:cluster=prod, not demo: nothing was deleted",
+	} {
+		if err := CheckOwnedVPC(ctx, api, id, "demo"); !errors.Is(err, ErrNotOwned) || err.Error() != want {
+			t.Errorf("%s: %v", id, err)
+		}
+	}
+}

@@ -1,0 +1,286 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package infra
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"podmin.dev/podmin/internal/state"
+)
+
+// PlanFile is the saved plan in the module directory; apply applies
+// exactly it.
+const PlanFile = "podmin.tfplan"
+
+// ErrStateLocked reports that another run holds the state lock.
+var ErrStateLocked = errors.New("the OpenTofu/Terraform state is locked")
+
+// ErrTool reports that OpenTofu/Terraform failed.
+var ErrTool = errors.New("OpenTofu/Terraform failed")
+
+// Runner runs OpenTofu or Terraform in one module directory with the
+// cluster's S3 backend. It passes no secret: the module, its variables and
+// the environment it adds hold none.
+type Runner struct {
+	// Dir is the module directory.
+	Dir string
+	// Bucket, Region and Profile configure the S3 backend.
+	Bucket, Region, Profile string
+	// CacheDir is the Podmin cache; the shared plugin cache is
+	// <CacheDir>/tf-plugins unless TF_PLUGIN_CACHE_DIR is set.
+	CacheDir string
+	// LookupEnv reads the environment (PODMIN_TF_CMD, TF_PLUGIN_CACHE_DIR).
+	LookupEnv func(string) (string, bool)
+	// Environ is the environment the tool inherits.
+	Environ []string
+	// LookPath finds tofu and terraform; nil means exec.LookPath.
+	LookPath func(string) (string, error)
+	// Output receives the tool's output as it runs (a terminal); nil
+	// discards it.
+	Output io.Writer
+	// Progress names each step before it runs.
+	Progress func(string)
+	// NoLock plans without taking the state lock (a dry run writes
+	// nothing, not even the lock object).
+	NoLock bool
+}
+
+// PlanResult is a saved plan's summary.
+type PlanResult struct {
+	Add, Change, Destroy int
+	// Text is the tool's human rendering of the plan.
+	Text string
+}
+
+func (r *Runner) lookupEnv(k string) (string, bool) {
+	if r.LookupEnv == nil {
+		return "", false
+	}
+	return r.LookupEnv(k)
+}
+
+// Executable returns PODMIN_TF_CMD, else tofu, else terraform from PATH.
+func (r *Runner) Executable() (string, error) {
+	if v, ok := r.lookupEnv("PODMIN_TF_CMD"); ok && v != "" {
+		return v, nil
+	}
+	look := r.LookPath
+	if look == nil {
+		look = exec.LookPath
+	}
+	for _, name := range []string{"tofu", "terraform"} {
+		if p, err := look(name); err == nil {
+			return p, nil
+		}
+	}
+	return "", errors.New("OpenTofu/Terraform is not installed: install OpenTofu or Terraform 1.11 or newer (tofu or terraform on PATH), or set PODMIN_TF_CMD")
+}
+
+// PluginCacheDir is the provider cache the tool uses.
+func (r *Runner) PluginCacheDir() string {
+	if v, ok := r.lookupEnv("TF_PLUGIN_CACHE_DIR"); ok && v != "" {
+		return v
+	}
+	return filepath.Join(r.CacheDir, "tf-plugins")
+}
+
+// run runs one tool command in Dir and returns its combined output.
+func (r *Runner) run(ctx context.Context, step string, args ...string) (string, int, error) {
+	bin, err := r.Executable()
+	if err != nil {
+		return "", 0, err
+	}
+	if r.Progress != nil {
+		r.Progress("OpenTofu/Terraform " + step)
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = r.Dir
+	cmd.Env = append(append([]string(nil), r.Environ...),
+		"TF_IN_AUTOMATION=1", "TF_INPUT=0", "CHECKPOINT_DISABLE=1",
+		"TF_PLUGIN_CACHE_DIR="+r.PluginCacheDir())
+	var buf bytes.Buffer
+	var w io.Writer = &buf
+	if r.Output != nil {
+		w = io.MultiWriter(&buf, r.Output)
+	}
+	cmd.Stdout, cmd.Stderr = w, w
+	err = cmd.Run()
+	code := 0
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		code, err = exit.ExitCode(), nil
+	}
+	if err != nil {
+		return buf.String(), -1, fmt.Errorf("run OpenTofu/Terraform (%s): %w", bin, err)
+	}
+	return buf.String(), code, nil
+}
+
+var lockIDRE = regexp.MustCompile(`(?m)^\s*ID:\s+(\S+)`)
+
+// failure turns a failed command into an error: a held state lock is
+// ErrStateLocked with how to release it.
+func (r *Runner) failure(step, out string, code int) error {
+	if strings.Contains(out, "Error acquiring the state lock") {
+		id := "<lock ID>"
+		if m := lockIDRE.FindStringSubmatch(out); m != nil {
+			id = m[1]
+		}
+		return fmt.Errorf("%w: another setup, teardown or destroy of this cluster is running, or one was interrupted: wait for it, or if none is running, run \"force-unlock %s\" with OpenTofu/Terraform in %s", ErrStateLocked, id, r.Dir)
+	}
+	return fmt.Errorf("%w: %s exited with status %d (its output is above; the module is in %s)", ErrTool, step, code, r.Dir)
+}
+
+var versionRE = regexp.MustCompile(`^(\d+)\.(\d+)`)
+
+// CheckVersion requires OpenTofu/Terraform 1.11 or newer.
+func (r *Runner) CheckVersion(ctx context.Context) error {
+	out, code, err := r.run(ctx, "version", "version", "-json")
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return r.failure("version", out, code)
+	}
+	var v struct {
+		Version string `json:"terraform_version"`
+	}
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		return fmt.Errorf("OpenTofu/Terraform printed no version: %w", err)
+	}
+	m := versionRE.FindStringSubmatch(v.Version)
+	if m == nil {
+		return fmt.Errorf("OpenTofu/Terraform version %q is not understood: install 1.11 or newer", v.Version)
+	}
+	major, _ := strconv.Atoi(m[1])
+	minor, _ := strconv.Atoi(m[2])
+	if major < 1 || (major == 1 && minor < 11) {
+		return fmt.Errorf("OpenTofu/Terraform %s is too old: install 1.11 or newer", v.Version)
+	}
+	return nil
+}
+
+// Init initializes the S3 backend at tfstate/podmin.tfstate with its lock
+// file and the providers through the plugin cache.
+func (r *Runner) Init(ctx context.Context) error {
+	args := []string{"init", "-input=false", "-reconfigure",
+		"-backend-config=bucket=" + r.Bucket,
+		"-backend-config=key=" + state.TFStatePath,
+		"-backend-config=region=" + r.Region,
+		"-backend-config=use_lockfile=true",
+		"-backend-config=encrypt=true"}
+	if r.Profile != "" {
+		args = append(args, "-backend-config=profile="+r.Profile)
+	}
+	if r.NoLock {
+		args = append(args, "-lock=false")
+	}
+	out, code, err := r.run(ctx, "init", args...)
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return r.failure("init", out, code)
+	}
+	return nil
+}
+
+// Plan saves a plan (a destroy plan when destroy is set) and summarizes
+// it.
+func (r *Runner) Plan(ctx context.Context, destroy bool) (PlanResult, error) {
+	args := []string{"plan", "-input=false", "-lock-timeout=60s", "-detailed-exitcode", "-out=" + PlanFile}
+	if destroy {
+		args = append(args, "-destroy")
+	}
+	if r.NoLock {
+		args = append(args, "-lock=false")
+	}
+	out, code, err := r.run(ctx, "plan", args...)
+	if err != nil {
+		return PlanResult{}, err
+	}
+	if code != 0 && code != 2 {
+		return PlanResult{}, r.failure("plan", out, code)
+	}
+	res := PlanResult{Text: out}
+	if code == 0 {
+		return res, nil
+	}
+	js, code, err := r.run(ctx, "show", "show", "-json", PlanFile)
+	if err != nil {
+		return res, err
+	}
+	if code != 0 {
+		return res, r.failure("show", js, code)
+	}
+	var plan struct {
+		ResourceChanges []struct {
+			Change struct {
+				Actions []string `json:"actions"`
+			} `json:"change"`
+		} `json:"resource_changes"`
+	}
+	if err := json.Unmarshal([]byte(js), &plan); err != nil {
+		return res, fmt.Errorf("read the OpenTofu/Terraform plan: %w", err)
+	}
+	for _, rc := range plan.ResourceChanges {
+		for _, a := range rc.Change.Actions {
+			switch a {
+			case "create":
+				res.Add++
+			case "update":
+				res.Change++
+			case "delete":
+				res.Destroy++
+			}
+		}
+	}
+	return res, nil
+}
+
+// Apply applies the saved plan; it never plans anew, so what was shown is
+// what is applied.
+func (r *Runner) Apply(ctx context.Context) error {
+	out, code, err := r.run(ctx, "apply", "apply", "-input=false", "-lock-timeout=60s", PlanFile)
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return r.failure("apply", out, code)
+	}
+	return nil
+}
+
+// Outputs returns the state's outputs (output -json), by name.
+func (r *Runner) Outputs(ctx context.Context) (map[string]json.RawMessage, error) {
+	out, code, err := r.run(ctx, "output", "output", "-json")
+	if err != nil {
+		return nil, err
+	}
+	if code != 0 {
+		return nil, r.failure("output", out, code)
+	}
+	var raw map[string]struct {
+		Value json.RawMessage `json:"value"`
+	}
+	if err := json.Unmarshal([]byte(out), &raw); err != nil {
+		return nil, fmt.Errorf("read the OpenTofu/Terraform outputs: %w", err)
+	}
+	res := map[string]json.RawMessage{}
+	for k, v := range raw {
+		res[k] = v.Value
+	}
+	return res, nil
+}

@@ -1,0 +1,360 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package builtins
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"podmin.dev/podmin/agent/mounts"
+	"podmin.dev/podmin/agent/staticpod"
+	"podmin.dev/podmin/internal/contexts"
+	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/objstore/faultstore"
+	"podmin.dev/podmin/internal/oci"
+	"podmin.dev/podmin/internal/secrets"
+	localsecrets "podmin.dev/podmin/internal/secrets/local"
+	"podmin.dev/podmin/internal/secrets/parameterstore"
+	"podmin.dev/podmin/internal/secrets/secretstest"
+)
+
+// fakeUpstream is a real OCI registry serving a two-platform index as
+// cloudflare/cloudflared, counting the requests it answers.
+type fakeUpstream struct {
+	host     string
+	requests atomic.Int64
+	pin      PinnedImage
+}
+
+func startFakeUpstream(t *testing.T) *fakeUpstream {
+	t.Helper()
+	t.Setenv("DOCKER_CONFIG", t.TempDir())
+	f := &fakeUpstream{}
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.requests.Add(1)
+		reg.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	f.host = u.Host
+	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	for _, arch := range []string{"amd64", "arm64"} {
+		img, err := random.Image(512, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: arch}}})
+	}
+	ref, err := name.ParseReference(f.host + "/cloudflare/cloudflared:2025.11.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.WriteIndex(ref, idx); err != nil {
+		t.Fatal(err)
+	}
+	d, err := idx.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.pin = PinnedImage{Platform: platformImage("cloudflared"), Tag: "2025.11.1", Digest: d.String()}
+	f.requests.Store(0)
+	return f
+}
+
+func TestPinnedCloudflaredIsAPlatformImage(t *testing.T) {
+	pin := Cloudflared()
+	if pin.Platform.Source != "docker.io/cloudflare/cloudflared" {
+		t.Fatalf("source %q", pin.Platform.Source)
+	}
+	if _, err := v1.NewHash(pin.Digest); err != nil {
+		t.Fatalf("pinned digest: %v", err)
+	}
+	want := "registry.podmin.internal/mirror/docker.io/cloudflare/cloudflared:" + pin.Tag + "@" + pin.Digest
+	if pin.Reference() != want {
+		t.Fatalf("reference %q, want %q", pin.Reference(), want)
+	}
+	data, err := CloudflaredManifest("workers", secrets.ParameterStore)
+	if err != nil || !strings.Contains(string(data), want) {
+		t.Fatalf("manifest does not run the pinned image: %v\n%s", err, data)
+	}
+	if _, err := CloudflaredManifest("workers", "vault"); err == nil {
+		t.Fatal("a provider that cannot mount was accepted")
+	}
+}
+
+func TestInstallCloudflaredLocal(t *testing.T) {
+	env := testEnv(t)
+	ctx := t.Context()
+	if _, err := env.Connect(ctx, ConnectOptions{Cluster: "demo", Provider: "local", Bucket: filepath.Join(t.TempDir(), "bucket"), SecretsProvider: "local"}); err != nil {
+		t.Fatal(err)
+	}
+	env.Secrets = func(_ context.Context, _ contexts.Context, provider string) (secrets.Store, error) {
+		if provider != secrets.Local {
+			return nil, fmt.Errorf("test factory: no provider %q", provider)
+		}
+		return localsecrets.New(filepath.Join(env.Dirs.Data, "secrets")), nil
+	}
+	runInstallScenario(t, env, secrets.Local)
+}
+
+func TestInstallCloudflaredVersityGW(t *testing.T) {
+	srv := useVersityGW(t)
+	env := testEnv(t)
+	ctx := t.Context()
+	if _, err := env.Connect(ctx, ConnectOptions{Cluster: "demo", Provider: "aws", Bucket: "demo-state", Region: srv.Region}); err != nil {
+		t.Fatal(err)
+	}
+	fake := secretstest.NewFakeSSM(t)
+	creds := credentials.NewStaticCredentialsProvider("AKIDFAKE", "fake-secret-key", "")
+	env.Secrets = func(_ context.Context, _ contexts.Context, provider string) (secrets.Store, error) {
+		if provider != secrets.ParameterStore {
+			return nil, fmt.Errorf("test factory: no provider %q", provider)
+		}
+		return parameterstore.New(ssm.New(ssm.Options{Region: "us-east-1", BaseEndpoint: awssdk.String(fake.URL()), Credentials: creds})), nil
+	}
+	runInstallScenario(t, env, secrets.ParameterStore)
+}
+
+// runInstallScenario installs cloudflared twice on a connected cluster
+// whose secrets provider is provider, then uninstalls it.
+func runInstallScenario(t *testing.T, env *Env, provider string) {
+	ctx := t.Context()
+	up := startFakeUpstream(t)
+	env.UpstreamRegistries = map[string]string{"docker.io": up.host}
+	var counts *faultstore.Store
+	env.WrapStore = func(s objstore.Store) objstore.Store {
+		if counts == nil {
+			counts = faultstore.New(s)
+		}
+		return counts
+	}
+	opts := InstallCloudflaredOptions{NodeGroup: "edge"}
+
+	// No token: refused before any bucket or registry request.
+	_, err := env.installCloudflared(ctx, opts, up.pin)
+	wantCmd := "podmin secret create tunnel-token --for cloudflared -n platform-cloudflared --provider " + provider
+	if !errors.Is(err, ErrTokenMissing) || !strings.Contains(err.Error(), wantCmd) || !strings.Contains(err.Error(), "/demo/platform-cloudflared/cloudflared/tunnel-token") {
+		t.Fatalf("install without a token: %v", err)
+	}
+	if counts != nil || up.requests.Load() != 0 {
+		t.Fatalf("install without a token made requests: bucket %v, registry %d", counts, up.requests.Load())
+	}
+	if _, err := env.CreateSecret(ctx, SecretValueOptions{
+		SecretOptions: SecretOptions{Key: "tunnel-token", For: "cloudflared", Namespace: "platform-cloudflared"},
+		Value:         secrets.Value("eyJhIjoidG9rZW4ifQ"),
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	first, err := env.installCloudflared(ctx, opts, up.pin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Action != "created" || first.Mirror.Action != "mirrored" || first.Mirror.Uploaded == 0 ||
+		first.Mirror.Repository != "mirror/docker.io/cloudflare/cloudflared" || first.Image != up.pin.Reference() {
+		t.Fatalf("first install %+v", first)
+	}
+	if up.requests.Load() == 0 {
+		t.Fatal("the first install did not fetch from the upstream registry")
+	}
+	idx, err := counts.Get(ctx, "mirror/docker.io/cloudflare/cloudflared/index.json", objstore.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := oci.ParseIndex(idx.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := oci.FindTag(m, "2025.11.1"); !ok || d.Digest.String() != up.pin.Digest {
+		t.Fatalf("mirror index %s", idx.Data)
+	}
+
+	// Second install: one read of the mirror index and one of the
+	// deployment index, no write, no request upstream.
+	counts.ResetCounts()
+	up.requests.Store(0)
+	second, err := env.installCloudflared(ctx, opts, up.pin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Action != "unchanged" || second.Mirror.Action != "reused" || second.Pod != first.Pod {
+		t.Fatalf("second install %+v", second)
+	}
+	if c := counts.Counts(); c.Writes() != 0 || c.Get != 2 || c.Total() != 2 || up.requests.Load() != 0 {
+		t.Fatalf("second install made %+v bucket requests and %d registry requests: want two reads only", c, up.requests.Load())
+	}
+
+	list, err := env.List(ctx)
+	if err != nil || len(list) != 1 || list[0].Origin != "cloudflared" || list[0].Namespace != "platform-cloudflared" || list[0].NodeGroup != "edge" {
+		t.Fatalf("list %+v, %v", list, err)
+	}
+
+	pv, err := env.Preview(ctx, PreviewOptions{NodeGroup: "edge"})
+	if err != nil || len(pv.Files) != 1 {
+		t.Fatalf("preview %+v, %v", pv, err)
+	}
+	f := pv.Files[0]
+	if len(f.Mounts) != 1 || f.Mounts[0].Provider != provider || strings.Join(f.Mounts[0].Keys, ",") != "tunnel-token" {
+		t.Fatalf("mounts %+v", f.Mounts)
+	}
+	for _, want := range []string{
+		"runAsNonRoot: true", "readOnlyRootFilesystem: true", "allowPrivilegeEscalation: false", "privileged: false",
+		"- ALL", "limits:", "memory: 256Mi", "cpu: 500m", "image: " + up.pin.Reference(),
+		"--token-file", "/var/run/podmin/" + provider + "/tunnel-token", "mountPath: /var/run/podmin/" + provider,
+		"namespace: platform-cloudflared", "podmin.dev/origin: cloudflared",
+	} {
+		if !strings.Contains(f.YAML, want) {
+			t.Errorf("static Pod lacks %q:\n%s", want, f.YAML)
+		}
+	}
+	if strings.Contains(f.YAML, "eyJhIjoidG9rZW4ifQ") {
+		t.Fatal("the token value is in the static Pod")
+	}
+	agentWritesHardenedPod(t, env, counts, provider, f.YAML)
+
+	del, err := env.UninstallCloudflared(ctx, UninstallCloudflaredOptions{NodeGroup: "edge"})
+	if err != nil || del.Action != "deleted" {
+		t.Fatalf("uninstall %+v, %v", del, err)
+	}
+	if list, _ := env.List(ctx); len(list) != 0 {
+		t.Fatalf("after uninstall: %+v", list)
+	}
+	if del, err := env.UninstallCloudflared(ctx, UninstallCloudflaredOptions{NodeGroup: "edge"}); err != nil || del.Action != "absent" {
+		t.Fatalf("second uninstall %+v, %v", del, err)
+	}
+}
+
+// agentWritesHardenedPod runs the node's static-Pod reconciler against the
+// bucket and checks the file it writes: preview's, with the token mounted
+// from the secrets provider.
+func agentWritesHardenedPod(t *testing.T, env *Env, store objstore.Store, provider, preview string) {
+	t.Helper()
+	ctx := t.Context()
+	s, err := env.Secrets(ctx, contexts.Context{}, provider)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	r, err := staticpod.New(staticpod.Options{
+		Store: store, Cluster: "demo", NodeGroup: "edge", Root: root,
+		Secrets: map[string]mounts.Reader{provider: mounts.StoreReader{Store: s}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	written, err := os.ReadFile(filepath.Join(root, "etc", "podmin", "manifests", "cloudflared.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(written) != preview {
+		t.Fatalf("the agent wrote another Pod than preview shows:\n%s\n---\n%s", written, preview)
+	}
+	token, err := os.ReadFile(filepath.Join(root, "run", "podmin", "workloads", "cloudflared", "secrets", provider, "tunnel-token"))
+	if err != nil || string(token) != "eyJhIjoidG9rZW4ifQ" {
+		t.Fatalf("mounted token: %q, %v", token, err)
+	}
+}
+
+func TestCloudflaredLeavesAUsersDeploymentAlone(t *testing.T) {
+	env := testEnv(t)
+	ctx := t.Context()
+	if _, err := env.Connect(ctx, ConnectOptions{Cluster: "demo", Provider: "local", Bucket: filepath.Join(t.TempDir(), "bucket"), SecretsProvider: "local"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Deploy(ctx, DeployOptions{ManifestOptions: ManifestOptions{Name: "cloudflared", NodeGroup: "edge", Images: []string{"mine:v1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := env.UninstallCloudflared(ctx, UninstallCloudflaredOptions{NodeGroup: "edge"})
+	if !errors.Is(err, ErrNotInstalled) || !strings.Contains(err.Error(), `was not created by "podmin install cloudflared"`) {
+		t.Fatalf("uninstall of a user's deployment: %v", err)
+	}
+	store := localsecrets.New(filepath.Join(env.Dirs.Data, "secrets"))
+	env.Secrets = func(context.Context, contexts.Context, string) (secrets.Store, error) { return store, nil }
+	if _, err := env.CreateSecret(ctx, SecretValueOptions{SecretOptions: SecretOptions{Key: "tunnel-token", For: "cloudflared", Namespace: "platform-cloudflared"}, Value: secrets.Value("t")}); err != nil {
+		t.Fatal(err)
+	}
+	up := startFakeUpstream(t)
+	env.UpstreamRegistries = map[string]string{"docker.io": up.host}
+	if _, err := env.installCloudflared(ctx, InstallCloudflaredOptions{NodeGroup: "edge"}, up.pin); !errors.Is(err, ErrNotInstalled) {
+		t.Fatalf("install over a user's deployment: %v", err)
+	}
+	if up.requests.Load() != 0 {
+		t.Fatal("a refused install mirrored the image first")
+	}
+	if list, _ := env.List(ctx); len(list) != 1 {
+		t.Fatalf("the user's deployment was removed: %+v", list)
+	}
+}
+
+func TestInstallCloudflaredRefusesAWrongUpstreamDigest(t *testing.T) {
+	env := testEnv(t)
+	ctx := t.Context()
+	if _, err := env.Connect(ctx, ConnectOptions{Cluster: "demo", Provider: "local", Bucket: filepath.Join(t.TempDir(), "bucket"), SecretsProvider: "local"}); err != nil {
+		t.Fatal(err)
+	}
+	store := localsecrets.New(filepath.Join(env.Dirs.Data, "secrets"))
+	env.Secrets = func(context.Context, contexts.Context, string) (secrets.Store, error) { return store, nil }
+	if _, err := env.CreateSecret(ctx, SecretValueOptions{SecretOptions: SecretOptions{Key: "tunnel-token", For: "cloudflared", Namespace: "platform-cloudflared"}, Value: secrets.Value("t")}); err != nil {
+		t.Fatal(err)
+	}
+	up := startFakeUpstream(t)
+	env.UpstreamRegistries = map[string]string{"docker.io": up.host}
+	pin := up.pin
+	pin.Digest = "sha256:" + strings.Repeat("0", 64)
+	if _, err := env.installCloudflared(ctx, InstallCloudflaredOptions{NodeGroup: "edge"}, pin); err == nil {
+		t.Fatal("an upstream without the pinned digest was mirrored")
+	}
+	if list, _ := env.List(ctx); len(list) != 0 {
+		t.Fatalf("a failed mirror committed %+v", list)
+	}
+}
+
+func TestInstallCloudflaredRefusesATokenScheduledForDeletion(t *testing.T) {
+	se := newSecretsEnv(t)
+	ctx := t.Context()
+	opts := SecretOptions{Key: "tunnel-token", For: "cloudflared", Namespace: "platform-cloudflared", Provider: secrets.SecretsManager}
+	if _, err := se.CreateSecret(ctx, SecretValueOptions{SecretOptions: opts, Value: secrets.Value("token-value")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := se.DeleteSecret(ctx, opts); err != nil {
+		t.Fatal(err)
+	}
+	var requests int
+	se.WrapStore = func(s objstore.Store) objstore.Store { requests++; return s }
+	_, err := se.InstallCloudflared(ctx, InstallCloudflaredOptions{NodeGroup: "edge", Provider: secrets.SecretsManager})
+	if !errors.Is(err, ErrTokenMissing) || !strings.Contains(err.Error(), "podmin secret restore tunnel-token --for cloudflared -n platform-cloudflared --provider aws-secrets-manager") {
+		t.Fatalf("install with a token scheduled for deletion: %v", err)
+	}
+	if requests != 0 {
+		t.Fatal("the bucket was opened before the token check")
+	}
+}

@@ -1,0 +1,139 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package builtins
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"podmin.dev/podmin/internal/manifest"
+	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/oci"
+	"podmin.dev/podmin/internal/state"
+)
+
+// PinnedImage is an upstream multi-platform image Podmin installs at one
+// exact index digest; the tag only names it in the mirror.
+type PinnedImage struct {
+	// Platform is the manifest.PlatformImages entry it belongs to.
+	Platform manifest.PlatformImage
+	// Tag is the upstream tag the digest was taken from.
+	Tag string
+	// Digest is the image index digest, "sha256:<hex>".
+	Digest string
+}
+
+// upstream splits Platform.Source into its registry host and repository.
+func (p PinnedImage) upstream() (registry, repository string) {
+	registry, repository, _ = strings.Cut(p.Platform.Source, "/")
+	return registry, repository
+}
+
+// Reference is the digest-pinned reference a Pod carries,
+// registry.podmin.internal/mirror/<upstream>/<repository>:<tag>@<digest>.
+func (p PinnedImage) Reference() string {
+	return p.Platform.Repository() + ":" + p.Tag + "@" + p.Digest
+}
+
+// platformImage returns the PlatformImages entry called n; a missing one
+// is a programming error caught by the tests.
+func platformImage(n string) manifest.PlatformImage {
+	for _, p := range manifest.PlatformImages() {
+		if p.Name == n {
+			return p
+		}
+	}
+	panic("no platform image " + n)
+}
+
+// MirrorResult reports the mirror step of an install.
+type MirrorResult struct {
+	// Repository is the mirror's bucket layout, mirror/<upstream>/<repository>.
+	Repository string `json:"repository"`
+	// Digest is the pinned index digest.
+	Digest string `json:"digest"`
+	// Action is "reused" when the mirror index already named the digest
+	// (nothing was written), else "mirrored".
+	Action string `json:"action"`
+	// Uploaded counts blobs written now.
+	Uploaded int `json:"uploaded"`
+}
+
+// upstreamRef is where the pinned digest is fetched from: its own
+// registry, or the replacement UpstreamRegistries names for it.
+func (e *Env) upstreamRef(p PinnedImage) (name.Reference, error) {
+	registry, repository := p.upstream()
+	if alt, ok := e.UpstreamRegistries[registry]; ok {
+		registry = alt
+	}
+	return name.NewDigest(registry + "/" + repository + "@" + p.Digest)
+}
+
+// mirrorPinned makes the bucket's mirror layout of p name its pinned digest
+// under its tag. A mirror whose index.json already tags the digest is
+// reused with one read; otherwise the image comes from
+// the local image cache, or the upstream registry when the cache lacks it,
+// and is pushed blobs first, index.json last.
+func (e *Env) mirrorPinned(ctx context.Context, bucket objstore.Store, p PinnedImage) (MirrorResult, error) {
+	registry, repository := p.upstream()
+	layout, err := state.MirrorLayout(registry, repository)
+	if err != nil {
+		return MirrorResult{}, err
+	}
+	want, err := v1.NewHash(p.Digest)
+	if err != nil {
+		return MirrorResult{}, fmt.Errorf("pinned digest of %s: %w", p.Platform.Name, err)
+	}
+	res := MirrorResult{Repository: layout.Root(), Digest: p.Digest}
+	cur, err := bucket.Get(ctx, layout.IndexFile(), objstore.GetOptions{})
+	switch {
+	case err == nil:
+		m, err := oci.ParseIndex(cur.Data)
+		if err != nil {
+			return res, fmt.Errorf("%s: %w", layout.IndexFile(), err)
+		}
+		if d, ok := oci.FindTag(m, p.Tag); ok && d.Digest == want {
+			res.Action = "reused"
+			return res, nil
+		}
+	case !errors.Is(err, objstore.ErrNotFound):
+		return res, fmt.Errorf("read %s: %w", layout.IndexFile(), err)
+	}
+	store := e.imageStore()
+	local := registry + "/" + repository
+	top, err := store.Lookup(local, p.Tag)
+	if err != nil || top.Digest != want {
+		ref, err := e.upstreamRef(p)
+		if err != nil {
+			return res, err
+		}
+		e.progress("pulling %s", ref)
+		if top, err = store.Pull(ctx, ref, local, p.Tag, e.remoteOptions()...); err != nil {
+			return res, err
+		}
+		if top.Digest != want {
+			return res, fmt.Errorf("%s served index %s, not the pinned %s: nothing was mirrored", ref, top.Digest, p.Digest)
+		}
+	}
+	src, err := store.Source(local)
+	if err != nil {
+		return res, err
+	}
+	pr, err := oci.Push(ctx, bucket, src, top, layout, p.Tag, oci.PushOptions{
+		Progress: func(pp oci.PushProgress) {
+			e.progress("mirroring %s: %d/%d blobs, %d uploaded (%d bytes)", p.Platform.Source, pp.Done, pp.Total, pp.Uploaded, pp.Bytes)
+		},
+	})
+	if err != nil {
+		return res, fmt.Errorf("mirror %s to %s: %w", p.Platform.Source, layout.Root(), err)
+	}
+	res.Action, res.Uploaded = "mirrored", pr.Uploaded
+	return res, nil
+}

@@ -1,0 +1,51 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
+	"podmin.dev/podmin/builtins"
+	"podmin.dev/podmin/builtins/infra"
+	"podmin.dev/podmin/internal/contexts"
+)
+
+// clusterInfrastructure opens the AWS infrastructure of a context: the EC2
+// client for the checks and the OpenTofu/Terraform runner, whose output
+// streams to stderr (stdout stays the result, e.g. -o json).
+func clusterInfrastructure(stderr io.Writer, lookupEnv func(string) (string, bool)) func(context.Context, *builtins.Env, contexts.Context) (builtins.ClusterInfra, error) {
+	return func(ctx context.Context, env *builtins.Env, c contexts.Context) (builtins.ClusterInfra, error) {
+		if c.Provider != "aws" {
+			return nil, fmt.Errorf("provider %q has no infrastructure support in this build", c.Provider)
+		}
+		load := []func(*config.LoadOptions) error{config.WithRegion(c.Region)}
+		if c.Profile != "" {
+			load = append(load, config.WithSharedConfigProfile(c.Profile))
+		}
+		cfg, err := config.LoadDefaultConfig(ctx, load...)
+		if err != nil {
+			return nil, fmt.Errorf("load the AWS configuration (profile %q): %w", c.Profile, err)
+		}
+		return &builtins.AWSInfra{
+			Env:     env,
+			Context: c,
+			EC2:     ec2.NewFromConfig(cfg),
+			Runner: &infra.Runner{
+				Bucket: c.Bucket, Region: c.Region, Profile: c.Profile,
+				CacheDir:  env.Dirs.Cache,
+				LookupEnv: lookupEnv,
+				Environ:   os.Environ(),
+				Output:    stderr,
+				Progress:  env.Progress,
+			},
+		}, nil
+	}
+}

@@ -1,0 +1,161 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"podmin.dev/podmin/builtins"
+	"podmin.dev/podmin/internal/contexts"
+	"podmin.dev/podmin/internal/secrets"
+	pstar "podmin.dev/podmin/starlark"
+)
+
+// The exit-code contract, the same for every command (README, "Exit
+// status"). Scripts branch on these numbers, so they never change meaning.
+const (
+	exitOK       = 0   // success
+	exitFailed   = 1   // the operation failed
+	exitUsage    = 2   // bad usage, found before any context or network access
+	exitNotFound = 3   // the one thing the command asks for does not exist
+	exitRefused  = 4   // refused for safety: not confirmed, not owned, another cluster's
+	exitScript   = 5   // a recipe's own failure: fail(), an error inside main
+	exitDeadline = 124 // a deadline passed (as timeout(1) reports it)
+)
+
+// usageError marks errors in how a command was called (exit code 2).
+type usageError struct{ err error }
+
+func (u usageError) Error() string { return u.err.Error() }
+func (u usageError) Unwrap() error { return u.err }
+
+// notFoundError marks the absence of the one thing a command was asked
+// for, such as the deployment "podmin delete" names (exit code 3).
+type notFoundError struct{ err error }
+
+func (n notFoundError) Error() string { return n.err.Error() }
+func (n notFoundError) Unwrap() error { return n.err }
+
+// subjectNotFound lists, per command path prefix, the sentinel errors that
+// mean the command's subject does not exist. Elsewhere the same sentinel
+// is an ordinary failure: a missing secret while deploying is not "the
+// deployment was not found".
+var subjectNotFound = []struct {
+	prefix string
+	errs   []error
+}{
+	{"podmin use", []error{contexts.ErrUnknown}},
+	{"podmin disconnect", []error{contexts.ErrUnknown}},
+	{"podmin secret", []error{secrets.ErrNotFound}},
+	{"podmin run", []error{fs.ErrNotExist}},
+}
+
+// refusals are the sentinel errors of operations refused for safety.
+var refusals = []error{builtins.ErrNotConfirmed, builtins.ErrForeignBucket, builtins.ErrNotOwned}
+
+// cobraUsagePrefixes are the messages Cobra returns for bad usage without
+// passing them through the flag error function.
+var cobraUsagePrefixes = []string{
+	"unknown command", "accepts ", "requires ", "unknown flag", "unknown shorthand flag",
+	"invalid argument", "flag needs an argument", "required flag(s)", "if any flags in the group",
+}
+
+// exitCode maps the error of the command cmd to its exit status.
+func exitCode(cmd *cobra.Command, err error) int {
+	if err == nil {
+		return exitOK
+	}
+	var u usageError
+	if errors.As(err, &u) {
+		return exitUsage
+	}
+	for _, p := range cobraUsagePrefixes {
+		if strings.HasPrefix(err.Error(), p) {
+			return exitUsage
+		}
+	}
+	// A deadline that passed explains the failure however it surfaced
+	// (a Starlark cancellation does not wrap the context's error).
+	if errors.Is(err, context.DeadlineExceeded) || cmd.Context() != nil && errors.Is(context.Cause(cmd.Context()), context.DeadlineExceeded) {
+		return exitDeadline
+	}
+	for _, r := range refusals {
+		if errors.Is(err, r) {
+			return exitRefused
+		}
+	}
+	var se *pstar.ScriptError
+	if errors.As(err, &se) {
+		return exitScript
+	}
+	var nf notFoundError
+	if errors.As(err, &nf) {
+		return exitNotFound
+	}
+	path := cmd.CommandPath()
+	for _, s := range subjectNotFound {
+		if path != s.prefix && !strings.HasPrefix(path, s.prefix+" ") {
+			continue
+		}
+		for _, e := range s.errs {
+			if errors.Is(err, e) {
+				return exitNotFound
+			}
+		}
+	}
+	return exitFailed
+}
+
+// report prints err for cmd and returns the exit status. A usage error
+// ends with the help command of the subcommand that was called.
+func report(stderr io.Writer, cmd *cobra.Command, err error) int {
+	code := exitCode(cmd, err)
+	var se *pstar.ScriptError
+	if errors.As(err, &se) {
+		fmt.Fprintln(stderr, "error: the script failed:", se.Error())
+	} else {
+		fmt.Fprintln(stderr, "error:", err)
+	}
+	if code == exitUsage {
+		fmt.Fprintf(stderr, "run %q\n", cmd.CommandPath()+" --help")
+	}
+	return code
+}
+
+// argsAreUsage makes every command's positional-argument check a usage
+// error, so a wrong number of arguments exits 2 like a bad flag does.
+func argsAreUsage(c *cobra.Command) {
+	if check := c.Args; check != nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := check(cmd, args); err != nil {
+				return usageError{err}
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		argsAreUsage(sub)
+	}
+}
+
+// usageFirst runs the usage checks Cobra would run only after the
+// persistent pre-run hooks (required flags, flag groups), so that a usage
+// error wins over a missing context.
+func usageFirst(cmd *cobra.Command) error {
+	if err := cmd.ValidateRequiredFlags(); err != nil {
+		return usageError{err}
+	}
+	if err := cmd.ValidateFlagGroups(); err != nil {
+		return usageError{err}
+	}
+	return nil
+}
