@@ -5,6 +5,7 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"podmin.dev/podmin/agent/staticpod"
+	"podmin.dev/podmin/internal/state"
 )
 
 // On a local bucket a commit reaches the static Pod directory through the
@@ -55,8 +57,16 @@ func TestReadinessAndMetricsReportFailures(t *testing.T) {
 	if !strings.Contains(a.logs.String(), "level=WARN msg=\"Pod kept at its last valid state\"") {
 		t.Fatalf("no WARN for the failing Pod:\n%s", a.logs)
 	}
-	commit(t, a.bucket, "gone", "gone:v1", false) // writes the payload
-	waitFor(t, 20*time.Second, "ready after repair", func() bool { code, _ := a.get(t, "/readyz"); return code == 200 })
+	// An identical deploy trusts what the index references; deleting
+	// the entry and deploying again rewrites the payload.
+	if _, err := state.NewCommitter(a.bucket, state.CommitOptions{}).Delete(context.Background(), state.Key{NodeGroup: "workers", Name: "gone"}); err != nil {
+		t.Fatal(err)
+	}
+	commit(t, a.bucket, "gone", "gone:v1", false)
+	waitFor(t, 20*time.Second, "ready after repair", func() bool {
+		code, _ := a.get(t, "/readyz")
+		return code == 200 && fileContains(filepath.Join(a.manifests, "gone.yaml"), "gone:v1")
+	})
 	if !fileContains(filepath.Join(a.manifests, "gone.yaml"), "gone:v1") {
 		t.Fatal("gone.yaml not published after repair")
 	}

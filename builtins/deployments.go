@@ -43,6 +43,9 @@ type DeployResult struct {
 	// ReplacedNamespace is set when this deploy replaced a same-named
 	// DaemonSet of another namespace in the same NodeGroup.
 	ReplacedNamespace string `json:"replacedNamespace,omitempty"`
+	// Repaired lists payload objects whose bytes did not match the digest
+	// in their name and that deploy replaced with the right bytes.
+	Repaired []string `json:"repaired,omitempty"`
 	// Bucket is where the index was committed.
 	Bucket string `json:"bucket"`
 }
@@ -104,19 +107,17 @@ func (e *Env) Deploy(ctx context.Context, opts DeployOptions) (DeployResult, err
 		d.ServiceName, d.Service = ex.Service.Name, ex.ServiceYAML
 	}
 	e.progress("committing %s to bucket %s", key, c.Bucket)
-	r, err := state.NewCommitter(store, e.Commit).Deploy(ctx, d)
+	r, err := state.NewCommitter(store, e.commitOptions()).Deploy(ctx, d)
 	if err != nil {
-		return DeployResult{}, err
+		return DeployResult{}, e.explain(c, err)
 	}
 	res := DeployResult{
 		Name: ex.Name, NodeGroup: ex.NodeGroup, Namespace: ex.Namespace, Service: d.ServiceName,
 		Action: string(r.Outcome), Pod: r.Entry.Pod, ServicePath: r.Entry.Service, Bucket: c.Bucket,
+		Repaired: r.Repaired,
 	}
 	if r.Replaced != nil {
 		res.ReplacedNamespace = r.Replaced.Namespace
-		if res.ReplacedNamespace == "" {
-			res.ReplacedNamespace = "unknown"
-		}
 	}
 	return res, nil
 }
@@ -146,13 +147,13 @@ func (e *Env) Delete(ctx context.Context, opts DeleteOptions) (DeleteResult, err
 	if err != nil {
 		return DeleteResult{}, err
 	}
-	_, store, err := e.openCluster(ctx)
+	c, store, err := e.openCluster(ctx)
 	if err != nil {
 		return DeleteResult{}, err
 	}
-	r, err := state.NewCommitter(store, e.Commit).Delete(ctx, key)
+	r, err := state.NewCommitter(store, e.commitOptions()).Delete(ctx, key)
 	if err != nil {
-		return DeleteResult{}, err
+		return DeleteResult{}, e.explain(c, err)
 	}
 	return DeleteResult{Name: key.Name, NodeGroup: key.NodeGroup, Action: string(r.Outcome)}, nil
 }
@@ -186,14 +187,15 @@ const listConcurrency = 16
 // NodeGroup, then name. A payload that cannot be read or verified is
 // reported on its row, not hidden.
 func (e *Env) List(ctx context.Context) ([]ListEntry, error) {
-	_, store, err := e.openCluster(ctx)
+	c, store, err := e.openCluster(ctx)
 	if err != nil {
 		return nil, err
 	}
 	ix, _, err := state.ReadIndex(ctx, store)
 	if err != nil {
-		return nil, err
+		return nil, e.explain(c, err)
 	}
+	pc := e.payloadCache()
 	items := ix.Items()
 	out := make([]ListEntry, len(items))
 	sem := make(chan struct{}, listConcurrency)
@@ -213,17 +215,20 @@ func (e *Env) List(ctx context.Context) ([]ListEntry, error) {
 				return
 			}
 			defer func() { <-sem }()
-			fillFromPod(ctx, store, &out[i])
+			fillFromPod(ctx, store, pc, &out[i])
 		}()
 	}
 	wg.Wait()
-	return out, ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return out, e.explain(c, err)
+	}
+	return out, nil
 }
 
-// fillFromPod reads an entry's verified Pod payload for its namespace and
-// origin.
-func fillFromPod(ctx context.Context, store objstore.Store, le *ListEntry) {
-	data, err := state.FetchPayload(ctx, store, le.Pod)
+// fillFromPod reads an entry's verified Pod payload, from the local cache
+// when it holds it, for its namespace and origin.
+func fillFromPod(ctx context.Context, store objstore.Store, pc state.PayloadCache, le *ListEntry) {
+	data, err := state.FetchPayloadCached(ctx, store, pc, le.Pod)
 	if err != nil {
 		le.Error = err.Error()
 		return

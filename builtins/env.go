@@ -11,7 +11,9 @@ import (
 	"net/http"
 	"path/filepath"
 	"sort"
+	"time"
 
+	"podmin.dev/podmin/internal/cache"
 	"podmin.dev/podmin/internal/cloud"
 	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/objstore"
@@ -49,6 +51,12 @@ type Env struct {
 	WrapStore func(objstore.Store) objstore.Store
 	// Commit tunes the deployment index commit loop; zero uses defaults.
 	Commit state.CommitOptions
+	// Timeout is the overall deadline the caller put on the context, named
+	// in the error of a request it cut off; zero means none was set.
+	Timeout time.Duration
+	// CacheMaxBytes bounds the object cache under Dirs.Cache; zero uses
+	// cache.DefaultMaxBytes.
+	CacheMaxBytes int64
 	// Secrets opens the secrets provider named provider for a context; the
 	// CLI wires the real providers, tests wire fakes. Nil refuses every
 	// secret operation.
@@ -127,6 +135,25 @@ func (e *Env) CurrentContext() (contexts.Context, error) {
 	return f.CurrentContext()
 }
 
+// payloadCache is the content-addressed object cache under the Podmin cache
+// directory, or nil when there is none (list, deploy and preview then read
+// the bucket).
+func (e *Env) payloadCache() state.PayloadCache {
+	if e.Dirs.Cache == "" {
+		return nil
+	}
+	return cache.Open(filepath.Join(e.Dirs.Cache, "objects"), e.CacheMaxBytes)
+}
+
+// commitOptions are the index commit settings with the payload cache.
+func (e *Env) commitOptions() state.CommitOptions {
+	o := e.Commit
+	if o.Cache == nil {
+		o.Cache = e.payloadCache()
+	}
+	return o
+}
+
 // openCluster opens the current context's bucket.
 func (e *Env) openCluster(ctx context.Context) (contexts.Context, objstore.Store, error) {
 	c, err := e.CurrentContext()
@@ -141,8 +168,9 @@ func (e *Env) openCluster(ctx context.Context) (contexts.Context, objstore.Store
 	if err != nil {
 		return contexts.Context{}, nil, fmt.Errorf("open bucket %s of cluster %s: %w", c.Bucket, c.Cluster, err)
 	}
+	var s objstore.Store = &deadlineStore{Store: b, bucket: c.Bucket, endpoint: endpointOf(b), timeout: e.Timeout}
 	if e.WrapStore != nil {
-		return c, e.WrapStore(b), nil
+		s = e.WrapStore(s)
 	}
-	return c, b, nil
+	return c, s, nil
 }

@@ -63,19 +63,20 @@ func (e *Env) Preview(ctx context.Context, opts PreviewOptions) (PreviewResult, 
 	if err := ids.ValidateNodeGroup(opts.NodeGroup); err != nil {
 		return PreviewResult{}, fmt.Errorf("--nodegroup: %w", err)
 	}
-	_, store, err := e.openCluster(ctx)
+	c, store, err := e.openCluster(ctx)
 	if err != nil {
 		return PreviewResult{}, err
 	}
 	ix, _, err := state.ReadIndex(ctx, store)
 	if err != nil {
-		return PreviewResult{}, err
+		return PreviewResult{}, e.explain(c, err)
 	}
+	pc := e.payloadCache()
 	res := PreviewResult{NodeGroup: opts.NodeGroup, Dir: nodepod.ManifestsDir, Files: []PreviewFile{}}
 	for _, it := range ix.NodeGroup(opts.NodeGroup) {
-		data, err := state.FetchPayload(ctx, store, it.Entry.Pod)
+		data, err := state.FetchPayloadCached(ctx, store, pc, it.Entry.Pod)
 		if err != nil {
-			return PreviewResult{}, fmt.Errorf("deployment %s: %w", it.Key, err)
+			return PreviewResult{}, e.explain(c, fmt.Errorf("deployment %s: %w", it.Key, err))
 		}
 		p, err := nodepod.Transform(it.Key, it.Entry, data)
 		if err != nil {

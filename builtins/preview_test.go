@@ -43,8 +43,19 @@ func TestPreviewRendersTheNodeGroupsStaticPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Deploy left the Pod payloads in the local object cache: one request.
+	if c := counts.Counts(); c.Get != 1 || c.Writes() != 0 {
+		t.Fatalf("preview made %+v: want the index read alone, no writes", c)
+	}
+	if err := os.RemoveAll(filepath.Join(env.Dirs.Cache, "objects")); err != nil {
+		t.Fatal(err)
+	}
+	counts.ResetCounts()
+	if _, err := env.Preview(ctx, PreviewOptions{NodeGroup: "workers"}); err != nil {
+		t.Fatal(err)
+	}
 	if c := counts.Counts(); c.Get != 3 || c.Writes() != 0 {
-		t.Fatalf("preview made %+v: want the index and two Pod payloads, no writes", c)
+		t.Fatalf("preview with a cold cache made %+v: want the index and two Pod payloads, no writes", c)
 	}
 	if len(res.Files) != 2 || res.Files[0].File != "api.yaml" || res.Files[1].File != "web.yaml" || res.Dir != "/etc/podmin/manifests" {
 		t.Fatalf("files %+v", res.Files)

@@ -36,7 +36,7 @@ func deploymentsFamily() []*Builtin {
 
 Same as "podmin deploy". Without file the built-in minimal DaemonSet is used,
 shaped by the other arguments. Returns deployment(name, nodegroup, namespace,
-service, action, pod, service_path, replaced_namespace, bucket, planned); action
+service, action, pod, service_path, replaced_namespace, repaired, bucket, planned); action
 is created, updated or unchanged. Success means the desired state was committed,
 not that a Pod runs.`,
 			impl: func(c *call) (star.Value, error) {
@@ -48,12 +48,15 @@ not that a Pod runs.`,
 				if err != nil {
 					return nil, c.fail(err)
 				}
+				for _, p := range res.Repaired {
+					fmt.Fprintf(c.host.stderr, "repaired %s: its bytes did not match the SHA-512 in its name\n", p)
+				}
 				if res.ReplacedNamespace != "" {
 					fmt.Fprintf(c.host.stderr, "warning: %s/%s replaced the same-named DaemonSet of namespace %s\n", res.NodeGroup, res.Name, res.ReplacedNamespace)
 				}
 				return result("deployment", str("name", res.Name), str("nodegroup", res.NodeGroup), str("namespace", res.Namespace),
 					str("service", res.Service), str("action", res.Action), str("pod", res.Pod), str("service_path", res.ServicePath),
-					str("replaced_namespace", res.ReplacedNamespace), str("bucket", res.Bucket), boolean("planned", c.host.planned())), nil
+					str("replaced_namespace", res.ReplacedNamespace), value("repaired", stringList(res.Repaired)), str("bucket", res.Bucket), boolean("planned", c.host.planned())), nil
 			},
 		},
 		{

@@ -47,6 +47,9 @@ another namespace replaces the entry, and deploy warns when it does.`,
 			if err != nil {
 				return err
 			}
+			for _, p := range res.Repaired {
+				fmt.Fprintf(cmd.ErrOrStderr(), "repaired %s: its bytes did not match the SHA-512 in its name, so it was replaced with the deployed bytes (conditionally on the corrupt object's ETag)\n", p)
+			}
 			if res.ReplacedNamespace != "" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "warning: this replaced DaemonSet %s of namespace %s in NodeGroup %s: deployment identity is NODEGROUP/NAME, so same-named DaemonSets of different namespaces cannot coexist in one NodeGroup\n",
 					res.Name, res.ReplacedNamespace, res.NodeGroup)
@@ -120,7 +123,7 @@ health: a listed deployment may not be running yet, or at all.`,
 				}
 			}
 			if bad > 0 {
-				return fmt.Errorf("%d of %d Pod payloads could not be read or verified: nodes keep their last good state for them; redeploy those deployments", bad, len(list))
+				return fmt.Errorf("%d of %d Pod payloads could not be read or verified: nodes keep their last good state for them; delete those deployments and deploy them again, which rewrites their payloads", bad, len(list))
 			}
 			return nil
 		},

@@ -6,8 +6,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,7 +21,23 @@ import (
 // use, version, help); every other command requires one.
 const noContext = "podmin.dev/no-context"
 
+// DefaultTimeout is the overall deadline of one command unless --timeout
+// says otherwise. It is generous for pushing large images and still ends a
+// command against an endpoint that never answers.
+const DefaultTimeout = 10 * time.Minute
+
+// noDeadline marks commands that run without the default deadline (the
+// interactive REPL); an explicit --timeout still applies to them.
+const noDeadline = "podmin.dev/no-deadline"
+
+// deadlineKey carries the cancel function of the command's deadline from
+// the pre-run hook back to execute.
+type deadlineKey struct{}
+
+type deadlineHolder struct{ cancel context.CancelFunc }
+
 func newRoot(env *builtins.Env) *cobra.Command {
+	var timeout time.Duration
 	root := &cobra.Command{
 		Use:   "podmin",
 		Short: "Run static Kubernetes Pods on plain VMs, without a control plane",
@@ -27,7 +45,11 @@ func newRoot(env *builtins.Env) *cobra.Command {
 no Kubernetes control plane. This CLI writes a cluster's desired state into its
 object-storage bucket; a podmin-agent on every VM reconciles it.
 
-Start with "podmin connect CLUSTER --provider local --bucket NAME".`,
+Start with "podmin connect CLUSTER --provider local --bucket NAME".
+
+Every command ends after --timeout (default 10m; 0 means no deadline, and the
+interactive repl has none unless --timeout is given). A request cut off by it
+is named in the error together with the endpoint it went to.`,
 		Example: `  podmin connect demo --provider local --bucket demo
   podmin deploy web -g workers --image "$(podmin push hello:v1)" --service
   podmin list`,
@@ -41,6 +63,23 @@ Start with "podmin connect CLUSTER --provider local --bucket NAME".`,
 			if isCompletion(cmd) {
 				return nil // completion works in a fresh home, without a context
 			}
+			if timeout < 0 {
+				return usageError{fmt.Errorf("--timeout %s: use a positive duration such as 30s or 5m, or 0 for no deadline", timeout)}
+			}
+			exempt := false
+			for c := cmd; c != nil; c = c.Parent() {
+				exempt = exempt || c.Annotations[noDeadline] == "true"
+			}
+			if timeout > 0 && (!exempt || cmd.Flags().Changed("timeout")) {
+				h, ok := cmd.Context().Value(deadlineKey{}).(*deadlineHolder)
+				if !ok {
+					h = &deadlineHolder{} // not run through execute: the deadline ends with the process
+				}
+				var ctx context.Context
+				ctx, h.cancel = context.WithTimeout(cmd.Context(), timeout)
+				cmd.SetContext(ctx)
+				env.Timeout = timeout
+			}
 			for c := cmd; c != nil; c = c.Parent() {
 				if c.Annotations[noContext] == "true" {
 					return nil
@@ -52,6 +91,7 @@ Start with "podmin connect CLUSTER --provider local --bucket NAME".`,
 			return nil
 		},
 	}
+	root.PersistentFlags().DurationVar(&timeout, "timeout", DefaultTimeout, "overall deadline of the command, e.g. 30s or 5m; 0 means none")
 	root.SetVersionTemplate("podmin {{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
@@ -101,12 +141,20 @@ func execute(ctx context.Context, root *cobra.Command, args []string, stdout, st
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	cmd, err := root.ExecuteContextC(ctx)
+	h := &deadlineHolder{}
+	cmd, err := root.ExecuteContextC(context.WithValue(ctx, deadlineKey{}, h))
+	if h.cancel != nil {
+		h.cancel()
+	}
 	if err == nil {
 		return exitOK
 	}
 	if cmd == nil {
 		cmd = root
+	}
+	if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, builtins.ErrTimeout) {
+		// Cut off outside a bucket request (a backoff wait, a local step).
+		err = fmt.Errorf("%w: the command did not finish within --timeout: raise --timeout if it needs longer", err)
 	}
 	return report(stderr, cmd, err)
 }

@@ -208,11 +208,11 @@ pre-loading FILE. Tab completes names and attributes, help(x) documents a builti
 _ holds the last value, Ctrl-C cancels the running call, Ctrl-D leaves. History is
 kept in the Podmin data directory (repl_history, mode 0600); it never keeps a line
 that contains a secret value. On a terminal, a destructive call without confirm =
-asks before it runs.`,
+asks before it runs. The session has no overall deadline unless --timeout is given.`,
 		Example: `  podmin repl
   podmin repl recipes/rollout.star`,
 		Args:        cobra.MaximumNArgs(1),
-		Annotations: map[string]string{noContext: "true"},
+		Annotations: map[string]string{noContext: "true", noDeadline: "true"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			e, bind := scriptEnv(env, cmd.ErrOrStderr())
 			h := pstar.New(pstar.Options{Ops: e, Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(), CacheDir: env.Dirs.Cache, WorkDir: env.WorkDir})

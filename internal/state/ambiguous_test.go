@@ -7,6 +7,7 @@ package state_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"podmin.dev/podmin/internal/objstore/faultstore"
@@ -62,8 +63,9 @@ func TestAmbiguousWriteThatDidNotLand(t *testing.T) {
 }
 
 // Another writer committing exactly the same entry while our write is lost
-// is success: the key holds what this deploy asked for, and every reader
-// sees the same bytes at the same content-addressed paths.
+// (not applied) is resolved by the write IDs, not by content: ours did not
+// land, and applying the mutation again finds the entry already there, so
+// the deploy is unchanged (the other writer created it).
 func TestAmbiguousWriteSameChangeByAnother(t *testing.T) {
 	ctx := context.Background()
 	b := newLocal(t)
@@ -78,15 +80,14 @@ func TestAmbiguousWriteSameChangeByAnother(t *testing.T) {
 		return nil
 	}}
 	res, err := committer(h, 4).Deploy(ctx, d)
-	if err != nil || res.Outcome != state.Created || h.n != 1 {
+	if err != nil || res.Outcome != state.Unchanged || h.n != 1 {
 		t.Fatalf("%+v, %v after %d index writes", res, err, h.n)
 	}
 }
 
-// A write that may have landed and then been superseded by a writer of the
-// same key cannot be resolved: re-applying could apply it twice, reporting
-// success could claim a state that is not there. It fails with
-// ErrOutcomeUnknown and leaves the other writer's entry alone.
+// A write that landed and was then superseded by a writer of the same key
+// is still found in the index's chain of write IDs: success, reported
+// against the version it replaced, and the later writer's entry stays.
 func TestAmbiguousWriteSuperseded(t *testing.T) {
 	ctx := context.Background()
 	b := newLocal(t)
@@ -103,20 +104,74 @@ func TestAmbiguousWriteSuperseded(t *testing.T) {
 		}
 		return nil
 	}}
-	_, err := committer(h, 4).Deploy(ctx, deployment("workers", "web", "default", "example/web:v1", ""))
-	checkErr(t, "Deploy", err, `deploy "workers/web": outcome of the index write is unknown: the deployment changed to a third state after the failed write`)
-	checkErr(t, "Deploy", err, `run "podmin list" to see whether it was applied and repeat the command if not`)
-	if !errors.Is(err, state.ErrOutcomeUnknown) || !errors.Is(err, errLost) || h.n != 1 {
-		t.Fatalf("err %v after %d index writes", err, h.n)
+	res, err := committer(h, 4).Deploy(ctx, deployment("workers", "web", "default", "example/web:v1", ""))
+	if err != nil || res.Outcome != state.Created || h.n != 1 {
+		t.Fatalf("%+v, %v after %d index writes", res, err, h.n)
 	}
 	if e, _ := readIndex(t, b).Lookup(later.Key); e != laterEntry {
 		t.Fatalf("entry %+v, want the later writer's %+v", e, laterEntry)
 	}
 }
 
+// The ABA case: our write lands, its reply is lost, and another writer
+// restores exactly the pre-image before we look. Comparing content would
+// call that "did not land" and apply the deploy a second time; the write
+// IDs prove it landed, so it is reported once and not written again.
+func TestAmbiguousWriteRestoredPreImage(t *testing.T) {
+	ctx := context.Background()
+	b := newLocal(t)
+	v1 := deployment("workers", "web", "default", "example/web:v1", "")
+	if _, err := committer(b, 4).Deploy(ctx, v1); err != nil {
+		t.Fatal(err)
+	}
+	h := &fakeInterleaving{Store: b, after: func(n int) error {
+		if n == 1 {
+			if _, err := committer(b, 4).Deploy(ctx, v1); err != nil { // back to v1
+				return err
+			}
+			return errLost
+		}
+		return nil
+	}}
+	res, err := committer(h, 4).Deploy(ctx, deployment("workers", "web", "default", "example/web:v2", ""))
+	if err != nil || res.Outcome != state.Updated || h.n != 1 {
+		t.Fatalf("%+v, %v after %d index writes", res, err, h.n)
+	}
+	v1Entry, _ := entryOf(v1)
+	if e, _ := readIndex(t, b).Lookup(v1.Key); e != v1Entry {
+		t.Fatalf("entry %+v, want the restored %+v", e, v1Entry)
+	}
+}
+
+// When more writes followed a lost reply than the index records IDs of,
+// nothing can be proven either way: the outcome is reported unknown and
+// nothing is re-applied.
+func TestAmbiguousWriteBeyondTheChain(t *testing.T) {
+	ctx := context.Background()
+	b := newLocal(t)
+	h := &fakeInterleaving{Store: b, after: func(n int) error {
+		if n == 1 {
+			other := committer(b, 4)
+			for i := range 40 {
+				if _, err := other.Deploy(ctx, deployment("workers", "api", "default", fmt.Sprintf("example/api:v%d", i), "")); err != nil {
+					return err
+				}
+			}
+			return errLost
+		}
+		return nil
+	}}
+	_, err := committer(h, 4).Deploy(ctx, deployment("workers", "web", "default", "example/web:v1", ""))
+	checkErr(t, "Deploy", err, `deploy "workers/web": outcome of the index write is unknown: more than 31 index writes followed the failed write`)
+	checkErr(t, "Deploy", err, `run "podmin list" to see whether it was applied and repeat the command if not`)
+	if !errors.Is(err, state.ErrOutcomeUnknown) || !errors.Is(err, errLost) || h.n != 1 {
+		t.Fatalf("err %v after %d index writes", err, h.n)
+	}
+}
+
 // Running out of attempts while a write is unresolved spends one more read
-// to resolve it: a write that did not land is a plain failure, one that may
-// have is an unknown outcome, never a plain failure.
+// to resolve it: a write that did not land is a plain failure, one that
+// landed (even if superseded since) is a success.
 func TestAmbiguousWriteAtLastAttempt(t *testing.T) {
 	ctx := context.Background()
 	d := deployment("workers", "web", "default", "example/web:v1", "")
@@ -146,8 +201,8 @@ func TestAmbiguousWriteAtLastAttempt(t *testing.T) {
 		}
 		return errLost
 	}
-	_, err = committer(h, 1).Deploy(ctx, d)
-	if !errors.Is(err, state.ErrOutcomeUnknown) {
-		t.Fatalf("superseded last write: %v", err)
+	res, err = committer(h, 1).Deploy(ctx, d)
+	if err != nil || res.Outcome != state.Created {
+		t.Fatalf("superseded last write: %+v, %v", res, err)
 	}
 }

@@ -22,11 +22,19 @@ var ErrOutcomeUnknown = errors.New("outcome of the index write is unknown")
 
 // Defaults for CommitOptions.
 const (
-	// DefaultMaxAttempts covers a burst of a dozen concurrent writers: each
-	// lost round is another writer's success.
-	DefaultMaxAttempts = 16
-	// DefaultBaseDelay is about one S3 round trip.
-	DefaultBaseDelay = 20 * time.Millisecond
+	// DefaultMaxAttempts covers a burst of 32 concurrent writers: each lost
+	// round is another writer's success, so the 32nd round cannot lose.
+	DefaultMaxAttempts = 32
+	// minSlot is the smallest adaptive backoff slot.
+	minSlot = time.Millisecond
+	// slotRounds is how many lost rounds' durations the first adaptive
+	// backoff spans. A writer that lost competes with everyone else who
+	// lost; spreading the retries over several rounds keeps about one
+	// writer inside the read-to-write window at a time, so contention costs
+	// fewer wasted requests (measured on versitygw with 32 writers: 2.1
+	// index reads per commit with 8, 3.0 with 1). An uncontended deploy
+	// never waits.
+	slotRounds = 8
 	// DefaultMaxDelay keeps an interactive deploy responsive.
 	DefaultMaxDelay = 2 * time.Second
 )
@@ -38,7 +46,12 @@ type CommitOptions struct {
 	// ambiguous, one more read-only round resolves it.
 	MaxAttempts int
 	// BaseDelay is the backoff before the second round; it doubles per
-	// round up to MaxDelay. Each delay is jittered to [d/2, d).
+	// round up to MaxDelay. Each delay is jittered to [d/2, d). Zero adapts
+	// it to the store: it is slotRounds times the duration of the round
+	// just lost (its index read and write), the window in which writers
+	// collide, so the backoff scales with the store's round trip (about a
+	// millisecond on a local S3 server, tens of milliseconds on AWS)
+	// instead of a guess.
 	BaseDelay time.Duration
 	// MaxDelay caps the backoff.
 	MaxDelay time.Duration
@@ -47,6 +60,13 @@ type CommitOptions struct {
 	// Sleep waits for d or until ctx is done. Nil uses a timer. Tests pass a
 	// function that records the delay and returns at once.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// NewWriteID returns a fresh, unpredictable write ID for each index
+	// write. Nil uses 16 bytes from crypto/rand as lowercase hex.
+	NewWriteID func() string
+	// Cache, when set, keeps verified payload bytes on local disk: deploy
+	// stores what it writes there and reads the namespace of a replaced
+	// entry from it instead of the bucket.
+	Cache PayloadCache
 }
 
 // Committer applies mutations to deployments/index.json in one bucket with
@@ -63,9 +83,6 @@ func NewCommitter(store objstore.Store, opts CommitOptions) *Committer {
 	if opts.MaxAttempts <= 0 {
 		opts.MaxAttempts = DefaultMaxAttempts
 	}
-	if opts.BaseDelay <= 0 {
-		opts.BaseDelay = DefaultBaseDelay
-	}
 	if opts.MaxDelay <= 0 {
 		opts.MaxDelay = DefaultMaxDelay
 	}
@@ -74,6 +91,9 @@ func NewCommitter(store objstore.Store, opts CommitOptions) *Committer {
 	}
 	if opts.Sleep == nil {
 		opts.Sleep = sleep
+	}
+	if opts.NewWriteID == nil {
+		opts.NewWriteID = randomWriteID
 	}
 	return &Committer{store: store, opts: opts}
 }
@@ -89,9 +109,13 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// backoff is the jittered delay before round n (n >= 2).
-func (c *Committer) backoff(n int) time.Duration {
+// backoff is the jittered delay before round n (n >= 2); slot is the
+// measured duration of the last lost round, used when BaseDelay is zero.
+func (c *Committer) backoff(n int, slot time.Duration) time.Duration {
 	d := c.opts.BaseDelay
+	if d <= 0 {
+		d = max(slot*slotRounds, minSlot)
+	}
 	for i := 2; i < n && d < c.opts.MaxDelay; i++ {
 		d *= 2
 	}
@@ -103,35 +127,27 @@ func (c *Committer) backoff(n int) time.Duration {
 // bucket that exists is an empty index with an empty ETag; a missing bucket
 // is an error wrapping objstore.ErrBucketNotFound.
 func ReadIndex(ctx context.Context, store objstore.Store) (*Index, string, error) {
-	obj, err := store.Get(ctx, IndexPath, objstore.GetOptions{})
-	if errors.Is(err, objstore.ErrNotFound) {
-		return NewIndex(), "", nil
-	}
-	if err != nil {
-		return nil, "", fmt.Errorf("read %s: %w", IndexPath, err)
-	}
-	ix, err := DecodeIndex(obj.Data)
+	v, err := readIndexVersion(ctx, store)
 	if err != nil {
 		return nil, "", err
 	}
-	return ix, obj.ETag, nil
+	return v.ix, v.etag, nil
 }
 
 // mutation is one change to one key. apply mutates ix and reports whether
 // it changed anything; it runs once per round against a fresh index, so all
-// rules are checked against the version the write replaces. target reports
-// whether a key state is what this mutation produces.
+// rules are checked against the version the write replaces.
 type mutation struct {
-	op     string
-	key    Key
-	apply  func(ctx context.Context, ix *Index) (changed bool, err error)
-	target func(e Entry, ok bool) bool
+	op    string
+	key   Key
+	apply func(ctx context.Context, ix *Index) (changed bool, err error)
 }
 
-// keyState is one key's value in one index version.
-type keyState struct {
-	entry Entry
-	ok    bool
+// pendingWrite is an index write whose reply was lost: it may or may not
+// have been applied.
+type pendingWrite struct {
+	id   string
+	base indexVersion
 }
 
 // commit runs the read-modify-write loop for m until it lands, is refused,
@@ -139,8 +155,10 @@ type keyState struct {
 func (c *Committer) commit(ctx context.Context, m mutation) error {
 	var (
 		lastErr error
-		// pending is the pre-image of an ambiguous write awaiting resolution.
-		pending *keyState
+		pending *pendingWrite
+		slot    time.Duration
+		// resolveNow skips the backoff once, right after a lost reply.
+		resolveNow bool
 	)
 	fail := func(err error) error {
 		if pending != nil {
@@ -158,57 +176,56 @@ func (c *Committer) commit(ctx context.Context, m mutation) error {
 		if last && (pending == nil || round > c.opts.MaxAttempts+1) {
 			return giveUp()
 		}
-		if round > 1 {
-			if err := c.opts.Sleep(ctx, c.backoff(round)); err != nil {
+		// A lost reply is resolved by reading at once: the sooner the
+		// read, the fewer writes can have followed.
+		if round > 1 && !resolveNow {
+			if err := c.opts.Sleep(ctx, c.backoff(round, slot)); err != nil {
 				return fail(err)
 			}
 		}
-		ix, etag, err := ReadIndex(ctx, c.store)
+		resolveNow = false
+		roundStart := time.Now()
+		cur, err := readIndexVersion(ctx, c.store)
 		if err != nil {
-			if errors.Is(err, ErrInvalidIndex) || errors.Is(err, objstore.ErrBucketNotFound) || ctx.Err() != nil {
+			if !retryableRead(err) || ctx.Err() != nil {
 				return fail(err)
 			}
 			lastErr = err
 			continue
 		}
-		cur := keyState{}
-		cur.entry, cur.ok = ix.Lookup(m.key)
 		if pending != nil {
-			switch {
-			case m.target(cur.entry, cur.ok):
-				return nil // landed (or the identical state was committed)
-			case cur != *pending:
-				return fail(fmt.Errorf("the deployment changed to a third state after the failed write: %w", lastErr))
+			switch resolveWrite(pending.id, pending.base, cur) {
+			case writeLanded:
+				return nil
+			case writeUnknown:
+				return fail(fmt.Errorf("more than %d index writes followed the failed write, so its write ID is no longer recorded: %w", maxWriteChain-1, lastErr))
 			}
-			pending = nil // still the pre-image: the write did not land
+			pending = nil // it did not land: apply the mutation again
 		}
 		if last {
 			return giveUp()
 		}
-		changed, err := m.apply(ctx, ix)
+		changed, err := m.apply(ctx, cur.ix)
 		if err != nil {
 			return fmt.Errorf("%s %q: %w", m.op, m.key, err)
 		}
 		if !changed {
 			return nil
 		}
-		data := ix.Encode()
-		if etag == "" {
-			_, err = c.store.PutIfAbsent(ctx, IndexPath, data)
-		} else {
-			_, err = c.store.PutIfMatch(ctx, IndexPath, data, etag)
-		}
+		id := c.opts.NewWriteID()
+		err = c.writeIndex(ctx, cur, cur.ix.Encode(), id)
 		switch {
 		case err == nil:
 			return nil
 		case errors.Is(err, objstore.ErrBucketNotFound):
-			// The bucket is gone: nothing was written.
-			return fmt.Errorf("%s %q: write %s: %w", m.op, m.key, IndexPath, err)
+			// The bucket is gone: this write wrote nothing.
+			return fail(fmt.Errorf("write %s: %w", IndexPath, err))
 		case errors.Is(err, objstore.ErrPrecondition), errors.Is(err, objstore.ErrNotFound):
 			lastErr = fmt.Errorf("another writer changed %s: %w", IndexPath, err)
+			slot = time.Since(roundStart)
 		default:
 			lastErr = fmt.Errorf("write %s: %w", IndexPath, err)
-			pending = &cur
+			pending, resolveNow = &pendingWrite{id: id, base: cur}, true
 		}
 	}
 }

@@ -121,13 +121,13 @@ func TestReplacedNamespace(t *testing.T) {
 	if err != nil || res.Replaced == nil || res.Replaced.Namespace != "team-b" || res.Replaced.Entry.Service == "" {
 		t.Fatalf("replace of a deployment with a Service: %+v, %v", res, err)
 	}
-	// An unreadable old payload is reported as an unknown namespace, and the
-	// deploy that repairs the situation still succeeds.
+	// An unreadable old payload is not claimed to be a replacement (its
+	// namespace is unknown), and the deploy that repairs it succeeds.
 	if err := b.Delete(ctx, res.Entry.Pod, ""); err != nil {
 		t.Fatal(err)
 	}
 	res, err = c.Deploy(ctx, deployment("workers", "web", "team-c", "example/web:v3", ""))
-	if err != nil || res.Replaced == nil || res.Replaced.Namespace != "" {
+	if err != nil || res.Outcome != state.Updated || res.Replaced != nil {
 		t.Fatalf("replace of an unreadable deployment: %+v, %v", res, err)
 	}
 }
@@ -161,6 +161,8 @@ func TestServiceConflict(t *testing.T) {
 	}
 }
 
+// A corrupt object at a content-addressed path is garbage: deploy replaces
+// it with a write conditional on its ETag and reports the repair.
 func TestCorruptExistingPayload(t *testing.T) {
 	ctx := context.Background()
 	b := newLocal(t)
@@ -169,15 +171,61 @@ func TestCorruptExistingPayload(t *testing.T) {
 	if _, err := b.Put(ctx, p, []byte("truncated")); err != nil {
 		t.Fatal(err)
 	}
-	_, err := committer(b, 4).Deploy(ctx, d)
-	checkErr(t, "Deploy", err, "verify existing payload: payload does not match its digest: object \""+p+"\" hashes to sha512")
-	checkErr(t, "Deploy", err, "delete the object and run deploy again to rewrite it")
-	if !errors.Is(err, state.ErrCorruptPayload) {
-		t.Fatalf("error %v does not wrap ErrCorruptPayload", err)
+	fs := faultstore.New(b)
+	res, err := committer(fs, 4).Deploy(ctx, d)
+	if err != nil || res.Outcome != state.Created || len(res.Repaired) != 1 || res.Repaired[0] != p {
+		t.Fatalf("%+v, %v", res, err)
 	}
-	if _, err := b.Head(ctx, state.IndexPath); !errors.Is(err, objstore.ErrNotFound) {
-		t.Fatalf("index touched after a corrupt payload: %v", err)
+	// Index read, refused create, read of the corrupt object, conditional
+	// replace, index create.
+	if c := fs.Counts(); c != (faultstore.Counts{Get: 2, PutIfAbsent: 2, PutIfMatch: 1}) {
+		t.Fatalf("requests %+v", c)
 	}
+	if _, err := state.FetchPayload(ctx, b, p); err != nil {
+		t.Fatalf("after the repair: %v", err)
+	}
+	checkBucket(t, b)
+}
+
+// The repair is conditional: a writer that replaced the corrupt object in
+// the meantime is not overwritten, and its good bytes are accepted.
+func TestCorruptPayloadRepairIsConditional(t *testing.T) {
+	ctx := context.Background()
+	b := newLocal(t)
+	d := deployment("workers", "web", "default", "example/web:v1", "")
+	p, _ := state.PodPayloadPath("workers", d.Pod)
+	if _, err := b.Put(ctx, p, []byte("truncated")); err != nil {
+		t.Fatal(err)
+	}
+	// Another repairer wins between our read and our conditional write.
+	fs := faultstore.New(&racingRepair{Store: b, key: p, data: d.Pod})
+	res, err := committer(fs, 4).Deploy(ctx, d)
+	if err != nil || res.Outcome != state.Created || len(res.Repaired) != 0 {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	if c := fs.Counts(); c.PutIfMatch != 1 || c.Get != 3 {
+		t.Fatalf("requests %+v", c)
+	}
+	checkBucket(t, b)
+}
+
+// racingRepair writes the right bytes to key just before the first
+// conditional write of key, as a concurrent deploy would.
+type racingRepair struct {
+	objstore.Store
+	key  string
+	data []byte
+	done bool
+}
+
+func (r *racingRepair) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (string, error) {
+	if key == r.key && !r.done {
+		r.done = true
+		if _, err := r.Store.Put(ctx, key, r.data); err != nil {
+			return "", err
+		}
+	}
+	return r.Store.PutIfMatch(ctx, key, data, etag)
 }
 
 func TestInvalidIndexIsNotRetried(t *testing.T) {

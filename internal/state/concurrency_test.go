@@ -16,7 +16,22 @@ import (
 )
 
 func TestConcurrentDistinctKeysLocal(t *testing.T) {
-	testConcurrentDistinctKeys(t, newLocal(t))
+	testConcurrentDistinctKeys(t, newLocal(t), noSleepCommitter)
+}
+
+// The same with the production backoff and attempts: 32 writers at once
+// all commit without any tuning.
+func TestConcurrentDistinctKeysProductionBackoffLocal(t *testing.T) {
+	testConcurrentDistinctKeys(t, newLocal(t), productionCommitter)
+}
+
+// noSleepCommitter retries without waiting, with enough attempts that each
+// lost round (another writer's success) is covered.
+func noSleepCommitter(s objstore.Store, writers int) *state.Committer { return committer(s, 2*writers) }
+
+// productionCommitter uses the defaults the CLI uses.
+func productionCommitter(s objstore.Store, _ int) *state.Committer {
+	return state.NewCommitter(s, state.CommitOptions{})
 }
 
 func TestConcurrentServiceClaimLocal(t *testing.T) {
@@ -27,7 +42,7 @@ func TestConcurrentServiceClaimLocal(t *testing.T) {
 
 // testConcurrentDistinctKeys runs 32 committers on distinct keys at once:
 // every one succeeds and no update is lost.
-func testConcurrentDistinctKeys(t *testing.T, s objstore.Store) {
+func testConcurrentDistinctKeys(t *testing.T, s objstore.Store, newCommitter func(objstore.Store, int) *state.Committer) {
 	const writers = 32
 	ctx := context.Background()
 	start := make(chan struct{})
@@ -40,8 +55,8 @@ func testConcurrentDistinctKeys(t *testing.T, s objstore.Store) {
 			defer wg.Done()
 			d := deployment([]string{"workers", "edge"}[i%2], fmt.Sprintf("app%d", i), "default", "example/app:v1", fmt.Sprintf("svc%d", i))
 			// Each failed round is some other writer's success, so 32 rounds
-			// always suffice; the margin covers nothing but safety.
-			c := committer(s, 2*writers)
+			// always suffice.
+			c := newCommitter(s, writers)
 			<-start
 			results[i], errs[i] = c.Deploy(ctx, d)
 		}()

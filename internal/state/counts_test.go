@@ -8,6 +8,7 @@ import (
 	"context"
 	"testing"
 
+	"podmin.dev/podmin/internal/cache"
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/objstore/faultstore"
 	"podmin.dev/podmin/internal/state"
@@ -23,7 +24,7 @@ func TestRequestCountsLocal(t *testing.T) {
 func testRequestCounts(t *testing.T, newStore func(t *testing.T) objstore.Store) {
 	ctx := context.Background()
 	fs := faultstore.New(newStore(t))
-	c := committer(fs, 4)
+	c := state.NewCommitter(fs, state.CommitOptions{MaxAttempts: 4, Sleep: noSleep, Cache: cache.Open(t.TempDir(), 0)})
 	step := func(name string, want faultstore.Counts, run func() (state.Outcome, error), outcome state.Outcome) {
 		t.Helper()
 		fs.ResetCounts()
@@ -54,21 +55,44 @@ func testRequestCounts(t *testing.T, newStore func(t *testing.T) objstore.Store)
 	// A second new deployment: one read, two payload writes, one If-Match write.
 	step("new deployment", faultstore.Counts{Get: 1, PutIfAbsent: 2, PutIfMatch: 1},
 		deploy(deployment("workers", "api", "product", "example/api:v1", "api")), state.Created)
-	// Identical re-deploy: payload writes refused and verified, index read, no index write.
-	step("identical re-deploy", faultstore.Counts{PutIfAbsent: 2, Get: 3}, deploy(web), state.Unchanged)
-	// New Pod, same Service: the Service payload is verified, not rewritten.
-	step("update", faultstore.Counts{PutIfAbsent: 2, Get: 2, PutIfMatch: 1},
+	// Identical re-deploy: the index read alone proves it; no payload request.
+	step("identical re-deploy", faultstore.Counts{Get: 1}, deploy(web), state.Unchanged)
+	// New Pod, same Service: the index references the Service payload, so
+	// only the new Pod is created; the old Pod is never read.
+	step("update", faultstore.Counts{Get: 1, PutIfAbsent: 1, PutIfMatch: 1},
 		deploy(deployment("workers", "web", "product", "example/web:v2", "frontend")), state.Updated)
-	// Dropping the Service reuses the v2 Pod payload (verified).
-	step("drop Service", faultstore.Counts{PutIfAbsent: 1, Get: 2, PutIfMatch: 1},
+	// Dropping the Service reuses the v2 Pod payload the index references.
+	step("drop Service", faultstore.Counts{Get: 1, PutIfMatch: 1},
 		deploy(deployment("workers", "web", "product", "example/web:v2", "")), state.Updated)
 	// A same-named DaemonSet from another namespace, old entry without a
-	// Service: one extra read of the old Pod payload for the warning.
-	step("other namespace", faultstore.Counts{PutIfAbsent: 1, Get: 2, PutIfMatch: 1},
-		deploy(deployment("workers", "web", "staging", "example/web:v2", "")), state.Updated)
+	// Service: the old namespace comes from the local payload cache.
+	var replaced *state.Replacement
+	step("other namespace", faultstore.Counts{Get: 1, PutIfAbsent: 1, PutIfMatch: 1}, func() (state.Outcome, error) {
+		r, err := c.Deploy(ctx, deployment("workers", "web", "staging", "example/web:v2", ""))
+		replaced = r.Replaced
+		return r.Outcome, err
+	}, state.Updated)
+	if replaced == nil || replaced.Namespace != "product" {
+		t.Errorf("other namespace: replaced %+v, want namespace product", replaced)
+	}
 	// Delete: one read and one write; an absent entry is read only.
 	step("delete", faultstore.Counts{Get: 1, PutIfMatch: 1}, del("workers", "web"), state.Deleted)
 	step("delete absent", faultstore.Counts{Get: 1}, del("workers", "web"), state.Absent)
+	// Without a warm cache the replaced namespace costs one read of the old
+	// Pod, after the index write.
+	cold := faultstore.New(newStore(t))
+	cc := committer(cold, 4)
+	if _, err := cc.Deploy(ctx, deployment("workers", "web", "product", "example/web:v1", "")); err != nil {
+		t.Fatal(err)
+	}
+	cold.ResetCounts()
+	r, err := cc.Deploy(ctx, deployment("workers", "web", "staging", "example/web:v1", ""))
+	if err != nil || r.Replaced == nil || r.Replaced.Namespace != "product" {
+		t.Fatalf("cold cache replacement: %+v, %v", r, err)
+	}
+	if got := cold.Counts(); got != (faultstore.Counts{Get: 2, PutIfAbsent: 1, PutIfMatch: 1}) {
+		t.Errorf("cold cache replacement: requests %+v", got)
+	}
 	fresh := faultstore.New(newStore(t))
 	if r, err := committer(fresh, 4).Delete(ctx, web.Key); err != nil || r.Outcome != state.Absent {
 		t.Fatalf("delete without an index: %+v, %v", r, err)
@@ -78,7 +102,7 @@ func testRequestCounts(t *testing.T, newStore func(t *testing.T) objstore.Store)
 	}
 }
 
-// A payload write that fails aborts the deploy before the index is read.
+// A payload write that fails aborts the deploy before the index is written.
 func TestPayloadWriteFailureAbortsBeforeIndex(t *testing.T) {
 	ctx := context.Background()
 	for _, action := range []faultstore.Action{faultstore.Fail, faultstore.Ambiguous} {
@@ -90,8 +114,8 @@ func TestPayloadWriteFailureAbortsBeforeIndex(t *testing.T) {
 			d := deployment("workers", "web", "product", "example/web:v1", "frontend")
 			_, err := committer(fs, 4).Deploy(ctx, d)
 			checkErr(t, "Deploy", err, "the deployment index was not changed; run deploy again")
-			if c := fs.Counts(); c != (faultstore.Counts{PutIfAbsent: 2}) {
-				t.Fatalf("requests %+v: the index was touched", c)
+			if c := fs.Counts(); c != (faultstore.Counts{Get: 1, PutIfAbsent: 2}) {
+				t.Fatalf("requests %+v: the index was written", c)
 			}
 			// Whatever was orphaned, the next deploy succeeds and verifies it.
 			fs.SetRules()

@@ -50,9 +50,10 @@ type Deployment struct {
 // Replacement describes the entry a Deploy replaced when it belonged to a
 // same-named DaemonSet in another namespace. Deployment identity ignores the
 // namespace, so the caller must warn the user that the other one is gone.
+// It is reported only when the other namespace is known; an old entry whose
+// namespace cannot be read is not claimed to be a replacement.
 type Replacement struct {
-	// Namespace is the replaced DaemonSet's namespace, or empty when its Pod
-	// payload could not be read to find out.
+	// Namespace is the replaced DaemonSet's namespace.
 	Namespace string
 	// Entry is the replaced index entry.
 	Entry Entry
@@ -68,6 +69,89 @@ type DeployResult struct {
 	Entry Entry
 	// Replaced is set when a DaemonSet of another namespace was replaced.
 	Replaced *Replacement
+	// Repaired lists payload paths whose object held bytes that did not
+	// match the digest in its name and was replaced with the right bytes.
+	Repaired []string
+}
+
+// Deploy stores the deployment's payloads and commits its index entry.
+// Success means the index held the entry when Deploy returned; nodes
+// converge asynchronously. A Service identity owned by another deployment
+// fails with ErrConflict, and nothing is written to the index then.
+//
+// The index is read first: an entry that already equals the target is
+// Unchanged after that one request. Otherwise each payload the index does
+// not reference yet is created (create-only), and then the index is written
+// with compare-and-swap. The namespace of a replaced entry is resolved after
+// the commit, from the payload cache when it holds the old Pod, so no
+// request falls between the index read and its conditional write beyond the
+// payload writes themselves.
+func (c *Committer) Deploy(ctx context.Context, d Deployment) (DeployResult, error) {
+	entry, err := d.entry()
+	if err != nil {
+		return DeployResult{}, err
+	}
+	payloads := []struct {
+		path string
+		data []byte
+	}{{entry.Pod, d.Pod}}
+	if entry.Service != "" {
+		payloads = append(payloads, struct {
+			path string
+			data []byte
+		}{entry.Service, d.Service})
+	}
+	res := DeployResult{Key: d.Key, Entry: entry}
+	present := map[string]bool{} // payloads this call has written or verified
+	var prev Entry
+	err = c.commit(ctx, mutation{
+		op:  "deploy",
+		key: d.Key,
+		apply: func(ctx context.Context, ix *Index) (bool, error) {
+			res.Outcome = Unchanged
+			old, existed := ix.Lookup(d.Key)
+			if existed && old == entry {
+				return false, nil
+			}
+			// A payload the index references exists: payloads are written
+			// before the index that names them and never deleted.
+			for _, p := range payloads {
+				if present[p.path] || ix.references(p.path) {
+					continue
+				}
+				repaired, err := c.ensurePayload(ctx, p.path, p.data)
+				if err != nil {
+					return false, err
+				}
+				present[p.path] = true
+				if repaired {
+					res.Repaired = append(res.Repaired, p.path)
+				}
+			}
+			old, existed, err := ix.Set(d.Key, entry)
+			if err != nil {
+				return false, err
+			}
+			res.Outcome, prev = Created, old
+			if existed {
+				res.Outcome = Updated
+			}
+			return true, nil
+		},
+	})
+	if err != nil {
+		return DeployResult{}, err
+	}
+	for _, p := range payloads {
+		c.cachePayload(p.path, p.data)
+	}
+	if res.Outcome == Updated && prev.Pod != entry.Pod {
+		// Same Pod bytes would mean the same namespace.
+		if ns := c.namespaceOf(ctx, prev); ns != "" && ns != d.Namespace {
+			res.Replaced = &Replacement{Namespace: ns, Entry: prev}
+		}
+	}
+	return res, nil
 }
 
 // DeleteResult is what a successful Delete did.
@@ -78,57 +162,6 @@ type DeleteResult struct {
 	Outcome Outcome
 	// Entry is the removed entry when Outcome is Deleted.
 	Entry Entry
-}
-
-// Deploy stores the deployment's payloads and commits its index entry.
-// Success means the index held the entry when Deploy returned; nodes
-// converge asynchronously. A Service identity owned by another deployment
-// fails with ErrConflict, and nothing is written to the index then.
-func (c *Committer) Deploy(ctx context.Context, d Deployment) (DeployResult, error) {
-	entry, err := d.entry()
-	if err != nil {
-		return DeployResult{}, err
-	}
-	if err := c.writePayload(ctx, entry.Pod, d.Pod); err != nil {
-		return DeployResult{}, err
-	}
-	if entry.Service != "" {
-		if err := c.writePayload(ctx, entry.Service, d.Service); err != nil {
-			return DeployResult{}, err
-		}
-	}
-	res := DeployResult{Key: d.Key, Entry: entry}
-	namespaces := map[string]string{} // Pod path → namespace; payloads are immutable
-	err = c.commit(ctx, mutation{
-		op:  "deploy",
-		key: d.Key,
-		apply: func(ctx context.Context, ix *Index) (bool, error) {
-			res.Outcome, res.Replaced = Unchanged, nil
-			prev, existed, err := ix.Set(d.Key, entry)
-			switch {
-			case err != nil:
-				return false, err
-			case !existed:
-				res.Outcome = Created
-				return true, nil
-			case prev == entry:
-				return false, nil
-			}
-			res.Outcome = Updated
-			if prev.Pod == entry.Pod {
-				return true, nil // same Pod bytes, so the same namespace
-			}
-			if ns := c.namespaceOf(ctx, prev, namespaces); ns != d.Namespace {
-				res.Replaced = &Replacement{Namespace: ns, Entry: prev}
-			}
-			return true, nil
-		},
-		target: func(e Entry, ok bool) bool { return ok && e == entry },
-	})
-	if err != nil {
-		return DeployResult{}, err
-	}
-	return res, nil
 }
 
 // Delete removes the deployment's index entry. Payloads stay where they are.
@@ -148,7 +181,6 @@ func (c *Committer) Delete(ctx context.Context, k Key) (DeleteResult, error) {
 			}
 			return existed, nil
 		},
-		target: func(_ Entry, ok bool) bool { return !ok },
 	})
 	if err != nil {
 		return DeleteResult{}, err
@@ -189,41 +221,73 @@ func (d Deployment) entry() (Entry, error) {
 	return e, nil
 }
 
-// writePayload creates a payload object unless it exists; an existing one is
-// verified instead of rewritten. Any failure aborts before the index is read,
-// and a half-written payload is invisible because nothing references it.
-func (c *Committer) writePayload(ctx context.Context, p string, data []byte) error {
-	_, err := c.store.PutIfAbsent(ctx, p, data)
-	if err == nil {
-		return nil
+// ensurePayload creates a payload object unless it exists, and reports
+// whether it had to replace a corrupt one. An existing object is verified
+// instead of rewritten. Because its path is the SHA-512 of its bytes, an
+// object whose bytes do not match is garbage whoever wrote it: it is
+// replaced with a write conditional on that object's ETag, so a concurrent
+// repair or rewrite is never overwritten blindly. Any failure aborts before
+// the index is written, and a half-written payload is invisible because
+// nothing references it.
+func (c *Committer) ensurePayload(ctx context.Context, p string, data []byte) (repaired bool, err error) {
+	fail := func(err error) (bool, error) {
+		return false, fmt.Errorf("write payload %q: %w: the deployment index was not changed; run deploy again", p, err)
 	}
-	if !errors.Is(err, objstore.ErrPrecondition) {
-		return fmt.Errorf("write payload %q: %w: the deployment index was not changed; run deploy again", p, err)
+	for range 3 {
+		_, err := c.store.PutIfAbsent(ctx, p, data)
+		if err == nil {
+			return repaired, nil
+		}
+		if !errors.Is(err, objstore.ErrPrecondition) {
+			return fail(err)
+		}
+		obj, err := c.store.Get(ctx, p, objstore.GetOptions{})
+		switch {
+		case errors.Is(err, objstore.ErrNotFound):
+			continue // removed since: create it again
+		case err != nil:
+			return false, fmt.Errorf("verify existing payload %q: %w: the deployment index was not changed; run deploy again", p, err)
+		}
+		if VerifyPayload(p, obj.Data) == nil {
+			return repaired, nil
+		}
+		_, err = c.store.PutIfMatch(ctx, p, data, obj.ETag)
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.Is(err, objstore.ErrPrecondition), errors.Is(err, objstore.ErrNotFound):
+			repaired = false // changed under us: look again
+		default:
+			return false, fmt.Errorf("replace corrupt payload %q: %w: the deployment index was not changed; run deploy again", p, err)
+		}
 	}
-	if _, err := FetchPayload(ctx, c.store, p); err != nil {
-		return fmt.Errorf("verify existing payload: %w", err)
+	return false, fmt.Errorf("write payload %q: %w: it kept changing while being verified: the deployment index was not changed; run deploy again", p, ErrCorruptPayload)
+}
+
+// cachePayload remembers verified payload bytes in the local cache.
+func (c *Committer) cachePayload(p string, data []byte) {
+	if c.opts.Cache == nil {
+		return
 	}
-	return nil
+	if d, err := payloadDigest(p); err == nil {
+		_ = c.opts.Cache.Put(d, data) // a cache that cannot write only costs a later read
+	}
 }
 
 // namespaceOf finds the namespace of the DaemonSet an entry describes. The
 // index holds only paths, so it comes from the Service path when there is one
 // (a Service shares its DaemonSet's namespace) and otherwise from the Pod
-// payload's metadata.namespace. A payload that cannot be read yields "": the
-// replacement is then reported with an unknown namespace rather than failing
-// the deploy that would repair it.
-func (c *Committer) namespaceOf(ctx context.Context, e Entry, cache map[string]string) string {
+// payload's metadata.namespace, read from the payload cache or, on a miss,
+// fetched and verified. A payload that cannot be read yields "".
+func (c *Committer) namespaceOf(ctx context.Context, e Entry) string {
 	if id, ok := e.ServiceID(); ok {
 		return id.Namespace
 	}
-	if ns, ok := cache[e.Pod]; ok {
-		return ns
+	data, err := FetchPayloadCached(ctx, c.store, c.opts.Cache, e.Pod)
+	if err != nil {
+		return ""
 	}
-	ns := ""
-	if data, err := FetchPayload(ctx, c.store, e.Pod); err == nil {
-		ns, _ = podNamespace(data)
-	}
-	cache[e.Pod] = ns
+	ns, _ := podNamespace(data)
 	return ns
 }
 

@@ -58,7 +58,7 @@ func VerifyPayload(p string, data []byte) error {
 		return err
 	}
 	if got := sha512Hex(data); got != want {
-		return fmt.Errorf("%w: object %q hashes to sha512 %s…, not the digest in its path: delete the object and run deploy again to rewrite it",
+		return fmt.Errorf("%w: object %q hashes to sha512 %s…, not the digest in its path: delete the deployment and deploy it again, which replaces the object",
 			ErrCorruptPayload, p, got[:16])
 	}
 	return nil
@@ -79,4 +79,35 @@ func FetchPayload(ctx context.Context, store objstore.Store, p string) ([]byte, 
 		return nil, err
 	}
 	return obj.Data, nil
+}
+
+// PayloadCache is a local store of payload bytes by the hex SHA-512 digest
+// of the bytes (internal/cache implements it). Payloads are immutable, so a
+// verified copy never goes stale; the cache verifies what it stores and
+// returns.
+type PayloadCache interface {
+	Get(digest string) ([]byte, bool)
+	Put(digest string, data []byte) error
+}
+
+// FetchPayloadCached is FetchPayload through a payload cache: a hit costs no
+// request, and a miss is fetched, verified and stored. A nil cache fetches.
+func FetchPayloadCached(ctx context.Context, store objstore.Store, cache PayloadCache, p string) ([]byte, error) {
+	digest, err := payloadDigest(p)
+	if err != nil {
+		return nil, err
+	}
+	if cache != nil {
+		if data, ok := cache.Get(digest); ok && sha512Hex(data) == digest {
+			return data, nil
+		}
+	}
+	data, err := FetchPayload(ctx, store, p)
+	if err != nil {
+		return nil, err
+	}
+	if cache != nil {
+		_ = cache.Put(digest, data) // best effort: a miss next time costs one read
+	}
+	return data, nil
 }

@@ -27,32 +27,40 @@
 //
 // # Commit protocol
 //
-// Committer.Deploy writes missing payloads create-only (verifying existing
-// ones instead of rewriting them), then reads the index and its ETag, applies
-// the mutation and writes it back with If-Match (create-only when the index
-// does not exist yet). A mutation that changes nothing writes nothing. A lost
-// race re-reads and re-applies, with bounded, jittered exponential backoff.
-// The rules (one owner per Service identity) are checked inside the mutation,
+// Committer.Deploy reads the index and its ETag first. An entry that
+// already equals the target is Unchanged after that one request: no payload
+// is touched. Otherwise every payload the index does not reference yet is
+// written create-only (an existing object is verified; one whose bytes do
+// not match its name is replaced with a write conditional on its ETag and
+// reported), and the index is written back with If-Match (create-only when
+// it does not exist yet). Payloads the index references exist by
+// construction: they were written before the index named them and are never
+// deleted. A mutation that changes nothing writes nothing. A lost race
+// re-reads and re-applies, with bounded, jittered exponential backoff. The
+// rules (one owner per Service identity) are checked inside the mutation,
 // against the version being replaced, so they hold under races.
 //
-// A write that fails any other way is ambiguous: the store may have applied
-// it. The committer then re-reads the index and looks at the affected key
-// only. If the key holds the mutation's target (the entry it wrote, or no
-// entry for a delete), the desired state is committed and the operation
-// succeeds: either this write landed, or another writer committed the same
-// state for the same key, which is indistinguishable to every reader because
-// an entry is fully described by its content-addressed paths. If the key
-// still holds the value the failed write was based on, the write did not land
-// and the mutation is re-applied to the fresh index. Anything else means the
-// write may have landed and been superseded by a writer of the same key;
-// re-applying could apply it twice, so the operation fails with
-// ErrOutcomeUnknown and tells the operator to check with "podmin list".
-// (A same-key writer that restores exactly the pre-image inside the window
-// is indistinguishable from a write that never landed; on stores whose ETag
-// is a content hash nothing can tell them apart.) When the attempts run out
-// right after an ambiguous write, one more read resolves it the same way.
-// The Outcome reported after a resolved ambiguity is the one computed
-// against the version the write was based on.
+// # Write IDs
+//
+// Every index write carries a fresh random write ID in the object's
+// metadata (WriteIDMeta), together with the IDs of the versions before it
+// (WriteChainMeta, newest first, bounded). The body stays exactly the
+// specification's format. Because every write is conditional on the
+// version it read, the versions form one chain and a write that landed is
+// the direct successor of its base.
+//
+// A write that fails any other way than a refused condition is ambiguous:
+// the store may have applied it. The committer re-reads the index at once
+// and resolves it by the write IDs alone, never by comparing content: its
+// own ID in the chain means it landed (perhaps built upon since) and the
+// operation succeeds with the outcome computed against its base; its base's
+// ID in the chain without its own means it did not land, and the mutation
+// is applied again to the fresh index. If more writes followed than the
+// chain records, the operation fails with ErrOutcomeUnknown and tells the
+// operator to check with "podmin list". A same-key writer that restores the
+// pre-image inside the window has its own ID, so it can neither pass for
+// this write nor hide it: no operation is applied twice. When the attempts
+// run out right after an ambiguous write, one more read resolves it.
 //
 // # Namespace replacement
 //
@@ -60,8 +68,10 @@
 // DaemonSet from another namespace replaces the entry, and the caller must
 // warn. The index holds paths only, so the replaced entry's namespace comes
 // from its Service path when it has one (a Service shares its DaemonSet's
-// namespace) and otherwise from metadata.namespace of its Pod payload, read
-// and verified against its digest: one extra read, only for that case. An
-// unreadable payload reports the replacement with an unknown namespace
-// instead of blocking the deploy that would repair it.
+// namespace) and otherwise from metadata.namespace of its Pod payload. That
+// is read after the commit, from the local payload cache when it holds the
+// Pod (CommitOptions.Cache) and otherwise from the bucket, verified against
+// its digest, so nothing is read between the index read and its
+// conditional write. An entry whose namespace cannot be read is not
+// reported as a replacement: the warning only states what is known.
 package state

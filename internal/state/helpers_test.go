@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -112,4 +113,20 @@ func (h *fakeInterleaving) PutIfMatch(ctx context.Context, key string, data []by
 	return h.indexWrite(ctx, key, func() (string, error) { return h.Store.PutIfMatch(ctx, key, data, etag) })
 }
 
+// Open streams reads from the inner store.
+func (h *fakeInterleaving) Open(ctx context.Context, key string, opts objstore.GetOptions) (*objstore.Reader, error) {
+	return objstore.OpenObject(ctx, h.Store, key, opts)
+}
+
+// Write passes index writes with options (metadata) through the hooks.
+func (h *fakeInterleaving) Write(ctx context.Context, key string, body io.Reader, size int64, opts objstore.PutOptions) (string, error) {
+	return h.indexWrite(ctx, key, func() (string, error) { return objstore.WriteObject(ctx, h.Store, key, body, size, opts) })
+}
+
 var errLost = errors.New("connection reset: response lost")
+
+// The wrappers must stream, or index writes would lose their write IDs.
+var (
+	_ objstore.Streamer = (*fakeInterleaving)(nil)
+	_ objstore.Streamer = (*fakeHistory)(nil)
+)

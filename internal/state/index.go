@@ -220,3 +220,21 @@ func (ix *Index) Remove(k Key) (prev Entry, existed bool) {
 	delete(ix.entries, k)
 	return prev, true
 }
+
+// references reports whether any entry names payload path p.
+func (ix *Index) references(p string) bool {
+	if strings.HasPrefix(p, ServicesPrefix) {
+		id, _, err := ParseServicePath(p)
+		if err != nil {
+			return false
+		}
+		owner, ok := ix.services[id]
+		return ok && ix.entries[owner].Service == p
+	}
+	for _, e := range ix.entries {
+		if e.Pod == p {
+			return true
+		}
+	}
+	return false
+}

@@ -24,11 +24,21 @@ func TestS3(t *testing.T) {
 	srv := objstoretest.StartVersityGW(t)
 	bucket := func(t *testing.T) objstore.Store { return s3storetest.NewBucket(t, srv) }
 	t.Run("RequestCounts", func(t *testing.T) { testRequestCounts(t, bucket) })
-	t.Run("ConcurrentDistinctKeys", func(t *testing.T) { testConcurrentDistinctKeys(t, bucket(t)) })
+	t.Run("ConcurrentDistinctKeys", func(t *testing.T) { testConcurrentDistinctKeys(t, bucket(t), noSleepCommitter) })
+	t.Run("ConcurrentDistinctKeysProductionBackoff", func(t *testing.T) {
+		testConcurrentDistinctKeys(t, bucket(t), productionCommitter)
+	})
+	t.Run("LostRepliesLinearizable", func(t *testing.T) { runLostReplies(t, bucket(t), 8, 130) })
 	t.Run("ConcurrentServiceClaim", func(t *testing.T) {
 		for range 5 {
 			testConcurrentServiceClaim(t, bucket(t))
 		}
 	})
 	t.Run("Faults", func(t *testing.T) { runFaults(t, 1, bucket(t)) })
+}
+
+// BenchmarkCommitVersityGW is BenchmarkCommit against a real S3 server.
+func BenchmarkCommitVersityGW(b *testing.B) {
+	srv := objstoretest.StartVersityGW(b)
+	benchCommit(b, func(b *testing.B) objstore.Store { return s3storetest.NewBucket(b, srv) })
 }

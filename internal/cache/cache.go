@@ -1,0 +1,219 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package cache
+
+import (
+	"crypto/sha512"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// DefaultMaxBytes bounds a cache opened with a non-positive bound. Pod and
+// Service payloads are a few KiB, so this holds many thousands of them.
+const DefaultMaxBytes = 64 << 20
+
+// digestLen is the length of a hex SHA-512 digest.
+const digestLen = 128
+
+// ErrDigestMismatch reports bytes that do not hash to the digest they were
+// offered under.
+var ErrDigestMismatch = errors.New("bytes do not match their SHA-512 digest")
+
+// Cache is a directory of objects named by their SHA-512. It is safe for
+// concurrent use, also by several processes sharing the directory.
+type Cache struct {
+	dir      string
+	maxBytes int64
+	now      func() time.Time
+
+	mu sync.Mutex
+	// added counts bytes written since the last size check; checked is
+	// whether this process has measured the directory at all.
+	added   int64
+	checked bool
+}
+
+// Option configures Open.
+type Option func(*Cache)
+
+// WithClock replaces time.Now, for tests of eviction order.
+func WithClock(now func() time.Time) Option { return func(c *Cache) { c.now = now } }
+
+// Open returns the cache rooted at dir, bounded to maxBytes (DefaultMaxBytes
+// when not positive). The directory is created on the first write.
+func Open(dir string, maxBytes int64, opts ...Option) *Cache {
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	c := &Cache{dir: dir, maxBytes: maxBytes, now: time.Now}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// Dir is the cache's root directory.
+func (c *Cache) Dir() string { return c.dir }
+
+func validDigest(d string) bool {
+	if len(d) != digestLen {
+		return false
+	}
+	for i := 0; i < len(d); i++ {
+		if !(d[i] >= '0' && d[i] <= '9' || d[i] >= 'a' && d[i] <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// path is <dir>/sha512/<first two>/<digest>: a fan-out keeps directories small.
+func (c *Cache) path(digest string) string {
+	return filepath.Join(c.dir, "sha512", digest[:2], digest)
+}
+
+// Sum is the lowercase hex SHA-512 of data, the name Get and Put use.
+func Sum(data []byte) string {
+	s := sha512.Sum512(data)
+	return hex.EncodeToString(s[:])
+}
+
+// Get returns the object named digest. A missing, unreadable or corrupt
+// file is a miss; a corrupt one is also removed so the next Put replaces it.
+func (c *Cache) Get(digest string) ([]byte, bool) {
+	if !validDigest(digest) {
+		return nil, false
+	}
+	p := c.path(digest)
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return nil, false
+	}
+	if Sum(data) != digest {
+		_ = os.Remove(p)
+		return nil, false
+	}
+	// Mark it used for eviction; a failure only makes it older.
+	now := c.now()
+	_ = os.Chtimes(p, now, now)
+	return data, true
+}
+
+// Put stores data under digest after checking that it hashes to it. An
+// existing entry is left alone (it holds the same bytes by construction).
+func (c *Cache) Put(digest string, data []byte) error {
+	if !validDigest(digest) {
+		return fmt.Errorf("cache: invalid SHA-512 digest %q", digest)
+	}
+	if got := Sum(data); got != digest {
+		return fmt.Errorf("cache: %w: got %s…, want %s…", ErrDigestMismatch, got[:16], digest[:16])
+	}
+	p := c.path(digest)
+	if _, err := os.Stat(p); err == nil {
+		return nil
+	}
+	dir := filepath.Dir(p)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, ".tmp-*")
+	if err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	_, werr := tmp.Write(data)
+	cerr := tmp.Close()
+	if werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		// Another process may have renamed the same bytes into place
+		// first; the rename then replaces equal content, which is harmless.
+		werr = os.Rename(tmp.Name(), p)
+	}
+	if werr != nil {
+		_ = os.Remove(tmp.Name())
+		return fmt.Errorf("cache: %w", werr)
+	}
+	c.noteAdded(int64(len(data)))
+	return nil
+}
+
+// noteAdded triggers a size check on the first write of this process and
+// after every tenth of the bound written since, so a burst of writes does
+// not walk the directory once per file.
+func (c *Cache) noteAdded(n int64) {
+	c.mu.Lock()
+	c.added += n
+	due := !c.checked || c.added >= c.maxBytes/10
+	if due {
+		c.checked, c.added = true, 0
+	}
+	c.mu.Unlock()
+	if due {
+		_ = c.Prune()
+	}
+}
+
+// Prune removes the least recently used objects while the cache is larger
+// than its bound, down to three quarters of it. Temporary files older than
+// an hour (left by a crashed writer) are removed too.
+func (c *Cache) Prune() error {
+	type file struct {
+		path string
+		size int64
+		used time.Time
+	}
+	var files []file
+	var total int64
+	root := filepath.Join(c.dir, "sha512")
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // evicted or never created
+			}
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil // removed meanwhile
+		}
+		if strings.HasPrefix(d.Name(), ".tmp-") {
+			if c.now().Sub(info.ModTime()) > time.Hour {
+				_ = os.Remove(p)
+			}
+			return nil
+		}
+		files = append(files, file{p, info.Size(), info.ModTime()})
+		total += info.Size()
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("cache: prune %s: %w", c.dir, err)
+	}
+	if total <= c.maxBytes {
+		return nil
+	}
+	slices.SortFunc(files, func(a, b file) int { return a.used.Compare(b.used) })
+	for _, f := range files {
+		if total <= c.maxBytes*3/4 {
+			break
+		}
+		if err := os.Remove(f.path); err == nil || errors.Is(err, fs.ErrNotExist) {
+			total -= f.size
+		}
+	}
+	return nil
+}

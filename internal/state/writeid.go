@@ -1,0 +1,180 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package state
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"podmin.dev/podmin/internal/objstore"
+)
+
+// Object metadata of deployments/index.json. The body stays exactly the
+// specification's format; the write IDs ride beside it.
+const (
+	// WriteIDMeta holds the random ID of the write that produced this
+	// version of the index.
+	WriteIDMeta = "podmin-write-id"
+	// WriteChainMeta holds the IDs of the versions before it, newest first,
+	// comma-separated.
+	WriteChainMeta = "podmin-write-chain"
+	// maxWriteChain bounds the IDs one version records, its own included:
+	// 32 IDs of 32 hex characters stay well inside S3's 2 KiB of user
+	// metadata.
+	maxWriteChain = 32
+	writeIDLen    = 32
+)
+
+// randomWriteID is 16 bytes from crypto/rand in lowercase hex.
+func randomWriteID() string {
+	var b [writeIDLen / 2]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
+}
+
+func validWriteID(id string) bool {
+	if len(id) != writeIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if !isDigit(id[i]) && (id[i] < 'a' || id[i] > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// indexVersion is one read of the index.
+type indexVersion struct {
+	ix     *Index
+	etag   string
+	exists bool
+	// chain is the write IDs of this version and the versions before it,
+	// newest first, at most maxWriteChain; empty for an index written
+	// without IDs (or absent).
+	chain []string
+}
+
+// chainFrom reads the write IDs from index metadata. A version without a
+// valid own ID has no chain; invalid earlier IDs end the chain there.
+func chainFrom(meta map[string]string) []string {
+	id := meta[WriteIDMeta]
+	if !validWriteID(id) {
+		return nil
+	}
+	chain := []string{id}
+	if rest := meta[WriteChainMeta]; rest != "" {
+		for _, p := range strings.Split(rest, ",") {
+			if !validWriteID(p) || len(chain) == maxWriteChain {
+				break
+			}
+			chain = append(chain, p)
+		}
+	}
+	return chain
+}
+
+// writeMeta is the metadata of a write with ID id on top of base.
+func writeMeta(id string, base indexVersion) map[string]string {
+	prev := base.chain[:min(len(base.chain), maxWriteChain-1)]
+	m := map[string]string{WriteIDMeta: id}
+	if len(prev) > 0 {
+		m[WriteChainMeta] = strings.Join(prev, ",")
+	}
+	return m
+}
+
+// writeResolution is what a re-read says about a write whose reply was lost.
+type writeResolution int
+
+const (
+	writeNotLanded writeResolution = iota
+	writeLanded
+	writeUnknown
+)
+
+// resolveWrite decides whether the write with ID id, conditional on base,
+// is part of the history that led to cur. Every index write is conditional
+// on the version it read, so the versions form one chain, and a write that
+// landed is the direct successor of its base. So:
+//
+//   - id is in cur's chain: it landed (and may have been built upon since);
+//   - base's own ID is in cur's chain but id is not: base's successor is
+//     someone else's write, so this one did not land;
+//   - base had no ID (a new index) and cur's chain is complete back to the
+//     first write with an ID (shorter than the bound) without id: it did not
+//     land;
+//   - the index is gone: a landed write would be there, since Podmin never
+//     deletes the index;
+//   - otherwise more writes followed than the chain records: unknown.
+//
+// Content is never compared: a same-key writer restoring the pre-image
+// inside the window (the ABA case) has its own ID and cannot pass for this
+// write, nor hide it.
+func resolveWrite(id string, base, cur indexVersion) writeResolution {
+	switch {
+	case slices.Contains(cur.chain, id):
+		return writeLanded
+	case !cur.exists:
+		return writeNotLanded
+	case len(base.chain) > 0 && slices.Contains(cur.chain, base.chain[0]):
+		return writeNotLanded
+	case len(base.chain) == 0 && len(cur.chain) > 0 && len(cur.chain) < maxWriteChain:
+		return writeNotLanded
+	case len(base.chain) == 0 && len(cur.chain) == 0 && base.exists && cur.etag == base.etag:
+		return writeNotLanded // nothing has been written since
+	}
+	return writeUnknown
+}
+
+// retryableRead reports whether a failed index read is worth another round.
+// A missing bucket is not: it is never "no index yet".
+func retryableRead(err error) bool {
+	return !errors.Is(err, ErrInvalidIndex) && !errors.Is(err, objstore.ErrBucketNotFound)
+}
+
+// readIndexVersion reads the index with its ETag and write IDs. A missing
+// index in a bucket that exists is an empty index; a missing bucket is an
+// error wrapping objstore.ErrBucketNotFound.
+func readIndexVersion(ctx context.Context, store objstore.Store) (indexVersion, error) {
+	obj, err := store.Get(ctx, IndexPath, objstore.GetOptions{})
+	if errors.Is(err, objstore.ErrNotFound) {
+		return indexVersion{ix: NewIndex()}, nil
+	}
+	if err != nil {
+		return indexVersion{}, fmt.Errorf("read %s: %w", IndexPath, err)
+	}
+	ix, err := DecodeIndex(obj.Data)
+	if err != nil {
+		return indexVersion{}, err
+	}
+	return indexVersion{ix: ix, etag: obj.ETag, exists: true, chain: chainFrom(obj.Metadata)}, nil
+}
+
+// writeIndex writes data conditionally on base (create-only when base did
+// not exist), carrying write ID id and base's chain in the object metadata.
+//
+// A store that keeps no metadata (a dry run's in-memory overlay) refuses
+// the options before sending anything; the write is then made without IDs.
+// Nothing is lost for correctness: without IDs an ambiguous write resolves
+// only when nothing happened since, and is otherwise reported unknown,
+// never applied twice.
+func (c *Committer) writeIndex(ctx context.Context, base indexVersion, data []byte, id string) error {
+	opts := objstore.PutOptions{IfAbsent: !base.exists, Metadata: writeMeta(id, base)}
+	if base.exists {
+		opts.IfMatch = base.etag
+	}
+	_, err := objstore.PutWithOptions(ctx, c.store, IndexPath, data, opts)
+	if errors.Is(err, objstore.ErrMetadataUnsupported) {
+		opts.Metadata = nil
+		_, err = objstore.PutWithOptions(ctx, c.store, IndexPath, data, opts)
+	}
+	return err
+}
