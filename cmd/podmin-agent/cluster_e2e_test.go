@@ -29,7 +29,10 @@ import (
 	"podmin.dev/podmin/builtins"
 	"podmin.dev/podmin/internal/cloud"
 	cloudlocal "podmin.dev/podmin/internal/cloud/local"
+	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/paths"
+	"podmin.dev/podmin/internal/secrets"
+	secretslocal "podmin.dev/podmin/internal/secrets/local"
 )
 
 // clusterAgent is one real podmin-agent process of a local cluster.
@@ -157,7 +160,13 @@ func TestLocalClusterEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &builtins.Env{Dirs: dirs, Providers: map[string]cloud.Provider{"local": cloudlocal.New(dirs.Data)}}
+	env := &builtins.Env{Dirs: dirs, Providers: map[string]cloud.Provider{"local": cloudlocal.New(dirs.Data)},
+		Secrets: func(_ context.Context, _ contexts.Context, provider string) (secrets.Store, error) {
+			if provider != secrets.Local {
+				return nil, fmt.Errorf("no %s secrets provider in this test", provider)
+			}
+			return secretslocal.New(filepath.Join(dirs.Data, "secrets")), nil
+		}}
 	ca, err := env.EnsureCASecrets(context.Background(), builtins.CASecretsOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -195,7 +204,7 @@ func TestLocalClusterEndToEnd(t *testing.T) {
 	}, allLogs)
 	holders, acquired := 0, 0
 	for _, a := range agents {
-		if regexp.MustCompile(`msg="coordination enabled" node=` + regexp.QuoteMeta(lease.LeaderID) + ` `).MatchString(a.log()) {
+		if regexp.MustCompile(`msg="coordination enabled" .*node=` + regexp.QuoteMeta(lease.LeaderID) + ` `).MatchString(a.log()) {
 			holders++
 		}
 		if strings.Contains(a.log(), `msg="acquired the lease"`) {
