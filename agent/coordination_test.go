@@ -18,7 +18,10 @@ import (
 
 	"github.com/miekg/dns"
 
+	pb "podmin.dev/podmin/agent/api/coordinationpb"
+	"podmin.dev/podmin/agent/dataplane"
 	"podmin.dev/podmin/agent/service"
+	localstore "podmin.dev/podmin/internal/objstore/local"
 	"podmin.dev/podmin/internal/pki"
 	"podmin.dev/podmin/internal/secrets"
 	secretslocal "podmin.dev/podmin/internal/secrets/local"
@@ -138,5 +141,69 @@ func TestServiceDNSPortTakenStillPublishesPods(t *testing.T) {
 	code, body := a.get(t, "/readyz")
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, componentDNS+": ") || !strings.Contains(body, EnvDNSAddr) {
 		t.Fatalf("readyz %d %q", code, body)
+	}
+}
+
+func TestCoordinationSettingsFromEnv(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	o, err := OptionsFromEnv(env(nil))
+	if err != nil || o.DNSAddr != service.DefaultAddr || o.Dataplane != DataplaneAuto || o.APIAddr != "" || o.NodeID != "" || o.NodeAddr.IsValid() {
+		t.Fatalf("defaults %+v %v", o, err)
+	}
+	o, err = OptionsFromEnv(env(map[string]string{EnvDNSAddr: "off", EnvAPIAddr: "[::1]:18081", EnvNodeID: "n1",
+		EnvNodeAddr: "2600:1f14::1", EnvDataplane: "off"}))
+	if err != nil || o.DNSAddr != "" || o.APIAddr != "[::1]:18081" || o.NodeID != "n1" || o.NodeAddr != netip.MustParseAddr("2600:1f14::1") || o.Dataplane != DataplaneOff {
+		t.Fatalf("set %+v %v", o, err)
+	}
+	_, err = OptionsFromEnv(env(map[string]string{EnvDNSAddr: "0.0.0.0:53", EnvAPIAddr: "nowhere", EnvNodeAddr: "fd00::1", EnvDataplane: "maybe"}))
+	for _, want := range []string{EnvDNSAddr, EnvAPIAddr, EnvNodeAddr, EnvDataplane} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("invalid %s accepted: %v", want, err)
+		}
+	}
+}
+
+func TestDataplaneWanted(t *testing.T) {
+	local := Config{Provider: "local"}
+	if ok, why := dataplaneWanted(local, Options{Dataplane: DataplaneAuto}); ok || !strings.Contains(why, EnvDataplane) {
+		t.Fatalf("local node mode loads the dataplane by default: %v %q", ok, why)
+	}
+	if ok, _ := dataplaneWanted(local, Options{Dataplane: DataplaneOn}); !ok {
+		t.Fatal("on is ignored")
+	}
+	if ok, _ := dataplaneWanted(Config{Provider: "aws"}, Options{Dataplane: DataplaneOff}); ok {
+		t.Fatal("off is ignored")
+	}
+}
+
+// The dataplane receives every Service of the view with its VIP, the
+// ports of its payload and exactly the view's ready backends.
+func TestDataplaneServicesFromView(t *testing.T) {
+	dir := t.TempDir()
+	b := localstore.Open(filepath.Join(dir, "bucket"))
+	if err := b.CreateBucket(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	commit(t, b, "web", "hello:v1", true)
+	f := &dataplaneFeed{cluster: "demo", store: b, ports: map[string][]dataplane.Port{}}
+	v := &pb.ServiceSnapshot{Services: []*pb.Service{
+		{Namespace: "default", Name: "web", Endpoints: []*pb.Endpoint{{Address: "2001:db8:0:1:1::5", NodeId: "a"}, {Address: "2001:db8:0:1:2::7", NodeId: "b"}}},
+		{Namespace: "default", Name: "gone"},
+	}}
+	got, err := f.services(context.Background(), v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 {
+		t.Fatalf("services %+v", got)
+	}
+	s := got[0]
+	if s.Namespace != "default" || s.Name != "web" || s.VIP != service.Identity("demo", "default", "web").VIP ||
+		len(s.Ports) == 0 || s.Ports[0].Protocol != dataplane.TCP || s.Ports[0].Port == 0 ||
+		len(s.Backends) != 2 || s.Backends[0] != netip.MustParseAddr("2001:db8:0:1:1::5") || s.Backends[1] != netip.MustParseAddr("2001:db8:0:1:2::7") {
+		t.Fatalf("service %+v", s)
+	}
+	if len(f.ports) != 1 {
+		t.Fatalf("payload ports not cached: %v", f.ports)
 	}
 }

@@ -145,8 +145,8 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 	case "off":
 		o.DNSAddr = ""
 	default:
-		if err := checkLoopback(v); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", EnvDNSAddr, err))
+		if ap, err := netip.ParseAddrPort(v); err != nil || !ap.Addr().IsLoopback() {
+			errs = append(errs, fmt.Errorf("%s=%q is not a loopback address and port: Service DNS serves only 127.0.0.1 or [::1], e.g. 127.0.0.1:1053", EnvDNSAddr, v))
 		}
 		o.DNSAddr = v
 	}
@@ -161,7 +161,7 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 	}
 	if v := getenv(EnvNodeAddr); v != "" {
 		a, err := netip.ParseAddr(v)
-		if err != nil || !a.Is6() || a.Is4In6() || !a.IsGlobalUnicast() || a.Zone() != "" {
+		if err != nil || !a.Is6() || a.Is4In6() || !a.IsGlobalUnicast() || a.IsPrivate() || a.Zone() != "" {
 			errs = append(errs, fmt.Errorf("%s=%q is not a global IPv6 address", EnvNodeAddr, v))
 		}
 		o.NodeAddr = a
