@@ -145,8 +145,8 @@ func coordinationAddrs(cfg Config, opts Options) (net.Listener, netip.AddrPort, 
 		if addr == "" {
 			addr = netip.AddrPortFrom(netip.IPv6Loopback(), api.Port).String()
 		}
-		if err := checkLoopback(addr); err != nil {
-			return nil, netip.AddrPort{}, "", fmt.Errorf("%s in local node mode: %w", EnvAPIAddr, err)
+		if ap, err := netip.ParseAddrPort(addr); err != nil || !ap.Addr().IsLoopback() {
+			return nil, netip.AddrPort{}, "", fmt.Errorf("%s=%q: local node mode serves the coordination API on loopback only, e.g. [::1]:18081", EnvAPIAddr, addr)
 		}
 		lis, err := net.Listen("tcp", addr)
 		if err != nil {
