@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -275,8 +276,40 @@ func (c *coordination) serving(health *Health) []Component {
 	if c.feed.enabled() {
 		out = append(out, NewLoopComponent(componentDataplane, c.feed.run))
 	}
-	return append(out, NewLoopComponent("coordinator", c.coord.Run))
+	return append(out, NewLoopComponent("coordinator", c.coord.Run), &leaderDiscovery{c: c})
 }
+
+// leaderDiscoveryWait bounds how long startup waits to learn the leader
+// before reconciling: reconciliation never depends on coordination.
+const leaderDiscoveryWait = 5 * time.Second
+
+// leaderDiscovery holds startup until the election knows a leader (or
+// leaderDiscoveryWait passed), so the NodeGroup is reconciled after the
+// leader is discovered, as the startup order requires.
+type leaderDiscovery struct{ c *coordination }
+
+func (l *leaderDiscovery) Name() string { return "leader-discovery" }
+
+func (l *leaderDiscovery) Start(ctx context.Context) error {
+	deadline := time.Now().Add(leaderDiscoveryWait)
+	for {
+		if rec, ok := l.c.coord.Elector().Leader(); ok {
+			l.c.log.Info("leader discovered", "leader", rec.LeaderID, "addr", rec.LeaderAddr)
+			return nil
+		}
+		if time.Now().After(deadline) {
+			l.c.log.Warn("no leader discovered yet: reconciling anyway", "waited", leaderDiscoveryWait.String())
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func (l *leaderDiscovery) Stop(context.Context) error { return nil }
 
 // dnsComponent restores the durable Service snapshot (identities, no
 // backends) and then serves DNS. A DNS server that cannot listen is
@@ -330,6 +363,9 @@ type dataplaneFeed struct {
 	ports map[string][]dataplane.Port // by Service payload path (immutable)
 }
 
+// newDataplane loads the dataplane; tests replace it.
+var newDataplane = dataplane.New
+
 // dataplaneWanted decides whether to load the dataplane and why not.
 func dataplaneWanted(cfg Config, opts Options) (bool, string) {
 	switch opts.Dataplane {
@@ -361,7 +397,7 @@ func newDataplaneFeed(cfg Config, opts Options, store objstore.Store, nodeAddr n
 		// A documentation identity address is no source for NAT.
 		nodeAddr = netip.Addr{}
 	}
-	dp, err := dataplane.New(dataplane.Config{NodeAddr: nodeAddr, PodPrefix: cfg.IPv6Prefix, Log: log})
+	dp, err := newDataplane(dataplane.Config{NodeAddr: nodeAddr, PodPrefix: cfg.IPv6Prefix, Log: log})
 	if err != nil {
 		err = fmt.Errorf("load the eBPF dataplane: %w (set %s=off to run without it)", err, EnvDataplane)
 		log.Error("dataplane not loaded: Services have DNS but no VIP forwarding", "err", err)

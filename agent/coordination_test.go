@@ -7,6 +7,7 @@ package agent
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"net"
 	"net/http"
 	"net/netip"
@@ -205,5 +206,36 @@ func TestDataplaneServicesFromView(t *testing.T) {
 	}
 	if len(f.ports) != 1 {
 		t.Fatalf("payload ports not cached: %v", f.ports)
+	}
+}
+
+// A dataplane that fails to load is named in /readyz; Pods are still
+// published and Service DNS still serves.
+func TestDataplaneLoadFailureInReadyz(t *testing.T) {
+	if l, err := net.Listen("tcp", "[::1]:0"); err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	} else {
+		l.Close()
+	}
+	newDataplane = func(dataplane.Config) (*dataplane.Dataplane, error) {
+		return nil, errors.New("load program: operation not permitted")
+	}
+	t.Cleanup(func() { newDataplane = dataplane.New })
+	a := startLocalAgent(t, 20*time.Millisecond, func(o *Options) {
+		o.DNSAddr, o.APIAddr, o.Dataplane = "127.0.0.1:0", "[::1]:0", DataplaneOn
+		storeClusterCA(t, o.DataDir)
+	})
+	commit(t, a.bucket, "web", "hello:v1", true)
+	waitFor(t, 10*time.Second, "web.yaml", func() bool { return fileContains(filepath.Join(a.manifests, "web.yaml"), "hello:v1") })
+	waitFor(t, 10*time.Second, "staticpod ready", func() bool {
+		_, body := a.get(t, "/readyz")
+		return !strings.Contains(body, "staticpod")
+	})
+	code, body := a.get(t, "/readyz")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "dataplane: load the eBPF dataplane: load program: operation not permitted") {
+		t.Fatalf("readyz %d %q", code, body)
+	}
+	if !strings.Contains(a.logs.String(), "serving service DNS") {
+		t.Fatalf("no Service DNS:\n%s", a.logs)
 	}
 }
