@@ -355,7 +355,7 @@ type dataplaneFeed struct {
 	store   objstore.Store
 	health  *Health
 	log     *slog.Logger
-	dp      *dataplane.Dataplane
+	dp      programmer
 	kick    chan struct{}
 
 	mu    sync.Mutex
@@ -363,8 +363,15 @@ type dataplaneFeed struct {
 	ports map[string][]dataplane.Port // by Service payload path (immutable)
 }
 
+// programmer is the part of *dataplane.Dataplane the agent drives.
+type programmer interface {
+	Run(ctx context.Context) error
+	Apply(ctx context.Context, services []dataplane.Service) error
+	Refresh()
+}
+
 // newDataplane loads the dataplane; tests replace it.
-var newDataplane = dataplane.New
+var newDataplane = func(cfg dataplane.Config) (programmer, error) { return dataplane.New(cfg) }
 
 // dataplaneWanted decides whether to load the dataplane and why not.
 func dataplaneWanted(cfg Config, opts Options) (bool, string) {

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -217,10 +218,11 @@ func TestDataplaneLoadFailureInReadyz(t *testing.T) {
 	} else {
 		l.Close()
 	}
-	newDataplane = func(dataplane.Config) (*dataplane.Dataplane, error) {
+	saved := newDataplane
+	newDataplane = func(dataplane.Config) (programmer, error) {
 		return nil, errors.New("load program: operation not permitted")
 	}
-	t.Cleanup(func() { newDataplane = dataplane.New })
+	t.Cleanup(func() { newDataplane = saved })
 	a := startLocalAgent(t, 20*time.Millisecond, func(o *Options) {
 		o.DNSAddr, o.APIAddr, o.Dataplane = "127.0.0.1:0", "[::1]:0", DataplaneOn
 		storeClusterCA(t, o.DataDir)
@@ -237,5 +239,94 @@ func TestDataplaneLoadFailureInReadyz(t *testing.T) {
 	}
 	if !strings.Contains(a.logs.String(), "serving service DNS") {
 		t.Fatalf("no Service DNS:\n%s", a.logs)
+	}
+}
+
+// recordingDataplane stands in for the kernel dataplane.
+type recordingDataplane struct {
+	mu       sync.Mutex
+	applied  [][]dataplane.Service
+	refresh  int
+	detached bool
+}
+
+func (r *recordingDataplane) Run(ctx context.Context) error {
+	<-ctx.Done()
+	r.mu.Lock()
+	r.detached = true
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *recordingDataplane) Apply(_ context.Context, s []dataplane.Service) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.applied = append(r.applied, s)
+	return nil
+}
+
+func (r *recordingDataplane) Refresh() {
+	r.mu.Lock()
+	r.refresh++
+	r.mu.Unlock()
+}
+
+func (r *recordingDataplane) last() []dataplane.Service {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.applied) == 0 {
+		return nil
+	}
+	return r.applied[len(r.applied)-1]
+}
+
+// The dataplane is programmed from the coordinator's view (the VIP and
+// ports of every Service) and detached on SIGTERM only after the DNS TTL
+// margin, once the coordinator has resigned.
+func TestDataplaneFedFromViewAndDetachedLast(t *testing.T) {
+	if l, err := net.Listen("tcp", "[::1]:0"); err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	} else {
+		l.Close()
+	}
+	rec := &recordingDataplane{}
+	saved := newDataplane
+	newDataplane = func(cfg dataplane.Config) (programmer, error) {
+		if cfg.PodPrefix != netip.MustParsePrefix("2001:db8:abc:de00:1234::/80") {
+			t.Errorf("dataplane Pod prefix %s", cfg.PodPrefix)
+		}
+		return rec, nil
+	}
+	t.Cleanup(func() { newDataplane = saved })
+	a := startLocalAgent(t, 20*time.Millisecond, func(o *Options) {
+		o.DNSAddr, o.APIAddr, o.Dataplane, o.TTLMargin = "127.0.0.1:0", "[::1]:0", DataplaneOn, 100*time.Millisecond
+		storeClusterCA(t, o.DataDir)
+	})
+	commit(t, a.bucket, "web", "hello:v1", true)
+	vip := service.Identity("demo", "default", "web").VIP
+	waitFor(t, 20*time.Second, "web programmed", func() bool {
+		s := rec.last()
+		return len(s) == 1 && s[0].Name == "web" && s[0].VIP == vip && len(s[0].Ports) > 0 && len(s[0].Backends) == 0
+	})
+	waitFor(t, 10*time.Second, "readiness", func() bool { code, _ := a.get(t, "/readyz"); return code == http.StatusOK })
+	a.cancel()
+	err := <-a.done
+	a.done <- err
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := a.logs.String()
+	margin := strings.Index(logs, "waiting the DNS TTL margin")
+	coord := strings.Index(logs, `msg="component stopped" cluster=demo component=coordinator`)
+	dp := strings.Index(logs, `msg="component stopped" cluster=demo component=dataplane`)
+	dnsStop := strings.Index(logs, `msg="component stopped" cluster=demo component=service-dns`)
+	resigned := strings.Index(logs, "resigned the lease")
+	if margin < 0 || !(margin < resigned && resigned < coord && coord < dp && dp < dnsStop) {
+		t.Fatalf("shutdown order: margin %d, resigned %d, coordinator %d, dataplane %d, DNS %d\n%s", margin, resigned, coord, dp, dnsStop, logs)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if !rec.detached {
+		t.Fatal("the dataplane was not stopped")
 	}
 }
