@@ -139,7 +139,9 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool, l
 // podmin-agent processes on one machine and one local bucket, after setup
 // stored the CA secrets, elect exactly one leader, agree on the deployed
 // Service over mTLS and resolve its VIP through each agent's DNS, and
-// give the Service's Pod its workload identity.
+// give the Service's Pod its workload identity; a Service deployed later
+// reaches every agent through the leader, and a SIGTERMed leader resigns
+// to a follower.
 func TestLocalClusterEndToEnd(t *testing.T) {
 	if runtime.GOOS != "linux" && runtime.GOOS != "darwin" {
 		t.Skip("local node mode runs on Linux and macOS")
@@ -241,11 +243,50 @@ func TestLocalClusterEndToEnd(t *testing.T) {
 		}, allLogs)
 	}
 
-	// SIGTERM: every agent exits cleanly, the leader resigning.
+	// A Service deployed while the agents run reaches the followers only
+	// through the leader's snapshots over mTLS.
+	n.podminOK("deploy", "api", "-g", "workers", "--image", "api:v1", "--service")
+	wantAPI := service.Identity("demo", "default", "api").VIP
+	for i, addr := range dnsAddrs {
+		waitFor(t, 30*time.Second, fmt.Sprintf("api.default.svc.cluster.local on %s", agents[i].name), func() bool {
+			got, rcode, err := queryAAAA(addr, "api.default.svc.cluster.local")
+			return err == nil && rcode == dns.RcodeSuccess && len(got) == 1 && got[0] == wantAPI
+		}, allLogs)
+	}
+
+	// SIGTERM the leader: it resigns and another agent takes the lease.
+	var leader *clusterAgent
+	var rest []*clusterAgent
 	for _, a := range agents {
+		if strings.Contains(a.log(), `msg="acquired the lease"`) {
+			leader = a
+		} else {
+			rest = append(rest, a)
+		}
+	}
+	_ = leader.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-leader.exited:
+		if err != nil {
+			t.Fatalf("%s exited with %v\n%s", leader.name, err, leader.log())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not exit on SIGTERM\n%s", leader.name, leader.log())
+	}
+	if !strings.Contains(leader.log(), "resigned the lease") {
+		t.Fatalf("the leader did not resign:\n%s", leader.log())
+	}
+	old := lease.LeaderID
+	waitFor(t, 30*time.Second, "a follower takes over the lease", func() bool {
+		b, err := os.ReadFile(filepath.Join(n.bucket, "dns", "leader.json"))
+		return err == nil && json.Unmarshal(b, &lease) == nil && lease.LeaderID != "" && lease.LeaderID != old
+	}, allLogs)
+
+	// SIGTERM: the other agents exit cleanly too.
+	for _, a := range rest {
 		_ = a.cmd.Process.Signal(syscall.SIGTERM)
 	}
-	for _, a := range agents {
+	for _, a := range rest {
 		select {
 		case err := <-a.exited:
 			if err != nil {
