@@ -87,8 +87,8 @@ type Options struct {
 	DataDir string
 	// Log receives the agent's structured log.
 	Log *slog.Logger
-	// Publisher receives the Service desired state; nil records it in
-	// memory until the coordinator exists.
+	// Publisher also receives the Service desired state (tests); without
+	// coordination, nil records it in memory.
 	Publisher staticpod.Publisher
 	// Step is passed to the reconciler (fault injection in tests).
 	Step func(step staticpod.Step, file string) error
