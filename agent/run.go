@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -148,7 +149,9 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	if opts.RegistryAddr != "" {
 		d.Serving = append(d.Serving, newRegistryServer(opts.RegistryAddr, store, log))
 	}
-	if cfg.Provider != "local" {
+	if cfg.Provider != "local" || kubeletSocketExists(opts.Root) {
+		// Local node mode watches a kubelet only when one serves its Pods
+		// API beneath the root at startup.
 		d.Reconcilers = append(d.Reconcilers, kubeletWatcher(opts, co, log))
 	}
 	log.Info("podmin-agent starting", "root", opts.Root, "manifests", rec.ManifestsDir(), "health", opts.HealthAddr,
@@ -222,6 +225,13 @@ type startedHook struct{ fn func() }
 func (s *startedHook) Name() string                { return "started" }
 func (s *startedHook) Start(context.Context) error { s.fn(); return nil }
 func (s *startedHook) Stop(context.Context) error  { return nil }
+
+// kubeletSocketExists reports whether kubelet's Pods API socket exists
+// beneath root.
+func kubeletSocketExists(root string) bool {
+	fi, err := os.Stat(filepath.Join(root, filepath.FromSlash(pods.SocketPath)))
+	return err == nil && fi.Mode()&os.ModeSocket != 0
+}
 
 // kubeletWatcher follows kubelet's Pods API: each complete Pod set gives
 // the coordinator this node's ready endpoints and hints the dataplane to

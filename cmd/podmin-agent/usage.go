@@ -46,7 +46,8 @@ Local node mode:
   is $XDG_DATA_HOME/podmin/buckets/NAME), and --region is "local". Values of
   podmin.dev/local annotations come from the local secrets store in the same
   data directory. Commits are noticed within milliseconds through file
-  notifications; the poll remains the correctness path. No kubelet is watched.
+  notifications; the poll remains the correctness path. Kubelet's Pods API is
+  watched only when its socket exists beneath %[1]s at startup.
   Once setup stored the cluster CA in the local secrets store, several agents on
   one machine (each with its own %[1]s, %[18]s, %[16]s and
   health address) form one cluster over one local bucket: they elect one
@@ -93,7 +94,8 @@ Host paths (beneath %[1]s):
   %[12]s/<pod>
       the Pod's values and identity directory (tmpfs), removed with its file
   %[13]s
-      kubelet's Pods API socket, watched for Pod readiness (aws provider)
+      kubelet's Pods API socket, watched for Pod readiness (aws provider;
+      local provider when it exists at startup)
   %[22]s
       durable Service DNS identities, served at once after a restart
 
