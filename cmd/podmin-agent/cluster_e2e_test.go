@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -23,7 +24,13 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"google.golang.org/grpc"
+	corev1 "k8s.io/api/core/v1"
+	podsapi "k8s.io/kubelet/pkg/apis/pods/v1alpha1"
+	"sigs.k8s.io/yaml"
 
+	"podmin.dev/podmin/agent/coordinator"
+	"podmin.dev/podmin/agent/pods"
 	"podmin.dev/podmin/agent/service"
 	"podmin.dev/podmin/agent/workload"
 	"podmin.dev/podmin/builtins"
@@ -47,6 +54,92 @@ type clusterAgent struct {
 	exited chan error
 }
 
+// podsKubelet stands in for one node's kubelet: its Pods API serves the
+// static Pods of the node's manifests directory, ready at ip.
+type podsKubelet struct {
+	podsapi.UnimplementedPodsServer
+	manifests string
+	ip        string
+}
+
+// pods returns the node's Pods by name, each marshalled as kubelet sends it.
+func (k *podsKubelet) pods() map[string][]byte {
+	out := map[string][]byte{}
+	files, _ := filepath.Glob(filepath.Join(k.manifests, "*.yaml"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		var p corev1.Pod
+		if yaml.Unmarshal(b, &p) != nil {
+			continue
+		}
+		p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIPs: []corev1.PodIP{{IP: k.ip}},
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+		if m, err := p.Marshal(); err == nil {
+			out[p.Name] = m
+		}
+	}
+	return out
+}
+
+func (k *podsKubelet) ListPods(context.Context, *podsapi.ListPodsRequest) (*podsapi.ListPodsResponse, error) {
+	var out [][]byte
+	for _, b := range k.pods() {
+		out = append(out, b)
+	}
+	return &podsapi.ListPodsResponse{Pods: out}, nil
+}
+
+func (k *podsKubelet) WatchPods(_ *podsapi.WatchPodsRequest, s grpc.ServerStreamingServer[podsapi.WatchPodsEvent]) error {
+	sent := map[string][]byte{}
+	for synced := false; ; synced = true {
+		for name, b := range k.pods() {
+			typ := podsapi.EventType_ADDED
+			if old, ok := sent[name]; ok {
+				if string(old) == string(b) {
+					continue
+				}
+				typ = podsapi.EventType_MODIFIED
+			}
+			if err := s.Send(&podsapi.WatchPodsEvent{Type: typ, Pod: b}); err != nil {
+				return err
+			}
+			sent[name] = b
+		}
+		if !synced {
+			// The first round is the initial list.
+			if err := s.Send(&podsapi.WatchPodsEvent{Type: podsapi.EventType_INITIAL_SYNC_COMPLETE}); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-s.Context().Done():
+			return nil
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// startKubelet serves a kubelet Pods API beneath root before the agent
+// starts, so the local agent watches it.
+func startKubelet(t *testing.T, root, ip string) {
+	t.Helper()
+	sock := filepath.Join(root, filepath.FromSlash(pods.SocketPath))
+	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Skipf("no unix socket at %s: %v", sock, err)
+	}
+	srv := grpc.NewServer()
+	podsapi.RegisterPodsServer(srv, &podsKubelet{manifests: filepath.Join(root, "etc", "podmin", "manifests"), ip: ip})
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+}
+
 var dnsAddrRE = regexp.MustCompile(`msg="serving service DNS".* addr=(\S+)`)
 
 func (a *clusterAgent) log() string {
@@ -61,6 +154,7 @@ func startClusterAgent(t *testing.T, bin string, env []string, dir, bucket strin
 	t.Helper()
 	a := &clusterAgent{t: t, name: fmt.Sprintf("agent-%d", i), root: filepath.Join(dir, fmt.Sprintf("root-%d", i)),
 		dns: make(chan string, 1), exited: make(chan error, 1)}
+	startKubelet(t, a.root, podIP(i))
 	a.cmd = exec.Command(bin, "--provider", "local", "--bucket", bucket, "--region", "local",
 		"--cluster", "demo", "--nodegroup", "workers", "--ipv6-prefix", fmt.Sprintf("2001:db8:0:1:%x::/80", i+1))
 	a.cmd.Env = append(append([]string{}, env...), "PODMIN_ROOT="+a.root,
@@ -105,6 +199,9 @@ func (a *clusterAgent) dnsAddr() string {
 	return ""
 }
 
+// podIP is the ready address of agent i's Pods, inside its Pod /80.
+func podIP(i int) string { return fmt.Sprintf("2001:db8:0:1:%x::10", i+1) }
+
 // queryAAAA asks one agent's DNS server over UDP.
 func queryAAAA(addr, name string) ([]netip.Addr, int, error) {
 	m := new(dns.Msg)
@@ -137,8 +234,9 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool, l
 
 // TestLocalClusterEndToEnd is local node mode as a cluster: three real
 // podmin-agent processes on one machine and one local bucket, after setup
-// stored the CA secrets, elect exactly one leader, agree on the deployed
-// Service over mTLS and resolve its VIP through each agent's DNS, and
+// stored the CA secrets, elect exactly one leader, exchange their ready
+// endpoints (from a kubelet Pods API beneath each root) over mTLS into the
+// leader's snapshot, resolve the Service's VIP through each agent's DNS, and
 // give the Service's Pod its workload identity; a Service deployed later
 // reaches every agent through the leader, and a SIGTERMed leader resigns
 // to a follower.
@@ -242,6 +340,30 @@ func TestLocalClusterEndToEnd(t *testing.T) {
 			return err == nil && strings.Contains(string(c), "BEGIN CERTIFICATE")
 		}, allLogs)
 	}
+
+	// Each node reports its ready web Pod over mTLS; the leader's durable
+	// snapshot holds all three endpoints, one per node.
+	waitFor(t, 30*time.Second, "three web endpoints in dns/services.pb", func() bool {
+		b, err := os.ReadFile(filepath.Join(n.bucket, filepath.FromSlash(coordinator.SnapshotKey)))
+		if err != nil {
+			return false
+		}
+		snap, err := coordinator.Unmarshal(b)
+		if err != nil {
+			return false
+		}
+		for _, s := range snap.Services {
+			if s.Namespace != "default" || s.Name != "web" {
+				continue
+			}
+			addrs, nodes := map[string]bool{}, map[string]bool{}
+			for _, e := range s.Endpoints {
+				addrs[e.Address], nodes[e.NodeId] = true, true
+			}
+			return len(s.Endpoints) == 3 && len(nodes) == 3 && addrs[podIP(0)] && addrs[podIP(1)] && addrs[podIP(2)]
+		}
+		return false
+	}, allLogs)
 
 	// A Service deployed while the agents run reaches the followers only
 	// through the leader's snapshots over mTLS.
