@@ -9,9 +9,17 @@
 // with the reconciler's counters), the read-only registry, the static-Pod
 // reconciler (staticpod) with, for a local bucket, an IndexWatcher that
 // turns commits into immediate passes, and on real nodes the kubelet Pods
-// API watcher (pods). On SIGTERM it stops reconciliation first, waits the
-// DNS TTL margin while still serving, then stops the rest; milestone-2
-// subsystems (coordinator, DNS, dataplane) join as further components.
+// API watcher (pods). When the cluster CA exists it also runs coordination
+// (coordination.go): the node identity, the coordinator (election, mTLS
+// API, Service snapshots) as the reconciler's Service publisher and the Pods
+// watcher's refresh, Service DNS restored from the durable snapshot before
+// it serves, and the dataplane where it is enabled, both fed from the
+// coordinator's view; the election decides the workload CA's leader.
+// Startup serves DNS and discovers the leader before reconciling. On SIGTERM
+// it stops reconciliation first, waits the DNS TTL margin while still
+// serving, then resigns the lease, detaches the dataplane and stops DNS.
+// Nothing of coordination can stop Pod publication: a missing cluster CA
+// is a warning, a part that cannot start is a /readyz reason.
 // Options.Once instead runs a single pass and returns its outcome.
 //
 // It reads the cluster bucket and never writes desired state; it must not

@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"path/filepath"
 	"time"
 
 	"podmin.dev/podmin/agent/registry"
+	"podmin.dev/podmin/agent/service"
 	"podmin.dev/podmin/agent/staticpod"
 )
 
@@ -34,6 +36,31 @@ const (
 	// EnvTTLMargin sets the wait between stopping reconciliation and
 	// exiting on SIGTERM (a Go duration).
 	EnvTTLMargin = "PODMIN_AGENT_DNS_TTL_MARGIN"
+	// EnvDNSAddr moves the loopback Service DNS listener (UDP and TCP,
+	// default 127.0.0.1:1053); "off" serves no Service DNS.
+	EnvDNSAddr = "PODMIN_AGENT_DNS_ADDR"
+	// EnvAPIAddr is where the coordination API listens. On a cloud node it
+	// defaults to [node IPv6]:8081; in local node mode to [::1]:8081 and
+	// it must be a loopback address (port 0 picks a free port).
+	EnvAPIAddr = "PODMIN_AGENT_API_ADDR"
+	// EnvNodeID overrides the node ID bound into the node's coordination
+	// identity (default: the host name; in local node mode
+	// local-<API port>).
+	EnvNodeID = "PODMIN_AGENT_NODE_ID"
+	// EnvNodeAddr overrides the node's global IPv6 address (default: the
+	// first global address outside the Pod prefix; in local node mode the
+	// documentation address 2001:db8::<API port>).
+	EnvNodeAddr = "PODMIN_AGENT_NODE_ADDR"
+	// EnvDataplane is auto (default: on for a cloud node running as root
+	// on Linux, off in local node mode), on or off.
+	EnvDataplane = "PODMIN_AGENT_DATAPLANE"
+)
+
+// Dataplane settings of Options.Dataplane.
+const (
+	DataplaneAuto = "auto"
+	DataplaneOn   = "on"
+	DataplaneOff  = "off"
 )
 
 // Defaults of Options.
@@ -60,14 +87,25 @@ type Options struct {
 	DataDir string
 	// Log receives the agent's structured log.
 	Log *slog.Logger
-	// Publisher receives the Service desired state; nil records it in
-	// memory until the coordinator exists.
+	// Publisher also receives the Service desired state (tests); without
+	// coordination, nil records it in memory.
 	Publisher staticpod.Publisher
 	// Step is passed to the reconciler (fault injection in tests).
 	Step func(step staticpod.Step, file string) error
 	// Once runs one reconcile pass and returns its outcome, serving
 	// nothing.
 	Once bool
+	// DNSAddr is the loopback address of the Service DNS server; empty
+	// serves none.
+	DNSAddr string
+	// APIAddr is the coordination API's listen address; empty means the
+	// default of the provider.
+	APIAddr string
+	// NodeID and NodeAddr override the node's coordination identity.
+	NodeID   string
+	NodeAddr netip.Addr
+	// Dataplane is DataplaneAuto, DataplaneOn or DataplaneOff.
+	Dataplane string
 	// Started, when set, is called with the health server's bound address
 	// once every component runs.
 	Started func(healthAddr string)
@@ -77,7 +115,8 @@ type Options struct {
 // defaults.
 func OptionsFromEnv(getenv func(string) string) (Options, error) {
 	o := Options{Root: "/", HealthAddr: DefaultHealthAddr, RegistryAddr: registry.DefaultAddress,
-		PollInterval: DefaultPollInterval, TTLMargin: DefaultTTLMargin}
+		PollInterval: DefaultPollInterval, TTLMargin: DefaultTTLMargin, DNSAddr: service.DefaultAddr,
+		Dataplane: DataplaneAuto}
 	var errs []error
 	if v := getenv(EnvRoot); v != "" {
 		if !filepath.IsAbs(v) {
@@ -100,6 +139,41 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 			errs = append(errs, fmt.Errorf("%s: %w", EnvRegistryAddr, err))
 		}
 		o.RegistryAddr = v
+	}
+	switch v := getenv(EnvDNSAddr); v {
+	case "":
+	case "off":
+		o.DNSAddr = ""
+	default:
+		if ap, err := netip.ParseAddrPort(v); err != nil || !ap.Addr().IsLoopback() {
+			errs = append(errs, fmt.Errorf("%s=%q is not a loopback address and port: Service DNS serves only 127.0.0.1 or [::1], e.g. 127.0.0.1:1053", EnvDNSAddr, v))
+		}
+		o.DNSAddr = v
+	}
+	if v := getenv(EnvAPIAddr); v != "" {
+		if _, err := netip.ParseAddrPort(v); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q is not an address and port such as [::1]:18081", EnvAPIAddr, v))
+		}
+		o.APIAddr = v
+	}
+	if v := getenv(EnvNodeID); v != "" {
+		o.NodeID = v
+	}
+	if v := getenv(EnvNodeAddr); v != "" {
+		a, err := netip.ParseAddr(v)
+		if err != nil || !a.Is6() || a.Is4In6() || !a.IsGlobalUnicast() || a.IsPrivate() || a.Zone() != "" {
+			errs = append(errs, fmt.Errorf("%s=%q is not a global IPv6 address", EnvNodeAddr, v))
+		}
+		o.NodeAddr = a
+	}
+	switch v := getenv(EnvDataplane); v {
+	case "", DataplaneAuto:
+	case DataplaneOn, "1", "true":
+		o.Dataplane = DataplaneOn
+	case DataplaneOff, "0", "false":
+		o.Dataplane = DataplaneOff
+	default:
+		errs = append(errs, fmt.Errorf("%s=%q is not auto, on or off", EnvDataplane, v))
 	}
 	duration := func(name string, min time.Duration, dst *time.Duration) {
 		v := getenv(name)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -88,7 +89,21 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	if publisher == nil {
 		publisher = &staticpod.Recorder{}
 	}
-	identities, err := workloadIdentities(ctx, cfg, opts, store, log)
+	health := NewHealth(staticpod.Component)
+	// Coordination (node identity, coordinator, Service DNS, dataplane)
+	// serves only a running agent; a one-shot pass publishes Pods alone.
+	var co *coordination
+	if !opts.Once {
+		if co, err = newCoordination(ctx, cfg, opts, store, health, log); err != nil {
+			return err
+		}
+	}
+	var leader workload.Leader = workload.Always{}
+	if co != nil {
+		publisher = co.publisher(opts.Publisher)
+		leader = co.coord.Elector()
+	}
+	identities, err := workloadIdentities(ctx, cfg, opts, store, leader, log)
 	if err != nil {
 		return err
 	}
@@ -107,13 +122,18 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	if opts.Once {
 		return runOnce(ctx, rec, log)
 	}
-	health := NewHealth(staticpod.Component)
 	hs := &healthServer{addr: opts.HealthAddr, health: health, metrics: &metrics{rec: rec, nodegroup: cfg.NodeGroup}}
 	loop := staticpod.NewLoop(rec, staticpod.LoopOptions{Interval: opts.PollInterval, Health: health})
 	d := &Daemon{
 		Serving:     []Component{hs},
 		Reconcilers: []Component{NewLoopComponent(staticpod.Component, loop.Run)},
 		Health:      health, TTLMargin: opts.TTLMargin, Log: log,
+	}
+	if co != nil {
+		// Startup order: durable Service DNS is restored and served and
+		// the leader discovered before the NodeGroup is reconciled.
+		co.trigger = loop.Trigger
+		d.Serving = append(d.Serving, co.serving(health)...)
 	}
 	if identities != nil {
 		d.Reconcilers = append(d.Reconcilers, NewLoopComponent("workload", func(ctx context.Context) error {
@@ -129,8 +149,10 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	if opts.RegistryAddr != "" {
 		d.Serving = append(d.Serving, newRegistryServer(opts.RegistryAddr, store, log))
 	}
-	if cfg.Provider != "local" {
-		d.Reconcilers = append(d.Reconcilers, kubeletWatcher(opts, log))
+	if cfg.Provider != "local" || kubeletSocketExists(opts.Root) {
+		// Local node mode watches a kubelet only when one serves its Pods
+		// API beneath the root at startup.
+		d.Reconcilers = append(d.Reconcilers, kubeletWatcher(opts, co, log))
 	}
 	log.Info("podmin-agent starting", "root", opts.Root, "manifests", rec.ManifestsDir(), "health", opts.HealthAddr,
 		"poll_interval", opts.PollInterval.String())
@@ -152,7 +174,7 @@ const identityInterval = 30 * time.Second
 // does not exist yet (podmin setup has not run) gets no identities: the
 // agent still publishes Pods and says how to fix it; every other failure
 // to read the key stops the agent.
-func workloadIdentities(ctx context.Context, cfg Config, opts Options, store objstore.Store, log *slog.Logger) (*workload.Manager, error) {
+func workloadIdentities(ctx context.Context, cfg Config, opts Options, store objstore.Store, leader workload.Leader, log *slog.Logger) (*workload.Manager, error) {
 	var r workload.KeyReader
 	if cfg.Provider == "local" {
 		if opts.DataDir == "" {
@@ -177,7 +199,7 @@ func workloadIdentities(ctx context.Context, cfg Config, opts Options, store obj
 	}
 	return workload.New(workload.Options{
 		Store: store, Cluster: cfg.Cluster, Root: opts.Root, Key: key,
-		Leader: workload.Always{},
+		Leader: leader,
 		Log:    log.With("component", "workload"),
 	})
 }
@@ -204,9 +226,17 @@ func (s *startedHook) Name() string                { return "started" }
 func (s *startedHook) Start(context.Context) error { s.fn(); return nil }
 func (s *startedHook) Stop(context.Context) error  { return nil }
 
-// kubeletWatcher follows kubelet's Pods API. Until the dataplane exists
-// its refresh hints only log the number of ready Pods.
-func kubeletWatcher(opts Options, log *slog.Logger) Component {
+// kubeletSocketExists reports whether kubelet's Pods API socket exists
+// beneath root.
+func kubeletSocketExists(root string) bool {
+	fi, err := os.Stat(filepath.Join(root, filepath.FromSlash(pods.SocketPath)))
+	return err == nil && fi.Mode()&os.ModeSocket != 0
+}
+
+// kubeletWatcher follows kubelet's Pods API: each complete Pod set gives
+// the coordinator this node's ready endpoints and hints the dataplane to
+// refresh its interfaces.
+func kubeletWatcher(opts Options, co *coordination, log *slog.Logger) Component {
 	w := pods.New(pods.Options{
 		Socket: filepath.Join(opts.Root, filepath.FromSlash(pods.SocketPath)),
 		Log:    log.With("component", "pods"),
@@ -218,6 +248,9 @@ func kubeletWatcher(opts Options, log *slog.Logger) Component {
 				}
 			}
 			log.Debug("kubelet Pods refreshed", "pods", len(ps), "ready", ready)
+			if co != nil {
+				co.podsChanged(ps)
+			}
 		},
 	})
 	return NewLoopComponent("pods", w.Run)

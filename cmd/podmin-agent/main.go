@@ -8,9 +8,11 @@
 //
 // A few environment variables (PODMIN_ROOT, PODMIN_AGENT_ONCE,
 // PODMIN_AGENT_HEALTH_ADDR, PODMIN_AGENT_REGISTRY_ADDR,
-// PODMIN_AGENT_POLL_INTERVAL, PODMIN_AGENT_DNS_TTL_MARGIN) relocate and pace
-// the agent for tests, the quick start and the local node mode; they are not
-// node configuration. --help documents all of them.
+// PODMIN_AGENT_POLL_INTERVAL, PODMIN_AGENT_DNS_TTL_MARGIN,
+// PODMIN_AGENT_DNS_ADDR, PODMIN_AGENT_API_ADDR, PODMIN_AGENT_NODE_ID,
+// PODMIN_AGENT_NODE_ADDR, PODMIN_AGENT_DATAPLANE) relocate and pace the agent
+// for tests, the quick start and the local node mode; they are not node
+// configuration. --help documents all of them.
 package main
 
 import (

@@ -86,7 +86,8 @@ func TestHelp(t *testing.T) {
 		for _, want := range []string{"--provider", "--bucket", "--region", "--cluster", "--nodegroup", "--ipv6-prefix",
 			"PODMIN_ROOT", "PODMIN_AGENT_ONCE", "PODMIN_AGENT_POLL_INTERVAL", "PODMIN_AGENT_HEALTH_ADDR", "PODMIN_AGENT_REGISTRY_ADDR",
 			"PODMIN_AGENT_DNS_TTL_MARGIN", "XDG_DATA_HOME", "Local node mode", "/etc/podmin/manifests", "/run/podmin/workloads",
-			"/readyz", "/metrics", "default 5s"} {
+			"/readyz", "/metrics", "default 5s", "PODMIN_AGENT_DNS_ADDR", "PODMIN_AGENT_API_ADDR", "PODMIN_AGENT_NODE_ID",
+			"PODMIN_AGENT_NODE_ADDR", "PODMIN_AGENT_DATAPLANE", "127.0.0.1:1053"} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("%s does not mention %q:\n%s", arg, want, out.String())
 			}

@@ -12,6 +12,7 @@ import (
 	"podmin.dev/podmin/agent"
 	"podmin.dev/podmin/agent/pods"
 	"podmin.dev/podmin/agent/registry"
+	"podmin.dev/podmin/agent/service"
 	"podmin.dev/podmin/internal/nodepod"
 )
 
@@ -21,7 +22,12 @@ func usage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintf(w, `podmin-agent reconciles one NodeGroup's committed desired state (the cluster
 bucket's deployments/index.json) into kubelet's static Pod directory on this node,
 and serves the node's loopback health endpoints and read-only OCI registry.
+With the cluster CA in the provider's system secrets store it also joins the
+cluster's coordination (leader election on the bucket, mTLS gRPC on port 8081),
+serves Service DNS from the leader's snapshots and programs the eBPF dataplane.
 It runs until SIGTERM (or SIGINT) and exits 1 when its configuration is invalid.
+On SIGTERM it stops reconciling, waits the DNS TTL margin, resigns the lease,
+detaches the dataplane and exits.
 
 Usage:
   podmin-agent --provider aws|local --bucket BUCKET --region REGION \
@@ -40,7 +46,13 @@ Local node mode:
   is $XDG_DATA_HOME/podmin/buckets/NAME), and --region is "local". Values of
   podmin.dev/local annotations come from the local secrets store in the same
   data directory. Commits are noticed within milliseconds through file
-  notifications; the poll remains the correctness path. No kubelet is watched.
+  notifications; the poll remains the correctness path. Kubelet's Pods API is
+  watched only when its socket exists beneath %[1]s at startup.
+  Once setup stored the cluster CA in the local secrets store, several agents on
+  one machine (each with its own %[1]s, %[18]s, %[16]s and
+  health address) form one cluster over one local bucket: they elect one
+  leader (dns/leader.json), exchange endpoints over mTLS on loopback and serve
+  Service DNS. Without the cluster CA the agent warns and publishes Pods alone.
   Together with %[1]s this runs a whole node unprivileged in a directory:
 
     %[1]s=$PWD/node %[2]s=1 podmin-agent --provider local --bucket NAME \
@@ -60,6 +72,18 @@ Environment (settings of the process, not of the node):
                                (default %[8]s)
   %-28[9]s wait between stopping reconciliation and exiting on
                                SIGTERM (default %[10]s)
+  %-28[16]s loopback UDP and TCP address of Service DNS, or "off"
+                               (default %[17]s)
+  %-28[18]s coordination API listener (default [node IPv6]:8081;
+                               local node mode: [::1]:8081, loopback only,
+                               port 0 picks a free port)
+  %-28[19]s node ID in the node's coordination identity
+                               (default: host name; local: local-<API port>)
+  %-28[20]s node global IPv6 address (default: the first global
+                               address outside the Pod prefix; local:
+                               2001:db8::<API port>)
+  %-28[21]s auto, on or off: load the eBPF dataplane (auto: on for
+                               aws as root on Linux, off in local node mode)
   %-28[14]s locate the Podmin data directory (local provider)
   %-28[15]s standard AWS configuration (aws provider), such as
                                AWS_PROFILE, AWS_REGION or AWS_ENDPOINT_URL_S3
@@ -70,7 +94,10 @@ Host paths (beneath %[1]s):
   %[12]s/<pod>
       the Pod's values and identity directory (tmpfs), removed with its file
   %[13]s
-      kubelet's Pods API socket, watched for Pod readiness (aws provider)
+      kubelet's Pods API socket, watched for Pod readiness (aws provider;
+      local provider when it exists at startup)
+  %[22]s
+      durable Service DNS identities, served at once after a restart
 
 Endpoints (loopback only):
   /healthz   200 while the process serves
@@ -79,5 +106,7 @@ Endpoints (loopback only):
   /metrics   counters of passes, failures, restarts and per-Pod failures
 `, agent.EnvRoot, agent.EnvOnce, agent.EnvPollInterval, agent.DefaultPollInterval, agent.EnvHealthAddr, agent.DefaultHealthAddr,
 		agent.EnvRegistryAddr, registry.DefaultAddress, agent.EnvTTLMargin, agent.DefaultTTLMargin,
-		nodepod.ManifestsDir, nodepod.WorkloadsDir, pods.SocketPath, "XDG_DATA_HOME, HOME", "AWS_*")
+		nodepod.ManifestsDir, nodepod.WorkloadsDir, pods.SocketPath, "XDG_DATA_HOME, HOME", "AWS_*",
+		agent.EnvDNSAddr, service.DefaultAddr, agent.EnvAPIAddr, agent.EnvNodeID, agent.EnvNodeAddr, agent.EnvDataplane,
+		service.DefaultStatePath)
 }

@@ -1,0 +1,534 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"podmin.dev/podmin/agent/api"
+	pb "podmin.dev/podmin/agent/api/coordinationpb"
+	"podmin.dev/podmin/agent/coordinator"
+	"podmin.dev/podmin/agent/dataplane"
+	"podmin.dev/podmin/agent/identity"
+	"podmin.dev/podmin/agent/service"
+	"podmin.dev/podmin/agent/staticpod"
+	awscloud "podmin.dev/podmin/internal/cloud/aws"
+	"podmin.dev/podmin/internal/manifest"
+	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/secrets"
+	secretslocal "podmin.dev/podmin/internal/secrets/local"
+	"podmin.dev/podmin/internal/state"
+)
+
+// Component names the coordination wiring reports readiness under.
+const (
+	componentCoordination = "coordination"
+	componentDNS          = "service-dns"
+	componentDataplane    = "dataplane"
+)
+
+// coordination is the node's share of cluster coordination: its mTLS
+// identity, the coordinator (election, coordination API, snapshots), the
+// Service DNS server and the dataplane, both fed from the coordinator's
+// view. Any part may be missing: Pod publication never depends on it.
+type coordination struct {
+	log   *slog.Logger
+	coord *coordinator.Coordinator
+	dns   *service.Server
+	feed  *dataplaneFeed
+
+	// trigger starts a reconcile pass; set once the loop exists, before
+	// anything runs.
+	trigger func()
+}
+
+// localMode reports whether the agent runs in local node mode.
+func localMode(cfg Config) bool { return cfg.Provider == "local" }
+
+// clusterCAReader returns the provider's system secrets store, where setup
+// keeps the cluster CA; nil when the local data directory is unknown.
+func clusterCAReader(ctx context.Context, cfg Config, opts Options) (identity.SecretReader, error) {
+	if localMode(cfg) {
+		if opts.DataDir == "" {
+			return nil, nil
+		}
+		return secretslocal.New(filepath.Join(opts.DataDir, "secrets")), nil
+	}
+	return awscloud.OpenSecrets(ctx, secrets.ParameterStore, awscloud.SecretsOptions{Region: cfg.Region})
+}
+
+// newCoordination assembles coordination. It returns nil (and logs why)
+// when the cluster has no CA yet or the node cannot take part; health
+// carries the reasons that need an operator. Only a failure to read an
+// existing CA stops the agent, as for the workload CA key.
+func newCoordination(ctx context.Context, cfg Config, opts Options, store objstore.Bucket, health *Health, log *slog.Logger) (*coordination, error) {
+	r, err := clusterCAReader(ctx, cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	if r == nil {
+		log.Warn("coordination, Service DNS and the dataplane disabled: the Podmin data directory holding the local secrets store is unknown; set XDG_DATA_HOME")
+		return nil, nil
+	}
+	ca, err := identity.ReadClusterCA(ctx, r, cfg.Cluster)
+	if errors.Is(err, secrets.ErrNotFound) {
+		log.Warn("coordination, Service DNS and the dataplane disabled until the agent restarts: the cluster has no cluster CA yet", "err", err)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	disable := func(err error) (*coordination, error) {
+		log.Error("coordination disabled: Pods are still published", "err", err)
+		health.Report(componentCoordination, err)
+		return nil, nil
+	}
+	lis, advertise, nodeID, err := coordinationAddrs(cfg, opts)
+	if err != nil {
+		return disable(err)
+	}
+	clog := log.With("component", "coordinator")
+	id, err := identity.New(identity.Options{CA: ca, Cluster: cfg.Cluster, NodeGroup: cfg.NodeGroup, NodeID: nodeID,
+		Addr: advertise.Addr(), Log: clog})
+	if err != nil {
+		_ = lis.Close()
+		return disable(err)
+	}
+	c := &coordination{log: log}
+	if opts.DNSAddr != "" {
+		c.dns = service.New(service.Config{Addr: opts.DNSAddr, Cluster: cfg.Cluster,
+			StatePath: filepath.Join(opts.Root, filepath.FromSlash(service.DefaultStatePath)), Log: log.With("component", "dns")})
+	}
+	c.feed = newDataplaneFeed(cfg, opts, store, advertise.Addr(), health, log.With("component", componentDataplane))
+	copts := coordinator.Options{
+		NodeID: nodeID, Advertise: advertise, Listener: lis,
+		PodPrefix: cfg.IPv6Prefix, Store: store, Identity: id,
+		Services:    coordinator.IndexServices(store),
+		OnView:      c.view,
+		OnIndexHint: func(string) { c.trigger() },
+		Log:         clog,
+	}
+	if localMode(cfg) {
+		copts.Dial = api.LoopbackDial
+	}
+	c.coord, err = coordinator.New(copts)
+	if err != nil {
+		_ = lis.Close()
+		return disable(err)
+	}
+	log.Info("coordination enabled", "node", nodeID, "advertise", advertise.String(), "api", lis.Addr().String())
+	return c, nil
+}
+
+// coordinationAddrs listens for the coordination API and returns the
+// address and node ID the node's identity binds. In local node mode every
+// agent listens on its own loopback port and keeps a documentation-range
+// identity address derived from it, which api.LoopbackDial maps back.
+func coordinationAddrs(cfg Config, opts Options) (net.Listener, netip.AddrPort, string, error) {
+	if localMode(cfg) {
+		addr := opts.APIAddr
+		if addr == "" {
+			addr = netip.AddrPortFrom(netip.IPv6Loopback(), api.Port).String()
+		}
+		if ap, err := netip.ParseAddrPort(addr); err != nil || !ap.Addr().IsLoopback() {
+			return nil, netip.AddrPort{}, "", fmt.Errorf("%s=%q: local node mode serves the coordination API on loopback only, e.g. [::1]:18081", EnvAPIAddr, addr)
+		}
+		lis, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, netip.AddrPort{}, "", fmt.Errorf("coordination API: %w: give each local agent its own %s", err, EnvAPIAddr)
+		}
+		port := uint16(lis.Addr().(*net.TCPAddr).Port)
+		node := opts.NodeAddr
+		if !node.IsValid() {
+			node = netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 14: byte(port >> 8), 15: byte(port)})
+		}
+		id := opts.NodeID
+		if id == "" {
+			id = "local-" + strconv.Itoa(int(port))
+		}
+		return lis, netip.AddrPortFrom(node, port), id, nil
+	}
+	node := opts.NodeAddr
+	if !node.IsValid() {
+		var err error
+		if node, err = discoverNodeAddr(cfg.IPv6Prefix); err != nil {
+			return nil, netip.AddrPort{}, "", err
+		}
+	}
+	advertise := netip.AddrPortFrom(node, api.Port)
+	listen := advertise.String()
+	if opts.APIAddr != "" {
+		listen = opts.APIAddr
+	}
+	lis, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, netip.AddrPort{}, "", fmt.Errorf("coordination API: %w", err)
+	}
+	id := opts.NodeID
+	if id == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			_ = lis.Close()
+			return nil, netip.AddrPort{}, "", fmt.Errorf("node ID: %w: set %s", err, EnvNodeID)
+		}
+		id = h
+	}
+	return lis, advertise, id, nil
+}
+
+// discoverNodeAddr returns the node's global IPv6 address: the first
+// global unicast, non-ULA address outside the Pod prefix on an up,
+// non-loopback interface, in interface order (the primary ENI first).
+func discoverNodeAddr(podPrefix netip.Prefix) (netip.Addr, error) {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("find the node IPv6 address: %w: set %s", err, EnvNodeAddr)
+	}
+	for _, ifc := range ifs {
+		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			ipn, ok := a.(*net.IPNet)
+			if !ok {
+				continue
+			}
+			ip, ok := netip.AddrFromSlice(ipn.IP)
+			if !ok || !ip.Is6() || ip.Is4In6() || !ip.IsGlobalUnicast() || ip.IsPrivate() || podPrefix.Contains(ip) {
+				continue
+			}
+			return ip, nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("the node has no global IPv6 address outside its Pod prefix %s: set %s", podPrefix, EnvNodeAddr)
+}
+
+// view receives each snapshot the coordinator settles on: every Service
+// gets its DNS identity whatever its readiness, and the dataplane gets
+// the VIPs with their ready backends.
+func (c *coordination) view(s *pb.ServiceSnapshot) {
+	if c.dns != nil {
+		var svcs []service.Service
+		for _, svc := range s.GetServices() {
+			svcs = append(svcs, service.Identity(c.dnsCluster(), svc.Namespace, svc.Name))
+		}
+		if err := c.dns.Update(svcs); err != nil {
+			c.log.Error("service DNS update", "err", err)
+		}
+	}
+	c.feed.setView(s)
+}
+
+func (c *coordination) dnsCluster() string { return c.feed.cluster }
+
+// publisher is the staticpod Publisher: the coordinator, and extra (tests)
+// when set.
+func (c *coordination) publisher(extra staticpod.Publisher) staticpod.Publisher {
+	if extra == nil {
+		return c.coord
+	}
+	return publishers{c.coord, extra}
+}
+
+type publishers []staticpod.Publisher
+
+func (p publishers) PublishServices(ctx context.Context, services []staticpod.Service) error {
+	var errs []error
+	for _, x := range p {
+		errs = append(errs, x.PublishServices(ctx, services))
+	}
+	return errors.Join(errs...)
+}
+
+// podsChanged is the kubelet Pods watcher's refresh.
+func (c *coordination) podsChanged(ps []*corev1.Pod) {
+	c.coord.PodsChanged(ps)
+	c.feed.refresh()
+}
+
+// serving returns the components that serve, in start order: Service DNS
+// (after the durable snapshot is restored), the dataplane, then the
+// coordinator, which discovers the leader. They stop in reverse order
+// after the DNS TTL margin: the coordinator resigns first and the
+// dataplane detaches before DNS stops.
+func (c *coordination) serving(health *Health) []Component {
+	out := []Component{&dnsComponent{c: c, health: health}}
+	if c.feed.enabled() {
+		out = append(out, NewLoopComponent(componentDataplane, c.feed.run))
+	}
+	return append(out, NewLoopComponent("coordinator", c.coord.Run), &leaderDiscovery{c: c})
+}
+
+// leaderDiscoveryWait bounds how long startup waits to learn the leader
+// before reconciling: reconciliation never depends on coordination.
+const leaderDiscoveryWait = 5 * time.Second
+
+// leaderDiscovery holds startup until the election knows a leader (or
+// leaderDiscoveryWait passed), so the NodeGroup is reconciled after the
+// leader is discovered, as the startup order requires.
+type leaderDiscovery struct{ c *coordination }
+
+func (l *leaderDiscovery) Name() string { return "leader-discovery" }
+
+func (l *leaderDiscovery) Start(ctx context.Context) error {
+	deadline := time.Now().Add(leaderDiscoveryWait)
+	for {
+		if rec, ok := l.c.coord.Elector().Leader(); ok {
+			l.c.log.Info("leader discovered", "leader", rec.LeaderID, "addr", rec.LeaderAddr)
+			return nil
+		}
+		if time.Now().After(deadline) {
+			l.c.log.Warn("no leader discovered yet: reconciling anyway", "waited", leaderDiscoveryWait.String())
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func (l *leaderDiscovery) Stop(context.Context) error { return nil }
+
+// dnsComponent restores the durable Service snapshot (identities, no
+// backends) and then serves DNS. A DNS server that cannot listen is
+// reported in /readyz; it does not stop Pod publication.
+type dnsComponent struct {
+	c      *coordination
+	health *Health
+	up     bool
+}
+
+func (d *dnsComponent) Name() string { return componentDNS }
+
+func (d *dnsComponent) Start(ctx context.Context) error {
+	if err := d.c.coord.Restore(ctx); err != nil {
+		d.c.log.Warn("durable Service snapshot not restored: Service DNS starts from its local copy", "err", err)
+	}
+	if d.c.dns == nil {
+		return nil
+	}
+	if err := d.c.dns.Start(ctx); err != nil {
+		err = fmt.Errorf("%w: stop whatever uses the port or set %s", err, EnvDNSAddr)
+		d.c.log.Error("service DNS not served: Pods are still published", "err", err)
+		d.health.Report(componentDNS, err)
+		return nil
+	}
+	d.up = true
+	d.c.log.Info("serving service DNS", "addr", d.c.dns.Addr().String())
+	return nil
+}
+
+func (d *dnsComponent) Stop(ctx context.Context) error {
+	if !d.up {
+		return nil
+	}
+	return d.c.dns.Stop(ctx)
+}
+
+// dataplaneFeed programs the dataplane from the coordinator's view: the
+// Service VIPs, their ports (from the Services' payloads) and ready
+// backends.
+type dataplaneFeed struct {
+	cluster string
+	store   objstore.Store
+	health  *Health
+	log     *slog.Logger
+	dp      programmer
+	kick    chan struct{}
+
+	mu    sync.Mutex
+	view  *pb.ServiceSnapshot
+	ports map[string][]dataplane.Port // by Service payload path (immutable)
+}
+
+// programmer is the part of *dataplane.Dataplane the agent drives.
+type programmer interface {
+	Run(ctx context.Context) error
+	Apply(ctx context.Context, services []dataplane.Service) error
+	Refresh()
+}
+
+// newDataplane loads the dataplane; tests replace it.
+var newDataplane = func(cfg dataplane.Config) (programmer, error) { return dataplane.New(cfg) }
+
+// dataplaneWanted decides whether to load the dataplane and why not.
+func dataplaneWanted(cfg Config, opts Options) (bool, string) {
+	switch opts.Dataplane {
+	case DataplaneOn:
+		return true, ""
+	case DataplaneOff:
+		return false, EnvDataplane + "=off"
+	}
+	switch {
+	case localMode(cfg):
+		return false, "local node mode (set " + EnvDataplane + "=on to load it)"
+	case runtime.GOOS != "linux":
+		return false, "not Linux"
+	case os.Geteuid() != 0:
+		return false, "not root"
+	}
+	return true, ""
+}
+
+func newDataplaneFeed(cfg Config, opts Options, store objstore.Store, nodeAddr netip.Addr, health *Health, log *slog.Logger) *dataplaneFeed {
+	f := &dataplaneFeed{cluster: cfg.Cluster, store: store, health: health, log: log, kick: make(chan struct{}, 1),
+		ports: map[string][]dataplane.Port{}}
+	want, why := dataplaneWanted(cfg, opts)
+	if !want {
+		log.Info("dataplane not loaded", "reason", why)
+		return f
+	}
+	if localMode(cfg) {
+		// A documentation identity address is no source for NAT.
+		nodeAddr = netip.Addr{}
+	}
+	dp, err := newDataplane(dataplane.Config{NodeAddr: nodeAddr, PodPrefix: cfg.IPv6Prefix, Log: log})
+	if err != nil {
+		err = fmt.Errorf("load the eBPF dataplane: %w (set %s=off to run without it)", err, EnvDataplane)
+		log.Error("dataplane not loaded: Services have DNS but no VIP forwarding", "err", err)
+		health.Report(componentDataplane, err)
+		return f
+	}
+	f.dp = dp
+	health.Report(componentDataplane, nil)
+	return f
+}
+
+func (f *dataplaneFeed) enabled() bool { return f != nil && f.dp != nil }
+
+func (f *dataplaneFeed) setView(s *pb.ServiceSnapshot) {
+	if !f.enabled() {
+		return
+	}
+	f.mu.Lock()
+	f.view = s
+	f.mu.Unlock()
+	select {
+	case f.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (f *dataplaneFeed) refresh() {
+	if f.enabled() {
+		f.dp.Refresh()
+	}
+}
+
+// run drives the dataplane's interface reconciliation and applies each
+// view until ctx ends; then the dataplane detaches.
+func (f *dataplaneFeed) run(ctx context.Context) error {
+	done := make(chan error, 1)
+	go func() { done <- f.dp.Run(ctx) }()
+	for {
+		select {
+		case <-ctx.Done():
+			return <-done
+		case <-f.kick:
+		}
+		f.mu.Lock()
+		v := f.view
+		f.mu.Unlock()
+		svcs, err := f.services(ctx, v)
+		if err == nil {
+			err = f.dp.Apply(ctx, svcs)
+		}
+		if err != nil && ctx.Err() == nil {
+			f.log.Error("dataplane not programmed", "err", err)
+		}
+		if ctx.Err() == nil {
+			f.health.Report(componentDataplane, err)
+		}
+	}
+}
+
+// services turns a snapshot into the dataplane's Services. Ports come from
+// the Services' payloads in the deployment index, fetched once per
+// immutable payload path.
+func (f *dataplaneFeed) services(ctx context.Context, v *pb.ServiceSnapshot) ([]dataplane.Service, error) {
+	if len(v.GetServices()) == 0 {
+		return nil, nil
+	}
+	ix, _, err := state.ReadIndex(ctx, f.store)
+	if err != nil {
+		return nil, fmt.Errorf("read the deployment index for Service ports: %w", err)
+	}
+	payload := map[coordinator.ServiceID]string{}
+	for _, it := range ix.Items() {
+		if id, ok := it.Entry.ServiceID(); ok {
+			payload[coordinator.ServiceID{Namespace: id.Namespace, Name: id.Name}] = it.Entry.Service
+		}
+	}
+	var out []dataplane.Service
+	var errs []error
+	for _, s := range v.GetServices() {
+		p, ok := payload[coordinator.ServiceID{Namespace: s.Namespace, Name: s.Name}]
+		if !ok {
+			continue // deleted since the snapshot: the next one drops it
+		}
+		ports, err := f.servicePorts(ctx, p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		svc := dataplane.Service{Namespace: s.Namespace, Name: s.Name, VIP: service.Identity(f.cluster, s.Namespace, s.Name).VIP, Ports: ports}
+		for _, e := range s.Endpoints {
+			if a, err := netip.ParseAddr(e.Address); err == nil {
+				svc.Backends = append(svc.Backends, a)
+			}
+		}
+		out = append(out, svc)
+	}
+	return out, errors.Join(errs...)
+}
+
+func (f *dataplaneFeed) servicePorts(ctx context.Context, path string) ([]dataplane.Port, error) {
+	f.mu.Lock()
+	ports, ok := f.ports[path]
+	f.mu.Unlock()
+	if ok {
+		return ports, nil
+	}
+	data, err := state.FetchPayload(ctx, f.store, path)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := manifest.DecodeService(data)
+	if err != nil {
+		return nil, fmt.Errorf("Service payload %s: %w", path, err)
+	}
+	for _, p := range spec.Ports {
+		proto := dataplane.TCP
+		if p.Protocol == corev1.ProtocolUDP {
+			proto = dataplane.UDP
+		}
+		ports = append(ports, dataplane.Port{Protocol: proto, Port: uint16(p.Port), TargetPort: uint16(p.TargetPort)})
+	}
+	ports = slices.Clip(ports)
+	f.mu.Lock()
+	f.ports[path] = ports
+	f.mu.Unlock()
+	return ports, nil
+}

@@ -1,0 +1,332 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"net"
+	"net/http"
+	"net/netip"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	pb "podmin.dev/podmin/agent/api/coordinationpb"
+	"podmin.dev/podmin/agent/dataplane"
+	"podmin.dev/podmin/agent/service"
+	localstore "podmin.dev/podmin/internal/objstore/local"
+	"podmin.dev/podmin/internal/pki"
+	"podmin.dev/podmin/internal/secrets"
+	secretslocal "podmin.dev/podmin/internal/secrets/local"
+)
+
+// storeClusterCA stores a cluster CA for cluster demo in the local
+// secrets store of dataDir, as setup does.
+func storeClusterCA(t *testing.T, dataDir string) {
+	t.Helper()
+	v, err := pki.GenerateClusterCA(rand.Reader, "demo", time.Now().Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, err := secrets.InternalSecret("demo", secrets.ClusterCA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := secretslocal.New(filepath.Join(dataDir, "secrets")).Create(context.Background(), name, secrets.Value(v)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var dnsServingRE = regexp.MustCompile(`msg="serving service DNS".* addr=(\S+)`)
+
+func aaaa(t *testing.T, addr, name string) ([]netip.Addr, int) {
+	t.Helper()
+	m := new(dns.Msg)
+	m.SetQuestion(name, dns.TypeAAAA)
+	r, _, err := (&dns.Client{Net: "tcp", Timeout: 2 * time.Second}).Exchange(m, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []netip.Addr
+	for _, rr := range r.Answer {
+		if a, ok := rr.(*dns.AAAA); ok {
+			ip, _ := netip.AddrFromSlice(a.AAAA)
+			out = append(out, ip)
+		}
+	}
+	return out, r.Rcode
+}
+
+// TestNoCASecretsStillPublishesPods: a cluster whose setup stored neither
+// the workload CA key nor the cluster CA runs the agent without
+// identities and coordination, and it still publishes every Pod and is
+// ready.
+func TestNoCASecretsStillPublishesPods(t *testing.T) {
+	a := startLocalAgent(t, 20*time.Millisecond, func(o *Options) {
+		o.DNSAddr, o.APIAddr = "127.0.0.1:0", "[::1]:0"
+	})
+	commit(t, a.bucket, "web", "hello:v1", true)
+	waitFor(t, 10*time.Second, "web.yaml", func() bool { return fileContains(filepath.Join(a.manifests, "web.yaml"), "hello:v1") })
+	waitFor(t, 10*time.Second, "readiness", func() bool { code, _ := a.get(t, "/readyz"); return code == http.StatusOK })
+	logs := a.logs.String()
+	for _, want := range []string{"the cluster has no cluster CA yet", "the cluster has no workload CA key yet"} {
+		if !strings.Contains(logs, want) || !strings.Contains(logs, "level=WARN") {
+			t.Fatalf("log lacks the warning %q:\n%s", want, logs)
+		}
+	}
+	if strings.Contains(logs, "serving service DNS") {
+		t.Fatalf("Service DNS served without coordination:\n%s", logs)
+	}
+}
+
+// TestClusterCAWithoutWorkloadKey: with the cluster CA but no workload CA
+// key, the single agent leads, serves the Service's VIP from its own
+// snapshot, and publishes Pods without identities.
+func TestClusterCAWithoutWorkloadKey(t *testing.T) {
+	if l, err := net.Listen("tcp", "[::1]:0"); err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	} else {
+		l.Close()
+	}
+	a := startLocalAgent(t, 20*time.Millisecond, func(o *Options) {
+		o.DNSAddr, o.APIAddr = "127.0.0.1:0", "[::1]:0"
+		storeClusterCA(t, o.DataDir)
+	})
+	commit(t, a.bucket, "web", "hello:v1", true)
+	waitFor(t, 10*time.Second, "web.yaml", func() bool { return fileContains(filepath.Join(a.manifests, "web.yaml"), "hello:v1") })
+	m := dnsServingRE.FindStringSubmatch(a.logs.String())
+	if m == nil {
+		t.Fatalf("no Service DNS:\n%s", a.logs)
+	}
+	want := service.Identity("demo", "default", "web").VIP
+	waitFor(t, 20*time.Second, "the web VIP in DNS", func() bool {
+		got, rcode := aaaa(t, m[1], "web.default.svc.cluster.local.")
+		return rcode == dns.RcodeSuccess && len(got) == 1 && got[0] == want
+	})
+	if _, rcode := aaaa(t, m[1], "api.default.svc.cluster.local."); rcode != dns.RcodeNameError {
+		t.Fatalf("unknown Service rcode %d", rcode)
+	}
+	waitFor(t, 10*time.Second, "readiness", func() bool { code, _ := a.get(t, "/readyz"); return code == http.StatusOK })
+	if logs := a.logs.String(); !strings.Contains(logs, "acquired the lease") || fileContains(filepath.Join(a.manifests, "web.yaml"), "identity-revision") {
+		t.Fatalf("want a leader without workload identities:\n%s", logs)
+	}
+}
+
+// TestServiceDNSPortTakenStillPublishesPods: a DNS address in use is
+// reported in /readyz; Pods are still published.
+func TestServiceDNSPortTakenStillPublishesPods(t *testing.T) {
+	if l, err := net.Listen("tcp", "[::1]:0"); err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	} else {
+		l.Close()
+	}
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	a := startLocalAgent(t, 20*time.Millisecond, func(o *Options) {
+		o.DNSAddr, o.APIAddr = taken.Addr().String(), "[::1]:0"
+		storeClusterCA(t, o.DataDir)
+	})
+	commit(t, a.bucket, "web", "hello:v1", true)
+	waitFor(t, 10*time.Second, "web.yaml", func() bool { return fileContains(filepath.Join(a.manifests, "web.yaml"), "hello:v1") })
+	code, body := a.get(t, "/readyz")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, componentDNS+": ") || !strings.Contains(body, EnvDNSAddr) {
+		t.Fatalf("readyz %d %q", code, body)
+	}
+}
+
+func TestCoordinationSettingsFromEnv(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	o, err := OptionsFromEnv(env(nil))
+	if err != nil || o.DNSAddr != service.DefaultAddr || o.Dataplane != DataplaneAuto || o.APIAddr != "" || o.NodeID != "" || o.NodeAddr.IsValid() {
+		t.Fatalf("defaults %+v %v", o, err)
+	}
+	o, err = OptionsFromEnv(env(map[string]string{EnvDNSAddr: "off", EnvAPIAddr: "[::1]:18081", EnvNodeID: "n1",
+		EnvNodeAddr: "2600:1f14::1", EnvDataplane: "off"}))
+	if err != nil || o.DNSAddr != "" || o.APIAddr != "[::1]:18081" || o.NodeID != "n1" || o.NodeAddr != netip.MustParseAddr("2600:1f14::1") || o.Dataplane != DataplaneOff {
+		t.Fatalf("set %+v %v", o, err)
+	}
+	_, err = OptionsFromEnv(env(map[string]string{EnvDNSAddr: "0.0.0.0:53", EnvAPIAddr: "nowhere", EnvNodeAddr: "fd00::1", EnvDataplane: "maybe"}))
+	for _, want := range []string{EnvDNSAddr, EnvAPIAddr, EnvNodeAddr, EnvDataplane} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("invalid %s accepted: %v", want, err)
+		}
+	}
+}
+
+func TestDataplaneWanted(t *testing.T) {
+	local := Config{Provider: "local"}
+	if ok, why := dataplaneWanted(local, Options{Dataplane: DataplaneAuto}); ok || !strings.Contains(why, EnvDataplane) {
+		t.Fatalf("local node mode loads the dataplane by default: %v %q", ok, why)
+	}
+	if ok, _ := dataplaneWanted(local, Options{Dataplane: DataplaneOn}); !ok {
+		t.Fatal("on is ignored")
+	}
+	if ok, _ := dataplaneWanted(Config{Provider: "aws"}, Options{Dataplane: DataplaneOff}); ok {
+		t.Fatal("off is ignored")
+	}
+}
+
+// The dataplane receives every Service of the view with its VIP, the
+// ports of its payload and exactly the view's ready backends.
+func TestDataplaneServicesFromView(t *testing.T) {
+	dir := t.TempDir()
+	b := localstore.Open(filepath.Join(dir, "bucket"))
+	if err := b.CreateBucket(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	commit(t, b, "web", "hello:v1", true)
+	f := &dataplaneFeed{cluster: "demo", store: b, ports: map[string][]dataplane.Port{}}
+	v := &pb.ServiceSnapshot{Services: []*pb.Service{
+		{Namespace: "default", Name: "web", Endpoints: []*pb.Endpoint{{Address: "2001:db8:0:1:1::5", NodeId: "a"}, {Address: "2001:db8:0:1:2::7", NodeId: "b"}}},
+		{Namespace: "default", Name: "gone"},
+	}}
+	got, err := f.services(context.Background(), v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 {
+		t.Fatalf("services %+v", got)
+	}
+	s := got[0]
+	if s.Namespace != "default" || s.Name != "web" || s.VIP != service.Identity("demo", "default", "web").VIP ||
+		len(s.Ports) == 0 || s.Ports[0].Protocol != dataplane.TCP || s.Ports[0].Port == 0 ||
+		len(s.Backends) != 2 || s.Backends[0] != netip.MustParseAddr("2001:db8:0:1:1::5") || s.Backends[1] != netip.MustParseAddr("2001:db8:0:1:2::7") {
+		t.Fatalf("service %+v", s)
+	}
+	if len(f.ports) != 1 {
+		t.Fatalf("payload ports not cached: %v", f.ports)
+	}
+}
+
+// A dataplane that fails to load is named in /readyz; Pods are still
+// published and Service DNS still serves.
+func TestDataplaneLoadFailureInReadyz(t *testing.T) {
+	if l, err := net.Listen("tcp", "[::1]:0"); err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	} else {
+		l.Close()
+	}
+	saved := newDataplane
+	newDataplane = func(dataplane.Config) (programmer, error) {
+		return nil, errors.New("load program: operation not permitted")
+	}
+	t.Cleanup(func() { newDataplane = saved })
+	a := startLocalAgent(t, 20*time.Millisecond, func(o *Options) {
+		o.DNSAddr, o.APIAddr, o.Dataplane = "127.0.0.1:0", "[::1]:0", DataplaneOn
+		storeClusterCA(t, o.DataDir)
+	})
+	commit(t, a.bucket, "web", "hello:v1", true)
+	waitFor(t, 10*time.Second, "web.yaml", func() bool { return fileContains(filepath.Join(a.manifests, "web.yaml"), "hello:v1") })
+	waitFor(t, 10*time.Second, "staticpod ready", func() bool {
+		_, body := a.get(t, "/readyz")
+		return !strings.Contains(body, "staticpod")
+	})
+	code, body := a.get(t, "/readyz")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "dataplane: load the eBPF dataplane: load program: operation not permitted") {
+		t.Fatalf("readyz %d %q", code, body)
+	}
+	if !strings.Contains(a.logs.String(), "serving service DNS") {
+		t.Fatalf("no Service DNS:\n%s", a.logs)
+	}
+}
+
+// recordingDataplane stands in for the kernel dataplane.
+type recordingDataplane struct {
+	mu       sync.Mutex
+	applied  [][]dataplane.Service
+	refresh  int
+	detached bool
+}
+
+func (r *recordingDataplane) Run(ctx context.Context) error {
+	<-ctx.Done()
+	r.mu.Lock()
+	r.detached = true
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *recordingDataplane) Apply(_ context.Context, s []dataplane.Service) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.applied = append(r.applied, s)
+	return nil
+}
+
+func (r *recordingDataplane) Refresh() {
+	r.mu.Lock()
+	r.refresh++
+	r.mu.Unlock()
+}
+
+func (r *recordingDataplane) last() []dataplane.Service {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.applied) == 0 {
+		return nil
+	}
+	return r.applied[len(r.applied)-1]
+}
+
+// The dataplane is programmed from the coordinator's view (the VIP and
+// ports of every Service) and detached on SIGTERM only after the DNS TTL
+// margin, once the coordinator has resigned.
+func TestDataplaneFedFromViewAndDetachedLast(t *testing.T) {
+	if l, err := net.Listen("tcp", "[::1]:0"); err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	} else {
+		l.Close()
+	}
+	rec := &recordingDataplane{}
+	saved := newDataplane
+	newDataplane = func(cfg dataplane.Config) (programmer, error) {
+		if cfg.PodPrefix != netip.MustParsePrefix("2001:db8:abc:de00:1234::/80") {
+			t.Errorf("dataplane Pod prefix %s", cfg.PodPrefix)
+		}
+		return rec, nil
+	}
+	t.Cleanup(func() { newDataplane = saved })
+	a := startLocalAgent(t, 20*time.Millisecond, func(o *Options) {
+		o.DNSAddr, o.APIAddr, o.Dataplane, o.TTLMargin = "127.0.0.1:0", "[::1]:0", DataplaneOn, 100*time.Millisecond
+		storeClusterCA(t, o.DataDir)
+	})
+	commit(t, a.bucket, "web", "hello:v1", true)
+	vip := service.Identity("demo", "default", "web").VIP
+	waitFor(t, 20*time.Second, "web programmed", func() bool {
+		s := rec.last()
+		return len(s) == 1 && s[0].Name == "web" && s[0].VIP == vip && len(s[0].Ports) > 0 && len(s[0].Backends) == 0
+	})
+	waitFor(t, 10*time.Second, "readiness", func() bool { code, _ := a.get(t, "/readyz"); return code == http.StatusOK })
+	a.cancel()
+	err := <-a.done
+	a.done <- err
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := a.logs.String()
+	margin := strings.Index(logs, "waiting the DNS TTL margin")
+	coord := strings.Index(logs, `msg="component stopped" cluster=demo component=coordinator`)
+	dp := strings.Index(logs, `msg="component stopped" cluster=demo component=dataplane`)
+	dnsStop := strings.Index(logs, `msg="component stopped" cluster=demo component=service-dns`)
+	resigned := strings.Index(logs, "resigned the lease")
+	if margin < 0 || !(margin < resigned && resigned < coord && coord < dp && dp < dnsStop) {
+		t.Fatalf("shutdown order: margin %d, resigned %d, coordinator %d, dataplane %d, DNS %d\n%s", margin, resigned, coord, dp, dnsStop, logs)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if !rec.detached {
+		t.Fatal("the dataplane was not stopped")
+	}
+}
