@@ -22,3 +22,14 @@ func TestFetchRejectsUnknownArchitectureAndLeavesBucketAlone(t *testing.T) {
 		t.Fatalf("a refused fetch created the cache: %v", err)
 	}
 }
+
+// fetchExitRows are the exit-code rows of fetch; fresh has no context
+// (fetch needs none), c is connected.
+func fetchExitRows(t *testing.T, fresh, c *cli) []exitRow {
+	return []exitRow{
+		{fresh, exitUsage, `unknown output format "xml"`, []string{"fetch", "-o", "xml"}},
+		{fresh, exitUsage, `unknown command "containerd" for "podmin fetch"`, []string{"fetch", "containerd"}},
+		{fresh, exitUsage, "unknown flag: --archs", []string{"fetch", "--archs", "amd64"}},
+		{c, exitFailed, `unknown architecture "riscv64": use amd64 or arm64`, []string{"fetch", "--arch", "riscv64"}},
+	}
+}
