@@ -126,3 +126,23 @@ func installExitRows(t *testing.T, fresh, noToken *cli) []exitRow {
 		{c, exitRefused, `deployment shared/cloudflared was not created by "podmin install cloudflared"`, []string{"uninstall", "cloudflared", "-g", "shared", "-y"}},
 	}
 }
+
+// goldenStep is one step of TestJSONGolden.
+type goldenStep = struct {
+	name string
+	args []string
+}
+
+// installGoldenSteps prepares c's cluster (the tunnel token, a mirror
+// that tags the pinned image) and returns the install and uninstall steps.
+func installGoldenSteps(t *testing.T, c *cli, bucket string) []goldenStep {
+	token := writeFile(t, c.root, "tunnel-token.txt", "golden tunnel token")
+	c.ok("secret", "create", "tunnel-token", "--for", "cloudflared", "-n", "platform-cloudflared", "--file", token)
+	seedCloudflaredMirror(t, bucket)
+	return []goldenStep{
+		{"install-cloudflared", []string{"install", "cloudflared", "-g", "edge"}},
+		{"install-cloudflared-unchanged", []string{"install", "cloudflared", "-g", "edge"}},
+		{"uninstall-cloudflared", []string{"uninstall", "cloudflared", "-g", "edge", "-y"}},
+		{"uninstall-cloudflared-absent", []string{"uninstall", "cloudflared", "-g", "edge", "-y"}},
+	}
+}
