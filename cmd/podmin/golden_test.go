@@ -97,7 +97,7 @@ func TestJSONGolden(t *testing.T) {
 	}
 	// install, uninstall (cloudflared) and fetch, in the cluster the
 	// steps above leave behind.
-	for _, s := range installGoldenSteps(t, c, bucket) {
+	for _, s := range append(installGoldenSteps(t, c, bucket), fetchGoldenSteps(t, c)...) {
 		checkGolden(t, c, s.name, s.args)
 		cmd, _, _ := newRoot(&builtins.Env{}).Find(s.args)
 		covered[cmd.CommandPath()] = true
