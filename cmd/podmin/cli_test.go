@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"podmin.dev/podmin/builtins"
 )
 
 // cli runs podmin in-process with its own state directories.
@@ -20,6 +22,8 @@ type cli struct {
 	root  string
 	env   map[string]string
 	stdin string
+	// adjust, when set, changes the Env of every command run.
+	adjust func(*builtins.Env)
 }
 
 func newCLI(t *testing.T) *cli {
@@ -34,7 +38,7 @@ func newCLI(t *testing.T) *cli {
 
 func (c *cli) run(args ...string) (stdout, stderr string, code int) {
 	var out, errb bytes.Buffer
-	code = run(context.Background(), args, strings.NewReader(c.stdin), &out, &errb, func(k string) (string, bool) { v, ok := c.env[k]; return v, ok })
+	code = runWith(context.Background(), args, strings.NewReader(c.stdin), &out, &errb, func(k string) (string, bool) { v, ok := c.env[k]; return v, ok }, c.adjust)
 	return out.String(), errb.String(), code
 }
 

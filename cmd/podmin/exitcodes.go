@@ -60,7 +60,7 @@ var subjectNotFound = []struct {
 }
 
 // refusals are the sentinel errors of operations refused for safety.
-var refusals = []error{builtins.ErrNotConfirmed, builtins.ErrForeignBucket, builtins.ErrNotOwned}
+var refusals = []error{builtins.ErrNotConfirmed, builtins.ErrForeignBucket, builtins.ErrNotOwned, builtins.ErrNotInstalled}
 
 // cobraUsagePrefixes are the messages Cobra returns for bad usage without
 // passing them through the flag error function.

@@ -151,6 +151,9 @@ func TestExitCodeContract(t *testing.T) {
 		{c, exitScript, "syntax.star:1:", []string{"run", c.script("syntax.star", "def (\n")}},
 		{c, exitScript, "tests failed: 1 of 1", []string{"test", c.script("bad_test.star", "def test_bad(t):\n    t.assert.eq(1, 2)\n")}},
 	}
+	// install, uninstall (cloudflared) and fetch
+	rows = append(rows, installExitRows(t, fresh, other)...)
+	rows = append(rows, fetchExitRows(t, fresh, c)...)
 	covered := map[string]bool{}
 	for _, r := range rows {
 		t.Run(strings.Join(r.args, " "), func(t *testing.T) {

@@ -106,6 +106,7 @@ func flagChecks(env *builtins.Env) []flagCheck {
 	return append(checks,
 		flagCheck{command: "podmin connect", flag: "secrets-provider", check: secretsProvider},
 		flagCheck{command: "podmin secret", flag: "provider", check: secretsProvider},
+		flagCheck{command: "podmin install cloudflared", flag: "provider", check: secretsProvider},
 	)
 }
 

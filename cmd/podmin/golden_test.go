@@ -95,6 +95,13 @@ func TestJSONGolden(t *testing.T) {
 		cmd, _, _ := newRoot(&builtins.Env{}).Find(s.args)
 		covered[cmd.CommandPath()] = true
 	}
+	// install, uninstall (cloudflared) and fetch, in the cluster the
+	// steps above leave behind.
+	for _, s := range append(installGoldenSteps(t, c, bucket), fetchGoldenSteps(t, c)...) {
+		checkGolden(t, c, s.name, s.args)
+		cmd, _, _ := newRoot(&builtins.Env{}).Find(s.args)
+		covered[cmd.CommandPath()] = true
+	}
 	for _, cmd := range runnableCommands() {
 		if cmd.Flags().Lookup("output") != nil && !covered[cmd.CommandPath()] {
 			switch cmd.CommandPath() {

@@ -19,15 +19,19 @@ func newInstallCmds(env *builtins.Env) []*cobra.Command {
 	install := &cobra.Command{
 		Use:   "install",
 		Short: "Install a Podmin-managed component (cloudflared)",
-		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+		Example: `  podmin install cloudflared -g edge
+  podmin install cloudflared -g edge --provider aws-parameter-store -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	install.AddCommand(newInstallCloudflaredCmd(env))
 	uninstall := &cobra.Command{
 		Use:   "uninstall",
 		Short: "Remove a Podmin-managed component (cloudflared)",
-		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+		Example: `  podmin uninstall cloudflared -g edge
+  podmin uninstall cloudflared -g edge -y`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	uninstall.AddCommand(newUninstallCloudflaredCmd(env))
 	return []*cobra.Command{install, uninstall}
@@ -53,6 +57,9 @@ never enters the bucket. The Podmin-pinned multi-platform cloudflared image is
 mirrored beneath mirror/ when the mirror does not already hold its digest.
 Running the command again writes nothing and reports "unchanged". Cloudflare
 routes target Podmin Service DNS names directly.`,
+		Example: `  podmin secret create tunnel-token --for cloudflared -n platform-cloudflared --file token.txt
+  podmin install cloudflared -g edge
+  podmin install cloudflared -g edge --provider aws-secrets-manager -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(out); err != nil {
@@ -90,6 +97,8 @@ mirrored image and the tunnel token stay.
 Uninstall is destructive: on a terminal it asks you to type the cluster ID;
 --yes/-y confirms without asking and is needed when standard input is not a
 terminal (exit status 4 otherwise).`,
+		Example: `  podmin uninstall cloudflared -g edge
+  podmin uninstall cloudflared -g edge -y -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(out); err != nil {

@@ -4,7 +4,55 @@
 
 package main
 
-import "testing"
+import (
+	"context"
+	"strings"
+	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"podmin.dev/podmin/builtins"
+	"podmin.dev/podmin/internal/objstore/local"
+	"podmin.dev/podmin/internal/oci"
+	"podmin.dev/podmin/internal/state"
+)
+
+// seedCloudflaredMirror makes the mirror in the local bucket tag the
+// pinned cloudflared digest, as an earlier install leaves it, so an
+// install reuses it without asking the upstream registry.
+func seedCloudflaredMirror(t *testing.T, bucket string) {
+	t.Helper()
+	pin := builtins.Cloudflared()
+	registry, repository, _ := strings.Cut(pin.Platform.Source, "/")
+	layout, err := state.MirrorLayout(registry, repository)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := v1.NewHash(pin.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := oci.MergeTag(oci.EmptyIndex(), pin.Tag, v1.Descriptor{MediaType: types.OCIImageIndex, Digest: h, Size: 1}, nil)
+	data, err := oci.EncodeIndex(idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := local.Open(bucket).Put(context.Background(), layout.IndexFile(), data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// installCLI is a connected local cluster holding the tunnel token and a
+// mirror that already tags the pinned image.
+func installCLI(t *testing.T) (*cli, string) {
+	c := newCLI(t)
+	bucket := c.connectLocal()
+	token := writeFile(t, c.root, "token.txt", "tunnel token value")
+	c.ok("secret", "create", "tunnel-token", "--for", "cloudflared", "-n", "platform-cloudflared", "--file", token)
+	seedCloudflaredMirror(t, bucket)
+	return c, bucket
+}
 
 func TestInstallCloudflaredNeedsTheTokenFirst(t *testing.T) {
 	c := secretCLI(t)
@@ -14,6 +62,26 @@ func TestInstallCloudflaredNeedsTheTokenFirst(t *testing.T) {
 	c.unchanged(before)
 }
 
+func TestInstallCloudflaredReusesTheMirrorAndUninstalls(t *testing.T) {
+	c, _ := installCLI(t)
+	out := c.ok("install", "cloudflared", "-g", "edge")
+	if !strings.Contains(out, "image "+builtins.Cloudflared().Reference()+" reused\n") || !strings.Contains(out, "edge/cloudflared created in bucket") {
+		t.Fatalf("install output:\n%s", out)
+	}
+	if out := c.ok("install", "cloudflared", "-g", "edge"); !strings.Contains(out, "edge/cloudflared unchanged") {
+		t.Fatalf("second install:\n%s", out)
+	}
+	if out := c.ok("list"); !strings.Contains(out, "cloudflared") {
+		t.Fatalf("list does not show the install:\n%s", out)
+	}
+	before := c.snapshot()
+	c.fails(4, "pass --yes (-y) to podmin uninstall cloudflared", "uninstall", "cloudflared", "-g", "edge")
+	c.unchanged(before)
+	if out := c.ok("uninstall", "cloudflared", "-g", "edge", "-y"); out != "edge/cloudflared deleted from the desired state; nodes remove its Pod when they next reconcile\n" {
+		t.Fatalf("uninstall: %q", out)
+	}
+}
+
 func TestUninstallCloudflaredNeedsConfirmation(t *testing.T) {
 	c := secretCLI(t)
 	before := c.snapshot()
@@ -21,5 +89,60 @@ func TestUninstallCloudflaredNeedsConfirmation(t *testing.T) {
 	c.unchanged(before)
 	if out := c.ok("uninstall", "cloudflared", "-g", "edge", "-y"); out != "cloudflared is not installed on edge: nothing was changed\n" {
 		t.Fatalf("uninstall -y of nothing: %q", out)
+	}
+}
+
+// exitRow is one row of TestExitCodeContract's table.
+type exitRow = struct {
+	cli  *cli
+	code int
+	want string
+	args []string
+}
+
+// installExitRows are the exit-code rows of install, uninstall and their
+// cloudflared subcommands. fresh has no context; noToken is connected
+// without the tunnel token.
+func installExitRows(t *testing.T, fresh, noToken *cli) []exitRow {
+	c, _ := installCLI(t)
+	// A deployment named cloudflared that the install did not create.
+	manifest := writeFile(t, c.root, "ds.yaml", "")
+	c.ok("init", "cloudflared", "-g", "shared", "--image", "hello:v1", "-f", manifest, "--force")
+	c.ok("deploy", "cloudflared", "-g", "shared", "-f", manifest)
+	return []exitRow{
+		{noToken, exitOK, "", []string{"install"}},
+		{noToken, exitOK, "", []string{"uninstall"}},
+		{fresh, exitUsage, `invalid NodeGroup ID "Bad_Group"`, []string{"install", "cloudflared", "-g", "Bad_Group"}},
+		{fresh, exitUsage, `unknown secrets provider "vault"`, []string{"install", "cloudflared", "-g", "edge", "--provider", "vault"}},
+		{fresh, exitUsage, `invalid NodeGroup ID "Bad_Group"`, []string{"uninstall", "cloudflared", "-g", "Bad_Group", "-y"}},
+		{fresh, exitUsage, `unknown command "edge" for "podmin uninstall cloudflared"`, []string{"uninstall", "cloudflared", "edge"}},
+		{fresh, exitFailed, "needs a current context", []string{"install", "cloudflared", "-g", "edge"}},
+		{noToken, exitFailed, `store the token with "podmin secret create tunnel-token --for cloudflared -n platform-cloudflared`, []string{"install", "cloudflared", "-g", "edge"}},
+		{c, exitOK, "", []string{"install", "cloudflared", "-g", "edge"}},
+		{c, exitRefused, "pass --yes (-y) to podmin uninstall cloudflared", []string{"uninstall", "cloudflared", "-g", "edge"}},
+		{c, exitOK, "", []string{"uninstall", "cloudflared", "-g", "edge", "-y"}},
+		{c, exitOK, "", []string{"uninstall", "cloudflared", "-g", "edge", "-y"}},
+		{c, exitRefused, `deployment shared/cloudflared was not created by "podmin install cloudflared"`, []string{"install", "cloudflared", "-g", "shared"}},
+		{c, exitRefused, `deployment shared/cloudflared was not created by "podmin install cloudflared"`, []string{"uninstall", "cloudflared", "-g", "shared", "-y"}},
+	}
+}
+
+// goldenStep is one step of TestJSONGolden.
+type goldenStep = struct {
+	name string
+	args []string
+}
+
+// installGoldenSteps prepares c's cluster (the tunnel token, a mirror
+// that tags the pinned image) and returns the install and uninstall steps.
+func installGoldenSteps(t *testing.T, c *cli, bucket string) []goldenStep {
+	token := writeFile(t, c.root, "tunnel-token.txt", "golden tunnel token")
+	c.ok("secret", "create", "tunnel-token", "--for", "cloudflared", "-n", "platform-cloudflared", "--file", token)
+	seedCloudflaredMirror(t, bucket)
+	return []goldenStep{
+		{"install-cloudflared", []string{"install", "cloudflared", "-g", "edge"}},
+		{"install-cloudflared-unchanged", []string{"install", "cloudflared", "-g", "edge"}},
+		{"uninstall-cloudflared", []string{"uninstall", "cloudflared", "-g", "edge", "-y"}},
+		{"uninstall-cloudflared-absent", []string{"uninstall", "cloudflared", "-g", "edge", "-y"}},
 	}
 }

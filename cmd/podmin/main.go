@@ -33,6 +33,12 @@ func main() {
 // byte it writes passes the process's scrubber, which every secret value
 // is registered with as it enters (see internal/scrub).
 func run(ctx context.Context, args []string, stdin io.Reader, rawStdout, rawStderr io.Writer, lookupEnv func(string) (string, bool)) (code int) {
+	return runWith(ctx, args, stdin, rawStdout, rawStderr, lookupEnv, nil)
+}
+
+// runWith is run with adjust, when set, changing the operations' Env
+// before the command runs (tests point Transport at a fake upstream).
+func runWith(ctx context.Context, args []string, stdin io.Reader, rawStdout, rawStderr io.Writer, lookupEnv func(string) (string, bool), adjust func(*builtins.Env)) (code int) {
 	reg := scrub.Process()
 	stdout, stderr := scrub.NewWriter(reg, rawStdout), scrub.NewWriter(reg, rawStderr)
 	defer func() {
@@ -64,5 +70,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, rawStdout, rawStde
 		Scrub:     reg,
 	}
 	env.Infrastructure = clusterInfrastructure(stderr, lookupEnv)
+	if adjust != nil {
+		adjust(env)
+	}
 	return execute(ctx, newRoot(env), args, stdout, stderr)
 }

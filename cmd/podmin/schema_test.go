@@ -128,6 +128,10 @@ func TestREADMEDocumentsTheJSONSchemas(t *testing.T) {
 		"delete (secret)": {"secret-delete"}, "restore": {"secret-restore"}, "destroy": {"secret-destroy"},
 		"secret list": {"secret-list", "secret-list-scheduled"}, "version": {"version"},
 	}
+	// install, uninstall (cloudflared) and fetch
+	golden["install cloudflared"] = []string{"install-cloudflared", "install-cloudflared-unchanged"}
+	golden["uninstall cloudflared"] = []string{"uninstall-cloudflared", "uninstall-cloudflared-absent"}
+	golden["fetch"] = []string{"fetch"}
 	row := regexp.MustCompile("(?m)^\\| (`[^|]+) \\| `([^`]+)`")
 	seen := map[string]bool{}
 	for _, m := range row.FindAllStringSubmatch(section, -1) {
