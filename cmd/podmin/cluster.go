@@ -76,7 +76,9 @@ every node of every NodeGroup; only size= applies there.`,
 		Example: `  podmin setup --vpc-cidr 10.0.0.0/16 --nat64 \
     --nodegroup default \
     --nodegroup workers,size=3,disk-size=100,instance-type=c8g.large,zone=b,nat64=t4g.small
-  podmin setup --nodegroup default,size=2   # a local context`,
+  podmin setup --vpc-cidr 10.0.0.0/16 --nodegroup default,instance-type=c8g.large -y -o json
+  podmin setup --nodegroup default,size=2
+  podmin setup --nodegroup default --nodegroup workers,size=3 -y -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(out); err != nil {
@@ -136,6 +138,8 @@ Only what carries proof of this cluster is destroyed: OpenTofu/Terraform state
 this cluster created together with the podmin:cluster tag. A reused VPC is never
 deleted. On a local context teardown withdraws the published cluster
 configuration; stop the local node agents yourself.`,
+		Example: `  podmin teardown
+  podmin teardown -y -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(out); err != nil {
@@ -173,6 +177,8 @@ wrote when it created the bucket for this cluster. An untagged bucket (connect
 found it existing) or one tagged for another cluster is never deleted: destroy
 stops before deleting anything and says why. Every step can be repeated, so an
 interrupted destroy is finished by running it again.`,
+		Example: `  podmin destroy
+  podmin destroy -y -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(out); err != nil {

@@ -7,6 +7,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -80,6 +81,21 @@ func TestExitCodeContract(t *testing.T) {
 	failing := c.script("fail.star", "def main(ctx):\n    fail(\"the recipe says no\")\n")
 	unconfirmed := c.script("unconfirmed.star", "def main(ctx):\n    podmin.secrets.destroy(\"token\", for_=\"web\")\n")
 	tests := c.script("ok_test.star", "def test_ok(t):\n    t.assert.eq(1, 1)\n")
+	// A cluster destroy may delete; one whose bucket connect found
+	// existing (untagged), whose published configuration another cluster
+	// sharing that bucket wrote.
+	doomed := newCLI(t)
+	doomedBucket := doomed.connectLocal()
+	unowned := newCLI(t)
+	found := filepath.Join(unowned.root, "found")
+	if err := os.Mkdir(found, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	unowned.ok("connect", "found", "--provider", "local", "--bucket", found)
+	sharing := newCLI(t)
+	sharing.ok("connect", "second", "--provider", "local", "--bucket", found)
+	sharing.ok("setup", "--nodegroup", "web", "-y")
+	published := filepath.Join(found, "tfstate", "podmin.auto.tfvars.json")
 
 	rows := []struct {
 		cli  *cli
@@ -107,6 +123,9 @@ func TestExitCodeContract(t *testing.T) {
 		{c, exitFailed, "there is no podmin.star.lock", []string{"recipes", "lock", c.root}},
 		{c, exitOK, "", []string{"help", "deploy"}},
 		{c, exitOK, "", []string{"help", "starlark"}},
+		{c, exitOK, "published the cluster configuration", []string{"setup", "--nodegroup", "web,size=2", "-y"}},
+		{c, exitOK, "withdrew the cluster configuration", []string{"teardown", "-y"}},
+		{doomed, exitOK, "deleting bucket", []string{"destroy", "-y"}},
 		// 1 the operation failed
 		{c, exitFailed, "deploy needs --image", []string{"deploy", "api", "-g", "workers"}},
 		{fresh, exitFailed, "needs a current context", []string{"list"}},
@@ -116,6 +135,11 @@ func TestExitCodeContract(t *testing.T) {
 		{c, exitFailed, "has no delete/restore", []string{"secret", "restore", "token", "--for", "web"}},
 		{c, exitFailed, "", []string{"build", "-t", "x:v1", filepath.Join(c.root, "no-context-dir")}},
 		{c, exitFailed, "", []string{"pull", "127.0.0.1:1/none:v1"}},
+		{c, exitFailed, "disk-size does not apply to the local provider", []string{"setup", "--nodegroup", "web,disk-size=100", "-y"}},
+		{c, exitFailed, "the local provider has no VPC", []string{"setup", "--vpc-cidr", "10.0.0.0/16", "--nodegroup", "web", "-y"}},
+		{fresh, exitFailed, "needs a current context", []string{"setup", "--nodegroup", "web", "-y"}},
+		{fresh, exitFailed, "needs a current context", []string{"teardown", "-y"}},
+		{doomed, exitFailed, "needs a current context", []string{"destroy", "-y"}}, // the destroy above removed it
 		// 2 usage, before any context or network access
 		{fresh, exitUsage, `unknown output format "xml"`, []string{"list", "-o", "xml"}},
 		{fresh, exitUsage, `invalid NodeGroup ID "Bad_Group"`, []string{"delete", "web", "-g", "Bad_Group"}},
@@ -131,6 +155,9 @@ func TestExitCodeContract(t *testing.T) {
 		{fresh, exitUsage, `unknown provider "gcp"`, []string{"connect", "new", "--provider", "gcp", "--bucket", "b"}},
 		{fresh, exitUsage, `unknown secrets provider "vault"`, []string{"secret", "list", "--provider", "vault"}},
 		{fresh, exitUsage, `"a/b" is not a safe key`, []string{"secret", "destroy", "a/b", "--for", "web", "-y"}},
+		{fresh, exitUsage, "unknown flag: --node-group", []string{"setup", "--node-group", "web", "-y"}},
+		{fresh, exitUsage, `unknown command "demo" for "podmin teardown"`, []string{"teardown", "demo", "-y"}},
+		{fresh, exitUsage, `unknown output format "xml"`, []string{"destroy", "-y", "-o", "xml"}},
 		{c, exitUsage, "is a directory: pass a recipe file", []string{"run", c.root}},
 		{c, exitUsage, "want an integer", []string{"run", c.script("n.star", "def main(ctx, n = 1):\n    pass\n"), "--", "--n=x"}},
 		// 3 the one thing asked for does not exist
@@ -146,6 +173,11 @@ func TestExitCodeContract(t *testing.T) {
 		{c, exitRefused, "pass --yes (-y)", []string{"disconnect", "demo"}},
 		{c, exitRefused, "is tagged podmin:cluster=theirs", []string{"connect", "new", "--provider", "local", "--bucket", filepath.Join(c.root, "foreign")}},
 		{c, exitRefused, "not confirmed", []string{"run", unconfirmed}},
+		{c, exitRefused, "pass --yes (-y) to podmin setup", []string{"setup", "--nodegroup", "web"}},
+		{c, exitRefused, "pass --yes (-y) to podmin teardown", []string{"teardown"}},
+		{c, exitRefused, "pass --yes (-y) to podmin destroy", []string{"destroy"}},
+		{unowned, exitRefused, `bucket "` + found + `" has no podmin:cluster tag`, []string{"destroy", "-y"}},
+		{unowned, exitRefused, `names cluster "second", not "found"`, []string{"teardown", "-y"}},
 		// 5 the recipe's own failure
 		{c, exitScript, "the recipe says no", []string{"run", failing}},
 		{c, exitScript, "syntax.star:1:", []string{"run", c.script("syntax.star", "def (\n")}},
@@ -169,6 +201,22 @@ func TestExitCodeContract(t *testing.T) {
 		}
 	}
 	c.t = t
+	// The refusals and failures above changed nothing; the one destroy
+	// that succeeded deleted its bucket.
+	for _, p := range []string{bucket, found, published, filepath.Join(c.root, "data", "podmin", "secrets", "demo", "_system", "cluster-ca")} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("a refused or failed command removed it: %v", err)
+		}
+	}
+	if _, err := os.Stat(doomedBucket); !os.IsNotExist(err) {
+		t.Errorf("destroy -y left its bucket: %v", err)
+	}
+	for _, cl := range []*cli{c, unowned} {
+		cl.t = t
+		if out := cl.ok("use", "-o", "json"); !strings.Contains(out, `"current": true`) {
+			t.Errorf("a refused command removed the current context:\n%s", out)
+		}
+	}
 	for _, cmd := range runnableCommands() {
 		if !covered[cmd.CommandPath()] && !slices.Contains([]string{"podmin repl", "podmin completion"}, cmd.CommandPath()) {
 			// repl runs on a pseudo-terminal (TestREPLInPseudoTerminal);

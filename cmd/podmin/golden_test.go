@@ -5,6 +5,8 @@
 package main
 
 import (
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"io"
@@ -88,12 +90,32 @@ func TestJSONGolden(t *testing.T) {
 		{"delete", []string{"delete", "api", "-g", "workers", "-y"}},
 		{"delete-absent", []string{"delete", "api", "-g", "workers", "-y", "--ignore-not-found"}},
 		{"version", []string{"version"}},
+		// The cluster lifecycle comes last: destroy removes the context.
+		{"setup", []string{"setup", "--nodegroup", "workers,size=2", "--nodegroup", "edge", "-y"}},
+		{"teardown", []string{"teardown", "-y"}},
+		{"destroy", []string{"destroy", "-y"}},
 	}
 	covered := map[string]bool{}
+	outputs := map[string]string{}
+	var caSecrets []string
 	for _, s := range steps {
-		checkGolden(t, c, s.name, s.args, host, "$REGISTRY")
+		outputs[s.name] = checkGolden(t, c, s.name, s.args, host, "$REGISTRY")
 		cmd, _, _ := newRoot(&builtins.Env{}).Find(s.args)
 		covered[cmd.CommandPath()] = true
+		if s.name == "setup" {
+			// Read before destroy deletes them.
+			caSecrets = secretFragments(t, filepath.Join(c.root, "data", "podmin", "secrets", "demo", "_system"))
+		}
+	}
+	if len(caSecrets) == 0 {
+		t.Fatal("setup stored no CA secret to check the outputs against")
+	}
+	for name, out := range outputs {
+		for _, f := range caSecrets {
+			if strings.Contains(out, f) {
+				t.Errorf("podmin %s -o json prints a secret value: %q", name, f)
+			}
+		}
 	}
 	// install, uninstall (cloudflared) and fetch, in the cluster the
 	// steps above leave behind.
@@ -116,9 +138,38 @@ func TestJSONGolden(t *testing.T) {
 	}
 }
 
+// secretFragments returns what a leak of any secret value stored below dir
+// would show in text: the value raw, in base64 and in hex, and each of
+// its lines of 16 bytes or more (the body of a PEM block).
+func secretFragments(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		v, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		out = append(out, string(v), base64.StdEncoding.EncodeToString(v), base64.RawURLEncoding.EncodeToString(v), hex.EncodeToString(v))
+		for _, line := range strings.Split(string(v), "\n") {
+			if line = strings.TrimSpace(line); len(line) >= 16 && !strings.HasPrefix(line, "-----") {
+				out = append(out, line)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // checkGolden runs podmin args -o json and compares the output, with
 // run-specific values replaced (old, new pairs), to testdata/golden/name.json.
-func checkGolden(t *testing.T, c *cli, name string, args []string, replace ...string) {
+// It returns the normalized output.
+func checkGolden(t *testing.T, c *cli, name string, args []string, replace ...string) string {
 	t.Helper()
 	out, errs, code := c.run(append(args, "-o", "json")...)
 	if code != 0 {
@@ -150,6 +201,7 @@ func checkGolden(t *testing.T, c *cli, name string, args []string, replace ...st
 	if got != string(want) {
 		t.Errorf("podmin %s -o json differs from %s:\n%s", strings.Join(args, " "), file, got)
 	}
+	return got
 }
 
 // TestSecretsManagerJSONGolden covers the commands only Secrets Manager

@@ -39,7 +39,7 @@ func parseSchema(s string) (*schema, string, bool) {
 		s = s[1:]
 		for {
 			s = strings.TrimSpace(s)
-			m := regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]*`).FindString(s)
+			m := regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*`).FindString(s)
 			if m == "" {
 				return nil, "", false
 			}
@@ -125,8 +125,9 @@ func TestREADMEDocumentsTheJSONSchemas(t *testing.T) {
 		"validate": {"validate"}, "deploy": {"deploy", "deploy-service"}, "list": {"list"},
 		"delete": {"delete", "delete-absent"}, "preview": {"preview"}, "build": {"build"}, "pull": {"pull"},
 		"push": {"push"}, "secret create": {"secret-create"}, "update": {"secret-update"},
-		"delete (secret)": {"secret-delete"}, "restore": {"secret-restore"}, "destroy": {"secret-destroy"},
+		"delete (secret)": {"secret-delete"}, "restore": {"secret-restore"}, "destroy (secret)": {"secret-destroy"},
 		"secret list": {"secret-list", "secret-list-scheduled"}, "version": {"version"},
+		"setup": {"setup"}, "teardown": {"teardown"}, "destroy": {"destroy"},
 	}
 	// install, uninstall (cloudflared) and fetch
 	golden["install cloudflared"] = []string{"install-cloudflared", "install-cloudflared-unchanged"}
@@ -143,8 +144,8 @@ func TestREADMEDocumentsTheJSONSchemas(t *testing.T) {
 		secretRow := strings.HasPrefix(m[1], "`secret create`")
 		for _, name := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatch(m[1], -1) {
 			key := name[1]
-			if secretRow && key == "delete" {
-				key = "delete (secret)"
+			if secretRow && (key == "delete" || key == "destroy") {
+				key += " (secret)"
 			}
 			files, ok := golden[key]
 			if !ok {
