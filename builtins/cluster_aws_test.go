@@ -53,6 +53,8 @@ esac
 
 type fakeBootstrap struct{}
 
+func (fakeBootstrap) Publish(context.Context, infra.Cluster, map[string]string) error { return nil }
+
 func (fakeBootstrap) UserData(_ context.Context, _ infra.Cluster, ng infra.NodeGroup) (string, error) {
 	return "dXNlci1kYXRh" + ng.Arch, nil
 }

@@ -135,6 +135,7 @@ func parseSetup(opts SetupOptions, c contexts.Context) (infra.Cluster, error) {
 		if err := checkAgentSource(opts.AgentSource); err != nil {
 			return cl, err
 		}
+		cl.AgentSource = opts.AgentSource
 	}
 	return cl, nil
 }

@@ -45,6 +45,8 @@ esac
 
 type bootstrap struct{}
 
+func (bootstrap) Publish(context.Context, infra.Cluster, map[string]string) error { return nil }
+
 func (bootstrap) UserData(context.Context, infra.Cluster, infra.NodeGroup) (string, error) {
 	return "dXNlcg==", nil
 }

@@ -38,6 +38,9 @@ type Cluster struct {
 	// NAT64Arch maps every NAT64 instance type to its architecture, as
 	// the provider API reports it.
 	NAT64Arch map[string]string `json:"nat64_arch,omitempty"`
+	// AgentSource is a local Podmin checkout the node agent is
+	// cross-compiled from (--agent-source); it is never published.
+	AgentSource string `json:"-"`
 }
 
 // NodeGroup is one Auto Scaling Group of identical VMs.
