@@ -167,7 +167,9 @@ func (a *AWSBootstrap) bootstrap(ctx context.Context, cl infra.Cluster, amis map
 	slices.Sort(opts.Archs)
 	slices.Sort(opts.NAT64Archs)
 	a.b = &userdata.Bootstrap{Store: store, Cluster: cl.ID, Bucket: cl.Bucket, Region: cl.Region, Options: opts,
-		Kernel: func(ctx context.Context, arch deps.Arch) (string, error) { return a.kernel(ctx, res, amis[string(arch)]) }}
+		Kernel: func(ctx context.Context, arch deps.Arch) (string, error) {
+			return a.kernel(ctx, res, amis[string(arch)])
+		}}
 	return a.b, nil
 }
 
