@@ -150,7 +150,7 @@ func (a *AWSBootstrap) bootstrap(ctx context.Context, cl infra.Cluster, amis map
 		m := &deps.OCIMirror{Local: a.Env.imageStore().WithProgress(a.Env.Transfers, "mirror node images"), Remote: a.Env.remoteOptions()}
 		opts.Mirror, opts.Check = m.Mirror, m.Check
 	}
-	if cl.OtelLogs != nil {
+	if cl.OtelLogs != "" {
 		opts.Features = append(opts.Features, deps.OTelLogs)
 	}
 	for _, s := range cl.Architectures() {
