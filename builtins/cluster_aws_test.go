@@ -69,6 +69,9 @@ type awsEnv struct {
 	ec2       *ec2test.FakeEC2
 	ssm       *secretstest.FakeSSM
 	log, seen string
+	// bootstrap returns the node bootstrap of an operation's Env; nil is
+	// fakeBootstrap.
+	bootstrap func(e *Env) NodeBootstrap
 }
 
 func newAWSEnv(t *testing.T) *awsEnv {
@@ -93,7 +96,11 @@ func newAWSEnv(t *testing.T) *awsEnv {
 	}
 	client := ae.ec2.Client(t)
 	ae.Infrastructure = func(_ context.Context, e *Env, c contexts.Context) (ClusterInfra, error) {
-		return &AWSInfra{Env: e, Context: c, EC2: client, Bootstrap: fakeBootstrap{},
+		var boot NodeBootstrap = fakeBootstrap{}
+		if ae.bootstrap != nil {
+			boot = ae.bootstrap(e)
+		}
+		return &AWSInfra{Env: e, Context: c, EC2: client, Bootstrap: boot,
 			Now: func() time.Time { return time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC) },
 			Runner: &infra.Runner{CacheDir: ae.Dirs.Cache, Environ: []string{"PATH=" + os.Getenv("PATH"), "FAKE_TF_LOG=" + ae.log, "FAKE_TF_SEEN=" + ae.seen},
 				LookupEnv: func(k string) (string, bool) { return bin, k == "PODMIN_TF_CMD" }}}, nil
