@@ -106,6 +106,21 @@ data "aws_iam_policy_document" "nat64" {
     }
   }
   statement {
+    sid       = "StableENIGeneration"
+    actions   = ["ec2:CreateTags"]
+    resources = ["*"]
+    condition {
+      test     = "StringEquals"
+      variable = "aws:ResourceTag/podmin:cluster"
+      values   = [var.cluster]
+    }
+    condition {
+      test     = "ForAllValues:StringEquals"
+      variable = "aws:TagKeys"
+      values   = ["podmin:nat64-generation"]
+    }
+  }
+  statement {
     sid       = "Describe"
     actions   = ["ec2:DescribeNetworkInterfaces", "ec2:DescribeInstances"]
     resources = ["*"]
