@@ -244,6 +244,11 @@ func TestAWSSetupPublishesNodeBootstrap(t *testing.T) {
 	if err := json.Unmarshal(data, &vars); err != nil {
 		t.Fatal(err)
 	}
+	// The cluster configuration the agents read carries the canonical
+	// --otel-logs value.
+	if vars.OtelLogs != "endpoint=https://otel.example.com/v1/logs" {
+		t.Fatalf("otel_logs %q is not the canonical value", vars.OtelLogs)
+	}
 	for name, arch := range map[string]string{"default": "arm64", "workers": "amd64"} {
 		ng := vars.NodeGroups[name]
 		want, err := userdata.RenderNode(userdata.Node{Cluster: "demo", NodeGroup: name, Bucket: "demo-state", Region: vars.Region,
