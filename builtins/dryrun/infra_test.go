@@ -17,6 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"podmin.dev/podmin/builtins"
+	"podmin.dev/podmin/builtins/deps"
+	"podmin.dev/podmin/builtins/deps/depstest"
 	"podmin.dev/podmin/builtins/dryrun"
 	"podmin.dev/podmin/builtins/infra"
 	"podmin.dev/podmin/builtins/infra/ec2test"
@@ -43,18 +45,6 @@ show) echo '{"resource_changes":[{"change":{"actions":["create"]}},{"change":{"a
 esac
 `
 
-type bootstrap struct{}
-
-func (bootstrap) Publish(context.Context, infra.Cluster, map[string]string) error { return nil }
-
-func (bootstrap) UserData(context.Context, infra.Cluster, infra.NodeGroup) (string, error) {
-	return "dXNlcg==", nil
-}
-
-func (bootstrap) JoolArchive(context.Context, infra.Cluster, string, string) (infra.JoolArchive, error) {
-	return infra.JoolArchive{Key: "dependencies/jool/j.tar.gz", SHA256: strings.Repeat("c", 64)}, nil
-}
-
 // TestAWSSetupDryRunPlansAndNeverApplies runs setup on an AWS context over
 // the recording boundaries: the checks and the plan are real (the plan
 // without the state lock), apply is recorded, and nothing is written.
@@ -80,8 +70,13 @@ func TestAWSSetupDryRunPlansAndNeverApplies(t *testing.T) {
 		t.Fatal(err)
 	}
 	ec2 := ec2test.NewIn(srv.Region).Client(t)
+	// The real node bootstrap, over the recorded upstream releases: the
+	// dependency step runs against the dry run's bucket overlay.
+	up := depstest.NewUpstream(t)
 	env.Infrastructure = func(_ context.Context, e *builtins.Env, c contexts.Context) (builtins.ClusterInfra, error) {
-		return &builtins.AWSInfra{Env: e, Context: c, EC2: ec2, Bootstrap: bootstrap{},
+		boot := &builtins.AWSBootstrap{Env: e, EC2: ec2, Client: up.Server.Client(), Resolver: up.Resolver(),
+			Mirror: depstest.MirrorImage, Check: depstest.CheckImage, ImageManifestURL: up.ImageManifestURL}
+		return &builtins.AWSInfra{Env: e, Context: c, EC2: ec2, Bootstrap: boot,
 			Runner: &infra.Runner{CacheDir: env.Dirs.Cache, Environ: []string{"PATH=" + os.Getenv("PATH"), "FAKE_TF_LOG=" + log},
 				LookupEnv: func(k string) (string, bool) { return tool, k == "PODMIN_TF_CMD" }}}, nil
 	}
@@ -112,14 +107,19 @@ func TestAWSSetupDryRunPlansAndNeverApplies(t *testing.T) {
 	}
 	changes := summary(rec.Changes(0, 0))
 	for _, want := range []string{"created secret /demo/_system/workload-ca-key", "created secret /demo/_system/cluster-ca",
-		"created object tfstate/podmin.auto.tfvars.json", "updated infrastructure cluster demo"} {
+		"created object tfstate/podmin.auto.tfvars.json", "updated infrastructure cluster demo",
+		"created object dependencies/manifest.json"} {
 		if !slices.Contains(changes, want) {
 			t.Errorf("the plan lacks %q: %v", want, changes)
 		}
 	}
-	// Nothing was written: no secret, no object, no module in the real cache.
+	// Nothing was written: no secret, no object, no module or dependency
+	// in the real cache.
 	if _, err := os.Stat(infra.ModuleDir(env.Dirs.Cache, "demo")); !os.IsNotExist(err) {
 		t.Errorf("the module was written to the real cache: %v", err)
+	}
+	if _, err := os.Stat(deps.CacheDir(env.Dirs.Cache)); !os.IsNotExist(err) {
+		t.Errorf("dependencies were downloaded into the real cache: %v", err)
 	}
 	b, err := s3store.New(ctx, s3store.Options{Bucket: "demo-state", Region: srv.Region})
 	if err != nil {

@@ -65,6 +65,7 @@ type Upstream struct {
 
 var placeholder = regexp.MustCompile(`\{\{(BASE|SHA256 [^}]+|SHA512 [^}]+|SIZE [^}]+)\}\}`)
 
+// NewUpstream starts the server; it stops when the test ends.
 func NewUpstream(t testing.TB) *Upstream {
 	u := &Upstream{}
 	u.Server = httptest.NewServer(http.HandlerFunc(u.serve))
@@ -188,7 +189,7 @@ func (u *Upstream) Downloaded() int {
 }
 
 // MirrorImage records the mirrored images in the bucket without a
-// registry; Check finds them again there.
+// registry; CheckImage finds them again there.
 func MirrorImage(ctx context.Context, store objstore.Store, img deps.Image) (deps.ImageEntry, error) {
 	body := []byte(`{"schemaVersion":2}`)
 	if _, err := store.Put(ctx, img.Path()+"/index.json", body); err != nil {
