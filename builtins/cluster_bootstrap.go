@@ -142,9 +142,11 @@ func (a *AWSBootstrap) bootstrap(ctx context.Context, cl infra.Cluster, amis map
 		Images:      deps.Images,
 		Mirror:      a.Mirror,
 		Check:       a.Check,
-		Cache:       &deps.Cache{Dir: deps.CacheDir(a.Env.Dirs.Cache), Client: client, Progress: a.Env.Progress},
-		Warn:        a.Env.Progress,
-		Progress:    a.Env.Progress,
+		Cache: &deps.Cache{Dir: deps.CacheDir(a.Env.Dirs.Cache), Client: client, Progress: a.Env.Progress,
+			Transfers: a.Env.Transfers},
+		Warn:      a.Env.Progress,
+		Progress:  a.Env.Progress,
+		Transfers: a.Env.Transfers,
 	}
 	if opts.Mirror == nil {
 		m := &deps.OCIMirror{Local: a.Env.imageStore().WithProgress(a.Env.Transfers, "mirror node images"), Remote: a.Env.remoteOptions()}

@@ -31,6 +31,8 @@ func TestAWSSetupPublishesNodeBootstrap(t *testing.T) {
 	ae := newAWSEnv(t)
 	ctx := t.Context()
 	up := depstest.NewUpstream(t)
+	sink := &recordingSink{}
+	ae.Transfers = sink
 	var boots []*AWSBootstrap
 	ae.bootstrap = func(e *Env) NodeBootstrap {
 		b := &AWSBootstrap{Env: e, EC2: ae.ec2.Client(t), Client: up.Server.Client(), Resolver: up.Resolver(),
@@ -53,6 +55,17 @@ func TestAWSSetupPublishesNodeBootstrap(t *testing.T) {
 		t.Fatalf("first publication %+v after %d downloads", first, up.Downloaded())
 	}
 	t.Logf("first setup: %d files uploaded, %d images, %d downloads", len(first.Uploaded), len(first.Images), up.Downloaded())
+	// Downloads and uploads report their bytes to the Env's transfers.
+	var moved = map[string]int64{}
+	for _, tr := range sink.transfers {
+		if !tr.ended || tr.err != nil || tr.done != tr.items {
+			t.Fatalf("transfers:\n%s", sink)
+		}
+		moved[tr.title] += tr.moved
+	}
+	if moved["download node dependencies"] == 0 || moved["upload node dependencies"] != moved["download node dependencies"] {
+		t.Fatalf("transfers:\n%s", sink)
+	}
 	m := first.Manifest
 	for _, key := range []string{"kubelet", "containerd", "podmin-agent", "fluent-bit", "libpq5"} {
 		for _, a := range []deps.Arch{"amd64", "arm64"} {
@@ -108,13 +121,16 @@ func TestAWSSetupPublishesNodeBootstrap(t *testing.T) {
 
 	// A second setup finds the manifest current: no download, no upload,
 	// no manifest write, and the same user data.
-	before := up.Downloaded()
+	before, transfers := up.Downloaded(), len(sink.transfers)
 	if _, err := ae.Setup(ctx, opts); err != nil {
 		t.Fatal(err)
 	}
 	second := boots[len(boots)-1].Published()
 	if len(boots) != 2 || second == nil || second.Written || len(second.Uploaded)+len(second.Images) != 0 || up.Downloaded() != before {
 		t.Fatalf("second publication %+v, %d downloads", second, up.Downloaded()-before)
+	}
+	if len(sink.transfers) != transfers {
+		t.Fatalf("the second setup transferred:\n%s", sink)
 	}
 	again, err := os.ReadFile(filepath.Join(infra.ModuleDir(ae.Dirs.Cache, "demo"), infra.VarsFile))
 	if err != nil {
