@@ -6,6 +6,9 @@ package dryrun_test
 
 import (
 	"context"
+	"fmt"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -132,4 +135,48 @@ func TestAWSSetupDryRunPlansAndNeverApplies(t *testing.T) {
 	if list, err := s.List(ctx, "demo", secrets.Filter{}); err != nil || len(list) != 0 {
 		t.Errorf("secrets %v (%v)", list, err)
 	}
+
+	// With the dependencies already fetched into the real cache, a dry
+	// run reuses them: nothing is downloaded and the real cache is left
+	// as it was.
+	if _, err := deps.Fetch(ctx, deps.FetchOptions{Arch: []string{"arm64"}, CacheDir: env.Dirs.Cache,
+		Resolver: up.Resolver(), Client: up.Server.Client()}); err != nil {
+		t.Fatal(err)
+	}
+	before, cached := up.Downloaded(), cacheFiles(t, deps.CacheDir(env.Dirs.Cache))
+	rec2, denv2, err := dryrun.New(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec2.Close()
+	if _, err := denv2.Setup(ctx, builtins.SetupOptions{VPCCIDR: "10.0.0.0/16", NodeGroup: []string{"default"}}); err != nil {
+		t.Fatal(err)
+	}
+	if up.Downloaded() != before {
+		t.Errorf("the dry run downloaded %d files the real cache holds", up.Downloaded()-before)
+	}
+	if after := cacheFiles(t, deps.CacheDir(env.Dirs.Cache)); !maps.Equal(after, cached) {
+		t.Errorf("the dry run changed the real dependency cache:\n%v\n%v", cached, after)
+	}
+}
+
+// cacheFiles lists a directory's files with their sizes and times.
+func cacheFiles(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		out[p] = fmt.Sprint(info.Size(), info.ModTime().UnixNano())
+		return nil
+	})
+	if err != nil || len(out) == 0 {
+		t.Fatalf("cache %s: %d files (%v)", dir, len(out), err)
+	}
+	return out
 }
