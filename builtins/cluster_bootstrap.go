@@ -79,7 +79,7 @@ func (a *AWSBootstrap) Publish(ctx context.Context, cl infra.Cluster, amis map[s
 	a.last = &res
 	a.mu.Unlock()
 	if n := len(res.Uploaded) + len(res.Images); n > 0 || res.Written {
-		a.Env.progress("published %d node dependencies into %s (manifest %s)", n, "dependencies/", res.ETag)
+		a.Env.progress("published %d node dependency files and images under dependencies/ and mirror/", n)
 	} else {
 		a.Env.progress("node dependencies are current: nothing to transfer")
 	}
