@@ -132,6 +132,9 @@ func (ae *awsEnv) toolCalls(t *testing.T) []string {
 
 func TestAWSSetupAndDestroy(t *testing.T) {
 	ae := newAWSEnv(t)
+	// The real node bootstrap; the recorded Jool builds are for amd64, so
+	// the NAT64 instances are amd64 too.
+	_, boots := ae.realBootstrap(t)
 	ctx := t.Context()
 	region := ae.CurrentContextOrFail(t).Region
 
@@ -151,7 +154,7 @@ func TestAWSSetupAndDestroy(t *testing.T) {
 
 	// A refused confirmation applies nothing and stores no secret.
 	refused := errors.New("refused")
-	_, err = ae.Setup(ctx, SetupOptions{VPCCIDR: "10.0.0.0/16", NAT64: "true", NodeGroup: []string{"default,zone=" + region + "a"},
+	_, err = ae.Setup(ctx, SetupOptions{VPCCIDR: "10.0.0.0/16", NAT64: "instance-type=m7i.large", NodeGroup: []string{"default,zone=" + region + "a"},
 		Confirm: func(p PlanSummary) error {
 			if p.Add != 2 || !strings.Contains(p.Text, "Plan: 40 to add") {
 				t.Errorf("plan shown %+v", p)
@@ -168,9 +171,12 @@ func TestAWSSetupAndDestroy(t *testing.T) {
 		t.Fatal("a secret was stored before the confirmation")
 	}
 
-	res, err := ae.Setup(ctx, SetupOptions{VPCCIDR: "10.0.0.0/16", NAT64: "true", NodeGroup: []string{"default", "workers,instance-type=m7i.large,zone=b"}})
+	res, err := ae.Setup(ctx, SetupOptions{VPCCIDR: "10.0.0.0/16", NAT64: "instance-type=m7i.large", NodeGroup: []string{"default", "workers,instance-type=m7i.large,zone=b"}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if p := (*boots)[len(*boots)-1].Published(); p == nil || p.Manifest.Dependencies["jool"]["amd64"].Path == "" {
+		t.Fatalf("the node dependencies were not published: %+v", p)
 	}
 	if !res.Applied || res.Cluster.NodeGroups[0].Zone != region+"a" || res.Cluster.NodeGroups[1].Arch != "amd64" {
 		t.Fatalf("setup %+v", res)

@@ -30,16 +30,9 @@ import (
 func TestAWSSetupPublishesNodeBootstrap(t *testing.T) {
 	ae := newAWSEnv(t)
 	ctx := t.Context()
-	up := depstest.NewUpstream(t)
+	up, boots := ae.realBootstrap(t)
 	sink := &recordingSink{}
 	ae.Transfers = sink
-	var boots []*AWSBootstrap
-	ae.bootstrap = func(e *Env) NodeBootstrap {
-		b := &AWSBootstrap{Env: e, EC2: ae.ec2.Client(t), Client: up.Server.Client(), Resolver: up.Resolver(),
-			Mirror: depstest.MirrorImage, Check: depstest.CheckImage, ImageManifestURL: up.ImageManifestURL}
-		boots = append(boots, b)
-		return b
-	}
 	opts := SetupOptions{VPCCIDR: "10.0.0.0/16", NAT64: "instance-type=m7i.large",
 		NodeGroup: []string{"default", "workers,instance-type=m7i.large,zone=b"},
 		OtelLogs:  "endpoint=https://otel.example.com/v1/logs,protocol=http,mtls=false"}
@@ -47,10 +40,10 @@ func TestAWSSetupPublishesNodeBootstrap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.Applied || len(boots) != 1 {
-		t.Fatalf("setup %+v with %d bootstraps", res, len(boots))
+	if !res.Applied || len(*boots) != 1 {
+		t.Fatalf("setup %+v with %d bootstraps", res, len(*boots))
 	}
-	first := boots[0].Published()
+	first := (*boots)[0].Published()
 	if first == nil || !first.Written || len(first.Uploaded) == 0 || len(first.Images) != 1 || up.Downloaded() == 0 {
 		t.Fatalf("first publication %+v after %d downloads", first, up.Downloaded())
 	}
@@ -125,8 +118,8 @@ func TestAWSSetupPublishesNodeBootstrap(t *testing.T) {
 	if _, err := ae.Setup(ctx, opts); err != nil {
 		t.Fatal(err)
 	}
-	second := boots[len(boots)-1].Published()
-	if len(boots) != 2 || second == nil || second.Written || len(second.Uploaded)+len(second.Images) != 0 || up.Downloaded() != before {
+	second := (*boots)[len(*boots)-1].Published()
+	if len(*boots) != 2 || second == nil || second.Written || len(second.Uploaded)+len(second.Images) != 0 || up.Downloaded() != before {
 		t.Fatalf("second publication %+v, %d downloads", second, up.Downloaded()-before)
 	}
 	if len(sink.transfers) != transfers {
@@ -143,6 +136,22 @@ func TestAWSSetupPublishesNodeBootstrap(t *testing.T) {
 	if vars2.NodeGroups["workers"].UserData != vars.NodeGroups["workers"].UserData {
 		t.Fatal("the user data changed without a dependency change")
 	}
+}
+
+// realBootstrap makes every AWS setup of ae use the real node bootstrap
+// over the recorded upstream releases; it returns the upstream and the
+// bootstraps made so far.
+func (ae *awsEnv) realBootstrap(t *testing.T) (*depstest.Upstream, *[]*AWSBootstrap) {
+	up := depstest.NewUpstream(t)
+	var boots []*AWSBootstrap
+	client := ae.ec2.Client(t)
+	ae.bootstrap = func(e *Env) NodeBootstrap {
+		b := &AWSBootstrap{Env: e, EC2: client, Client: up.Server.Client(), Resolver: up.Resolver(),
+			Mirror: depstest.MirrorImage, Check: depstest.CheckImage, ImageManifestURL: up.ImageManifestURL}
+		boots = append(boots, b)
+		return b
+	}
+	return up, &boots
 }
 
 func gunzipBase64(t *testing.T, s string) string {
