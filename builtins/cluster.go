@@ -87,6 +87,9 @@ func (e *Env) Setup(ctx context.Context, opts SetupOptions) (SetupResult, error)
 	if err != nil {
 		return SetupResult{}, err
 	}
+	if opts.AgentSource != "" {
+		opts.AgentSource = e.path(opts.AgentSource)
+	}
 	cl, err := parseSetup(opts, c)
 	if err != nil {
 		return SetupResult{}, err

@@ -21,8 +21,13 @@ import (
 
 // NodeBootstrap renders what the nodes boot with: each NodeGroup's
 // launch-template user data (base64) and, for NAT64, the mirrored Jool
-// archive of an architecture. The node bootstrap provides it.
+// archive of an architecture. The node bootstrap provides it
+// (AWSBootstrap).
 type NodeBootstrap interface {
+	// Publish publishes the nodes' dependencies for cl, whose
+	// architectures boot the pinned amis (architecture → AMI ID). It runs
+	// once, before UserData and JoolArchive.
+	Publish(ctx context.Context, cl infra.Cluster, amis map[string]string) error
 	UserData(ctx context.Context, cl infra.Cluster, ng infra.NodeGroup) (string, error)
 	JoolArchive(ctx context.Context, cl infra.Cluster, arch, ami string) (infra.JoolArchive, error)
 }
@@ -97,6 +102,9 @@ func (a *AWSInfra) Plan(ctx context.Context, cl infra.Cluster) (PlanSummary, err
 		UserData: map[string]string{}, JoolArchives: map[string]infra.JoolArchive{}}
 	if a.vpc.Reuse {
 		in.ExistingVPCID = a.vpc.ID
+	}
+	if err := a.Bootstrap.Publish(ctx, cl, a.amis); err != nil {
+		return PlanSummary{}, err
 	}
 	for _, ng := range cl.NodeGroups {
 		ud, err := a.Bootstrap.UserData(ctx, cl, ng)

@@ -53,6 +53,8 @@ esac
 
 type fakeBootstrap struct{}
 
+func (fakeBootstrap) Publish(context.Context, infra.Cluster, map[string]string) error { return nil }
+
 func (fakeBootstrap) UserData(_ context.Context, _ infra.Cluster, ng infra.NodeGroup) (string, error) {
 	return "dXNlci1kYXRh" + ng.Arch, nil
 }
@@ -67,6 +69,9 @@ type awsEnv struct {
 	ec2       *ec2test.FakeEC2
 	ssm       *secretstest.FakeSSM
 	log, seen string
+	// bootstrap returns the node bootstrap of an operation's Env; nil is
+	// fakeBootstrap.
+	bootstrap func(e *Env) NodeBootstrap
 }
 
 func newAWSEnv(t *testing.T) *awsEnv {
@@ -91,7 +96,11 @@ func newAWSEnv(t *testing.T) *awsEnv {
 	}
 	client := ae.ec2.Client(t)
 	ae.Infrastructure = func(_ context.Context, e *Env, c contexts.Context) (ClusterInfra, error) {
-		return &AWSInfra{Env: e, Context: c, EC2: client, Bootstrap: fakeBootstrap{},
+		var boot NodeBootstrap = fakeBootstrap{}
+		if ae.bootstrap != nil {
+			boot = ae.bootstrap(e)
+		}
+		return &AWSInfra{Env: e, Context: c, EC2: client, Bootstrap: boot,
 			Now: func() time.Time { return time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC) },
 			Runner: &infra.Runner{CacheDir: ae.Dirs.Cache, Environ: []string{"PATH=" + os.Getenv("PATH"), "FAKE_TF_LOG=" + ae.log, "FAKE_TF_SEEN=" + ae.seen},
 				LookupEnv: func(k string) (string, bool) { return bin, k == "PODMIN_TF_CMD" }}}, nil
@@ -123,6 +132,9 @@ func (ae *awsEnv) toolCalls(t *testing.T) []string {
 
 func TestAWSSetupAndDestroy(t *testing.T) {
 	ae := newAWSEnv(t)
+	// The real node bootstrap; the recorded Jool builds are for amd64, so
+	// the NAT64 instances are amd64 too.
+	_, boots := ae.realBootstrap(t)
 	ctx := t.Context()
 	region := ae.CurrentContextOrFail(t).Region
 
@@ -142,7 +154,7 @@ func TestAWSSetupAndDestroy(t *testing.T) {
 
 	// A refused confirmation applies nothing and stores no secret.
 	refused := errors.New("refused")
-	_, err = ae.Setup(ctx, SetupOptions{VPCCIDR: "10.0.0.0/16", NAT64: "true", NodeGroup: []string{"default,zone=" + region + "a"},
+	_, err = ae.Setup(ctx, SetupOptions{VPCCIDR: "10.0.0.0/16", NAT64: "instance-type=m7i.large", NodeGroup: []string{"default,zone=" + region + "a"},
 		Confirm: func(p PlanSummary) error {
 			if p.Add != 2 || !strings.Contains(p.Text, "Plan: 40 to add") {
 				t.Errorf("plan shown %+v", p)
@@ -159,9 +171,12 @@ func TestAWSSetupAndDestroy(t *testing.T) {
 		t.Fatal("a secret was stored before the confirmation")
 	}
 
-	res, err := ae.Setup(ctx, SetupOptions{VPCCIDR: "10.0.0.0/16", NAT64: "true", NodeGroup: []string{"default", "workers,instance-type=m7i.large,zone=b"}})
+	res, err := ae.Setup(ctx, SetupOptions{VPCCIDR: "10.0.0.0/16", NAT64: "instance-type=m7i.large", NodeGroup: []string{"default", "workers,instance-type=m7i.large,zone=b"}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if p := (*boots)[len(*boots)-1].Published(); p == nil || p.Manifest.Dependencies["jool"]["amd64"].Path == "" {
+		t.Fatalf("the node dependencies were not published: %+v", p)
 	}
 	if !res.Applied || res.Cluster.NodeGroups[0].Zone != region+"a" || res.Cluster.NodeGroups[1].Arch != "amd64" {
 		t.Fatalf("setup %+v", res)

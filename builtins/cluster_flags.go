@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -20,6 +19,7 @@ import (
 	"podmin.dev/podmin/internal/cloud"
 	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/ids"
+	"podmin.dev/podmin/internal/otellogs"
 )
 
 // SetupOptions are the inputs of setup; field names follow the flags
@@ -74,7 +74,6 @@ const (
 	typeRule  = "use an EC2 instance type such as t4g.small or c8g.large"
 	zoneRule  = "use a full availability zone name such as us-west-2b or one lowercase suffix letter such as b"
 	nat64Rule = "use --nat64 alone (t4g.nano) or --nat64=instance-type=TYPE"
-	otelRule  = "use endpoint=https://HOST/PATH[,protocol=http|grpc][,mtls=true|false][,ca=s3://BUCKET/KEY][,headers-secret=true|false]"
 )
 
 // parseSetup validates every flag value of setup for context c and returns
@@ -135,6 +134,7 @@ func parseSetup(opts SetupOptions, c contexts.Context) (infra.Cluster, error) {
 		if err := checkAgentSource(opts.AgentSource); err != nil {
 			return cl, err
 		}
+		cl.AgentSource = opts.AgentSource
 	}
 	return cl, nil
 }
@@ -268,54 +268,20 @@ func parseS3Object(s string) (infra.S3Object, error) {
 	return infra.S3Object{Bucket: b, Key: k}, nil
 }
 
-func parseOtelLogs(s string) (*infra.OtelLogs, error) {
-	o := &infra.OtelLogs{Protocol: "http"}
-	given := map[string]bool{}
-	for _, kv := range strings.Split(s, ",") {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || v == "" {
-			return nil, invalid("--otel-logs %q: %q is not KEY=VALUE: %s", s, kv, otelRule)
+// parseOtelLogs validates --otel-logs with the one parser the nodes share
+// (otellogs.Parse) and returns its canonical form.
+func parseOtelLogs(s string) (string, error) {
+	o, err := otellogs.Parse(s)
+	if err != nil {
+		msg := err.Error()
+		if m, ok := strings.CutPrefix(msg, "--otel-logs: "); ok {
+			msg = m
+		} else if m, ok := strings.CutPrefix(msg, "--otel-logs "); ok {
+			msg = m
 		}
-		if given[k] {
-			return nil, invalid("--otel-logs %q: %s is given twice: %s", s, k, otelRule)
-		}
-		given[k] = true
-		switch k {
-		case "endpoint":
-			u, err := url.Parse(v)
-			if err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil {
-				return nil, invalid("--otel-logs %q: endpoint %q is not an https URL with a host (TLS verification is mandatory): %s", s, v, otelRule)
-			}
-			o.Endpoint = v
-		case "protocol":
-			if v != "http" && v != "grpc" {
-				return nil, invalid("--otel-logs %q: protocol %q is not http or grpc: %s", s, v, otelRule)
-			}
-			o.Protocol = v
-		case "mtls", "headers-secret":
-			b, err := strconv.ParseBool(v)
-			if err != nil || (v != "true" && v != "false") {
-				return nil, invalid("--otel-logs %q: %s %q is not true or false: %s", s, k, v, otelRule)
-			}
-			if k == "mtls" {
-				o.MTLS = b
-			} else {
-				o.HeadersSecret = b
-			}
-		case "ca":
-			ca, err := parseS3Object(v)
-			if err != nil {
-				return nil, invalid("--otel-logs %q: ca %q %v", s, v, err)
-			}
-			o.CA = &ca
-		default:
-			return nil, invalid("--otel-logs %q: unknown setting %q: %s", s, k, otelRule)
-		}
+		return "", invalid("--otel-logs %q: %s", s, msg)
 	}
-	if o.Endpoint == "" {
-		return nil, invalid("--otel-logs %q: no endpoint given: %s", s, otelRule)
-	}
-	return o, nil
+	return o.String(), nil
 }
 
 // checkAgentSource requires a Podmin checkout: a directory whose go.mod

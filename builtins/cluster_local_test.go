@@ -88,7 +88,7 @@ func TestLocalSetupStoresSecretsAndPublishesConfig(t *testing.T) {
 	ce := newClusterEnv(t, true)
 	ctx := t.Context()
 	res, err := ce.Setup(ctx, SetupOptions{NodeGroup: []string{"default", "workers,size=2"},
-		WorkloadCAPublish: "s3://trust-bucket/ca.pem"})
+		WorkloadCAPublish: "s3://trust-bucket/ca.pem", OtelLogs: "mtls=true,endpoint=https://otel.example.com/v1/logs,protocol=http"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,8 @@ func TestLocalSetupStoresSecretsAndPublishesConfig(t *testing.T) {
 		t.Fatalf("cluster CA is not a self-signed CA with its matching key: %v", err)
 	}
 	cfg, ok := ce.config(t)
-	if !ok || cfg.ID != "demo" || len(cfg.NodeGroups) != 2 || cfg.NodeGroups[1].Size != 2 || cfg.WorkloadCAPublish.String() != "s3://trust-bucket/ca.pem" {
+	if !ok || cfg.ID != "demo" || len(cfg.NodeGroups) != 2 || cfg.NodeGroups[1].Size != 2 || cfg.WorkloadCAPublish.String() != "s3://trust-bucket/ca.pem" ||
+		cfg.OtelLogs != "endpoint=https://otel.example.com/v1/logs,mtls=true" {
 		t.Fatalf("published configuration %+v", cfg)
 	}
 	if len(res.LocalAgents) != 3 || !strings.Contains(res.LocalAgents[2].Command, "--nodegroup workers --ipv6-prefix 2001:db8:0:2:2::/80") ||
@@ -125,7 +126,7 @@ func TestLocalSetupStoresSecretsAndPublishesConfig(t *testing.T) {
 
 	// A second setup keeps both secrets (create-only) and the configuration.
 	res2, err := ce.Setup(ctx, SetupOptions{NodeGroup: []string{"default", "workers,size=2"},
-		WorkloadCAPublish: "s3://trust-bucket/ca.pem"})
+		WorkloadCAPublish: "s3://trust-bucket/ca.pem", OtelLogs: "endpoint=https://otel.example.com/v1/logs,mtls=true"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"sync"
 
 	"podmin.dev/podmin/internal/paths"
+	"podmin.dev/podmin/internal/progress"
 )
 
 // CacheDir returns the dependency cache beneath the Podmin cache
@@ -37,6 +38,9 @@ type Cache struct {
 	Concurrency int
 	// Progress receives one line per file; nil discards.
 	Progress func(msg string)
+	// Transfers shows the downloads' bytes (bars on a terminal); nil
+	// shows nothing.
+	Transfers progress.Sink
 }
 
 // Path returns where f lives in the cache.
@@ -67,11 +71,25 @@ func (c *Cache) Check(f File) (int64, bool) {
 // downloading it. A download whose bytes do not match the digest is
 // refused with ErrDigestMismatch and leaves nothing behind.
 func (c *Cache) Ensure(ctx context.Context, f File) (File, error) {
+	var tr progress.Transfer
+	out, err := c.ensure(ctx, f, func() progress.Transfer {
+		tr = progress.Or(c.Transfers).Begin("download "+path.Base(f.Path), f.Size)
+		return tr
+	})
+	if tr != nil {
+		tr.End(err)
+	}
+	return out, err
+}
+
+// ensure is Ensure reporting a download's bytes to the transfer begin
+// returns (only when a download is needed).
+func (c *Cache) ensure(ctx context.Context, f File, begin func() progress.Transfer) (File, error) {
 	if n, ok := c.Check(f); ok {
 		f.Size = n
 		return f, nil
 	}
-	n, err := c.download(ctx, f)
+	n, err := c.download(ctx, f, begin())
 	if err != nil {
 		return File{}, err
 	}
@@ -92,6 +110,13 @@ func (c *Cache) EnsureAll(ctx context.Context, files []File) ([]File, error) {
 	out := make([]File, len(files))
 	errs := make([]error, len(files))
 	sem := make(chan struct{}, n)
+	// One transfer for every download, begun by the first one needed.
+	var once sync.Once
+	var tr progress.Transfer
+	begin := func() progress.Transfer {
+		once.Do(func() { tr = progress.Or(c.Transfers).Begin("download node dependencies", 0) })
+		return tr
+	}
 	var wg sync.WaitGroup
 	for i, f := range files {
 		wg.Add(1)
@@ -104,13 +129,16 @@ func (c *Cache) EnsureAll(ctx context.Context, files []File) ([]File, error) {
 				return
 			}
 			defer func() { <-sem }()
-			out[i], errs[i] = c.Ensure(ctx, f)
+			out[i], errs[i] = c.ensure(ctx, f, begin)
 			if errs[i] != nil {
 				cancel()
 			}
 		}()
 	}
 	wg.Wait()
+	if tr != nil {
+		tr.End(errors.Join(errs...))
+	}
 	// Report the first real failure, not the cancellations it caused.
 	var first error
 	for _, err := range errs {
@@ -130,7 +158,7 @@ func (c *Cache) EnsureAll(ctx context.Context, files []File) ([]File, error) {
 // download streams f.URL into a temporary file beside its cache path,
 // hashing as it goes, and renames it into place only when the digest
 // matches.
-func (c *Cache) download(ctx context.Context, f File) (n int64, err error) {
+func (c *Cache) download(ctx context.Context, f File, tr progress.Transfer) (n int64, err error) {
 	h, err := newHash(f.Digest)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", f.Path, err)
@@ -165,7 +193,9 @@ func (c *Cache) download(ctx context.Context, f File) (n int64, err error) {
 			os.Remove(tmp.Name())
 		}
 	}()
-	n, err = io.Copy(io.MultiWriter(tmp, h), resp.Body)
+	it := tr.Item(path.Base(f.Path), f.Size)
+	n, err = io.Copy(io.MultiWriter(tmp, h), progress.Reader(it, resp.Body))
+	it.Done()
 	if err != nil {
 		return 0, fmt.Errorf("download %s: %w", f.URL, err)
 	}

@@ -10,10 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"sync"
 	"time"
 
 	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/progress"
 )
 
 // DigestMetadata is the user metadata key holding an uploaded file's
@@ -63,6 +65,9 @@ type PublishOptions struct {
 	Warn func(msg string)
 	// Progress receives one line per upload.
 	Progress func(msg string)
+	// Transfers shows the uploads' bytes (bars on a terminal); nil shows
+	// nothing. Downloads report to Cache.Transfers.
+	Transfers progress.Sink
 	// SkipRetention leaves older versions alone.
 	SkipRetention bool
 }
@@ -285,7 +290,7 @@ func withoutIdentity(f File) File {
 // bucket with bounded concurrency. Objects already uploaded with the same
 // digest (an earlier interrupted run) are not sent again. Sizes are
 // filled into pending in place.
-func upload(ctx context.Context, store objstore.Store, opts PublishOptions, pending []File) ([]string, error) {
+func upload(ctx context.Context, store objstore.Store, opts PublishOptions, pending []File) (_ []string, err error) {
 	if len(pending) == 0 {
 		return nil, nil
 	}
@@ -303,9 +308,16 @@ func upload(ctx context.Context, store objstore.Store, opts PublishOptions, pend
 	}
 	var mu sync.Mutex
 	var uploaded []string
+	var total int64
+	for _, f := range pending {
+		total += f.Size
+	}
+	tr := progress.Or(opts.Transfers).Begin("upload node dependencies", total)
+	defer func() { tr.End(err) }()
 	err = forEach(ctx, n, len(pending), func(ctx context.Context, i int) error {
 		f := pending[i]
 		if info, err := store.Head(ctx, f.Path); err == nil && info.Size == f.Size && info.Metadata[DigestMetadata] == f.Digest {
+			tr.Skip(f.Size)
 			return nil
 		}
 		file, err := os.Open(opts.Cache.Path(f))
@@ -317,7 +329,9 @@ func upload(ctx context.Context, store objstore.Store, opts PublishOptions, pend
 		if _, ok := store.(objstore.Streamer); ok {
 			po.Metadata = map[string]string{DigestMetadata: f.Digest}
 		}
-		if _, err := objstore.WriteObject(ctx, store, f.Path, file, f.Size, po); err != nil {
+		it := tr.Item(path.Base(f.Path), f.Size)
+		defer it.Done()
+		if _, err := objstore.WriteObject(ctx, store, f.Path, countingFile{File: file, it: it}, f.Size, po); err != nil {
 			return fmt.Errorf("upload %s: %w", f.Path, err)
 		}
 		if opts.Progress != nil {
@@ -362,4 +376,24 @@ func forEach(ctx context.Context, n, count int, fn func(ctx context.Context, i i
 		return ctx.Err()
 	}
 	return first
+}
+
+// countingFile reports the bytes read from a file to a progress item and
+// keeps the file's ReadAt and Seek, so streaming uploads still send
+// sections in parallel.
+type countingFile struct {
+	*os.File
+	it progress.Item
+}
+
+func (c countingFile) Read(p []byte) (int, error) {
+	n, err := c.File.Read(p)
+	c.it.Add(int64(n))
+	return n, err
+}
+
+func (c countingFile) ReadAt(p []byte, off int64) (int, error) {
+	n, err := c.File.ReadAt(p, off)
+	c.it.Add(int64(n))
+	return n, err
 }

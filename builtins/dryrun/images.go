@@ -35,7 +35,7 @@ type imageStore struct {
 func (r *Recorder) imageScratch(realCache string) (*imageStore, error) {
 	realImages := filepath.Join(realCache, "images")
 	parent := ""
-	if st, err := os.Stat(realImages); err == nil && st.IsDir() {
+	if isDir(realImages) || isDir(filepath.Join(realCache, "dependencies")) {
 		parent = realCache // same file system, so hard links work
 	}
 	dir, err := os.MkdirTemp(parent, ".podmin-dry-run-")
@@ -50,19 +50,34 @@ func (r *Recorder) imageScratch(realCache string) (*imageStore, error) {
 	r.scratch = dir
 	r.mu.Unlock()
 	s := &imageStore{seq: &r.seq, cache: dir, where: realImages}
-	if parent != "" {
-		if err := linkTree(realImages, filepath.Join(dir, "images")); err != nil {
+	if parent != "" && isDir(realImages) {
+		if err := linkTree(realImages, filepath.Join(dir, "images"), true); err != nil {
 			_ = r.Close()
 			return nil, fmt.Errorf("dry run copy of the local image store: %w", err)
+		}
+	}
+	// The verified dependency downloads are reused the same way (the
+	// cache too writes only by rename); a file that cannot be linked is
+	// left out, and the dry run downloads it into its scratch copy.
+	if realDeps := filepath.Join(realCache, "dependencies"); isDir(realDeps) {
+		if err := linkTree(realDeps, filepath.Join(dir, "dependencies"), false); err != nil {
+			_ = r.Close()
+			return nil, fmt.Errorf("dry run copy of the dependency cache: %w", err)
 		}
 	}
 	s.last = s.snapshot()
 	return s, nil
 }
 
+func isDir(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
+}
+
 // linkTree recreates src's directories below dst and hard-links its files,
-// copying a file when it cannot be linked.
-func linkTree(src, dst string) error {
+// copying a file that cannot be linked when copyUnlinkable is set and leaving it out
+// otherwise.
+func linkTree(src, dst string, copyUnlinkable bool) error {
 	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -78,7 +93,7 @@ func linkTree(src, dst string) error {
 		case !d.Type().IsRegular():
 			return nil
 		}
-		if err := os.Link(p, target); err == nil {
+		if err := os.Link(p, target); err == nil || !copyUnlinkable {
 			return nil
 		}
 		data, err := os.ReadFile(p)

@@ -6,6 +6,9 @@ package dryrun_test
 
 import (
 	"context"
+	"fmt"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +20,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"podmin.dev/podmin/builtins"
+	"podmin.dev/podmin/builtins/deps"
+	"podmin.dev/podmin/builtins/deps/depstest"
 	"podmin.dev/podmin/builtins/dryrun"
 	"podmin.dev/podmin/builtins/infra"
 	"podmin.dev/podmin/builtins/infra/ec2test"
@@ -43,16 +48,6 @@ show) echo '{"resource_changes":[{"change":{"actions":["create"]}},{"change":{"a
 esac
 `
 
-type bootstrap struct{}
-
-func (bootstrap) UserData(context.Context, infra.Cluster, infra.NodeGroup) (string, error) {
-	return "dXNlcg==", nil
-}
-
-func (bootstrap) JoolArchive(context.Context, infra.Cluster, string, string) (infra.JoolArchive, error) {
-	return infra.JoolArchive{Key: "dependencies/jool/j.tar.gz", SHA256: strings.Repeat("c", 64)}, nil
-}
-
 // TestAWSSetupDryRunPlansAndNeverApplies runs setup on an AWS context over
 // the recording boundaries: the checks and the plan are real (the plan
 // without the state lock), apply is recorded, and nothing is written.
@@ -78,8 +73,13 @@ func TestAWSSetupDryRunPlansAndNeverApplies(t *testing.T) {
 		t.Fatal(err)
 	}
 	ec2 := ec2test.NewIn(srv.Region).Client(t)
+	// The real node bootstrap, over the recorded upstream releases: the
+	// dependency step runs against the dry run's bucket overlay.
+	up := depstest.NewUpstream(t)
 	env.Infrastructure = func(_ context.Context, e *builtins.Env, c contexts.Context) (builtins.ClusterInfra, error) {
-		return &builtins.AWSInfra{Env: e, Context: c, EC2: ec2, Bootstrap: bootstrap{},
+		boot := &builtins.AWSBootstrap{Env: e, EC2: ec2, Client: up.Server.Client(), Resolver: up.Resolver(),
+			Mirror: depstest.MirrorImage, Check: depstest.CheckImage, ImageManifestURL: up.ImageManifestURL}
+		return &builtins.AWSInfra{Env: e, Context: c, EC2: ec2, Bootstrap: boot,
 			Runner: &infra.Runner{CacheDir: env.Dirs.Cache, Environ: []string{"PATH=" + os.Getenv("PATH"), "FAKE_TF_LOG=" + log},
 				LookupEnv: func(k string) (string, bool) { return tool, k == "PODMIN_TF_CMD" }}}, nil
 	}
@@ -110,14 +110,19 @@ func TestAWSSetupDryRunPlansAndNeverApplies(t *testing.T) {
 	}
 	changes := summary(rec.Changes(0, 0))
 	for _, want := range []string{"created secret /demo/_system/workload-ca-key", "created secret /demo/_system/cluster-ca",
-		"created object tfstate/podmin.auto.tfvars.json", "updated infrastructure cluster demo"} {
+		"created object tfstate/podmin.auto.tfvars.json", "updated infrastructure cluster demo",
+		"created object dependencies/manifest.json"} {
 		if !slices.Contains(changes, want) {
 			t.Errorf("the plan lacks %q: %v", want, changes)
 		}
 	}
-	// Nothing was written: no secret, no object, no module in the real cache.
+	// Nothing was written: no secret, no object, no module or dependency
+	// in the real cache.
 	if _, err := os.Stat(infra.ModuleDir(env.Dirs.Cache, "demo")); !os.IsNotExist(err) {
 		t.Errorf("the module was written to the real cache: %v", err)
+	}
+	if _, err := os.Stat(deps.CacheDir(env.Dirs.Cache)); !os.IsNotExist(err) {
+		t.Errorf("dependencies were downloaded into the real cache: %v", err)
 	}
 	b, err := s3store.New(ctx, s3store.Options{Bucket: "demo-state", Region: srv.Region})
 	if err != nil {
@@ -130,4 +135,48 @@ func TestAWSSetupDryRunPlansAndNeverApplies(t *testing.T) {
 	if list, err := s.List(ctx, "demo", secrets.Filter{}); err != nil || len(list) != 0 {
 		t.Errorf("secrets %v (%v)", list, err)
 	}
+
+	// With the dependencies already fetched into the real cache, a dry
+	// run reuses them: nothing is downloaded and the real cache is left
+	// as it was.
+	if _, err := deps.Fetch(ctx, deps.FetchOptions{Arch: []string{"arm64"}, CacheDir: env.Dirs.Cache,
+		Resolver: up.Resolver(), Client: up.Server.Client()}); err != nil {
+		t.Fatal(err)
+	}
+	before, cached := up.Downloaded(), cacheFiles(t, deps.CacheDir(env.Dirs.Cache))
+	rec2, denv2, err := dryrun.New(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec2.Close()
+	if _, err := denv2.Setup(ctx, builtins.SetupOptions{VPCCIDR: "10.0.0.0/16", NodeGroup: []string{"default"}}); err != nil {
+		t.Fatal(err)
+	}
+	if up.Downloaded() != before {
+		t.Errorf("the dry run downloaded %d files the real cache holds", up.Downloaded()-before)
+	}
+	if after := cacheFiles(t, deps.CacheDir(env.Dirs.Cache)); !maps.Equal(after, cached) {
+		t.Errorf("the dry run changed the real dependency cache:\n%v\n%v", cached, after)
+	}
+}
+
+// cacheFiles lists a directory's files with their sizes and times.
+func cacheFiles(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		out[p] = fmt.Sprint(info.Size(), info.ModTime().UnixNano())
+		return nil
+	})
+	if err != nil || len(out) == 0 {
+		t.Fatalf("cache %s: %d files (%v)", dir, len(out), err)
+	}
+	return out
 }

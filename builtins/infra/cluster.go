@@ -33,11 +33,15 @@ type Cluster struct {
 	// WorkloadCAPublish is the external s3://BUCKET/KEY copy of the
 	// workload CA bundle, when set.
 	WorkloadCAPublish *S3Object `json:"workload_ca_publish,omitempty"`
-	// OtelLogs configures container log export, when set.
-	OtelLogs *OtelLogs `json:"otel_logs,omitempty"`
+	// OtelLogs is the canonical --otel-logs value (otellogs.Options'
+	// String) the nodes export container logs with; empty disables it.
+	OtelLogs string `json:"otel_logs,omitempty"`
 	// NAT64Arch maps every NAT64 instance type to its architecture, as
 	// the provider API reports it.
 	NAT64Arch map[string]string `json:"nat64_arch,omitempty"`
+	// AgentSource is a local Podmin checkout the node agent is
+	// cross-compiled from (--agent-source); it is never published.
+	AgentSource string `json:"-"`
 }
 
 // NodeGroup is one Auto Scaling Group of identical VMs.
@@ -64,21 +68,6 @@ type S3Object struct {
 
 // String returns the s3:// form.
 func (o S3Object) String() string { return "s3://" + o.Bucket + "/" + o.Key }
-
-// OtelLogs configures the Fluent Bit OTLP exporter on every node.
-type OtelLogs struct {
-	// Endpoint is the exact https signal URL (HTTP) or https host:port
-	// URL (gRPC).
-	Endpoint string `json:"endpoint"`
-	// Protocol is http (OTLP/HTTP protobuf) or grpc.
-	Protocol string `json:"protocol"`
-	// MTLS makes the agent issue Fluent Bit a client certificate.
-	MTLS bool `json:"mtls,omitempty"`
-	// CA is an exact S3 object holding the server CA bundle, when set.
-	CA *S3Object `json:"ca,omitempty"`
-	// HeadersSecret enables the otel-logs-headers system secret.
-	HeadersSecret bool `json:"headers_secret,omitempty"`
-}
 
 // Architectures returns the sorted set of architectures the NodeGroups
 // use.

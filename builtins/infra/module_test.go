@@ -336,8 +336,36 @@ func TestNAT64UserDataIsValidBash(t *testing.T) {
 	if err := os.WriteFile(script, []byte(out.AsString()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.AsString(), "WORKLOAD_CIDRS=('2600:1f14:abc:de1e::/64' '2600:1f14:abc:deac::/64' )") {
-		t.Errorf("workload CIDRs rendered as:\n%s", out.AsString())
+	s := out.AsString()
+	for _, want := range []string{
+		"workload_subnets=('2600:1f14:abc:de1e::/64' '2600:1f14:abc:deac::/64' )",
+		"jool_sha256='value-of-jool_sha256'",
+		`echo "${jool_sha256}  ${archive}" | sha256sum --check --strict --quiet || die "digest mismatch for $jool_object"`,
+		`jool instance display 2>/dev/null | grep -qw podmin || jool instance add podmin --netfilter --pool6 "$pool6"`,
+		"ip6 daddr ${pool6} ip6 saddr != @workload drop",
+		"ip6 daddr @nonglobal drop",
+		`aws ec2 create-tags --region "$region" --resources "$stable_eni" --tags "Key=podmin:nat64-generation,Value=${generation}"`,
+		"trap finish EXIT",
+	} {
+		if !strings.Contains(s, want+"\n") {
+			t.Errorf("missing line: %s", want)
+		}
+	}
+	// Instance metadata (169.254.0.0/16) is never a translation target.
+	if !strings.Contains(s, "64:ff9b::a9fe:0/112") {
+		t.Error("link-local IPv4 is not rejected")
+	}
+	// SSM Agent first; everything slow and every check before the stable
+	// ENI moves; a real translated request before the lifecycle hook.
+	last := -1
+	for _, o := range []string{`dpkg -i "$ssm_deb"`, `sha256sum --check`, `modprobe jool`, `nft list chain inet podmin_nat64 prerouting`,
+		`aws ec2 create-tags`, `aws ec2 detach-network-interface --region "$region" --attachment-id "$old_attachment"`,
+		`aws ec2 attach-network-interface`, `ip netns exec`, `--lifecycle-action-result CONTINUE`} {
+		i := strings.Index(s, o)
+		if i < 0 || i < last {
+			t.Fatalf("%q is missing or out of order", o)
+		}
+		last = i
 	}
 	if b, err := exec.Command(bash, "-n", script).CombinedOutput(); err != nil {
 		t.Fatalf("bash -n: %v\n%s", err, b)

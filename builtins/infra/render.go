@@ -78,7 +78,10 @@ type Vars struct {
 	NodeGroups        map[string]NodeGroupVar `json:"nodegroups"`
 	NAT64             map[string]NAT64Var     `json:"nat64"`
 	WorkloadCAPublish *S3ObjectVar            `json:"workload_ca_publish"`
-	JoolArchives      map[string]JoolArchive  `json:"jool_archives"`
+	// OtelLogs is the canonical --otel-logs value; empty disables log
+	// export.
+	OtelLogs     string                 `json:"otel_logs"`
+	JoolArchives map[string]JoolArchive `json:"jool_archives"`
 }
 
 // NodeGroupVar is one entry of the nodegroups variable.
@@ -263,6 +266,7 @@ func BuildVars(c Cluster, in Inputs) (Vars, error) {
 		}
 		v.AMIs[a] = ami
 	}
+	v.OtelLogs = c.OtelLogs
 	if c.WorkloadCAPublish != nil {
 		v.WorkloadCAPublish = &S3ObjectVar{Bucket: c.WorkloadCAPublish.Bucket, Key: c.WorkloadCAPublish.Key}
 	}

@@ -57,6 +57,7 @@ func renderCases() []renderCase {
 	w.DiskSize, w.NAT64 = 100, "t4g.small"
 	dedicated.NodeGroups = []NodeGroup{ng("default", "us-west-2a", "arm64", "t4g.small", 1), w}
 	dedicated.WorkloadCAPublish = &S3Object{Bucket: "trust-bucket", Key: "podmin/ca.pem"}
+	dedicated.OtelLogs = "endpoint=https://otel.example.com/v1/logs,mtls=true,ca=s3://trust-bucket/otel/ca.pem"
 
 	twoArch := base
 	twoArch.NodeGroups = []NodeGroup{ng("arm", "us-west-2a", "arm64", "c8g.large", 2), ng("intel", "us-west-2a", "amd64", "m7i.large", 2)}

@@ -23,6 +23,9 @@ import (
 	"podmin.dev/podmin/internal/objstore/local"
 )
 
+// testKernel is the NAT64 AMI's kernel the Jool modules are built for.
+const testKernel = "6.12.41+deb13-cloud-amd64"
+
 func TestBootstrapPublishesOnceAndRendersFromTheManifest(t *testing.T) {
 	ctx := context.Background()
 	cache := &deps.Cache{Dir: t.TempDir()}

@@ -2,8 +2,10 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Package userdata renders the instance bootstrap scripts: aws.sh for
-// NodeGroup VMs and nat64.sh for NAT64 instances. The shell is fixed and
+// Package userdata renders the NodeGroup VMs' bootstrap script, aws.sh,
+// and gives NAT64 instances their verified Jool archive (the NAT64 script
+// itself is part of the infrastructure module, which knows the stable ENI
+// and the workload subnets it serves). The shell is fixed and
 // idempotent; the renderer only fills in validated values and the compact
 // dependency rows, strips comments and blank lines, gzips deterministically
 // and encodes the bytes once in base64 as launch templates require.

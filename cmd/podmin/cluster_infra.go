@@ -19,7 +19,8 @@ import (
 )
 
 // clusterInfrastructure opens the AWS infrastructure of a context: the EC2
-// client for the checks and the OpenTofu/Terraform runner, whose output
+// client for the checks, the node bootstrap (dependencies and user data)
+// and the OpenTofu/Terraform runner, whose output
 // streams to stderr (stdout stays the result, e.g. -o json).
 func clusterInfrastructure(stderr io.Writer, lookupEnv func(string) (string, bool)) func(context.Context, *builtins.Env, contexts.Context) (builtins.ClusterInfra, error) {
 	return func(ctx context.Context, env *builtins.Env, c contexts.Context) (builtins.ClusterInfra, error) {
@@ -34,10 +35,14 @@ func clusterInfrastructure(stderr io.Writer, lookupEnv func(string) (string, boo
 		if err != nil {
 			return nil, fmt.Errorf("load the AWS configuration (profile %q): %w", c.Profile, err)
 		}
+		client := ec2.NewFromConfig(cfg)
 		return &builtins.AWSInfra{
 			Env:     env,
 			Context: c,
-			EC2:     ec2.NewFromConfig(cfg),
+			EC2:     client,
+			// The node bootstrap publishes the dependencies through env,
+			// so a dry run publishes only into its overlay.
+			Bootstrap: &builtins.AWSBootstrap{Env: env, EC2: client},
 			Runner: &infra.Runner{
 				Bucket: c.Bucket, Region: c.Region, Profile: c.Profile,
 				CacheDir:  env.Dirs.Cache,

@@ -9,6 +9,10 @@ data "aws_partition" "current" {}
 locals {
   bucket_arn     = "arn:${data.aws_partition.current.partition}:s3:::${var.bucket}"
   parameters_arn = "arn:${data.aws_partition.current.partition}:ssm:${var.region}:${data.aws_caller_identity.current.account_id}:parameter/${var.cluster}/*"
+  # The exact S3 object of the log exporter's server CA bundle ([bucket,
+  # key]), or null; the canonical --otel-logs value never holds a comma
+  # inside a setting.
+  otel_logs_ca = try(regex("(?:^|,)ca=s3://([^/,]+)/([^,]+)", var.otel_logs), null)
 }
 
 data "aws_iam_policy_document" "assume_ec2" {
@@ -66,6 +70,14 @@ data "aws_iam_policy_document" "node" {
       resources = ["arn:${data.aws_partition.current.partition}:s3:::${statement.value.bucket}/${statement.value.key}"]
     }
   }
+  dynamic "statement" {
+    for_each = local.otel_logs_ca == null ? [] : [local.otel_logs_ca]
+    content {
+      sid       = "OtelLogsCA"
+      actions   = ["s3:GetObject"]
+      resources = ["arn:${data.aws_partition.current.partition}:s3:::${statement.value[0]}/${statement.value[1]}"]
+    }
+  }
 }
 
 resource "aws_iam_role_policy" "node" {
@@ -103,6 +115,21 @@ data "aws_iam_policy_document" "nat64" {
       test     = "StringEquals"
       variable = "aws:ResourceTag/podmin:cluster"
       values   = [var.cluster]
+    }
+  }
+  statement {
+    sid       = "StableENIGeneration"
+    actions   = ["ec2:CreateTags"]
+    resources = ["*"]
+    condition {
+      test     = "StringEquals"
+      variable = "aws:ResourceTag/podmin:cluster"
+      values   = [var.cluster]
+    }
+    condition {
+      test     = "ForAllValues:StringEquals"
+      variable = "aws:TagKeys"
+      values   = ["podmin:nat64-generation"]
     }
   }
   statement {

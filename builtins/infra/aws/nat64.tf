@@ -115,6 +115,7 @@ resource "aws_launch_template" "nat64" {
     http_tokens                 = "required"
     http_protocol_ipv6          = "enabled"
     http_put_response_hop_limit = 1
+    instance_metadata_tags      = "enabled"
   }
 
   network_interfaces {

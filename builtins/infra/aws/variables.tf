@@ -78,6 +78,12 @@ variable "agent_leader_port" {
   default     = 8081
 }
 
+variable "otel_logs" {
+  description = "The canonical --otel-logs value the node agents read from this file; empty disables container log export."
+  type        = string
+  default     = ""
+}
+
 variable "workload_ca_publish" {
   description = "The exact external S3 object of the workload CA bundle, or null."
   type = object({

@@ -165,11 +165,11 @@ func (f *FakeEC2) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		body = "<instanceTypeOfferingSet>" + b.String() + "</instanceTypeOfferingSet>"
 	case "DescribeImages":
-		owners := listParam(q, "Owner")
+		owners, ids := listParam(q, "Owner"), listParam(q, "ImageId")
 		filters := filterParams(q)
 		var b strings.Builder
 		for _, img := range f.Images {
-			if len(owners) > 0 && !contains(owners, img.Owner) || !globAny(filters["name"], img.Name) ||
+			if len(owners) > 0 && !contains(owners, img.Owner) || len(ids) > 0 && !contains(ids, img.ID) || !globAny(filters["name"], img.Name) ||
 				len(filters["architecture"]) > 0 && !contains(filters["architecture"], img.Arch) {
 				continue
 			}

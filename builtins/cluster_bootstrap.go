@@ -1,0 +1,200 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package builtins
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
+	"podmin.dev/podmin/builtins/deps"
+	"podmin.dev/podmin/builtins/infra"
+	"podmin.dev/podmin/builtins/userdata"
+	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/version"
+)
+
+// AWSBootstrap is the node bootstrap of an AWS cluster: Publish runs
+// setup's dependency step once (userdata.Bootstrap over deps.Publish, into
+// the cluster bucket the Env opens, so a dry run publishes only into its
+// overlay), and UserData and JoolArchive are then rendered from the one
+// published manifest.
+type AWSBootstrap struct {
+	// Env is the operation's Env (a dry run's own): it opens the bucket,
+	// holds the caches and receives progress.
+	Env *Env
+	// EC2 names the pinned AMIs, whose Debian image manifests give the
+	// NAT64 kernels.
+	EC2 infra.EC2API
+	// Resolver asks the upstream release APIs; nil asks the real ones for
+	// the agent matching this CLI's version.
+	Resolver *deps.Resolver
+	// Client downloads dependency files into the cache; nil uses the
+	// Env's Transport, else http.DefaultClient.
+	Client *http.Client
+	// Mirror and Check publish the image dependencies; nil uses
+	// deps.OCIMirror over the Env's local image store and registries.
+	Mirror func(ctx context.Context, store objstore.Store, img deps.Image) (deps.ImageEntry, error)
+	Check  func(ctx context.Context, store objstore.Store, img deps.Image, e deps.ImageEntry) error
+	// ImageManifestURL maps an official Debian AMI name to its versioned
+	// image manifest; nil is userdata.DebianImageManifestURL.
+	ImageManifestURL func(amiName string) (string, error)
+
+	mu   sync.Mutex
+	b    *userdata.Bootstrap
+	last *deps.PublishResult
+}
+
+var _ NodeBootstrap = (*AWSBootstrap)(nil)
+
+// Published returns the result of the dependency step, or nil before it
+// ran.
+func (a *AWSBootstrap) Published() *deps.PublishResult {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.last
+}
+
+// Publish implements NodeBootstrap: it publishes the complete dependency
+// set for every architecture of cl (a matching manifest transfers
+// nothing).
+func (a *AWSBootstrap) Publish(ctx context.Context, cl infra.Cluster, amis map[string]string) error {
+	b, err := a.bootstrap(ctx, cl, amis)
+	if err != nil {
+		return err
+	}
+	res, err := b.Publish(ctx)
+	if err != nil {
+		return fmt.Errorf("publish the node dependencies: %w", err)
+	}
+	a.mu.Lock()
+	a.last = &res
+	a.mu.Unlock()
+	if n := len(res.Uploaded) + len(res.Images); n > 0 || res.Written {
+		a.Env.progress("published %d node dependency files and images under dependencies/ and mirror/", n)
+	} else {
+		a.Env.progress("node dependencies are current: nothing to transfer")
+	}
+	return nil
+}
+
+// UserData implements NodeBootstrap.
+func (a *AWSBootstrap) UserData(ctx context.Context, _ infra.Cluster, ng infra.NodeGroup) (string, error) {
+	b, err := a.published()
+	if err != nil {
+		return "", err
+	}
+	return b.NodeUserData(ctx, ng.Name, deps.Arch(ng.Arch))
+}
+
+// JoolArchive implements NodeBootstrap.
+func (a *AWSBootstrap) JoolArchive(ctx context.Context, _ infra.Cluster, arch, _ string) (infra.JoolArchive, error) {
+	b, err := a.published()
+	if err != nil {
+		return infra.JoolArchive{}, err
+	}
+	key, sum, err := b.JoolArchive(ctx, deps.Arch(arch))
+	if err != nil {
+		return infra.JoolArchive{}, err
+	}
+	return infra.JoolArchive{Key: key, SHA256: sum}, nil
+}
+
+func (a *AWSBootstrap) published() (*userdata.Bootstrap, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.b == nil || a.last == nil {
+		return nil, errors.New("the node dependencies were not published (a Podmin bug: Publish runs first)")
+	}
+	return a.b, nil
+}
+
+// bootstrap builds the userdata.Bootstrap for cl once.
+func (a *AWSBootstrap) bootstrap(ctx context.Context, cl infra.Cluster, amis map[string]string) (*userdata.Bootstrap, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.b != nil {
+		return a.b, nil
+	}
+	_, store, err := a.Env.openCluster(ctx)
+	if err != nil {
+		return nil, err
+	}
+	client := a.Client
+	if client == nil && a.Env.Transport != nil {
+		client = &http.Client{Transport: a.Env.Transport}
+	}
+	res := a.Resolver
+	if res == nil {
+		res = &deps.Resolver{Client: client, AgentVersion: version.Version}
+	}
+	opts := deps.PublishOptions{
+		Resolver:    res,
+		AgentSource: cl.AgentSource,
+		Images:      deps.Images,
+		Mirror:      a.Mirror,
+		Check:       a.Check,
+		Cache: &deps.Cache{Dir: deps.CacheDir(a.Env.Dirs.Cache), Client: client, Progress: a.Env.Progress,
+			Transfers: a.Env.Transfers},
+		Warn:      a.Env.Progress,
+		Progress:  a.Env.Progress,
+		Transfers: a.Env.Transfers,
+	}
+	if opts.Mirror == nil {
+		m := &deps.OCIMirror{Local: a.Env.imageStore().WithProgress(a.Env.Transfers, "mirror node images"), Remote: a.Env.remoteOptions()}
+		opts.Mirror, opts.Check = m.Mirror, m.Check
+	}
+	if cl.OtelLogs != "" {
+		opts.Features = append(opts.Features, deps.OTelLogs)
+	}
+	for _, s := range cl.Architectures() {
+		opts.Archs = append(opts.Archs, deps.Arch(s))
+	}
+	for _, s := range cl.NAT64Arch {
+		if arch := deps.Arch(s); !slices.Contains(opts.NAT64Archs, arch) {
+			opts.NAT64Archs = append(opts.NAT64Archs, arch)
+		}
+		if arch := deps.Arch(s); !slices.Contains(opts.Archs, arch) {
+			opts.Archs = append(opts.Archs, arch)
+		}
+	}
+	slices.Sort(opts.Archs)
+	slices.Sort(opts.NAT64Archs)
+	a.b = &userdata.Bootstrap{Store: store, Cluster: cl.ID, Bucket: cl.Bucket, Region: cl.Region, Options: opts,
+		Kernel: func(ctx context.Context, arch deps.Arch) (string, error) {
+			return a.kernel(ctx, res, amis[string(arch)])
+		}}
+	return a.b, nil
+}
+
+// kernel reads the pinned AMI's name from EC2 and the exact initial kernel
+// from Debian's versioned image manifest of that build.
+func (a *AWSBootstrap) kernel(ctx context.Context, r *deps.Resolver, ami string) (string, error) {
+	if ami == "" {
+		return "", errors.New("no AMI is pinned for this architecture")
+	}
+	out, err := a.EC2.DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: []string{ami}})
+	if err != nil {
+		return "", fmt.Errorf("describe AMI %s: %w", ami, err)
+	}
+	if len(out.Images) != 1 {
+		return "", fmt.Errorf("AMI %s: EC2 returned %d images", ami, len(out.Images))
+	}
+	manifestURL := a.ImageManifestURL
+	if manifestURL == nil {
+		manifestURL = userdata.DebianImageManifestURL
+	}
+	url, err := manifestURL(aws.ToString(out.Images[0].Name))
+	if err != nil {
+		return "", err
+	}
+	return r.ImageKernel(ctx, url)
+}
