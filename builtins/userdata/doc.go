@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Package userdata renders the NodeGroup VMs' bootstrap script, aws.sh,
+// Package userdata renders the NodeGroup VMs' bootstrap script, aws.sh (the template aws.sh.tmpl),
 // and gives NAT64 instances their verified Jool archive (the NAT64 script
 // itself is part of the infrastructure module, which knows the stable ENI
 // and the workload subnets it serves). The shell is fixed and

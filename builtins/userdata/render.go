@@ -18,7 +18,7 @@ import (
 	"podmin.dev/podmin/builtins/deps"
 )
 
-//go:embed aws.sh
+//go:embed aws.sh.tmpl
 var awsScript string
 
 // MaxUserData is the provider's limit on user-data (AWS: 16 KiB), checked
