@@ -152,7 +152,23 @@ func (e *Env) publishClusterConfig(ctx context.Context, c contexts.Context, data
 	case err != nil && !errors.Is(err, objstore.ErrNotFound):
 		return false, fmt.Errorf("read the cluster configuration %s: %w", state.TFVarsPath, err)
 	}
-	if _, err := b.Put(ctx, state.TFVarsPath, data); err != nil {
+	if err == nil {
+		// Another cluster's configuration in a shared bucket is never
+		// replaced: only its own cluster ID proves it is ours to change.
+		var owner struct {
+			Cluster string `json:"cluster"`
+		}
+		if jerr := json.Unmarshal(cur.Data, &owner); jerr != nil || owner.Cluster != c.Cluster {
+			return false, fmt.Errorf("%w: %s in bucket %s belongs to cluster %q, not %q: nothing was changed; use a bucket of its own for this cluster", ErrNotOwned, state.TFVarsPath, c.Bucket, owner.Cluster, c.Cluster)
+		}
+		_, err = b.PutIfMatch(ctx, state.TFVarsPath, data, cur.ETag)
+	} else {
+		_, err = b.PutIfAbsent(ctx, state.TFVarsPath, data)
+	}
+	if errors.Is(err, objstore.ErrPrecondition) || errors.Is(err, objstore.ErrNotFound) {
+		return false, fmt.Errorf("publish the cluster configuration %s in bucket %s: it changed while setup ran: run setup again: %w", state.TFVarsPath, c.Bucket, err)
+	}
+	if err != nil {
 		return false, fmt.Errorf("publish the cluster configuration %s in bucket %s: %w", state.TFVarsPath, c.Bucket, err)
 	}
 	e.progress("published the cluster configuration at %s", state.TFVarsPath)

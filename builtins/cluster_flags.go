@@ -311,3 +311,36 @@ func checkAgentSource(dir string) error {
 	}
 	return invalid("--agent-source %q: go.mod declares no module: %s", dir, rule)
 }
+
+// CheckSetupSyntax checks what setup's values must satisfy on every
+// provider — NodeGroup names, NAME[,KEY=VALUE…] shape, --nat64,
+// --workload-ca-publish and --otel-logs — without a context, so that a
+// command can refuse bad usage before it reads any context or network.
+// Provider-specific rules are checked again by setup itself.
+func CheckSetupSyntax(opts SetupOptions) error {
+	for _, raw := range opts.NodeGroup {
+		parts := strings.Split(raw, ",")
+		if err := ids.ValidateNodeGroup(parts[0]); err != nil {
+			return invalid("--nodegroup %q: %v", raw, err)
+		}
+		for _, kv := range parts[1:] {
+			if k, v, ok := strings.Cut(kv, "="); !ok || k == "" || v == "" {
+				return invalid("--nodegroup %q: %q is not KEY=VALUE: use NAME[,size=N,disk-size=GIB,instance-type=TYPE,zone=ZONE,nat64=TYPE]", raw, kv)
+			}
+		}
+	}
+	if _, err := parseNAT64(opts.NAT64); err != nil {
+		return err
+	}
+	if opts.WorkloadCAPublish != "" {
+		if _, err := parseS3Object(opts.WorkloadCAPublish); err != nil {
+			return err
+		}
+	}
+	if opts.OtelLogs != "" {
+		if _, err := parseOtelLogs(opts.OtelLogs); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -309,6 +309,14 @@ func TestTeardownRefusesAnotherClustersState(t *testing.T) {
 	if _, err := ce.bucket.Head(ctx, state.TFVarsPath); err != nil {
 		t.Fatalf("the foreign configuration was deleted: %v", err)
 	}
+	// Setup never replaces another cluster's configuration either.
+	if _, err := ce.Setup(ctx, SetupOptions{NodeGroup: []string{"default"}}); !errors.Is(err, ErrNotOwned) ||
+		!strings.Contains(err.Error(), `belongs to cluster "prod", not "demo"`) {
+		t.Fatalf("setup over a foreign configuration: %v", err)
+	}
+	if obj, err := ce.bucket.Get(ctx, state.TFVarsPath, objstore.GetOptions{}); err != nil || !strings.Contains(string(obj.Data), `"cluster":"prod"`) {
+		t.Fatalf("setup replaced the foreign configuration: %s %v", obj.Data, err)
+	}
 }
 
 // failingSecrets fails Destroy while fail is set.

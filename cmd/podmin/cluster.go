@@ -79,7 +79,14 @@ every node of every NodeGroup; only size= applies there.`,
   podmin setup --vpc-cidr 10.0.0.0/16 --nodegroup default,instance-type=c8g.large -y -o json
   podmin setup --nodegroup default,size=2
   podmin setup --nodegroup default --nodegroup workers,size=3 -y -o json`,
-		Args: cobra.NoArgs,
+		// Args runs before any context is read: values every provider
+		// rejects are usage errors (exit 2).
+		Args: func(cmd *cobra.Command, args []string) error {
+			if err := cobra.NoArgs(cmd, args); err != nil {
+				return err
+			}
+			return builtins.CheckSetupSyntax(opts)
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(out); err != nil {
 				return err

@@ -156,6 +156,8 @@ func TestExitCodeContract(t *testing.T) {
 		{fresh, exitUsage, `unknown secrets provider "vault"`, []string{"secret", "list", "--provider", "vault"}},
 		{fresh, exitUsage, `"a/b" is not a safe key`, []string{"secret", "destroy", "a/b", "--for", "web", "-y"}},
 		{fresh, exitUsage, "unknown flag: --node-group", []string{"setup", "--node-group", "web", "-y"}},
+		{fresh, exitUsage, `--nodegroup "Bad_Group"`, []string{"setup", "--nodegroup", "Bad_Group", "-y"}},
+		{fresh, exitUsage, `"size" is not KEY=VALUE`, []string{"setup", "--nodegroup", "web,size", "-y"}},
 		{fresh, exitUsage, `unknown command "demo" for "podmin teardown"`, []string{"teardown", "demo", "-y"}},
 		{fresh, exitUsage, `unknown output format "xml"`, []string{"destroy", "-y", "-o", "xml"}},
 		{c, exitUsage, "is a directory: pass a recipe file", []string{"run", c.root}},
