@@ -313,6 +313,16 @@ func TestAWSTeardownNeedsProofOfTheState(t *testing.T) {
 		t.Fatalf("OpenTofu/Terraform ran without proof: %v", calls)
 	}
 
+	// Setup never takes over another cluster's state either.
+	if _, err := ae.Setup(ctx, SetupOptions{VPCCIDR: "10.0.0.0/16", NodeGroup: []string{"default"}}); !errors.Is(err, ErrNotOwned) {
+		t.Fatalf("setup over another cluster's variables: %v", err)
+	}
+	for _, k := range []string{state.TFVarsPath} {
+		if err := b.Delete(ctx, k, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	// With proof, teardown plans the destroy, checks the VPC tag and applies;
 	// secrets, bucket and context stay.
 	if _, err := ae.Setup(ctx, SetupOptions{VPCCIDR: "10.0.0.0/16", NodeGroup: []string{"default"}}); err != nil {
