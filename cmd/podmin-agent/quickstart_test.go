@@ -34,19 +34,29 @@ func TestQuickstartScript(t *testing.T) {
 		t.Fatal(err)
 	}
 	script, _ := filepath.Abs(filepath.Join("..", "..", "scripts", "quickstart.sh"))
-	cmd := exec.Command("bash", script, filepath.Join(bin, "podmin"))
-	cmd.Env = append(os.Environ(), "PODMIN_QUICKSTART_DIR="+work)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("quickstart: %v\n%s", err, out)
-	}
-	for _, want := range []string{"PODMIN_AGENT_ONCE=1 podmin-agent", "one reconcile pass done", "etc/podmin/manifests/web.yaml",
-		"kind: Pod", "podmin.dev/revision:", "quick start finished"} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("quick start output lacks %q:\n%s", want, out)
+	// Twice in the same directory: the second run reuses what the first
+	// left and still shows a reconciled file and an update.
+	for run := 1; run <= 2; run++ {
+		cmd := exec.Command("bash", script, filepath.Join(bin, "podmin"))
+		cmd.Env = append(os.Environ(), "PODMIN_QUICKSTART_DIR="+work)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("quickstart run %d: %v\n%s", run, err, out)
+		}
+		for _, want := range []string{"PODMIN_AGENT_ONCE=1 podmin-agent", "one reconcile pass done", "etc/podmin/manifests/web.yaml",
+			"kind: Pod", "podmin.dev/revision:", "podmin.dev/identity-revision:", "tls.crt",
+			"-  - image: registry.podmin.internal/apps/hello:v1", "+  - image: registry.podmin.internal/apps/hello:v2",
+			"quick start finished"} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("quick start run %d output lacks %q:\n%s", run, want, out)
+			}
+		}
+		if run == 2 && !strings.Contains(string(out), "unchanged web.yaml") {
+			t.Errorf("the second run did not reuse the manifest:\n%s", out)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(work, "node", "etc", "podmin", "manifests", "web.yaml")); err != nil {
-		t.Fatalf("static Pod file: %v", err)
+	pod, err := os.ReadFile(filepath.Join(work, "node", "etc", "podmin", "manifests", "web.yaml"))
+	if err != nil || !strings.Contains(string(pod), "registry.podmin.internal/apps/hello:v2") {
+		t.Fatalf("static Pod file after the update: %v\n%s", err, pod)
 	}
 }
