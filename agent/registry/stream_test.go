@@ -6,55 +6,17 @@ package registry_test
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"io"
 	"math/rand/v2"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 
 	"podmin.dev/podmin/agent/registry"
-	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/objstore/local"
+	"podmin.dev/podmin/internal/objstore/objstoretest"
 	"podmin.dev/podmin/internal/oci"
 )
-
-// countingStore counts the bytes read from opened objects; with lie set
-// it reports every object as 100 bytes long.
-type countingStore struct {
-	objstore.Store
-	read atomic.Int64
-	lie  bool
-}
-
-func (c *countingStore) Open(ctx context.Context, key string, opts objstore.GetOptions) (*objstore.Reader, error) {
-	r, err := objstore.OpenObject(ctx, c.Store, key, opts)
-	if err != nil {
-		return nil, err
-	}
-	if c.lie {
-		r.Info.Size = 100
-	}
-	r.ReadCloser = countingReader{r.ReadCloser, &c.read}
-	return r, nil
-}
-
-func (c *countingStore) Write(ctx context.Context, key string, body io.Reader, size int64, opts objstore.PutOptions) (string, error) {
-	return objstore.WriteObject(ctx, c.Store, key, body, size, opts)
-}
-
-type countingReader struct {
-	io.ReadCloser
-	n *atomic.Int64
-}
-
-func (c countingReader) Read(p []byte) (int, error) {
-	n, err := c.ReadCloser.Read(p)
-	c.n.Add(int64(n))
-	return n, err
-}
 
 // StoreObjects streams blobs through objstore.OpenObject: a range reads
 // only its bytes from the store, a whole blob is verified while it
@@ -73,14 +35,14 @@ func TestStoreObjectsStreams(t *testing.T) {
 	if _, err := b.Put(ctx, "apps/s/blobs/sha256/"+hex.EncodeToString(sum[:]), blob); err != nil {
 		t.Fatal(err)
 	}
-	store := &countingStore{Store: b}
+	store := &objstoretest.CountingStore{Store: b}
 	h := registry.New(registry.StoreObjects(store))
 
 	r := do(t, h, "GET", "/v2/apps/s/blobs/"+digest, "Range", "bytes=1000-1099")
 	if r.status != 206 || !bytes.Equal(r.body, blob[1000:1100]) {
 		t.Fatalf("range GET = %d, %d bytes", r.status, len(r.body))
 	}
-	if n := store.read.Swap(0); n != 100 {
+	if n := store.Read.Swap(0); n != 100 {
 		t.Errorf("a 100 byte range read %d bytes from the store", n)
 	}
 	if r := do(t, h, "GET", "/v2/apps/s/blobs/"+digest); r.status != 200 || !bytes.Equal(r.body, blob) {
@@ -92,12 +54,12 @@ func TestStoreObjectsStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, lie := range []bool{false, true} {
-		store := &countingStore{Store: b, lie: lie}
+		store := &objstoretest.CountingStore{Store: b, LieSize: lie}
 		r := do(t, registry.New(registry.StoreObjects(store)), "GET", "/v2/apps/big/manifests/v1")
 		if r.status != 500 {
 			t.Errorf("oversized index (size misreported: %v): %d", lie, r.status)
 		}
-		if n := store.read.Load(); n > oci.MaxIndexSize+1 {
+		if n := store.Read.Load(); n > oci.MaxIndexSize+1 {
 			t.Errorf("read %d bytes of a %d byte index.json (size misreported: %v)", n, len(big), lie)
 		}
 	}

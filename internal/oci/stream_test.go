@@ -23,6 +23,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/objstore/objstoretest"
 	"podmin.dev/podmin/internal/oci"
 	"podmin.dev/podmin/internal/state"
 )
@@ -212,41 +213,6 @@ func mustDigest(t *testing.T, data []byte) v1.Hash {
 	return h
 }
 
-// countingStore counts the bytes read from opened objects.
-type countingStore struct {
-	objstore.Store
-	read atomic.Int64
-	// lie, when set, makes Open report objects as 100 bytes long.
-	lie bool
-}
-
-func (c *countingStore) Open(ctx context.Context, key string, opts objstore.GetOptions) (*objstore.Reader, error) {
-	r, err := objstore.OpenObject(ctx, c.Store, key, opts)
-	if err != nil {
-		return nil, err
-	}
-	if c.lie {
-		r.Info.Size = 100
-	}
-	r.ReadCloser = countingReader{r.ReadCloser, &c.read}
-	return r, nil
-}
-
-func (c *countingStore) Write(ctx context.Context, key string, body io.Reader, size int64, opts objstore.PutOptions) (string, error) {
-	return objstore.WriteObject(ctx, c.Store, key, body, size, opts)
-}
-
-type countingReader struct {
-	io.ReadCloser
-	n *atomic.Int64
-}
-
-func (c countingReader) Read(p []byte) (int, error) {
-	n, err := c.ReadCloser.Read(p)
-	c.n.Add(int64(n))
-	return n, err
-}
-
 // TestOversizedIndexRefusedEarly checks that an index.json above the limit
 // is refused before it is read whole: in the bucket (by its size, and by
 // the limit while reading when the store misreports the size) and in the
@@ -261,12 +227,12 @@ func TestOversizedIndexRefusedEarly(t *testing.T) {
 		if _, err := objstore.WriteObject(ctx, base, dst.IndexFile(), io.LimitReader(zeros{}, size), size, objstore.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		bucket := &countingStore{Store: base, lie: lie}
+		bucket := &objstoretest.CountingStore{Store: base, LieSize: lie}
 		_, err := oci.Push(ctx, bucket, img.src, img.top, dst, "v1", oci.PushOptions{})
 		if err == nil || !strings.Contains(err.Error(), "byte limit") {
 			t.Fatalf("push over an oversized index.json (size misreported: %v): %v", lie, err)
 		}
-		if n := bucket.read.Load(); n > oci.MaxIndexSize+1 {
+		if n := bucket.Read.Load(); n > oci.MaxIndexSize+1 {
 			t.Errorf("read %d bytes of a %d byte index.json (size misreported: %v), want at most the limit", n, size, lie)
 		}
 	}
