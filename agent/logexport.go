@@ -81,8 +81,11 @@ type logExport struct {
 	log        *slog.Logger
 	restart    func(context.Context) error
 
-	mu     sync.Mutex
-	errs   map[string]error
+	mu   sync.Mutex
+	errs map[string]error
+	// failed is set while the configuration could not be written or
+	// Fluent Bit not restarted; every pass retries.
+	failed bool
 	export telemetry.ConfigOptions
 }
 
@@ -200,6 +203,9 @@ func (l *logExport) run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-caTick.C:
+			if l.failed {
+				_ = l.apply(ctx, true, "retrying the last failure")
+			}
 			if ca != nil {
 				changed, err := ca.Refresh(ctx)
 				l.report("ca", err)
@@ -214,6 +220,9 @@ func (l *logExport) run(ctx context.Context) error {
 			}
 			_, err := id.Maintain(ctx)
 			l.report("identity", err)
+			if err == nil && l.failed {
+				_ = l.apply(ctx, true, "retrying the last failure")
+			}
 			next := identityInterval
 			if err != nil {
 				backoff = min(max(2*backoff, 250*time.Millisecond), identityInterval)
@@ -266,7 +275,8 @@ func (l *logExport) setup(ctx context.Context, o otellogs.Options) error {
 
 // apply writes the configuration and restarts Fluent Bit when force is
 // set or the configuration changed.
-func (l *logExport) apply(ctx context.Context, force bool, why string) error {
+func (l *logExport) apply(ctx context.Context, force bool, why string) (err error) {
+	defer func() { l.failed = err != nil }()
 	before, _ := os.ReadFile(l.export.Path)
 	if err := os.MkdirAll(filepath.Dir(l.export.Path), 0o755); err != nil {
 		l.report("fluent-bit", err)

@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/x509"
+	"errors"
 	"io/fs"
 	"log/slog"
 	"net/netip"
@@ -33,13 +34,15 @@ import (
 type logAgent struct {
 	*localAgent
 	restarts atomic.Int32
+	// failRestarts restarts fail while it is positive.
+	failRestarts atomic.Int32
 }
 
 const logBucket = "demo-logs"
 
 // startLogAgent publishes tfvars (nil publishes nothing) and objects in
 // the cluster bucket, stores the workload CA key, and starts an agent.
-func startLogAgent(t *testing.T, tfvars string, objects map[string][]byte) *logAgent {
+func startLogAgent(t *testing.T, tfvars string, objects map[string][]byte, failRestarts ...int32) *logAgent {
 	t.Helper()
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
@@ -71,12 +74,21 @@ func startLogAgent(t *testing.T, tfvars string, objects map[string][]byte) *logA
 		t.Fatal(err)
 	}
 	a := &logAgent{localAgent: &localAgent{bucket: bucket, root: filepath.Join(dir, "root"), logs: &logBuffer{}}}
+	for _, n := range failRestarts {
+		a.failRestarts.Store(n)
+	}
 	started := make(chan string, 1)
 	opts := Options{Root: a.root, HealthAddr: "127.0.0.1:0", PollInterval: 50 * time.Millisecond, DataDir: data,
 		NodeID: "node-1", CARefreshInterval: 20 * time.Millisecond,
-		RestartFluentBit: func(context.Context) error { a.restarts.Add(1); return nil },
-		Log:              slog.New(slog.NewTextHandler(a.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Started:          func(addr string) { started <- addr }}
+		RestartFluentBit: func(context.Context) error {
+			if a.failRestarts.Add(-1) >= 0 {
+				return errors.New("fluent-bit.service: unit not found")
+			}
+			a.restarts.Add(1)
+			return nil
+		},
+		Log:     slog.New(slog.NewTextHandler(a.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Started: func(addr string) { started <- addr }}
 	cfg := Config{Provider: "local", Bucket: logBucket, Region: "local", Cluster: "demo", NodeGroup: "workers",
 		IPv6Prefix: netip.MustParsePrefix("2001:db8:abc:de00:1234::/80")}
 	runCtx, cancel := context.WithCancel(ctx)
@@ -238,5 +250,61 @@ func TestAgentWithoutLogExportWritesNothing(t *testing.T) {
 				t.Errorf("/readyz names log export: %s", body)
 			}
 		})
+	}
+}
+
+func TestFluentBitRestartSetting(t *testing.T) {
+	env := func(v string) func(string) string {
+		return func(k string) string {
+			if k == EnvFluentBitRestart {
+				return v
+			}
+			return ""
+		}
+	}
+	if o, err := OptionsFromEnv(env("")); err != nil || o.RestartFluentBit != nil {
+		t.Fatalf("default: %v", err)
+	}
+	if o, err := OptionsFromEnv(env("off")); err != nil || o.RestartFluentBit == nil || o.RestartFluentBit(t.Context()) != nil {
+		t.Fatalf("off: %v", err)
+	}
+	if _, err := OptionsFromEnv(env("   ")); err == nil || !strings.Contains(err.Error(), EnvFluentBitRestart) {
+		t.Fatalf("blank command: %v", err)
+	}
+	o, err := OptionsFromEnv(env("false restart fluent-bit"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.RestartFluentBit(t.Context()); err == nil || !strings.Contains(err.Error(), "false restart fluent-bit") {
+		t.Fatalf("a failing restart command: %v", err)
+	}
+	o, _ = OptionsFromEnv(env("true"))
+	if err := o.RestartFluentBit(t.Context()); err != nil {
+		t.Fatalf("a succeeding restart command: %v", err)
+	}
+}
+
+// TestAgentRetriesAFailedFluentBitRestart: a restart that fails is named
+// in /readyz and retried; Pods are published meanwhile.
+func TestAgentRetriesAFailedFluentBitRestart(t *testing.T) {
+	a := startLogAgent(t, `{"version": 1, "cluster": "demo", "provider": "local",
+		"otel_logs": "endpoint=https://otlp.example.com:4318/v1/logs,ca=s3://`+logBucket+`/otel/ca.pem"}`,
+		map[string][]byte{"otel/ca.pem": exporterCA(t, "exporter CA")}, 2)
+	commit(t, a.bucket, "web", "hello:v1", false)
+	waitFor(t, 10*time.Second, "the Pod published", func() bool {
+		return fileContains(filepath.Join(a.root, "etc", "podmin", "manifests", "web.yaml"), "hello:v1")
+	})
+	waitFor(t, 10*time.Second, "the retried restart", func() bool {
+		_, body := a.get(t, "/readyz")
+		return a.restarts.Load() == 1 && !strings.Contains(body, "log-export")
+	})
+	if n := strings.Count(a.logs.String(), "fluent-bit not restarted"); n != 2 || !strings.Contains(a.logs.String(), "unit not found") {
+		t.Errorf("%d failed restarts logged, want 2", n)
+	}
+	if mode(t, a.path(FluentBitConfigPath)) != 0o600 {
+		t.Error("configuration mode")
+	}
+	if _, err := os.Lstat(a.path(TelemetryDir + "/" + telemetry.CurrentLink)); !os.IsNotExist(err) {
+		t.Errorf("mtls=false issued a telemetry identity: %v", err)
 	}
 }

@@ -195,7 +195,12 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 	case "off":
 		o.RestartFluentBit = func(context.Context) error { return nil }
 	default:
-		o.RestartFluentBit = commandRestart(strings.Fields(v))
+		argv := strings.Fields(v)
+		if len(argv) == 0 {
+			errs = append(errs, fmt.Errorf("%s=%q names no command: use e.g. %q, or off", EnvFluentBitRestart, v, DefaultFluentBitRestart))
+			break
+		}
+		o.RestartFluentBit = commandRestart(argv)
 	}
 	duration := func(name string, min time.Duration, dst *time.Duration) {
 		v := getenv(name)
