@@ -145,7 +145,7 @@ func TestAgentExportsContainerLogs(t *testing.T) {
 	config := a.path(FluentBitConfigPath)
 	caFile := a.path(TelemetryDir + "/ca.pem")
 	waitFor(t, 20*time.Second, "the Fluent Bit configuration pinned to a telemetry generation", func() bool {
-		return fileContains(config, "tls.crt_file: "+a.path(TelemetryDir+"/"+telemetry.GenerationsDir))
+		return fileContains(config, "tls.crt_file: "+a.path(TelemetryDir+"/"+telemetry.GenerationsDir)) && a.restarts.Load() >= 1
 	})
 	if m := mode(t, config); m != 0o600 {
 		t.Errorf("configuration mode %v, want 0600", m)
@@ -183,9 +183,6 @@ func TestAgentExportsContainerLogs(t *testing.T) {
 	}
 	if !slices.Equal(leaf.ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}) {
 		t.Errorf("leaf usages %v, want client-auth only", leaf.ExtKeyUsage)
-	}
-	if a.restarts.Load() < 1 {
-		t.Error("Fluent Bit was not restarted onto the new identity")
 	}
 
 	if strings.Contains(a.logs.String(), "s3cr3t") {
