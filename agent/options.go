@@ -5,11 +5,13 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"podmin.dev/podmin/agent/registry"
@@ -54,6 +56,11 @@ const (
 	// EnvDataplane is auto (default: on for a cloud node running as root
 	// on Linux, off in local node mode), on or off.
 	EnvDataplane = "PODMIN_AGENT_DATAPLANE"
+	// EnvFluentBitRestart is the command that restarts Fluent Bit when
+	// its configuration, CA bundle or client identity changes (default on
+	// a cloud node: DefaultFluentBitRestart; in local node mode none);
+	// "off" restarts nothing.
+	EnvFluentBitRestart = "PODMIN_AGENT_FLUENT_BIT_RESTART"
 )
 
 // Dataplane settings of Options.Dataplane.
@@ -106,6 +113,14 @@ type Options struct {
 	NodeAddr netip.Addr
 	// Dataplane is DataplaneAuto, DataplaneOn or DataplaneOff.
 	Dataplane string
+	// RestartFluentBit restarts Fluent Bit onto a new configuration,
+	// CA bundle or client identity (container log export); nil means
+	// DefaultFluentBitRestart on a cloud node and nothing in local node
+	// mode.
+	RestartFluentBit func(ctx context.Context) error
+	// CARefreshInterval is how often the exporter CA bundle is fetched
+	// again; zero means every five minutes.
+	CARefreshInterval time.Duration
 	// Started, when set, is called with the health server's bound address
 	// once every component runs.
 	Started func(healthAddr string)
@@ -174,6 +189,18 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 		o.Dataplane = DataplaneOff
 	default:
 		errs = append(errs, fmt.Errorf("%s=%q is not auto, on or off", EnvDataplane, v))
+	}
+	switch v := getenv(EnvFluentBitRestart); v {
+	case "":
+	case "off":
+		o.RestartFluentBit = func(context.Context) error { return nil }
+	default:
+		argv := strings.Fields(v)
+		if len(argv) == 0 {
+			errs = append(errs, fmt.Errorf("%s=%q names no command: use e.g. %q, or off", EnvFluentBitRestart, v, DefaultFluentBitRestart))
+			break
+		}
+		o.RestartFluentBit = commandRestart(argv)
 	}
 	duration := func(name string, min time.Duration, dst *time.Duration) {
 		v := getenv(name)

@@ -10,7 +10,8 @@
 // PODMIN_AGENT_HEALTH_ADDR, PODMIN_AGENT_REGISTRY_ADDR,
 // PODMIN_AGENT_POLL_INTERVAL, PODMIN_AGENT_DNS_TTL_MARGIN,
 // PODMIN_AGENT_DNS_ADDR, PODMIN_AGENT_API_ADDR, PODMIN_AGENT_NODE_ID,
-// PODMIN_AGENT_NODE_ADDR, PODMIN_AGENT_DATAPLANE) relocate and pace the agent
+// PODMIN_AGENT_NODE_ADDR, PODMIN_AGENT_DATAPLANE,
+// PODMIN_AGENT_FLUENT_BIT_RESTART) relocate and pace the agent
 // for tests, the quick start and the local node mode; they are not node
 // configuration. --help documents all of them.
 package main

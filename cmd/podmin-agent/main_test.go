@@ -87,7 +87,9 @@ func TestHelp(t *testing.T) {
 			"PODMIN_ROOT", "PODMIN_AGENT_ONCE", "PODMIN_AGENT_POLL_INTERVAL", "PODMIN_AGENT_HEALTH_ADDR", "PODMIN_AGENT_REGISTRY_ADDR",
 			"PODMIN_AGENT_DNS_TTL_MARGIN", "XDG_DATA_HOME", "Local node mode", "/etc/podmin/manifests", "/run/podmin/workloads",
 			"/readyz", "/metrics", "default 5s", "PODMIN_AGENT_DNS_ADDR", "PODMIN_AGENT_API_ADDR", "PODMIN_AGENT_NODE_ID",
-			"PODMIN_AGENT_NODE_ADDR", "PODMIN_AGENT_DATAPLANE", "127.0.0.1:1053"} {
+			"PODMIN_AGENT_NODE_ADDR", "PODMIN_AGENT_DATAPLANE", "127.0.0.1:1053",
+			"PODMIN_AGENT_FLUENT_BIT_RESTART", "systemctl restart fluent-bit.service", "/etc/podmin/fluent-bit.yaml",
+			"/run/podmin/telemetry/ca.pem"} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("%s does not mention %q:\n%s", arg, want, out.String())
 			}

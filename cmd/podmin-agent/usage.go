@@ -25,6 +25,10 @@ and serves the node's loopback health endpoints and read-only OCI registry.
 With the cluster CA in the provider's system secrets store it also joins the
 cluster's coordination (leader election on the bucket, mTLS gRPC on port 8081),
 serves Service DNS from the leader's snapshots and programs the eBPF dataplane.
+When the published cluster configuration (tfstate/podmin.auto.tfvars.json)
+enables container log export (setup --otel-logs), it renders Fluent Bit's
+configuration, installs the exporter CA bundle and maintains Fluent Bit's
+client certificate, restarting Fluent Bit when they change.
 It runs until SIGTERM (or SIGINT) and exits 1 when its configuration is invalid.
 On SIGTERM it stops reconciling, waits the DNS TTL margin, resigns the lease,
 detaches the dataplane and exits.
@@ -84,6 +88,12 @@ Environment (settings of the process, not of the node):
                                2001:db8::<API port>)
   %-28[21]s auto, on or off: load the eBPF dataplane (auto: on for
                                aws as root on Linux, off in local node mode)
+  %[23]s
+                               command restarting Fluent Bit after its
+                               configuration, CA bundle or client certificate
+                               changed, or "off" (default on aws:
+                               %[24]s;
+                               local node mode: none)
   %-28[14]s locate the Podmin data directory (local provider)
   %-28[15]s standard AWS configuration (aws provider), such as
                                AWS_PROFILE, AWS_REGION or AWS_ENDPOINT_URL_S3
@@ -98,15 +108,25 @@ Host paths (beneath %[1]s):
       local provider when it exists at startup)
   %[22]s
       durable Service DNS identities, served at once after a restart
+  %[25]s
+      Fluent Bit configuration (mode 0600, may hold exporter headers),
+      written with container log export only
+  %[26]s/ca.pem
+      the exporter CA bundle (ca=), fetched at start and every 5 minutes;
+      an invalid object keeps the last good bundle
+  %[26]s/current -> identity-generations/<generation>
+      Fluent Bit's client-only 24 h certificate (mtls=true), mode 0600
 
 Endpoints (loopback only):
   /healthz   200 while the process serves
   /readyz    200 when the NodeGroup is published; 503 with one reason per line,
-             naming every Pod kept at its last valid state
+             naming every Pod kept at its last valid state and any log export
+             failure (which never holds Pods back)
   /metrics   counters of passes, failures, restarts and per-Pod failures
 `, agent.EnvRoot, agent.EnvOnce, agent.EnvPollInterval, agent.DefaultPollInterval, agent.EnvHealthAddr, agent.DefaultHealthAddr,
 		agent.EnvRegistryAddr, registry.DefaultAddress, agent.EnvTTLMargin, agent.DefaultTTLMargin,
 		nodepod.ManifestsDir, nodepod.WorkloadsDir, pods.SocketPath, "XDG_DATA_HOME, HOME", "AWS_*",
 		agent.EnvDNSAddr, service.DefaultAddr, agent.EnvAPIAddr, agent.EnvNodeID, agent.EnvNodeAddr, agent.EnvDataplane,
-		service.DefaultStatePath)
+		service.DefaultStatePath, agent.EnvFluentBitRestart, agent.DefaultFluentBitRestart,
+		agent.FluentBitConfigPath, agent.TelemetryDir)
 }

@@ -1,0 +1,352 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/x509"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"podmin.dev/podmin/agent/telemetry"
+	localstore "podmin.dev/podmin/internal/objstore/local"
+	"podmin.dev/podmin/internal/pki"
+	"podmin.dev/podmin/internal/secrets"
+	secretslocal "podmin.dev/podmin/internal/secrets/local"
+	"podmin.dev/podmin/internal/state"
+)
+
+// logAgent is agent.Run on a named local bucket holding a published
+// cluster configuration.
+type logAgent struct {
+	*localAgent
+	restarts atomic.Int32
+	// failRestarts restarts fail while it is positive.
+	failRestarts atomic.Int32
+}
+
+const logBucket = "demo-logs"
+
+// startLogAgent publishes tfvars (nil publishes nothing) and objects in
+// the cluster bucket, stores the workload CA key, and starts an agent.
+func startLogAgent(t *testing.T, tfvars string, objects map[string][]byte, failRestarts ...int32) *logAgent {
+	t.Helper()
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	bucket := localstore.Open(filepath.Join(data, "buckets", logBucket))
+	ctx := context.Background()
+	if err := bucket.CreateBucket(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if tfvars != "" {
+		if _, err := bucket.Put(ctx, state.TFVarsPath, []byte(tfvars)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k, v := range objects {
+		if _, err := bucket.Put(ctx, k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key, err := pki.GenerateWorkloadKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, _ := secrets.InternalSecret("demo", secrets.WorkloadCAKey)
+	if err := secretslocal.New(filepath.Join(data, "secrets")).Create(ctx, name, secrets.Value(key)); err != nil {
+		t.Fatal(err)
+	}
+	hname, _ := secrets.SystemSecret("demo", secrets.OtelLogsHeaders)
+	if err := secretslocal.New(filepath.Join(data, "secrets")).Create(ctx, hname, secrets.Value(`{"Authorization": "Bearer s3cr3t-token"}`)); err != nil {
+		t.Fatal(err)
+	}
+	a := &logAgent{localAgent: &localAgent{bucket: bucket, root: filepath.Join(dir, "root"), logs: &logBuffer{}}}
+	for _, n := range failRestarts {
+		a.failRestarts.Store(n)
+	}
+	started := make(chan string, 1)
+	opts := Options{Root: a.root, HealthAddr: "127.0.0.1:0", PollInterval: 50 * time.Millisecond, DataDir: data,
+		NodeID: "node-1", CARefreshInterval: 20 * time.Millisecond,
+		RestartFluentBit: func(context.Context) error {
+			if a.failRestarts.Add(-1) >= 0 {
+				return errors.New("fluent-bit.service: unit not found")
+			}
+			a.restarts.Add(1)
+			return nil
+		},
+		Log:     slog.New(slog.NewTextHandler(a.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Started: func(addr string) { started <- addr }}
+	cfg := Config{Provider: "local", Bucket: logBucket, Region: "local", Cluster: "demo", NodeGroup: "workers",
+		IPv6Prefix: netip.MustParsePrefix("2001:db8:abc:de00:1234::/80")}
+	runCtx, cancel := context.WithCancel(ctx)
+	a.cancel, a.done = cancel, make(chan error, 1)
+	go func() { a.done <- Run(runCtx, cfg, opts) }()
+	select {
+	case a.health = <-started:
+	case err := <-a.done:
+		t.Fatalf("agent exited: %v\n%s", err, a.logs)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("agent did not start\n%s", a.logs)
+	}
+	t.Cleanup(func() {
+		cancel()
+		<-a.done
+	})
+	return a
+}
+
+func (a *logAgent) path(p string) string { return filepath.Join(a.root, filepath.FromSlash(p)) }
+
+func mode(t *testing.T, p string) fs.FileMode {
+	t.Helper()
+	st, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Mode().Perm()
+}
+
+func exporterCA(t *testing.T, name string) []byte {
+	t.Helper()
+	key, err := pki.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := pki.NewCA(rand.Reader, key, pki.CASpec{CommonName: name, Lifetime: 365 * 24 * time.Hour}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pki.EncodeCertPEM(ca.Raw)
+}
+
+// TestAgentExportsContainerLogs: with otel-logs mtls=true and a ca= object
+// in the cluster bucket, the agent writes the Fluent Bit configuration
+// (0600), the CA bundle (0644) and the client-only telemetry leaf (0600),
+// restarts Fluent Bit onto them, and keeps the last good bundle when the
+// object turns invalid.
+func TestAgentExportsContainerLogs(t *testing.T) {
+	good := exporterCA(t, "exporter CA")
+	a := startLogAgent(t, `{"version": 1, "cluster": "demo", "provider": "local",
+		"otel_logs": "endpoint=https://otlp.example.com/v1/logs,mtls=true,ca=s3://`+logBucket+`/otel/ca.pem,headers-secret=true"}`,
+		map[string][]byte{"otel/ca.pem": good})
+	config := a.path(FluentBitConfigPath)
+	caFile := a.path(TelemetryDir + "/ca.pem")
+	waitFor(t, 20*time.Second, "the Fluent Bit configuration pinned to a telemetry generation", func() bool {
+		return fileContains(config, "tls.crt_file: "+a.path(TelemetryDir+"/"+telemetry.GenerationsDir)) && a.restarts.Load() >= 1
+	})
+	if m := mode(t, config); m != 0o600 {
+		t.Errorf("configuration mode %v, want 0600", m)
+	}
+	if got, err := os.ReadFile(caFile); err != nil || !bytes.Equal(got, good) || mode(t, caFile) != 0o644 {
+		t.Fatalf("CA bundle: %v (mode %v)", err, mode(t, caFile))
+	}
+	cfgText, _ := os.ReadFile(config)
+	for _, want := range []string{"tls.ca_file: " + caFile, "logs_uri: /v1/logs", "tls.verify: \"on\"", "value: demo", "value: workers", "Authorization Bearer s3cr3t-token"} {
+		if !strings.Contains(string(cfgText), want) {
+			t.Errorf("configuration lacks %q:\n%s", want, cfgText)
+		}
+	}
+	link, err := os.Readlink(a.path(TelemetryDir + "/" + telemetry.CurrentLink))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := filepath.Join(a.path(TelemetryDir), link)
+	for _, f := range []string{telemetry.CertFile, telemetry.KeyFile} {
+		if m := mode(t, filepath.Join(gen, f)); m != 0o600 {
+			t.Errorf("%s mode %v, want 0600", f, m)
+		}
+	}
+	if !strings.Contains(string(cfgText), "tls.key_file: "+filepath.Join(gen, telemetry.KeyFile)) {
+		t.Errorf("the configuration does not name the selected generation %s", gen)
+	}
+	certPEM, _ := os.ReadFile(filepath.Join(gen, telemetry.CertFile))
+	certs, err := pki.ParseCertsPEM(certPEM)
+	if err != nil || len(certs) != 1 {
+		t.Fatalf("leaf: %v", err)
+	}
+	leaf := certs[0]
+	if len(leaf.URIs) != 1 || leaf.URIs[0].String() != "spiffe://demo.podmin.internal/system/otel-logs/node/node-1" {
+		t.Errorf("leaf URIs %v", leaf.URIs)
+	}
+	if !slices.Equal(leaf.ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}) {
+		t.Errorf("leaf usages %v, want client-auth only", leaf.ExtKeyUsage)
+	}
+
+	if strings.Contains(a.logs.String(), "s3cr3t") {
+		t.Error("a header value was logged")
+	}
+
+	// An invalid object keeps the last good bundle, names why in /readyz
+	// and logs it.
+	if _, err := a.bucket.Put(context.Background(), "otel/ca.pem", []byte("<html>503</html>")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the refusal in /readyz", func() bool {
+		code, body := a.get(t, "/readyz")
+		return code == 503 && strings.Contains(body, "log-export: invalid exporter CA bundle")
+	})
+	if got, _ := os.ReadFile(caFile); !bytes.Equal(got, good) {
+		t.Fatal("an invalid CA object replaced the last good bundle")
+	}
+	if !strings.Contains(a.logs.String(), "keeping the last good one") {
+		t.Error("the refusal was not logged")
+	}
+
+	// A new valid bundle is installed and Fluent Bit restarted onto it.
+	before := a.restarts.Load()
+	next := exporterCA(t, "exporter CA 2")
+	if _, err := a.bucket.Put(context.Background(), "otel/ca.pem", next); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the new CA bundle", func() bool {
+		got, _ := os.ReadFile(caFile)
+		return bytes.Equal(got, next) && a.restarts.Load() > before
+	})
+	waitFor(t, 10*time.Second, "log export ready again", func() bool {
+		_, body := a.get(t, "/readyz")
+		return !strings.Contains(body, "log-export")
+	})
+}
+
+// TestAgentWithoutLogExportWritesNothing: a cluster configuration without
+// otel_logs, or none at all, writes no Fluent Bit or telemetry file.
+func TestAgentWithoutLogExportWritesNothing(t *testing.T) {
+	for name, tfvars := range map[string]string{
+		"disabled":         `{"version": 1, "cluster": "demo", "provider": "local", "nodegroups": []}`,
+		"no configuration": "",
+	} {
+		t.Run(name, func(t *testing.T) {
+			a := startLogAgent(t, tfvars, map[string][]byte{"otel/ca.pem": exporterCA(t, "exporter CA")})
+			waitFor(t, 10*time.Second, "the disabled log", func() bool {
+				return strings.Contains(a.logs.String(), "container log export disabled by the cluster configuration")
+			})
+			// Let the workload identities settle: still nothing appears.
+			time.Sleep(200 * time.Millisecond)
+			for _, p := range []string{FluentBitConfigPath, TelemetryDir} {
+				if _, err := os.Lstat(a.path(p)); !os.IsNotExist(err) {
+					t.Errorf("%s exists: %v", p, err)
+				}
+			}
+			if a.restarts.Load() != 0 {
+				t.Error("Fluent Bit was restarted")
+			}
+			if _, body := a.get(t, "/readyz"); strings.Contains(body, "log-export") {
+				t.Errorf("/readyz names log export: %s", body)
+			}
+		})
+	}
+}
+
+func TestFluentBitRestartSetting(t *testing.T) {
+	env := func(v string) func(string) string {
+		return func(k string) string {
+			if k == EnvFluentBitRestart {
+				return v
+			}
+			return ""
+		}
+	}
+	if o, err := OptionsFromEnv(env("")); err != nil || o.RestartFluentBit != nil {
+		t.Fatalf("default: %v", err)
+	}
+	if o, err := OptionsFromEnv(env("off")); err != nil || o.RestartFluentBit == nil || o.RestartFluentBit(t.Context()) != nil {
+		t.Fatalf("off: %v", err)
+	}
+	if _, err := OptionsFromEnv(env("   ")); err == nil || !strings.Contains(err.Error(), EnvFluentBitRestart) {
+		t.Fatalf("blank command: %v", err)
+	}
+	o, err := OptionsFromEnv(env("false restart fluent-bit"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.RestartFluentBit(t.Context()); err == nil || !strings.Contains(err.Error(), "false restart fluent-bit") {
+		t.Fatalf("a failing restart command: %v", err)
+	}
+	o, _ = OptionsFromEnv(env("true"))
+	if err := o.RestartFluentBit(t.Context()); err != nil {
+		t.Fatalf("a succeeding restart command: %v", err)
+	}
+}
+
+// TestAgentRetriesAFailedFluentBitRestart: a restart that fails is named
+// in /readyz and retried; Pods are published meanwhile.
+func TestAgentRetriesAFailedFluentBitRestart(t *testing.T) {
+	a := startLogAgent(t, `{"version": 1, "cluster": "demo", "provider": "local",
+		"otel_logs": "endpoint=https://otlp.example.com:4318/v1/logs,ca=s3://`+logBucket+`/otel/ca.pem"}`,
+		map[string][]byte{"otel/ca.pem": exporterCA(t, "exporter CA")}, 2)
+	commit(t, a.bucket, "web", "hello:v1", false)
+	waitFor(t, 10*time.Second, "the Pod published", func() bool {
+		return fileContains(filepath.Join(a.root, "etc", "podmin", "manifests", "web.yaml"), "hello:v1")
+	})
+	waitFor(t, 10*time.Second, "the retried restart", func() bool {
+		_, body := a.get(t, "/readyz")
+		return a.restarts.Load() == 1 && !strings.Contains(body, "log-export")
+	})
+	if n := strings.Count(a.logs.String(), "fluent-bit not restarted"); n != 2 || !strings.Contains(a.logs.String(), "unit not found") {
+		t.Errorf("%d failed restarts logged, want 2", n)
+	}
+	if mode(t, a.path(FluentBitConfigPath)) != 0o600 {
+		t.Error("configuration mode")
+	}
+	if _, err := os.Lstat(a.path(TelemetryDir + "/" + telemetry.CurrentLink)); !os.IsNotExist(err) {
+		t.Errorf("mtls=false issued a telemetry identity: %v", err)
+	}
+}
+
+// TestReadOtelLogs reads the setting from both published forms: the AWS
+// module's variables and the local cluster configuration.
+func TestReadOtelLogs(t *testing.T) {
+	const value = "endpoint=https://otlp.example.com/v1/logs,mtls=true"
+	// The shapes setup publishes (builtins/infra's Vars and the local
+	// ClusterConfig), written out: the agent does not import builtins.
+	aws := []byte(`{"cluster": "demo", "region": "eu-west-1", "account_id": "123456789012", "bucket": "demo-state",
+		"nodegroups": {"workers": {"size": 1, "user_data": "..."}}, "workload_ca_publish": null,
+		"otel_logs": "` + value + `", "jool_archives": {}}`)
+	local := []byte(`{"version": 1, "cluster": "demo", "provider": "local", "region": "local", "bucket": "demo",
+		"nodegroups": [{"name": "workers", "size": 1, "disk_size": 20}], "otel_logs": "` + value + `"}`)
+	other := []byte(`{"cluster": "prod", "otel_logs": "` + value + `"}`)
+	for name, tc := range map[string]struct {
+		doc  []byte
+		want string
+		err  string
+	}{
+		"aws":           {doc: aws, want: value},
+		"local":         {doc: local, want: value},
+		"none":          {},
+		"other cluster": {doc: other, err: `belongs to cluster "prod"`},
+		"garbage":       {doc: []byte("{"), err: "not valid JSON"},
+	} {
+		b := localstore.Open(filepath.Join(t.TempDir(), "b"))
+		if err := b.CreateBucket(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if tc.doc != nil {
+			if _, err := b.Put(t.Context(), state.TFVarsPath, tc.doc); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := readOtelLogs(t.Context(), b, "demo")
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: %v, want %q", name, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%s: %q %v, want %q", name, got, err, tc.want)
+		}
+	}
+}
