@@ -298,9 +298,19 @@ func TestLocalClusterEndToEnd(t *testing.T) {
 		LeaderID   string `json:"leaderID"`
 		LeaderAddr string `json:"leaderAddr"`
 	}
-	waitFor(t, 30*time.Second, "a lease in dns/leader.json", func() bool {
+	// The lease lands in the bucket before its holder logs that it
+	// acquired it: wait for both.
+	waitFor(t, 30*time.Second, "a lease in dns/leader.json and its holder's log line", func() bool {
 		b, err := os.ReadFile(filepath.Join(n.bucket, "dns", "leader.json"))
-		return err == nil && json.Unmarshal(b, &lease) == nil && lease.LeaderID != ""
+		if err != nil || json.Unmarshal(b, &lease) != nil || lease.LeaderID == "" {
+			return false
+		}
+		for _, a := range agents {
+			if strings.Contains(a.log(), `msg="acquired the lease"`) {
+				return true
+			}
+		}
+		return false
 	}, allLogs)
 	holders, acquired := 0, 0
 	for _, a := range agents {
