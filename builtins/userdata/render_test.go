@@ -202,6 +202,17 @@ func TestRenderRequiresCanonicalSet(t *testing.T) {
 	if !strings.Contains(string(r.Script), "'libpq5.deb|") || !strings.Contains(string(r.Script), "otel_logs='true'") {
 		t.Fatal("log-export packages missing with OTelLogs")
 	}
+	// Fluent Bit runs the configuration the agent renders, never the
+	// package's stock one, and only once the agent has written it.
+	for _, line := range []string{
+		"ExecStart=/opt/fluent-bit/bin/fluent-bit -c /etc/podmin/fluent-bit.yaml",
+		"ExecStartPre=/usr/bin/test -s /etc/podmin/fluent-bit.yaml",
+		"systemctl enable fluent-bit.service",
+	} {
+		if !strings.Contains(string(r.Script), line+"\n") {
+			t.Errorf("rendered script lacks the line %q", line)
+		}
+	}
 	delete(n.Manifest.Dependencies, "fluent-bit")
 	if _, err := RenderNode(n); err == nil || !strings.Contains(err.Error(), "lacks fluent-bit") {
 		t.Fatalf("err = %v", err)
