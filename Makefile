@@ -22,12 +22,12 @@ TEST_TOOLS := tools
 PODMIN_VERSITYGW := $(abspath $(VERSITYGW))
 endif
 
-.PHONY: help build test lint bench generate clean quickstart tools prereqs
+.PHONY: help build test lint bench generate clean quickstart tools prereqs bpf
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: ## build bin/podmin and bin/podmin-agent with version metadata
+build: bpf ## build bin/podmin and bin/podmin-agent with version metadata
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/podmin ./cmd/podmin
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/podmin-agent ./cmd/podmin-agent
 
@@ -44,14 +44,23 @@ $(BIN)/tools/coredns: tools/go.mod tools/go.sum
 prereqs: ## install ShellCheck when missing (apt-get as root, else prints the command)
 	scripts/prereqs.sh
 
-test: prereqs lint $(TEST_TOOLS) ## run lint and every test with the race detector (real S3 server included)
+test: prereqs lint $(TEST_TOOLS) bpf ## run lint and every test with the race detector (real S3 server included)
 	PODMIN_VERSITYGW=$(PODMIN_VERSITYGW) scripts/test.sh
 
 lint: ## gofmt, go vet, license headers, no committed binaries or files over 1 MiB, shellcheck
 	scripts/lint.sh
 
-bench: $(TEST_TOOLS) ## run every benchmark
+bench: $(TEST_TOOLS) bpf ## run every benchmark
 	PODMIN_VERSITYGW=$(PODMIN_VERSITYGW) $(GO) test -run '^$$' -bench . -benchmem ./...
+
+# The eBPF object is build output (bpf/obj/, ignored): compiled with clang
+# when it is installed; without clang the agent builds without its
+# dataplane program (it reports so) and the eBPF tests skip with a reason.
+BPF_OBJ := bpf/obj/vip_bpfel.o
+bpf: ## compile the eBPF dataplane program into bpf/obj/ (needs clang)
+	@if [ -s $(BPF_OBJ) ] && [ -z "$$(find bpf/c bpf/generate.sh -newer $(BPF_OBJ))" ]; then :; \
+	elif command -v clang >/dev/null; then bpf/generate.sh; \
+	else echo "clang is not installed: building without the eBPF dataplane program (apt-get install -y clang llvm libbpf-dev linux-libc-dev)" >&2; fi
 
 generate: ## regenerate generated files
 	$(GO) generate ./...

@@ -2,9 +2,10 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Package bpf holds Podmin's eBPF programs: the C sources in c/, the
-// compiled object committed beside them and the bpf2go-generated Go that
-// embeds it, so that building and testing Podmin needs no clang.
+// Package bpf holds Podmin's eBPF programs: the C sources in c/ and the
+// committed bpf2go-generated Go bindings. The compiled object is build
+// output: generate.sh compiles it with clang into obj/, which object.go
+// embeds; a build without it loads nothing and says so (ErrNotBuilt).
 //
 // vip.c is the Service VIP dataplane (TCX ingress; DNAT to a ready
 // backend, SNAT to the node, reverse NAT of replies). Its maps are the
@@ -12,8 +13,9 @@
 // describes them and must not attach anything.
 //
 // "make generate" (go generate) rebuilds the object and bindings with
-// generate.sh; a test regenerates them with clang and fails when the
-// committed files differ.
+// generate.sh, and make build/test run it when clang is installed; a test
+// regenerates the bindings with clang and fails when the committed file
+// differs.
 package bpf
 
 //go:generate ./generate.sh

@@ -47,6 +47,7 @@ func be(p uint16) uint16 {
 // backend ports 8080 and 5353.
 func loaded(t testing.TB) *VipObjects {
 	t.Helper()
+	requireBuilt(t)
 	if os.Geteuid() != 0 {
 		t.Skip("running eBPF programs needs root (CAP_BPF and CAP_NET_ADMIN); run the tests as root")
 	}

@@ -9,7 +9,6 @@ package bpf
 
 import (
 	"bytes"
-	_ "embed"
 	"fmt"
 	"io"
 	"structs"
@@ -228,8 +227,3 @@ func _VipClose(closers ...io.Closer) error {
 	}
 	return nil
 }
-
-// Do not access this directly.
-//
-//go:embed vip_bpfel.o
-var _VipBytes []byte

@@ -42,8 +42,8 @@ if ((${#missing[@]})); then
 fi
 
 # Build output and other large files never belong in the repository. A
-# tracked file may not be an executable binary (ELF executable or shared
-# object, Mach-O, PE), nor larger than 1 MiB unless it is listed here with
+# tracked file may not be a compiled binary (any ELF file, compiled eBPF
+# objects included, Mach-O, PE), nor larger than 1 MiB unless it is listed here with
 # the reason it must be that large.
 max_bytes=$((1 << 20))
 large_allowed=(
@@ -55,8 +55,7 @@ for f in "${tracked[@]}"; do
   [[ -f "$f" && ! -L "$f" ]] || continue
   magic=$(head -c 20 "$f" | od -An -tx1 -v | tr -d ' \n')
   case "$magic" in
-    7f454c46????????????????????????0[23]00*) binaries+=("$f (ELF executable)") ;;  # e_type EXEC or DYN, little-endian
-    7f454c46????????????????????????000[23]*) binaries+=("$f (ELF executable)") ;;  # big-endian
+    7f454c46*) binaries+=("$f (ELF)") ;;  # executables, shared and relocatable objects (eBPF too)
     feedface* | feedfacf* | cefaedfe* | cffaedfe* | cafebabe*) binaries+=("$f (Mach-O)") ;;
     4d5a*00*) binaries+=("$f (PE)") ;;  # "MZ" and a binary DOS header
   esac

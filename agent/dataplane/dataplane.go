@@ -73,6 +73,9 @@ func New(cfg Config) (*Dataplane, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if err := bpf.Built(); err != nil {
+		return nil, fmt.Errorf("load the eBPF dataplane: %w", err)
+	}
 	objs := new(bpf.VipObjects)
 	if err := bpf.LoadVipObjects(objs, nil); err != nil {
 		var ve *ebpf.VerifierError

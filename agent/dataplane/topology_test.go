@@ -19,6 +19,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"podmin.dev/podmin/bpf"
 )
 
 // The test topology: a client Pod, a node and two backend Pods, each in
@@ -54,6 +56,9 @@ func (tp *topology) nsPath(ns string) string { return filepath.Join("/var/run/ne
 // requireRoot skips tests that need kernel eBPF and network namespaces.
 func requireRoot(tb testing.TB) {
 	tb.Helper()
+	if err := bpf.Built(); err != nil {
+		tb.Skip(err.Error())
+	}
 	if os.Geteuid() != 0 {
 		tb.Skip("needs root for eBPF (CAP_BPF, CAP_NET_ADMIN) and network namespaces; run the tests as root")
 	}
