@@ -16,7 +16,7 @@ import (
 func TestFetchCanonicalSetIntoCache(t *testing.T) {
 	u := newFakeUpstream(t)
 	cacheRoot := t.TempDir()
-	opts := FetchOptions{Arch: []string{"arm64"}, CacheDir: cacheRoot, Resolver: u.resolver(), Client: u.srv.Client()}
+	opts := FetchOptions{Arch: []string{"arm64"}, CacheDir: cacheRoot, Resolver: u.resolver(), Client: u.Server.Client()}
 	res, err := Fetch(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +41,7 @@ func TestFetchCanonicalSetIntoCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	downloads := 0
-	for p, n := range u.requests {
+	for p, n := range u.RequestCounts() {
 		if !strings.HasPrefix(p, "/api/") && !strings.HasSuffix(p, ".sha512") && !strings.HasSuffix(p, ".sha256") &&
 			!strings.HasSuffix(p, ".sha256sum") && !strings.HasSuffix(p, "SHA512SUMS") {
 			downloads += n
@@ -66,7 +66,7 @@ func TestFetchAgentSourceCrossCompiles(t *testing.T) {
 	os.WriteFile(filepath.Join(src, "cmd", "podmin-agent", "main.go"), []byte("package main\n\nfunc main() {}\n"), 0o644)
 	u := newFakeUpstream(t)
 	res, err := Fetch(context.Background(), FetchOptions{Arch: []string{"arm64"}, CacheDir: t.TempDir(),
-		Resolver: u.resolver(), Client: u.srv.Client(), AgentSource: src})
+		Resolver: u.resolver(), Client: u.Server.Client(), AgentSource: src})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -105,7 +105,7 @@ func testFiles(t *testing.T, u *fakeUpstream) []File {
 func testPublishOptions(t *testing.T, u *fakeUpstream, files []File) PublishOptions {
 	return PublishOptions{
 		Archs: Archs, Files: files,
-		Cache:  &Cache{Dir: t.TempDir(), Client: u.srv.Client()},
+		Cache:  &Cache{Dir: t.TempDir(), Client: u.Server.Client()},
 		Images: Images,
 		Mirror: func(context.Context, objstore.Store, Image) (ImageEntry, error) { return pauseEntry, nil },
 		Warn:   func(msg string) { t.Errorf("warning: %s", msg) },
@@ -129,7 +129,7 @@ func TestPublishThenMatchTransfersNothing(t *testing.T) {
 		}
 		for _, f := range files {
 			obj, err := store.Get(ctx, f.Path, objstore.GetOptions{})
-			if err != nil || !bytes.Equal(obj.Data, u.body(strings.TrimPrefix(f.URL, u.srv.URL))) {
+			if err != nil || !bytes.Equal(obj.Data, u.Served(strings.TrimPrefix(f.URL, u.Server.URL))) {
 				t.Fatalf("%s: %q %v", f.Path, obj.Data, err)
 			}
 		}
@@ -151,7 +151,7 @@ func TestPublishThenMatchTransfersNothing(t *testing.T) {
 		// wrapper proves nothing is uploaded.
 		counted := faultstore.New(store)
 		opts := testPublishOptions(t, u, testFiles(t, u))
-		upstreamBefore := u.total()
+		upstreamBefore := u.Total()
 		opts.Cache = &Cache{Dir: t.TempDir(), Client: refusingClient()}
 		opts.Mirror = func(context.Context, objstore.Store, Image) (ImageEntry, error) {
 			t.Error("image mirrored again")
@@ -165,7 +165,7 @@ func TestPublishThenMatchTransfersNothing(t *testing.T) {
 		if res.Written || len(res.Uploaded) != 0 || c.Writes() != 0 || c.Head != 0 || c.Get != 1 || c.List != 1 {
 			t.Fatalf("matching manifest: result %+v, requests %+v: want one manifest read, one retention listing, no transfers", res, c)
 		}
-		if u.total() != upstreamBefore {
+		if u.Total() != upstreamBefore {
 			t.Fatalf("matching manifest downloaded from upstream")
 		}
 	})

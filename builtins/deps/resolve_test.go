@@ -35,12 +35,12 @@ func TestResolveGreatestStableOfPinnedMajor(t *testing.T) {
 	// as a string.
 	want := []File{
 		{Key: "containerd", Arch: AMD64, Canonical: "containerd.tar.gz", Version: "2.1.10",
-			URL:    u.srv.URL + "/dl/containerd-2.1.10-linux-amd64.tar.gz",
+			URL:    u.Server.URL + "/dl/containerd-2.1.10-linux-amd64.tar.gz",
 			Path:   "dependencies/containerd/containerd-v2.1.10-linux-amd64.tar.gz",
 			Digest: "sha256:" + sum("sha256", content("containerd-2.1.10-linux-amd64.tar.gz")),
 			Size:   int64(len(content("containerd-2.1.10-linux-amd64.tar.gz")))},
 		{Key: "containerd", Arch: ARM64, Canonical: "containerd.tar.gz", Version: "2.1.10",
-			URL:    u.srv.URL + "/dl/containerd-2.1.10-linux-arm64.tar.gz",
+			URL:    u.Server.URL + "/dl/containerd-2.1.10-linux-arm64.tar.gz",
 			Path:   "dependencies/containerd/containerd-v2.1.10-linux-arm64.tar.gz",
 			Digest: "sha256:" + sum("sha256", content("containerd-2.1.10-linux-arm64.tar.gz")),
 			Size:   int64(len(content("containerd-2.1.10-linux-arm64.tar.gz")))},
@@ -69,10 +69,10 @@ func TestResolvePublishedSHA512IsRequired(t *testing.T) {
 	u := newFakeUpstream(t)
 	// The publisher lists a .sha512 asset but serving it fails: the
 	// resolver must not settle for the SHA-256 beside it.
-	u.repos["containernetworking/plugins"] = "plugins.json"
+	u.Repos["containernetworking/plugins"] = "plugins.json"
 	r := u.resolver()
-	orig := u.srv.Config.Handler
-	u.srv.Config.Handler = httpFunc(func(w httpW, req httpR) {
+	orig := u.Server.Config.Handler
+	u.Server.Config.Handler = httpFunc(func(w httpW, req httpR) {
 		if filepath.Ext(req.URL.Path) == ".sha512" {
 			httpError(w, 500)
 			return
@@ -96,7 +96,7 @@ func TestResolveMissingDigests(t *testing.T) {
 	if want := "sha256:" + sum("sha256", content("coredns_1.12.3_linux_amd64.tgz")); files[0].Digest != want {
 		t.Fatalf("digest %s, want %s", files[0].Digest, want)
 	}
-	u.repos["coredns/coredns"] = "coredns-nodigest.json"
+	u.Repos["coredns/coredns"] = "coredns-nodigest.json"
 	_, err = u.resolver().Resolve(context.Background(), def(t, "coredns"), []Arch{ARM64})
 	if !errors.Is(err, ErrNoDigest) {
 		t.Fatalf("err = %v, want ErrNoDigest", err)
@@ -111,7 +111,7 @@ func TestResolveMinorPinAndOffGitHubHosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := files[0]
-	if f.Version != "1.36.2" || f.URL != u.srv.URL+"/k8s/release/v1.36.2/bin/linux/arm64/kubelet" ||
+	if f.Version != "1.36.2" || f.URL != u.Server.URL+"/k8s/release/v1.36.2/bin/linux/arm64/kubelet" ||
 		f.Path != "dependencies/kubelet/kubelet-v1.36.2-linux-arm64" ||
 		f.Digest != "sha512:"+sum("sha512", content("/k8s/release/v1.36.2/bin/linux/arm64/kubelet")) {
 		t.Fatalf("kubelet %+v", f)
@@ -124,7 +124,7 @@ func TestResolveMinorPinAndOffGitHubHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f := files[0]; f.Version != "20260803.0" || f.URL != u.srv.URL+"/gvisor/releases/release/20260803.0/x86_64/gvisor.tar.bz2" ||
+	if f := files[0]; f.Version != "20260803.0" || f.URL != u.Server.URL+"/gvisor/releases/release/20260803.0/x86_64/gvisor.tar.bz2" ||
 		f.Path != "dependencies/gvisor/gvisor-v20260803.0-linux-amd64.tar.bz2" || f.Digest[:7] != "sha512:" {
 		t.Fatalf("gvisor %+v", f)
 	}
@@ -177,7 +177,7 @@ func TestDownloadVerifiesAndCaches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Cache{Dir: t.TempDir(), Client: u.srv.Client()}
+	c := &Cache{Dir: t.TempDir(), Client: u.Server.Client()}
 	got, err := c.EnsureAll(context.Background(), files)
 	if err != nil {
 		t.Fatal(err)
@@ -188,11 +188,11 @@ func TestDownloadVerifiesAndCaches(t *testing.T) {
 			t.Fatalf("cached %s: %q %v", f.Path, b, err)
 		}
 	}
-	before := u.requests["/dl/cni-plugins-linux-amd64-v1.8.0.tgz"]
+	before := u.Requests("/dl/cni-plugins-linux-amd64-v1.8.0.tgz")
 	if _, err := c.Ensure(context.Background(), files[0]); err != nil {
 		t.Fatal(err)
 	}
-	if after := u.requests["/dl/cni-plugins-linux-amd64-v1.8.0.tgz"]; after != before {
+	if after := u.Requests("/dl/cni-plugins-linux-amd64-v1.8.0.tgz"); after != before {
 		t.Fatalf("a valid cached file was downloaded again (%d → %d requests)", before, after)
 	}
 	// A corrupt cached copy is replaced.
@@ -211,9 +211,9 @@ func TestDownloadDigestMismatchRefusedAndRemoved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u.corrupt["crictl-v1.36.0-linux-amd64.tar.gz"] = true
+	u.Corrupt("crictl-v1.36.0-linux-amd64.tar.gz")
 	files[0].Size = 0 // size unknown: only the digest can catch it
-	c := &Cache{Dir: t.TempDir(), Client: u.srv.Client()}
+	c := &Cache{Dir: t.TempDir(), Client: u.Server.Client()}
 	if _, err := c.Ensure(context.Background(), files[0]); !errors.Is(err, ErrDigestMismatch) {
 		t.Fatalf("err = %v, want ErrDigestMismatch", err)
 	}
@@ -226,8 +226,8 @@ func TestDownloadDigestMismatchRefusedAndRemoved(t *testing.T) {
 func TestResolveDebianPackages(t *testing.T) {
 	u := newFakeUpstream(t)
 	r := u.resolver()
-	r.Hosts[FluentBitHost] = u.srv.URL + "/fluentbit"
-	r.Hosts[DebianHost] = u.srv.URL + "/debian"
+	r.Hosts[FluentBitHost] = u.Server.URL + "/fluentbit"
+	r.Hosts[DebianHost] = u.Server.URL + "/debian"
 	files, err := r.Resolve(context.Background(), def(t, "fluent-bit"), Archs)
 	if err != nil {
 		t.Fatal(err)
@@ -235,7 +235,7 @@ func TestResolveDebianPackages(t *testing.T) {
 	// 6.0.0 is another major, 5.1.0~rc1 a prerelease, fluent-bit-dbg
 	// another package; the index's SHA-512 wins over its SHA-256.
 	pool := "/fluentbit/debian/trixie/pool/main/f/fluent-bit/fluent-bit_5.0.1_arm64.deb"
-	if f := files[1]; f.Version != "5.0.1" || f.URL != u.srv.URL+pool || f.Digest != "sha512:"+sum("sha512", content(pool)) ||
+	if f := files[1]; f.Version != "5.0.1" || f.URL != u.Server.URL+pool || f.Digest != "sha512:"+sum("sha512", content(pool)) ||
 		f.Size != int64(len(content(pool))) || f.Path != "dependencies/fluent-bit/fluent-bit-v5.0.1-linux-arm64.deb" {
 		t.Fatalf("fluent-bit %+v", f)
 	}
@@ -248,7 +248,7 @@ func TestResolveDebianPackages(t *testing.T) {
 		f.Path != "dependencies/libpq5/libpq5-v17.6-0+deb13u1-linux-amd64.deb" {
 		t.Fatalf("libpq5 %+v", f)
 	}
-	c := &Cache{Dir: t.TempDir(), Client: u.srv.Client()}
+	c := &Cache{Dir: t.TempDir(), Client: u.Server.Client()}
 	if _, err := c.Ensure(context.Background(), files[0]); err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +256,7 @@ func TestResolveDebianPackages(t *testing.T) {
 
 func TestImageKernel(t *testing.T) {
 	u := newFakeUpstream(t)
-	k, err := u.resolver().ImageKernel(context.Background(), u.srv.URL+"/images/debian-13-generic-amd64.json")
+	k, err := u.resolver().ImageKernel(context.Background(), u.Server.URL+"/images/debian-13-generic-amd64.json")
 	if err != nil || k != "6.12.41+deb13-cloud-amd64" {
 		t.Fatalf("kernel %q %v", k, err)
 	}
