@@ -105,16 +105,18 @@ func (e *Env) Setup(ctx context.Context, opts SetupOptions) (SetupResult, error)
 	if res.Plan, err = inf.Plan(ctx, cl); err != nil {
 		return res, err
 	}
+	// The configuration is rendered before anything is written, so a
+	// failure leaves the secrets and the bucket untouched.
+	cfg, err := inf.Config(cl)
+	if err != nil {
+		return res, err
+	}
 	if opts.Confirm != nil {
 		if err := opts.Confirm(res.Plan); err != nil {
 			return res, err
 		}
 	}
 	if res.Secrets, err = e.ensureCASecrets(ctx, c); err != nil {
-		return res, err
-	}
-	cfg, err := inf.Config(cl)
-	if err != nil {
 		return res, err
 	}
 	if res.ConfigChanged, err = e.publishClusterConfig(ctx, c, cfg); err != nil {
