@@ -57,7 +57,7 @@ func (e *Env) infraFor(ctx context.Context, c contexts.Context) (ClusterInfra, e
 		return localInfra{e: e}, nil
 	}
 	if e.Infrastructure == nil {
-		return nil, fmt.Errorf("provider %q has no infrastructure support in this build", c.Provider)
+		return nil, fmt.Errorf("provider %q has no infrastructure support in this build: use a local context, or the podmin command, which sets up aws", c.Provider)
 	}
 	return e.Infrastructure(ctx, e, c)
 }

@@ -25,7 +25,7 @@ import (
 func clusterInfrastructure(stderr io.Writer, lookupEnv func(string) (string, bool)) func(context.Context, *builtins.Env, contexts.Context) (builtins.ClusterInfra, error) {
 	return func(ctx context.Context, env *builtins.Env, c contexts.Context) (builtins.ClusterInfra, error) {
 		if c.Provider != "aws" {
-			return nil, fmt.Errorf("provider %q has no infrastructure support in this build", c.Provider)
+			return nil, fmt.Errorf("provider %q has no infrastructure support in this build: use a context whose provider is aws or local", c.Provider)
 		}
 		load := []func(*config.LoadOptions) error{config.WithRegion(c.Region)}
 		if c.Profile != "" {
