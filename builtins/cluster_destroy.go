@@ -153,7 +153,7 @@ func (e *Env) Destroy(ctx context.Context, opts DestroyOptions) (DestroyResult, 
 	}
 	deleter, ok := b.(bucketDeleter)
 	if !ok {
-		return res, fmt.Errorf("provider %s cannot delete buckets in this build: nothing was deleted", c.Provider)
+		return res, fmt.Errorf("provider %s cannot delete buckets in this build: nothing was deleted; run \"podmin teardown\", delete bucket %q yourself, then run \"podmin disconnect %s\"", c.Provider, c.Bucket, c.Cluster)
 	}
 	exists, err := b.BucketExists(ctx)
 	if err != nil {
@@ -238,5 +238,5 @@ func (e *Env) emptyBucket(ctx context.Context, b objstore.Store, c contexts.Cont
 		}
 		e.progress("emptied %d objects from bucket %s", n, c.Bucket)
 	}
-	return n, fmt.Errorf("bucket %q still lists objects after %d rounds of deletes: something keeps writing to it", c.Bucket, maxRounds)
+	return n, fmt.Errorf("bucket %q still lists objects after %d rounds of deletes: something keeps writing to it; stop it (the node agents, other tools), then run \"podmin destroy\" again", c.Bucket, maxRounds)
 }
