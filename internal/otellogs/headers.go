@@ -8,9 +8,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
+
+	"podmin.dev/podmin/internal/paths"
 )
 
 // maxHeaders bounds the header map; exporters need a handful.
@@ -71,34 +71,7 @@ func isTokenChar(r rune) bool {
 }
 
 // WriteConfig writes a rendered configuration atomically with mode 0600
-// (it may hold header values): a temporary file in the same directory,
-// fsync, rename, directory fsync.
+// (it may hold header values).
 func WriteConfig(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if err = tmp.Chmod(0o600); err == nil {
-		_, err = tmp.Write(data)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	defer d.Close()
-	return d.Sync()
+	return paths.WriteFileAtomic(path, data, 0o600)
 }
