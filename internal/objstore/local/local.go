@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/paths"
 )
 
 var _ objstore.Bucket = (*Bucket)(nil)
@@ -172,7 +173,7 @@ func (b *Bucket) Delete(ctx context.Context, key string, ifMatch string) error {
 	default:
 		return fmt.Errorf("delete %q: %w", key, &os.PathError{Op: "unlink", Path: p, Err: err})
 	}
-	if err := syncDir(filepath.Dir(p)); err != nil {
+	if err := paths.SyncDir(filepath.Dir(p)); err != nil {
 		return fmt.Errorf("delete %q: %w", key, err)
 	}
 	// A record left behind by a crash here describes no file.
