@@ -133,8 +133,6 @@ func etagOf(data []byte) string {
 	return `"` + hex.EncodeToString(sum[:]) + `"`
 }
 
-func sameETag(a, b string) bool { return strings.Trim(a, `"`) == strings.Trim(b, `"`) }
-
 // current returns the merged view of key. The caller holds s.mu.
 func (s *Store) current(ctx context.Context, key string) (Version, error) {
 	if e, ok := s.layer[key]; ok {
@@ -169,7 +167,7 @@ func (s *Store) Get(ctx context.Context, key string, opts objstore.GetOptions) (
 	case ok && e.deleted, !ok && gone:
 		return objstore.Object{}, fmt.Errorf("get %q: %w", key, objstore.ErrNotFound)
 	case ok:
-		if opts.IfNoneMatch != "" && sameETag(opts.IfNoneMatch, e.etag) {
+		if opts.IfNoneMatch != "" && objstore.SameETag(opts.IfNoneMatch, e.etag) {
 			return objstore.Object{}, fmt.Errorf("get %q: %w", key, objstore.ErrNotModified)
 		}
 		return objstore.Object{Data: append([]byte(nil), e.data...), ETag: e.etag, Metadata: objstore.CloneMetadata(e.meta)}, nil
@@ -253,7 +251,7 @@ func (s *Store) PutIfMatch(ctx context.Context, key string, data []byte, etag st
 		if !cur.Exists {
 			return fmt.Errorf("put-if-match %q: %w", key, objstore.ErrNotFound)
 		}
-		if !sameETag(cur.ETag, etag) {
+		if !objstore.SameETag(cur.ETag, etag) {
 			return fmt.Errorf("put-if-match %q: the ETag is %s, not %s: %w", key, cur.ETag, etag, objstore.ErrPrecondition)
 		}
 		return nil
@@ -274,7 +272,7 @@ func (s *Store) Delete(ctx context.Context, key string, ifMatch string) error {
 		if !cur.Exists {
 			return fmt.Errorf("delete %q: %w", key, objstore.ErrNotFound)
 		}
-		if !sameETag(cur.ETag, ifMatch) {
+		if !objstore.SameETag(cur.ETag, ifMatch) {
 			return fmt.Errorf("delete %q: the ETag is %s, not %s: %w", key, cur.ETag, ifMatch, objstore.ErrPrecondition)
 		}
 		return nil
@@ -378,7 +376,7 @@ func (s *Store) Open(ctx context.Context, key string, opts objstore.GetOptions) 
 	case !ok:
 		return objstore.OpenObject(ctx, s.real, key, opts)
 	}
-	if opts.IfNoneMatch != "" && sameETag(opts.IfNoneMatch, e.etag) {
+	if opts.IfNoneMatch != "" && objstore.SameETag(opts.IfNoneMatch, e.etag) {
 		return nil, fmt.Errorf("open %q: %w", key, objstore.ErrNotModified)
 	}
 	off, n, err := objstore.CheckRange(opts.Range, int64(len(e.data)))
@@ -408,7 +406,7 @@ func (s *Store) Write(ctx context.Context, key string, body io.Reader, size int6
 			return fmt.Errorf("write %q: the object already exists: %w", key, objstore.ErrPrecondition)
 		case opts.IfMatch != "" && !cur.Exists:
 			return fmt.Errorf("write %q: %w", key, objstore.ErrNotFound)
-		case opts.IfMatch != "" && !sameETag(cur.ETag, opts.IfMatch):
+		case opts.IfMatch != "" && !objstore.SameETag(cur.ETag, opts.IfMatch):
 			return fmt.Errorf("write %q: the ETag is %s, not %s: %w", key, cur.ETag, opts.IfMatch, objstore.ErrPrecondition)
 		}
 		return nil
