@@ -154,17 +154,24 @@ func (s *Store) current(ctx context.Context, key string) (Version, error) {
 	return Version{Exists: true, Data: obj.Data, ETag: obj.ETag, Metadata: obj.Metadata}, nil
 }
 
+// lookup returns key's overlay entry (ok) and whether the key is missing
+// from the merged view: deleted in the layer, or absent from it while the
+// real store counts as empty. When neither, the real store answers.
+func (s *Store) lookup(key string) (e *entry, ok, missing bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	e, ok = s.layer[key]
+	return e, ok, (ok && e.deleted) || (!ok && s.realGone)
+}
+
 // Get implements objstore.Store.
 func (s *Store) Get(ctx context.Context, key string, opts objstore.GetOptions) (objstore.Object, error) {
 	if err := ctx.Err(); err != nil {
 		return objstore.Object{}, err
 	}
-	s.mu.RLock()
-	e, ok := s.layer[key]
-	gone := s.realGone
-	s.mu.RUnlock()
+	e, ok, missing := s.lookup(key)
 	switch {
-	case ok && e.deleted, !ok && gone:
+	case missing:
 		return objstore.Object{}, fmt.Errorf("get %q: %w", key, objstore.ErrNotFound)
 	case ok:
 		if opts.IfNoneMatch != "" && objstore.SameETag(opts.IfNoneMatch, e.etag) {
@@ -180,12 +187,9 @@ func (s *Store) Head(ctx context.Context, key string) (objstore.Info, error) {
 	if err := ctx.Err(); err != nil {
 		return objstore.Info{}, err
 	}
-	s.mu.RLock()
-	e, ok := s.layer[key]
-	gone := s.realGone
-	s.mu.RUnlock()
+	e, ok, missing := s.lookup(key)
 	switch {
-	case ok && e.deleted, !ok && gone:
+	case missing:
 		return objstore.Info{}, fmt.Errorf("head %q: %w", key, objstore.ErrNotFound)
 	case ok:
 		return objstore.Info{Key: key, ETag: e.etag, Size: int64(len(e.data)), LastModified: e.modified, Metadata: objstore.CloneMetadata(e.meta)}, nil
@@ -366,12 +370,9 @@ func (s *Store) Open(ctx context.Context, key string, opts objstore.GetOptions) 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s.mu.RLock()
-	e, ok := s.layer[key]
-	gone := s.realGone
-	s.mu.RUnlock()
+	e, ok, missing := s.lookup(key)
 	switch {
-	case ok && e.deleted, !ok && gone:
+	case missing:
 		return nil, fmt.Errorf("open %q: %w", key, objstore.ErrNotFound)
 	case !ok:
 		return objstore.OpenObject(ctx, s.real, key, opts)
