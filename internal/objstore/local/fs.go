@@ -107,10 +107,8 @@ func (b *Bucket) ensureMeta() error {
 	return nil
 }
 
-// writeTemp writes data to a new synced file in .podmin/tmp. Temporary files
-// live there, not beside the target, so that a crash never leaves debris in
-// the operator's view or in listings; .podmin is on the same filesystem as
-// the objects, so rename stays atomic.
+// writeTemp writes data to a new synced file in .podmin/tmp (see
+// createTemp).
 func (b *Bucket) writeTemp(data []byte) (string, error) {
 	return b.writeTempFile(data, true)
 }
