@@ -232,7 +232,7 @@ func LockRecipes(dir, cacheDir string) (string, *Lock, error) {
 			return lockPath, nil, fmt.Errorf("repository @%s: %w", name, err)
 		}
 		if len(files) == 0 {
-			return lockPath, nil, fmt.Errorf("repository @%s (%s) has no .star files to pin", name, repo)
+			return lockPath, nil, fmt.Errorf("repository @%s (%s) has no .star files to pin: check its path in %s or remove it from there", name, repo, lockPath)
 		}
 		e.Files, e.Digest = files, TreeDigest(files)
 		lk.Recipes[name] = e

@@ -234,3 +234,8 @@ func CloneMetadata(md map[string]string) map[string]string {
 	}
 	return out
 }
+
+// SameETag compares ETags the way S3 does, ignoring the surrounding quotes.
+func SameETag(a, b string) bool {
+	return strings.Trim(a, `"`) == strings.Trim(b, `"`)
+}

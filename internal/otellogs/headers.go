@@ -8,9 +8,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
+
+	"podmin.dev/podmin/internal/paths"
 )
 
 // maxHeaders bounds the header map; exporters need a handful.
@@ -29,7 +29,7 @@ func ParseHeaders(data []byte) (map[string]string, error) {
 		return nil, fmt.Errorf("otel-logs-headers is not a JSON object of header names to string values, e.g. {\"Authorization\": \"Bearer …\"}: update it with \"podmin secret update otel-logs-headers --system\"")
 	}
 	if err := CheckHeaders(h); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: update it with \"podmin secret update otel-logs-headers --system\"", err)
 	}
 	return h, nil
 }
@@ -37,7 +37,7 @@ func ParseHeaders(data []byte) (map[string]string, error) {
 // CheckHeaders validates header names and values without quoting values.
 func CheckHeaders(h map[string]string) error {
 	if len(h) > maxHeaders {
-		return fmt.Errorf("otel-logs-headers has %d headers; the limit is %d", len(h), maxHeaders)
+		return fmt.Errorf("otel-logs-headers has %d headers; the limit is %d: keep only the headers the exporter needs", len(h), maxHeaders)
 	}
 	seen := map[string]string{}
 	for k, v := range h {
@@ -56,7 +56,7 @@ func CheckHeaders(h map[string]string) error {
 		}
 		seen[lower] = k
 		if v == "" || strings.TrimSpace(v) != v || strings.IndexFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
-			return fmt.Errorf("otel-logs-headers: the value of %s is empty, has surrounding spaces or control characters", k)
+			return fmt.Errorf("otel-logs-headers: the value of %s is empty, has surrounding spaces or control characters: set a trimmed, printable value", k)
 		}
 	}
 	return nil
@@ -71,34 +71,7 @@ func isTokenChar(r rune) bool {
 }
 
 // WriteConfig writes a rendered configuration atomically with mode 0600
-// (it may hold header values): a temporary file in the same directory,
-// fsync, rename, directory fsync.
+// (it may hold header values).
 func WriteConfig(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if err = tmp.Chmod(0o600); err == nil {
-		_, err = tmp.Write(data)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	defer d.Close()
-	return d.Sync()
+	return paths.WriteFileAtomic(path, data, 0o600)
 }

@@ -83,8 +83,8 @@ func FetchPayload(ctx context.Context, store objstore.Store, p string) ([]byte, 
 
 // PayloadCache is a local store of payload bytes by the hex SHA-512 digest
 // of the bytes (internal/cache implements it). Payloads are immutable, so a
-// verified copy never goes stale; the cache verifies what it stores and
-// returns.
+// verified copy never goes stale. Get must return only bytes that hash to
+// digest (internal/cache checks every read), so callers do not hash again.
 type PayloadCache interface {
 	Get(digest string) ([]byte, bool)
 	Put(digest string, data []byte) error
@@ -98,7 +98,7 @@ func FetchPayloadCached(ctx context.Context, store objstore.Store, cache Payload
 		return nil, err
 	}
 	if cache != nil {
-		if data, ok := cache.Get(digest); ok && sha512Hex(data) == digest {
+		if data, ok := cache.Get(digest); ok {
 			return data, nil
 		}
 	}

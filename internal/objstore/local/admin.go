@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/paths"
 )
 
 // region is what BucketRegion reports for every local bucket.
@@ -60,7 +61,7 @@ func (b *Bucket) CreateBucket(ctx context.Context) error {
 	case err != nil:
 		return fmt.Errorf("create local bucket: %w", &os.PathError{Op: "mkdir", Path: b.dir, Err: err})
 	default:
-		if err := syncDir(filepath.Dir(b.dir)); err != nil {
+		if err := paths.SyncDir(filepath.Dir(b.dir)); err != nil {
 			return fmt.Errorf("create local bucket: %w", err)
 		}
 	}
@@ -76,10 +77,10 @@ func (b *Bucket) CreateBucket(ctx context.Context) error {
 	if err := b.ensureMeta(); err != nil {
 		return err
 	}
-	if err := syncDir(b.metaPath()); err != nil {
+	if err := paths.SyncDir(b.metaPath()); err != nil {
 		return err
 	}
-	if err := syncDir(b.dir); err != nil {
+	if err := paths.SyncDir(b.dir); err != nil {
 		return err
 	}
 	if existed {
@@ -136,7 +137,7 @@ func (b *Bucket) SetBucketTags(ctx context.Context, tags map[string]string) erro
 		_ = os.Remove(tmp)
 		return fmt.Errorf("set bucket tags: %w", err)
 	}
-	if err := syncDir(b.metaPath()); err != nil {
+	if err := paths.SyncDir(b.metaPath()); err != nil {
 		return fmt.Errorf("set bucket tags: %w", err)
 	}
 	return nil

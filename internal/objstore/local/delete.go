@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 
 	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/paths"
 )
 
 // ErrBucketNotEmpty reports a DeleteBucket of a bucket that still holds
@@ -46,7 +47,7 @@ func (b *Bucket) DeleteBucket(ctx context.Context) error {
 	if err := os.Rename(b.dir, gone); err != nil {
 		return fmt.Errorf("delete bucket: %w", err)
 	}
-	if err := syncDir(parent); err != nil {
+	if err := paths.SyncDir(parent); err != nil {
 		return fmt.Errorf("delete bucket: %w", err)
 	}
 	if err := os.RemoveAll(gone); err != nil {

@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/paths"
 )
 
 // lockStripes bounds the number of lock files: keys hash onto 4096 of them,
@@ -106,10 +107,8 @@ func (b *Bucket) ensureMeta() error {
 	return nil
 }
 
-// writeTemp writes data to a new synced file in .podmin/tmp. Temporary files
-// live there, not beside the target, so that a crash never leaves debris in
-// the operator's view or in listings; .podmin is on the same filesystem as
-// the objects, so rename stays atomic.
+// writeTemp writes data to a new synced file in .podmin/tmp (see
+// createTemp).
 func (b *Bucket) writeTemp(data []byte) (string, error) {
 	return b.writeTempFile(data, true)
 }
@@ -285,7 +284,7 @@ func (b *Bucket) replace(key, tmp string) error {
 		err := syscall.Rename(tmp, target)
 		switch {
 		case err == nil:
-			return syncDir(filepath.Dir(target))
+			return paths.SyncDir(filepath.Dir(target))
 		case errors.Is(err, syscall.ENOENT):
 			// A delete removed the empty parent directory; make it again.
 			continue
@@ -316,7 +315,7 @@ func (b *Bucket) mkdirs(key string) error {
 		dir := filepath.Join(parent, seg)
 		switch err := syscall.Mkdir(dir, 0o700); {
 		case err == nil:
-			if err := syncDir(parent); err != nil {
+			if err := paths.SyncDir(parent); err != nil {
 				return err
 			}
 		case errors.Is(err, syscall.EEXIST):
@@ -360,27 +359,11 @@ func (b *Bucket) removeEmptyParents(p string) {
 		if syscall.Rmdir(dir) != nil {
 			return
 		}
-		_ = syncDir(filepath.Dir(dir))
+		_ = paths.SyncDir(filepath.Dir(dir))
 	}
 }
 
 func isDir(p string) bool {
 	fi, err := os.Lstat(p)
 	return err == nil && fi.IsDir()
-}
-
-// syncDir makes a directory's entries (a rename, a new file) durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("sync directory %q: %w", dir, err)
-	}
-	return nil
 }

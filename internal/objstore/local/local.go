@@ -13,10 +13,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/paths"
 )
 
 var _ objstore.Bucket = (*Bucket)(nil)
@@ -48,7 +48,7 @@ func (b *Bucket) Get(ctx context.Context, key string, opts objstore.GetOptions) 
 		return objstore.Object{}, b.readError("get", key, err)
 	}
 	defer f.Close()
-	if opts.IfNoneMatch != "" && sameETag(opts.IfNoneMatch, v.ETag) {
+	if opts.IfNoneMatch != "" && objstore.SameETag(opts.IfNoneMatch, v.ETag) {
 		return objstore.Object{}, fmt.Errorf("get %q: %w", key, objstore.ErrNotModified)
 	}
 	data := make([]byte, fi.Size())
@@ -83,7 +83,7 @@ func (b *Bucket) Open(ctx context.Context, key string, opts objstore.GetOptions)
 	if err != nil {
 		return nil, b.readError("open", key, err)
 	}
-	if opts.IfNoneMatch != "" && sameETag(opts.IfNoneMatch, v.ETag) {
+	if opts.IfNoneMatch != "" && objstore.SameETag(opts.IfNoneMatch, v.ETag) {
 		f.Close()
 		return nil, fmt.Errorf("open %q: %w", key, objstore.ErrNotModified)
 	}
@@ -172,7 +172,7 @@ func (b *Bucket) Delete(ctx context.Context, key string, ifMatch string) error {
 	default:
 		return fmt.Errorf("delete %q: %w", key, &os.PathError{Op: "unlink", Path: p, Err: err})
 	}
-	if err := syncDir(filepath.Dir(p)); err != nil {
+	if err := paths.SyncDir(filepath.Dir(p)); err != nil {
 		return fmt.Errorf("delete %q: %w", key, err)
 	}
 	// A record left behind by a crash here describes no file.
@@ -304,7 +304,7 @@ func matches(op, key, want, cur string, exists bool) error {
 	if !exists {
 		return fmt.Errorf("%s %q: %w", op, key, objstore.ErrNotFound)
 	}
-	if !sameETag(want, cur) {
+	if !objstore.SameETag(want, cur) {
 		return fmt.Errorf("%s %q: ETag is %s, not %s: re-read the object and retry: %w", op, key, cur, want, objstore.ErrPrecondition)
 	}
 	return nil
@@ -346,9 +346,4 @@ func missing(err error) bool {
 
 func quote(sum []byte) string {
 	return `"` + hex.EncodeToString(sum) + `"`
-}
-
-// sameETag compares ETags the way S3 does, ignoring the surrounding quotes.
-func sameETag(a, b string) bool {
-	return strings.Trim(a, `"`) == strings.Trim(b, `"`)
 }

@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/paths"
 )
 
 // Every object version has a record under .podmin/objects that holds what
@@ -168,7 +169,7 @@ func (b *Bucket) writeRecord(key string, v version, durable bool) error {
 		return fmt.Errorf("write object record: %w", err)
 	}
 	if durable {
-		if err := syncDir(filepath.Dir(target)); err != nil {
+		if err := paths.SyncDir(filepath.Dir(target)); err != nil {
 			return err
 		}
 	}
@@ -198,7 +199,7 @@ func (b *Bucket) mkdirSynced(dir string) error {
 	case err != nil:
 		return &os.PathError{Op: "mkdir", Path: dir, Err: err}
 	}
-	return syncDir(parent)
+	return paths.SyncDir(parent)
 }
 
 // removeRecord deletes the record of version id of key, and the key's

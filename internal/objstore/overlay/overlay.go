@@ -133,8 +133,6 @@ func etagOf(data []byte) string {
 	return `"` + hex.EncodeToString(sum[:]) + `"`
 }
 
-func sameETag(a, b string) bool { return strings.Trim(a, `"`) == strings.Trim(b, `"`) }
-
 // current returns the merged view of key. The caller holds s.mu.
 func (s *Store) current(ctx context.Context, key string) (Version, error) {
 	if e, ok := s.layer[key]; ok {
@@ -156,20 +154,27 @@ func (s *Store) current(ctx context.Context, key string) (Version, error) {
 	return Version{Exists: true, Data: obj.Data, ETag: obj.ETag, Metadata: obj.Metadata}, nil
 }
 
+// lookup returns key's overlay entry (ok) and whether the key is missing
+// from the merged view: deleted in the layer, or absent from it while the
+// real store counts as empty. When neither, the real store answers.
+func (s *Store) lookup(key string) (e *entry, ok, missing bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	e, ok = s.layer[key]
+	return e, ok, (ok && e.deleted) || (!ok && s.realGone)
+}
+
 // Get implements objstore.Store.
 func (s *Store) Get(ctx context.Context, key string, opts objstore.GetOptions) (objstore.Object, error) {
 	if err := ctx.Err(); err != nil {
 		return objstore.Object{}, err
 	}
-	s.mu.RLock()
-	e, ok := s.layer[key]
-	gone := s.realGone
-	s.mu.RUnlock()
+	e, ok, missing := s.lookup(key)
 	switch {
-	case ok && e.deleted, !ok && gone:
+	case missing:
 		return objstore.Object{}, fmt.Errorf("get %q: %w", key, objstore.ErrNotFound)
 	case ok:
-		if opts.IfNoneMatch != "" && sameETag(opts.IfNoneMatch, e.etag) {
+		if opts.IfNoneMatch != "" && objstore.SameETag(opts.IfNoneMatch, e.etag) {
 			return objstore.Object{}, fmt.Errorf("get %q: %w", key, objstore.ErrNotModified)
 		}
 		return objstore.Object{Data: append([]byte(nil), e.data...), ETag: e.etag, Metadata: objstore.CloneMetadata(e.meta)}, nil
@@ -182,12 +187,9 @@ func (s *Store) Head(ctx context.Context, key string) (objstore.Info, error) {
 	if err := ctx.Err(); err != nil {
 		return objstore.Info{}, err
 	}
-	s.mu.RLock()
-	e, ok := s.layer[key]
-	gone := s.realGone
-	s.mu.RUnlock()
+	e, ok, missing := s.lookup(key)
 	switch {
-	case ok && e.deleted, !ok && gone:
+	case missing:
 		return objstore.Info{}, fmt.Errorf("head %q: %w", key, objstore.ErrNotFound)
 	case ok:
 		return objstore.Info{Key: key, ETag: e.etag, Size: int64(len(e.data)), LastModified: e.modified, Metadata: objstore.CloneMetadata(e.meta)}, nil
@@ -253,7 +255,7 @@ func (s *Store) PutIfMatch(ctx context.Context, key string, data []byte, etag st
 		if !cur.Exists {
 			return fmt.Errorf("put-if-match %q: %w", key, objstore.ErrNotFound)
 		}
-		if !sameETag(cur.ETag, etag) {
+		if !objstore.SameETag(cur.ETag, etag) {
 			return fmt.Errorf("put-if-match %q: the ETag is %s, not %s: %w", key, cur.ETag, etag, objstore.ErrPrecondition)
 		}
 		return nil
@@ -274,7 +276,7 @@ func (s *Store) Delete(ctx context.Context, key string, ifMatch string) error {
 		if !cur.Exists {
 			return fmt.Errorf("delete %q: %w", key, objstore.ErrNotFound)
 		}
-		if !sameETag(cur.ETag, ifMatch) {
+		if !objstore.SameETag(cur.ETag, ifMatch) {
 			return fmt.Errorf("delete %q: the ETag is %s, not %s: %w", key, cur.ETag, ifMatch, objstore.ErrPrecondition)
 		}
 		return nil
@@ -368,17 +370,14 @@ func (s *Store) Open(ctx context.Context, key string, opts objstore.GetOptions) 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s.mu.RLock()
-	e, ok := s.layer[key]
-	gone := s.realGone
-	s.mu.RUnlock()
+	e, ok, missing := s.lookup(key)
 	switch {
-	case ok && e.deleted, !ok && gone:
+	case missing:
 		return nil, fmt.Errorf("open %q: %w", key, objstore.ErrNotFound)
 	case !ok:
 		return objstore.OpenObject(ctx, s.real, key, opts)
 	}
-	if opts.IfNoneMatch != "" && sameETag(opts.IfNoneMatch, e.etag) {
+	if opts.IfNoneMatch != "" && objstore.SameETag(opts.IfNoneMatch, e.etag) {
 		return nil, fmt.Errorf("open %q: %w", key, objstore.ErrNotModified)
 	}
 	off, n, err := objstore.CheckRange(opts.Range, int64(len(e.data)))
@@ -408,7 +407,7 @@ func (s *Store) Write(ctx context.Context, key string, body io.Reader, size int6
 			return fmt.Errorf("write %q: the object already exists: %w", key, objstore.ErrPrecondition)
 		case opts.IfMatch != "" && !cur.Exists:
 			return fmt.Errorf("write %q: %w", key, objstore.ErrNotFound)
-		case opts.IfMatch != "" && !sameETag(cur.ETag, opts.IfMatch):
+		case opts.IfMatch != "" && !objstore.SameETag(cur.ETag, opts.IfMatch):
 			return fmt.Errorf("write %q: the ETag is %s, not %s: %w", key, cur.ETag, opts.IfMatch, objstore.ErrPrecondition)
 		}
 		return nil

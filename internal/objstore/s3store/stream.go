@@ -79,7 +79,7 @@ func (b *Bucket) openEmpty(ctx context.Context, key string, opts objstore.GetOpt
 	if err != nil {
 		return nil, err
 	}
-	if opts.IfNoneMatch != "" && strings.Trim(opts.IfNoneMatch, `"`) == strings.Trim(info.ETag, `"`) {
+	if opts.IfNoneMatch != "" && objstore.SameETag(opts.IfNoneMatch, info.ETag) {
 		return nil, fmt.Errorf("s3 open s3://%s/%s: %w", b.bucket, key, objstore.ErrNotModified)
 	}
 	if _, _, err := objstore.CheckRange(opts.Range, info.Size); err != nil {
