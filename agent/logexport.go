@@ -62,10 +62,10 @@ func readOtelLogs(ctx context.Context, store objstore.Store, cluster string) (st
 	}
 	var s logExportSetting
 	if err := json.Unmarshal(obj.Data, &s); err != nil {
-		return "", fmt.Errorf("the cluster configuration %s is not valid JSON: %w", state.TFVarsPath, err)
+		return "", fmt.Errorf("the cluster configuration %s is not valid JSON: %w: run podmin setup again to republish it", state.TFVarsPath, err)
 	}
 	if s.Cluster != cluster {
-		return "", fmt.Errorf("the cluster configuration %s belongs to cluster %q, not %q", state.TFVarsPath, s.Cluster, cluster)
+		return "", fmt.Errorf("the cluster configuration %s belongs to cluster %q, not %q: start the agent with this cluster's own bucket", state.TFVarsPath, s.Cluster, cluster)
 	}
 	return s.OtelLogs, nil
 }
