@@ -147,7 +147,7 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	}
 	// Container log export follows the published cluster configuration;
 	// its failures are named in /readyz and never hold Pods back.
-	le := newLogExport(cfg, opts, store, identities, health, log)
+	le := newLogExport(cfg, opts, store, readers, identities, health, log)
 	d.Reconcilers = append(d.Reconcilers, NewLoopComponent(componentLogExport, le.run))
 	if b, ok := store.(*localstore.Bucket); ok {
 		// A local bucket notifies its commits: reconcile within
