@@ -28,11 +28,9 @@ import (
 	"podmin.dev/podmin/agent/identity"
 	"podmin.dev/podmin/agent/service"
 	"podmin.dev/podmin/agent/staticpod"
-	awscloud "podmin.dev/podmin/internal/cloud/aws"
 	"podmin.dev/podmin/internal/manifest"
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/secrets"
-	secretslocal "podmin.dev/podmin/internal/secrets/local"
 	"podmin.dev/podmin/internal/state"
 )
 
@@ -61,27 +59,11 @@ type coordination struct {
 // localMode reports whether the agent runs in local node mode.
 func localMode(cfg Config) bool { return cfg.Provider == "local" }
 
-// clusterCAReader returns the provider's system secrets store, where setup
-// keeps the cluster CA; nil when the local data directory is unknown.
-func clusterCAReader(ctx context.Context, cfg Config, opts Options) (identity.SecretReader, error) {
-	if localMode(cfg) {
-		if opts.DataDir == "" {
-			return nil, nil
-		}
-		return secretslocal.New(filepath.Join(opts.DataDir, "secrets")), nil
-	}
-	return awscloud.OpenSecrets(ctx, secrets.ParameterStore, awscloud.SecretsOptions{Region: cfg.Region})
-}
-
 // newCoordination assembles coordination. It returns nil (and logs why)
 // when the cluster has no CA yet or the node cannot take part; health
 // carries the reasons that need an operator. Only a failure to read an
 // existing CA stops the agent, as for the workload CA key.
-func newCoordination(ctx context.Context, cfg Config, opts Options, store objstore.Bucket, health *Health, log *slog.Logger) (*coordination, error) {
-	r, err := clusterCAReader(ctx, cfg, opts)
-	if err != nil {
-		return nil, err
-	}
+func newCoordination(ctx context.Context, cfg Config, opts Options, r identity.SecretReader, store objstore.Bucket, health *Health, log *slog.Logger) (*coordination, error) {
 	if r == nil {
 		log.Warn("coordination, Service DNS and the dataplane disabled: the Podmin data directory holding the local secrets store is unknown; set XDG_DATA_HOME")
 		return nil, nil

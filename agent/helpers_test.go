@@ -85,18 +85,26 @@ func startLocalAgent(t *testing.T, poll time.Duration, tweak ...func(*Options)) 
 	if err := a.bucket.CreateBucket(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	started := make(chan string, 1)
-	opts := Options{Root: a.root, HealthAddr: "127.0.0.1:0", PollInterval: poll, DataDir: filepath.Join(dir, "data"),
-		Log:     slog.New(slog.NewTextHandler(a.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Started: func(addr string) { started <- addr }}
+	opts := Options{Root: a.root, HealthAddr: "127.0.0.1:0", PollInterval: poll, DataDir: filepath.Join(dir, "data")}
 	for _, f := range tweak {
 		f(&opts)
 	}
 	cfg := Config{Provider: "local", Bucket: a.bucket.Dir(), Region: "local", Cluster: "demo", NodeGroup: "workers",
 		IPv6Prefix: netip.MustParsePrefix("2001:db8:abc:de00:1234::/80")}
-	ctx, cancel := context.WithCancel(context.Background())
+	a.run(t, context.Background(), cfg, opts)
+	return a
+}
+
+// run starts agent.Run with cfg and opts, logging to a.logs, and waits
+// until its health server listens; the agent stops when the test ends.
+func (a *localAgent) run(t *testing.T, ctx context.Context, cfg Config, opts Options) {
+	t.Helper()
+	started := make(chan string, 1)
+	opts.Log = slog.New(slog.NewTextHandler(a.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	opts.Started = func(addr string) { started <- addr }
+	runCtx, cancel := context.WithCancel(ctx)
 	a.cancel, a.done = cancel, make(chan error, 1)
-	go func() { a.done <- Run(ctx, cfg, opts) }()
+	go func() { a.done <- Run(runCtx, cfg, opts) }()
 	select {
 	case a.health = <-started:
 	case err := <-a.done:
@@ -108,7 +116,6 @@ func startLocalAgent(t *testing.T, poll time.Duration, tweak ...func(*Options)) 
 		cancel()
 		<-a.done
 	})
-	return a
 }
 
 // get reads an endpoint of the health server.

@@ -18,13 +18,12 @@ import (
 	"sync"
 	"time"
 
+	"podmin.dev/podmin/agent/mounts"
 	"podmin.dev/podmin/agent/telemetry"
 	"podmin.dev/podmin/agent/workload"
-	awscloud "podmin.dev/podmin/internal/cloud/aws"
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/otellogs"
 	"podmin.dev/podmin/internal/secrets"
-	secretslocal "podmin.dev/podmin/internal/secrets/local"
 	"podmin.dev/podmin/internal/state"
 )
 
@@ -62,10 +61,10 @@ func readOtelLogs(ctx context.Context, store objstore.Store, cluster string) (st
 	}
 	var s logExportSetting
 	if err := json.Unmarshal(obj.Data, &s); err != nil {
-		return "", fmt.Errorf("the cluster configuration %s is not valid JSON: %w", state.TFVarsPath, err)
+		return "", fmt.Errorf("the cluster configuration %s is not valid JSON: %w: run podmin setup again to republish it", state.TFVarsPath, err)
 	}
 	if s.Cluster != cluster {
-		return "", fmt.Errorf("the cluster configuration %s belongs to cluster %q, not %q", state.TFVarsPath, s.Cluster, cluster)
+		return "", fmt.Errorf("the cluster configuration %s belongs to cluster %q, not %q: start the agent with this cluster's own bucket", state.TFVarsPath, s.Cluster, cluster)
 	}
 	return s.OtelLogs, nil
 }
@@ -76,7 +75,8 @@ type logExport struct {
 	cfg        Config
 	opts       Options
 	store      objstore.Bucket
-	identities *workload.Manager // nil without the workload CA key
+	readers    map[string]mounts.Reader // the secrets providers, as Run opened them
+	identities *workload.Manager        // nil without the workload CA key
 	health     *Health
 	log        *slog.Logger
 	restart    func(context.Context) error
@@ -89,8 +89,8 @@ type logExport struct {
 	export telemetry.ConfigOptions
 }
 
-func newLogExport(cfg Config, opts Options, store objstore.Bucket, identities *workload.Manager, health *Health, log *slog.Logger) *logExport {
-	l := &logExport{cfg: cfg, opts: opts, store: store, identities: identities, health: health,
+func newLogExport(cfg Config, opts Options, store objstore.Bucket, readers map[string]mounts.Reader, identities *workload.Manager, health *Health, log *slog.Logger) *logExport {
+	l := &logExport{cfg: cfg, opts: opts, store: store, readers: readers, identities: identities, health: health,
 		log: log.With("component", componentLogExport), restart: opts.RestartFluentBit, errs: map[string]error{}}
 	if l.restart == nil && cfg.Provider != "local" {
 		l.restart = commandRestart(strings.Fields(DefaultFluentBitRestart))
@@ -333,19 +333,15 @@ func (l *logExport) readHeaders(ctx context.Context) ([]byte, error) {
 		return nil, err
 	}
 	if l.cfg.Provider == "local" {
-		if l.opts.DataDir == "" {
+		r, ok := l.readers[secrets.Local]
+		if !ok {
 			return nil, errors.New("the Podmin data directory holding the local secrets store is unknown; set XDG_DATA_HOME")
 		}
-		return secretslocal.New(filepath.Join(l.opts.DataDir, "secrets")).Read(ctx, name)
+		return r.Get(ctx, name.String())
 	}
 	var errs []error
 	for _, provider := range []string{secrets.ParameterStore, secrets.SecretsManager} {
-		s, err := awscloud.OpenSecrets(ctx, provider, awscloud.SecretsOptions{Region: l.cfg.Region})
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		v, err := s.Read(ctx, name)
+		v, err := l.readers[provider].Get(ctx, name.String())
 		if err == nil {
 			return v, nil
 		}

@@ -11,7 +11,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"io/fs"
-	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -77,7 +76,6 @@ func startLogAgent(t *testing.T, tfvars string, objects map[string][]byte, failR
 	for _, n := range failRestarts {
 		a.failRestarts.Store(n)
 	}
-	started := make(chan string, 1)
 	opts := Options{Root: a.root, HealthAddr: "127.0.0.1:0", PollInterval: 50 * time.Millisecond, DataDir: data,
 		NodeID: "node-1", CARefreshInterval: 20 * time.Millisecond,
 		RestartFluentBit: func(context.Context) error {
@@ -87,24 +85,10 @@ func startLogAgent(t *testing.T, tfvars string, objects map[string][]byte, failR
 			a.restarts.Add(1)
 			return nil
 		},
-		Log:     slog.New(slog.NewTextHandler(a.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Started: func(addr string) { started <- addr }}
+	}
 	cfg := Config{Provider: "local", Bucket: logBucket, Region: "local", Cluster: "demo", NodeGroup: "workers",
 		IPv6Prefix: netip.MustParsePrefix("2001:db8:abc:de00:1234::/80")}
-	runCtx, cancel := context.WithCancel(ctx)
-	a.cancel, a.done = cancel, make(chan error, 1)
-	go func() { a.done <- Run(runCtx, cfg, opts) }()
-	select {
-	case a.health = <-started:
-	case err := <-a.done:
-		t.Fatalf("agent exited: %v\n%s", err, a.logs)
-	case <-time.After(10 * time.Second):
-		t.Fatalf("agent did not start\n%s", a.logs)
-	}
-	t.Cleanup(func() {
-		cancel()
-		<-a.done
-	})
+	a.run(t, ctx, cfg, opts)
 	return a
 }
 

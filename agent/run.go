@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"podmin.dev/podmin/agent/identity"
 	"podmin.dev/podmin/agent/mounts"
 	"podmin.dev/podmin/agent/pods"
 	"podmin.dev/podmin/agent/staticpod"
@@ -85,6 +86,10 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	if err != nil {
 		return err
 	}
+	system, err := systemSecrets(ctx, cfg, opts)
+	if err != nil {
+		return err
+	}
 	publisher := opts.Publisher
 	if publisher == nil {
 		publisher = &staticpod.Recorder{}
@@ -94,7 +99,7 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	// serves only a running agent; a one-shot pass publishes Pods alone.
 	var co *coordination
 	if !opts.Once {
-		if co, err = newCoordination(ctx, cfg, opts, store, health, log); err != nil {
+		if co, err = newCoordination(ctx, cfg, opts, system, store, health, log); err != nil {
 			return err
 		}
 	}
@@ -103,7 +108,7 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 		publisher = co.publisher(opts.Publisher)
 		leader = co.coord.Elector()
 	}
-	identities, err := workloadIdentities(ctx, cfg, opts, store, leader, log)
+	identities, err := workloadIdentities(ctx, cfg, opts, system, store, leader, log)
 	if err != nil {
 		return err
 	}
@@ -142,7 +147,7 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	}
 	// Container log export follows the published cluster configuration;
 	// its failures are named in /readyz and never hold Pods back.
-	le := newLogExport(cfg, opts, store, identities, health, log)
+	le := newLogExport(cfg, opts, store, readers, identities, health, log)
 	d.Reconcilers = append(d.Reconcilers, NewLoopComponent(componentLogExport, le.run))
 	if b, ok := store.(*localstore.Bucket); ok {
 		// A local bucket notifies its commits: reconcile within
@@ -173,25 +178,28 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 // checks its leaves for renewal.
 const identityInterval = 30 * time.Second
 
+// systemSecrets opens the provider's system secrets store, where setup
+// keeps the cluster CA and the workload CA key; nil when the local data
+// directory is unknown.
+func systemSecrets(ctx context.Context, cfg Config, opts Options) (identity.SecretReader, error) {
+	if localMode(cfg) {
+		if opts.DataDir == "" {
+			return nil, nil
+		}
+		return secretslocal.New(filepath.Join(opts.DataDir, "secrets")), nil
+	}
+	return awscloud.OpenSecrets(ctx, secrets.ParameterStore, awscloud.SecretsOptions{Region: cfg.Region})
+}
+
 // workloadIdentities returns the workload identity manager, reading the
-// workload CA key from the provider's system store. A cluster whose key
+// workload CA key from r, the provider's system store. A cluster whose key
 // does not exist yet (podmin setup has not run) gets no identities: the
 // agent still publishes Pods and says how to fix it; every other failure
 // to read the key stops the agent.
-func workloadIdentities(ctx context.Context, cfg Config, opts Options, store objstore.Store, leader workload.Leader, log *slog.Logger) (*workload.Manager, error) {
-	var r workload.KeyReader
-	if cfg.Provider == "local" {
-		if opts.DataDir == "" {
-			log.Warn("workload identities disabled: the Podmin data directory holding the local secrets store is unknown; set XDG_DATA_HOME")
-			return nil, nil
-		}
-		r = secretslocal.New(filepath.Join(opts.DataDir, "secrets"))
-	} else {
-		s, err := awscloud.OpenSecrets(ctx, secrets.ParameterStore, awscloud.SecretsOptions{Region: cfg.Region})
-		if err != nil {
-			return nil, err
-		}
-		r = s
+func workloadIdentities(ctx context.Context, cfg Config, opts Options, r workload.KeyReader, store objstore.Store, leader workload.Leader, log *slog.Logger) (*workload.Manager, error) {
+	if r == nil {
+		log.Warn("workload identities disabled: the Podmin data directory holding the local secrets store is unknown; set XDG_DATA_HOME")
+		return nil, nil
 	}
 	key, err := workload.ReadKey(ctx, r, cfg.Cluster)
 	if errors.Is(err, secrets.ErrNotFound) {

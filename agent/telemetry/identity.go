@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"podmin.dev/podmin/agent/workload"
+	"podmin.dev/podmin/internal/paths"
 	"podmin.dev/podmin/internal/pki"
 )
 
@@ -236,13 +237,13 @@ func (id *Identity) issue(previous string) (Files, error) {
 	if err := os.Chown(tmp, id.opts.UID, id.opts.GID); err != nil {
 		return Files{}, err
 	}
-	if err := syncDir(tmp); err != nil {
+	if err := paths.SyncDir(tmp); err != nil {
 		return Files{}, err
 	}
 	if err := os.Rename(tmp, filepath.Join(gens, gen)); err != nil {
 		return Files{}, err
 	}
-	if err := syncDir(gens); err != nil {
+	if err := paths.SyncDir(gens); err != nil {
 		return Files{}, err
 	}
 	link := filepath.Join(id.opts.Dir, CurrentLink)
@@ -254,7 +255,7 @@ func (id *Identity) issue(previous string) (Files, error) {
 	if err := os.Rename(tmpLink, link); err != nil {
 		return Files{}, err
 	}
-	if err := syncDir(id.opts.Dir); err != nil {
+	if err := paths.SyncDir(id.opts.Dir); err != nil {
 		return Files{}, err
 	}
 	id.prune(gens, gen, previous)

@@ -13,6 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"podmin.dev/podmin/internal/paths"
 )
 
 // Names inside /run/podmin/workloads/<pod>/.
@@ -64,13 +66,13 @@ func writeGeneration(podDir, name string, g generation) (previous string, err er
 			return "", err
 		}
 	}
-	if err := syncDir(tmp); err != nil {
+	if err := paths.SyncDir(tmp); err != nil {
 		return "", err
 	}
 	if err := os.Rename(tmp, final); err != nil {
 		return "", err
 	}
-	if err := syncDir(gens); err != nil {
+	if err := paths.SyncDir(gens); err != nil {
 		return "", err
 	}
 	previous, _ = currentGeneration(podDir)
@@ -89,7 +91,7 @@ func writeGeneration(podDir, name string, g generation) (previous string, err er
 			return "", fmt.Errorf("switch %s: %w", link, err)
 		}
 	}
-	return previous, syncDir(podDir)
+	return previous, paths.SyncDir(podDir)
 }
 
 // writeSynced creates path with FileMode regardless of the umask and syncs
@@ -105,14 +107,6 @@ func writeSynced(path string, data []byte) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	return errors.Join(d.Sync(), d.Close())
 }
 
 func randomSuffix() string {
