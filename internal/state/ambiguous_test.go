@@ -152,7 +152,7 @@ func TestAmbiguousWriteBeyondTheChain(t *testing.T) {
 	h := &fakeInterleaving{Store: b, after: func(n int) error {
 		if n == 1 {
 			other := committer(b, 4)
-			for i := range 40 {
+			for i := range 120 {
 				if _, err := other.Deploy(ctx, deployment("workers", "api", "default", fmt.Sprintf("example/api:v%d", i), "")); err != nil {
 					return err
 				}
@@ -162,7 +162,7 @@ func TestAmbiguousWriteBeyondTheChain(t *testing.T) {
 		return nil
 	}}
 	_, err := committer(h, 4).Deploy(ctx, deployment("workers", "web", "default", "example/web:v1", ""))
-	checkErr(t, "Deploy", err, `deploy "workers/web": outcome of the index write is unknown: more than 31 index writes followed the failed write`)
+	checkErr(t, "Deploy", err, `deploy "workers/web": outcome of the index write is unknown: more than 95 index writes followed the failed write`)
 	checkErr(t, "Deploy", err, `run "podmin list" to see whether it was applied and repeat the command if not`)
 	if !errors.Is(err, state.ErrOutcomeUnknown) || !errors.Is(err, errLost) || h.n != 1 {
 		t.Fatalf("err %v after %d index writes", err, h.n)

@@ -26,13 +26,16 @@ const (
 	// comma-separated.
 	WriteChainMeta = "podmin-write-chain"
 	// maxWriteChain bounds the IDs one version records, its own included:
-	// 32 IDs of 32 hex characters stay well inside S3's 2 KiB of user
-	// metadata.
-	maxWriteChain = 32
-	writeIDLen    = 32
+	// 96 IDs of 16 hex characters (1,631 bytes with their commas) stay
+	// inside S3's 2 KiB of user metadata. The deeper the chain, the more
+	// concurrent commits may follow a lost reply before its outcome can no
+	// longer be proven; 64 random bits keep an accidental match among 96
+	// IDs below 1 in 10^15.
+	maxWriteChain = 96
+	writeIDLen    = 16
 )
 
-// randomWriteID is 16 bytes from crypto/rand in lowercase hex.
+// randomWriteID is 8 bytes from crypto/rand in lowercase hex.
 func randomWriteID() string {
 	var b [writeIDLen / 2]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
