@@ -42,8 +42,13 @@ func WithLogger(l *slog.Logger) Option { return func(h *Handler) { h.log = l } }
 // (default 256).
 func WithIndexCacheSize(n int) Option { return func(h *Handler) { h.cache.max = max(n, 1) } }
 
-// copyBufferSize is the streaming buffer per blob response.
-const copyBufferSize = 256 << 10
+// copyBufferSize is the size of each streaming buffer of a blob response;
+// a response being verified uses verifyBuffers of them, so hashing can run
+// a few chunks behind the copy.
+const (
+	copyBufferSize = 256 << 10
+	verifyBuffers  = 4
+)
 
 // New returns a handler reading from objects.
 func New(objects Objects, opts ...Option) *Handler {
@@ -155,6 +160,18 @@ func (h *Handler) blob(w http.ResponseWriter, r *http.Request, rt route) *apiErr
 		h.log.WarnContext(ctx, "registry refused a blob that failed verification", "object", key, "digest", rt.digest)
 		return errorf(http.StatusInternalServerError, CodeUnknown, "blob "+quote(rt.digest)+" in the cluster bucket does not match its digest: push the image again")
 	}
+	// A store whose ETags are content digests has already hashed the
+	// blob: one whose ETag is another digest is refused before a byte is
+	// sent, for HEAD as for GET.
+	contentETags := false
+	if c, ok := h.objects.(interface{ contentETags() bool }); ok && c.contentETags() {
+		contentETags = true
+		if !objstore.SameETag(info.ETag, rt.digest[len("sha256:"):]) {
+			h.bad.mark(key, info)
+			h.log.ErrorContext(ctx, "registry refused a blob that does not match its digest", "object", key, "digest", rt.digest, "content-sha256", info.ETag)
+			return errorf(http.StatusInternalServerError, CodeUnknown, "blob "+quote(rt.digest)+" in the cluster bucket does not match its digest: push the image again")
+		}
+	}
 	hdr := w.Header()
 	hdr.Set("Docker-Content-Digest", rt.digest)
 	hdr.Set("Accept-Ranges", "bytes")
@@ -185,23 +202,36 @@ func (h *Handler) blob(w http.ResponseWriter, r *http.Request, rt route) *apiErr
 		return h.storageError(ctx, key, err)
 	}
 	defer body.Close()
+	// The version opened is the one the store vouched for above when it
+	// is the one Head described; if the object changed in between, it is
+	// verified while it streams.
+	vouched := false
+	if v, ok := body.(interface{ version() objstore.Info }); ok && contentETags {
+		opened := v.version()
+		vouched = opened.ETag == info.ETag && opened.Size == info.Size
+	}
 	w.WriteHeader(status)
-	if status == http.StatusPartialContent || h.good.is(key, info) {
+	if status == http.StatusPartialContent || vouched || h.good.is(key, info) {
 		// A range cannot be verified without reading the whole blob (a
 		// blob known to be bad is refused above, and the client verifies
-		// what it assembles); a version already verified needs no second
-		// hashing. Both go out at the storage's speed.
-		if err := copyPlain(w, body); err != nil {
+		// what it assembles); a version its store or this handler has
+		// verified needs no second hashing. They go out at the storage's
+		// speed.
+		buf := h.bufs.Get().(*[]byte)
+		defer h.bufs.Put(buf)
+		if err := copyPlain(w, body, *buf); err != nil {
 			// The status is sent; the client sees a short body and retries.
 			h.log.WarnContext(ctx, "registry blob stream ended early", "digest", rt.digest, "err", err)
 		}
 		return nil
 	}
-	buf := h.bufs.Get().(*[]byte)
-	defer h.bufs.Put(buf)
-	buf2 := h.bufs.Get().(*[]byte)
-	defer h.bufs.Put(buf2)
-	err = verifyingCopy(w, body, info.Size, rt.digest, *buf, *buf2)
+	bufs := make([][]byte, verifyBuffers)
+	for i := range bufs {
+		b := h.bufs.Get().(*[]byte)
+		defer h.bufs.Put(b)
+		bufs[i] = *b
+	}
+	err = verifyingCopy(w, body, info.Size, rt.digest, bufs)
 	if errors.Is(err, errDigestMismatch) {
 		h.good.forget(key)
 		h.bad.mark(key, info)
@@ -259,12 +289,14 @@ func (h *Handler) readIndex(ctx context.Context, key string, opts objstore.GetOp
 }
 
 // copyPlain copies body to w, letting the server use sendfile(2) when
-// body is a file range.
-func copyPlain(w io.Writer, body io.Reader) error {
+// body is a file range; any other body is copied in chunks of buf's size
+// (the server's own copy would use 32 KiB ones).
+func copyPlain(w io.Writer, body io.Reader, buf []byte) error {
 	if u, ok := body.(interface{ Unwrap() io.Reader }); ok {
-		body = u.Unwrap()
+		_, err := io.Copy(w, u.Unwrap())
+		return err
 	}
-	_, err := io.Copy(w, body)
+	_, err := io.CopyBuffer(struct{ io.Writer }{w}, body, buf)
 	return err
 }
 

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -64,19 +63,19 @@ func (s storeObjects) OpenObject(ctx context.Context, key string, opts objstore.
 }
 
 // LocalObjects adapts a local-directory bucket and streams blobs straight
-// from their files.
+// from their files. A local object's ETag is the SHA-256 of its content
+// (computed by the store from the bytes it wrote), so a blob whose ETag is
+// its digest is served without hashing it again.
 func LocalObjects(b *local.Bucket) Objects { return localObjects{b} }
 
 type localObjects struct{ *local.Bucket }
 
+// contentETags reports that ETags are the quoted hex SHA-256 of the
+// content of the version they describe.
+func (localObjects) contentETags() bool { return true }
+
 func (b localObjects) Open(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	f, err := os.Open(filepath.Join(b.Dir(), filepath.FromSlash(key)))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("open %q: %w", key, objstore.ErrNotFound)
-	}
+	f, info, err := b.OpenFile(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("open %q: %w", key, err)
 	}
@@ -84,7 +83,7 @@ func (b localObjects) Open(ctx context.Context, key string, offset, length int64
 		_ = f.Close()
 		return nil, fmt.Errorf("open %q: %w", key, err)
 	}
-	return &fileRange{LimitedReader: &io.LimitedReader{R: f, N: length}, f: f}, nil
+	return &fileRange{LimitedReader: &io.LimitedReader{R: f, N: length}, f: f, info: info}, nil
 }
 
 func (b localObjects) OpenObject(ctx context.Context, key string, opts objstore.GetOptions) (*objstore.Reader, error) {
@@ -96,13 +95,17 @@ func (b localObjects) OpenObject(ctx context.Context, key string, opts objstore.
 // sendfile(2) instead of copying through user space.
 type fileRange struct {
 	*io.LimitedReader
-	f *os.File
+	f    *os.File
+	info objstore.Info
 }
 
 func (r *fileRange) Close() error { return r.f.Close() }
 
 // Unwrap returns the reader to copy from.
 func (r *fileRange) Unwrap() io.Reader { return r.LimitedReader }
+
+// version describes the object version the file holds.
+func (r *fileRange) version() objstore.Info { return r.info }
 
 // S3GetObject is the one S3 call S3Objects makes; *s3.Client has it.
 type S3GetObject interface {

@@ -133,30 +133,61 @@ func (h *Handler) readManifest(ctx context.Context, key string, d v1.Descriptor)
 // hashed to its digest is that chunk written, so a client never receives
 // a complete response with the wrong bytes. On a mismatch it returns
 // errDigestMismatch without writing the held-back chunk.
-func verifyingCopy(w io.Writer, body io.Reader, size int64, digest string, bufA, bufB []byte) error {
+//
+// Hashing runs in its own goroutine, a few chunks behind the copy, so a
+// response costs about the slower of hashing and copying rather than
+// their sum. bufs (at least two, of equal size) are used in turn: a
+// chunk's buffer is reused only once the chunk is both hashed and written.
+func verifyingCopy(w io.Writer, body io.Reader, size int64, digest string, bufs [][]byte) error {
 	var h hash.Hash = sha256.New()
+	toHash := make(chan []byte, len(bufs))
+	hashed := make(chan struct{}, len(bufs))
+	go func() {
+		defer close(hashed)
+		for c := range toHash {
+			h.Write(c)
+			hashed <- struct{}{}
+		}
+	}()
+	// finish stops the hasher and waits until it has let go of every
+	// buffer, so they can go back to the pool.
+	finish := func() {
+		close(toHash)
+		for range hashed {
+		}
+	}
 	var total int64
-	held := bufA[:0]
-	next := bufB
-	for {
+	var held []byte
+	acked := 0
+	for i := 0; ; i++ {
+		// The buffer of chunk i last held chunk i-len(bufs), which was
+		// written when chunk i-len(bufs)+1 was read; wait until it is
+		// hashed too.
+		for ; acked < i-len(bufs)+1; acked++ {
+			<-hashed
+		}
+		next := bufs[i%len(bufs)]
 		n, err := io.ReadFull(body, next)
 		if n > 0 {
+			toHash <- next[:n]
 			if len(held) > 0 {
 				if _, werr := w.Write(held); werr != nil {
+					finish()
 					return werr
 				}
 			}
-			h.Write(next[:n])
 			total += int64(n)
-			held, next = next[:n], held[:cap(held)]
+			held = next[:n]
 		}
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			break
 		}
 		if err != nil {
+			finish()
 			return err
 		}
 	}
+	finish()
 	if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != digest || total != size {
 		return fmt.Errorf("%w: %d bytes hashing to %s", errDigestMismatch, total, got)
 	}

@@ -219,3 +219,59 @@ func TestTamperedLocalBlobIsNeverServedComplete(t *testing.T) {
 		t.Fatalf("mismatch not logged with the object path:\n%s", logs.String())
 	}
 }
+
+// On a local bucket the store's ETag is the SHA-256 it computed from the
+// bytes it wrote, so a blob whose content is not its digest is refused on
+// the very first request, HEAD as GET, before a byte is sent; and a blob
+// the store vouches for is served without hashing it again, which shows
+// as the record's documented limit: content changed with inode, size and
+// modification time all kept is served as the store described it.
+func TestLocalBlobTrustsTheStoresDigest(t *testing.T) {
+	bucket := local.Open(filepath.Join(t.TempDir(), "bucket"))
+	if err := bucket.CreateBucket(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	good := bytes.Repeat([]byte("podmin layer "), 100_000)
+	d := digestOf(good)
+	key := "apps/hello/blobs/sha256/" + d[7:]
+	other := bytes.Repeat([]byte("other layer! "), 100_000)
+	if _, err := bucket.Put(t.Context(), key, other); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	srv := httptest.NewServer(registry.New(registry.LocalObjects(bucket), registry.WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))))
+	defer srv.Close()
+	url := srv.URL + "/v2/apps/hello/blobs/" + d
+	for _, m := range []string{"HEAD", "GET"} {
+		if status, body, _ := get(t, m, url); status != 500 || bytes.Contains(body, other[:64]) {
+			t.Fatalf("first %s of a blob stored with other content = %d (%d bytes), want 500 and none of its bytes", m, status, len(body))
+		}
+	}
+	if !strings.Contains(logs.String(), key) || !strings.Contains(logs.String(), "does not match its digest") {
+		t.Fatalf("mismatch not logged with the object path:\n%s", logs.String())
+	}
+
+	if _, err := bucket.Put(t.Context(), key, good); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(bucket.Dir(), filepath.FromSlash(key))
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("X"), int64(len(good)/2)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := os.Chtimes(p, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	status, body, complete := get(t, "GET", url)
+	if status != 200 || !complete || body[len(good)/2] != 'X' {
+		t.Fatalf("GET of a vouched version = %d complete=%v; want it served from the file without hashing", status, complete)
+	}
+}

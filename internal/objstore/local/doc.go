@@ -13,7 +13,12 @@
 // The record makes HEAD, conditional writes and ranged reads independent of
 // the object's size: it is trusted only while the file keeps the inode,
 // size and modification time it was written with, so a file replaced or
-// edited by hand is hashed again on its next read.
+// edited by hand is hashed again on its next read. An object's ETag is the
+// quoted hex SHA-256 of its content, computed from the bytes the store wrote
+// (or hashed, for a file changed behind its back), so a reader that knows
+// what digest the content must have can check it without reading the file.
+// The store stamps every file it writes with a modification time two
+// seconds before the end of the write, which no later edit can reproduce.
 //
 // Conditional writes and deletes are atomic across processes: each key is
 // serialised by flock(2) on a lock file under .podmin/locks, and new content

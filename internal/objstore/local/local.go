@@ -98,6 +98,21 @@ func (b *Bucket) Open(ctx context.Context, key string, opts objstore.GetOptions)
 	}, nil
 }
 
+// OpenFile opens key's file for reading and describes the version it
+// holds, whose ETag is the quoted hex SHA-256 of exactly the bytes of the
+// returned file (see the package documentation). The caller closes the
+// file; it keeps reading that version even if the key is rewritten.
+func (b *Bucket) OpenFile(ctx context.Context, key string) (*os.File, objstore.Info, error) {
+	if err := b.check(ctx, key); err != nil {
+		return nil, objstore.Info{}, fmt.Errorf("open %q: %w", key, err)
+	}
+	f, fi, v, err := b.openVersion(key)
+	if err != nil {
+		return nil, objstore.Info{}, b.readError("open", key, err)
+	}
+	return f, info(key, fi, v), nil
+}
+
 // fileSection reads a section of an open file and closes the file.
 type fileSection struct {
 	*io.SectionReader

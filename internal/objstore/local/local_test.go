@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/objstore/faultstore"
@@ -364,5 +365,92 @@ func TestRecordsFollowObjects(t *testing.T) {
 		if !strings.HasSuffix(p, "/") || strings.Count(p, "/") > 1 {
 			t.Errorf("after deleting every object, records folder holds %s", p)
 		}
+	}
+}
+
+// An edit in place right after a write, in the same tick of the file
+// system's clock, with the size kept, still changes the file's identity:
+// the store stamps what it writes with a modification time no later write
+// gets. Without the stamp a fast edit kept the recorded ETag.
+func TestEditRightAfterWriteIsNoticed(t *testing.T) {
+	ctx := t.Context()
+	b := newBucket(t)
+	p := filepath.Join(b.Dir(), "blob")
+	for i := range 50 {
+		data := bytes.Repeat([]byte{byte('a' + i%26)}, 4096)
+		before := time.Now()
+		if _, err := b.Put(ctx, "blob", data); err != nil {
+			t.Fatal(err)
+		}
+		info, err := b.Head(ctx, "blob")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lag := before.Sub(info.LastModified); lag < time.Second || lag > 3*time.Second {
+			t.Fatalf("LastModified %v is %v before the write began, want the two-second stamp", info.LastModified, lag)
+		}
+		f, err := os.OpenFile(p, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt([]byte("X"), 2048); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		edited := slices.Clone(data)
+		edited[2048] = 'X'
+		sum := sha256.Sum256(edited)
+		want := `"` + hex.EncodeToString(sum[:]) + `"`
+		info, err = b.Head(ctx, "blob")
+		if err != nil || info.ETag != want {
+			t.Fatalf("round %d: Head after an edit in place = %s, %v; want the edited content's ETag %s", i, info.ETag, err, want)
+		}
+		f2, finfo, err := b.OpenFile(ctx, "blob")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(f2)
+		f2.Close()
+		if finfo.ETag != want || !bytes.Equal(got, edited) {
+			t.Fatalf("round %d: OpenFile = %s, want %s over the bytes it returns", i, finfo.ETag, want)
+		}
+	}
+}
+
+// A file written behind the store's back is recorded only once it is older
+// than the stamp lag: until then every read hashes it, so an edit within
+// the same clock tick cannot hide behind a record.
+func TestFreshForeignFileIsNotRecorded(t *testing.T) {
+	ctx := t.Context()
+	b := newBucket(t)
+	p := filepath.Join(b.Dir(), "hand")
+	if err := os.WriteFile(p, []byte("written by hand"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	records := func() int {
+		n := 0
+		_ = filepath.WalkDir(filepath.Join(b.Dir(), ".podmin", "objects"), func(_ string, d os.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				n++
+			}
+			return nil
+		})
+		return n
+	}
+	if _, err := b.Head(ctx, "hand"); err != nil {
+		t.Fatal(err)
+	}
+	if n := records(); n != 0 {
+		t.Fatalf("a file modified just now was recorded (%d records)", n)
+	}
+	old := time.Now().Add(-time.Minute)
+	if err := os.Chtimes(p, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Head(ctx, "hand"); err != nil {
+		t.Fatal(err)
+	}
+	if n := records(); n != 1 {
+		t.Fatalf("a file a minute old was not recorded after its first read (%d records)", n)
 	}
 }

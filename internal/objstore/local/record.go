@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/paths"
@@ -33,6 +34,16 @@ import (
 // previous version's record is removed after the rename. A reader whose
 // file was replaced meanwhile finds no record and looks again under the
 // lock, where it sees the current version.
+
+// stampLag is how far before the end of a write the store sets the
+// modification time of the file it wrote. File systems take timestamps
+// from a clock that advances in ticks (up to 10 ms, or 1 s on some file
+// systems), so an edit in place within the same tick as the write would
+// otherwise keep the file's identity and its record would describe bytes
+// it was not made from. A time stamped this far back is one no later
+// write can get. For the same reason a file found without a record is
+// recorded only once it is older than stampLag.
+const stampLag = 2 * time.Second
 
 // fileID identifies one version of an object file.
 type fileID struct {
@@ -245,6 +256,7 @@ func (b *Bucket) describe(key string, f *os.File, fi os.FileInfo, mode describeM
 	if mode == trustRecord {
 		return version{}, errStale
 	}
+	hashed := time.Now()
 	h := sha256.New()
 	n, err := io.CopyBuffer(h, io.NewSectionReader(f, 0, fi.Size()), make([]byte, min(fi.Size()+1, 64<<10)))
 	if err != nil {
@@ -254,8 +266,10 @@ func (b *Bucket) describe(key string, f *os.File, fi os.FileInfo, mode describeM
 		return version{}, fmt.Errorf("file changed size while hashing: %w", errStale)
 	}
 	v := version{ID: id, ETag: quote(h.Sum(nil))}
-	if mode == hashAndRepair {
+	if mode == hashAndRepair && fi.ModTime().Before(hashed.Add(-stampLag)) {
 		// A lost or failed repair only means a later read hashes again.
+		// A file modified in the last stampLag is not recorded: an edit
+		// in the same clock tick would keep its identity.
 		_ = b.writeRecord(key, v, false)
 	}
 	return v, nil
