@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -23,6 +22,7 @@ import (
 
 	"podmin.dev/podmin/agent/registry"
 	"podmin.dev/podmin/internal/objstore/local"
+	"podmin.dev/podmin/internal/objstore/objstoretest"
 	"podmin.dev/podmin/internal/oci"
 )
 
@@ -179,36 +179,36 @@ func TestOversizedIndexRefusedEarly(t *testing.T) {
 	}
 }
 
-// The same on a local bucket, where a verified blob version is served
-// with sendfile: a byte changed in place afterwards is still caught.
-func TestTamperedLocalBlobIsNeverServedComplete(t *testing.T) {
+// localBlob stores content in a new local bucket under the blob key of
+// the digest of blob, and serves the bucket through a registry whose log
+// it returns, with the blob's key and URL.
+func localBlob(t *testing.T, blob, content []byte) (*local.Bucket, string, string, *syncBuffer) {
 	bucket := local.Open(filepath.Join(t.TempDir(), "bucket"))
 	if err := bucket.CreateBucket(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	good := bytes.Repeat([]byte("podmin layer "), 100_000)
-	d := digestOf(good)
+	d := digestOf(blob)
 	key := "apps/hello/blobs/sha256/" + d[7:]
-	if _, err := bucket.Put(t.Context(), key, good); err != nil {
+	if _, err := bucket.Put(t.Context(), key, content); err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
-	srv := httptest.NewServer(registry.New(registry.LocalObjects(bucket), registry.WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))))
-	defer srv.Close()
-	url := srv.URL + "/v2/apps/hello/blobs/" + d
+	logs := &syncBuffer{}
+	srv := httptest.NewServer(registry.New(registry.LocalObjects(bucket), registry.WithLogger(slog.New(slog.NewTextHandler(logs, nil)))))
+	t.Cleanup(srv.Close)
+	return bucket, key, srv.URL + "/v2/apps/hello/blobs/" + d, logs
+}
+
+// The same on a local bucket, where a verified blob version is served
+// with sendfile: a byte changed in place afterwards is still caught.
+func TestTamperedLocalBlobIsNeverServedComplete(t *testing.T) {
+	good := bytes.Repeat([]byte("podmin layer "), 100_000)
+	bucket, key, url, logs := localBlob(t, good, good)
 	for range 2 { // verified, then served as a verified version
 		if status, body, complete := get(t, "GET", url); status != 200 || !complete || !bytes.Equal(body, good) {
 			t.Fatalf("good blob: %d complete=%v", status, complete)
 		}
 	}
-	f, err := os.OpenFile(filepath.Join(bucket.Dir(), filepath.FromSlash(key)), os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt([]byte("X"), int64(len(good)/2)); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	objstoretest.EditInPlace(t, filepath.Join(bucket.Dir(), filepath.FromSlash(key)), int64(len(good)/2), []byte("X"), false)
 	if status, _, complete := get(t, "GET", url); status == 200 && complete {
 		t.Fatal("a blob changed in place was served complete with 200")
 	}
@@ -227,21 +227,9 @@ func TestTamperedLocalBlobIsNeverServedComplete(t *testing.T) {
 // as the record's documented limit: content changed with inode, size and
 // modification time all kept is served as the store described it.
 func TestLocalBlobTrustsTheStoresDigest(t *testing.T) {
-	bucket := local.Open(filepath.Join(t.TempDir(), "bucket"))
-	if err := bucket.CreateBucket(t.Context()); err != nil {
-		t.Fatal(err)
-	}
 	good := bytes.Repeat([]byte("podmin layer "), 100_000)
-	d := digestOf(good)
-	key := "apps/hello/blobs/sha256/" + d[7:]
 	other := bytes.Repeat([]byte("other layer! "), 100_000)
-	if _, err := bucket.Put(t.Context(), key, other); err != nil {
-		t.Fatal(err)
-	}
-	var logs syncBuffer
-	srv := httptest.NewServer(registry.New(registry.LocalObjects(bucket), registry.WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))))
-	defer srv.Close()
-	url := srv.URL + "/v2/apps/hello/blobs/" + d
+	bucket, key, url, logs := localBlob(t, good, other)
 	for _, m := range []string{"HEAD", "GET"} {
 		if status, body, _ := get(t, m, url); status != 500 || bytes.Contains(body, other[:64]) {
 			t.Fatalf("first %s of a blob stored with other content = %d (%d bytes), want 500 and none of its bytes", m, status, len(body))
@@ -254,22 +242,7 @@ func TestLocalBlobTrustsTheStoresDigest(t *testing.T) {
 	if _, err := bucket.Put(t.Context(), key, good); err != nil {
 		t.Fatal(err)
 	}
-	p := filepath.Join(bucket.Dir(), filepath.FromSlash(key))
-	fi, err := os.Stat(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(p, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt([]byte("X"), int64(len(good)/2)); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	if err := os.Chtimes(p, fi.ModTime(), fi.ModTime()); err != nil {
-		t.Fatal(err)
-	}
+	objstoretest.EditInPlace(t, filepath.Join(bucket.Dir(), filepath.FromSlash(key)), int64(len(good)/2), []byte("X"), true)
 	status, body, complete := get(t, "GET", url)
 	if status != 200 || !complete || body[len(good)/2] != 'X' {
 		t.Fatalf("GET of a vouched version = %d complete=%v; want it served from the file without hashing", status, complete)

@@ -272,22 +272,7 @@ func TestHeadTrustsTheRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := filepath.Join(b.Dir(), "blob")
-	fi, err := os.Stat(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(p, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt([]byte("PODMIN"), 600); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	if err := os.Chtimes(p, fi.ModTime(), fi.ModTime()); err != nil {
-		t.Fatal(err)
-	}
+	objstoretest.EditInPlace(t, filepath.Join(b.Dir(), "blob"), 600, []byte("PODMIN"), true)
 	info, err := b.Head(ctx, "blob")
 	if err != nil || info.ETag != etag {
 		t.Fatalf("Head = %s, %v; want the recorded ETag %s without reading the file", info.ETag, err, etag)
@@ -389,14 +374,7 @@ func TestEditRightAfterWriteIsNoticed(t *testing.T) {
 		if lag := before.Sub(info.LastModified); lag < time.Second || lag > 3*time.Second {
 			t.Fatalf("LastModified %v is %v before the write began, want the two-second stamp", info.LastModified, lag)
 		}
-		f, err := os.OpenFile(p, os.O_WRONLY, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.WriteAt([]byte("X"), 2048); err != nil {
-			t.Fatal(err)
-		}
-		f.Close()
+		objstoretest.EditInPlace(t, p, 2048, []byte("X"), false)
 		edited := slices.Clone(data)
 		edited[2048] = 'X'
 		sum := sha256.Sum256(edited)
