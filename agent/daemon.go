@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"podmin.dev/podmin/internal/clock"
 )
 
 // Component is one subsystem of the agent with a start/stop lifecycle.
@@ -41,17 +43,6 @@ type Daemon struct {
 	Log         *slog.Logger
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // Run starts every component, waits for ctx to end (SIGTERM), and shuts
 // down in order. It returns an error only when a component fails to start
 // or to stop.
@@ -76,7 +67,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	sleep := d.Sleep
 	if sleep == nil {
-		sleep = sleepCtx
+		sleep = clock.Sleep
 	}
 	log.Info("waiting the DNS TTL margin before exiting", "margin", d.TTLMargin.String())
 	_ = sleep(context.Background(), d.TTLMargin)

@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"podmin.dev/podmin/internal/clock"
 	"podmin.dev/podmin/internal/objstore"
 )
 
@@ -90,23 +91,12 @@ func NewCommitter(store objstore.Store, opts CommitOptions) *Committer {
 		opts.Rand = rand.Float64
 	}
 	if opts.Sleep == nil {
-		opts.Sleep = sleep
+		opts.Sleep = clock.Sleep
 	}
 	if opts.NewWriteID == nil {
 		opts.NewWriteID = randomWriteID
 	}
 	return &Committer{store: store, opts: opts}
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // backoff is the jittered delay before round n (n >= 2); slot is the

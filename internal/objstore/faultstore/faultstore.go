@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"podmin.dev/podmin/internal/clock"
 	"podmin.dev/podmin/internal/objstore"
 )
 
@@ -54,7 +55,7 @@ func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
 
 // New wraps inner.
 func New(inner objstore.Store, opts ...Option) *Store {
-	s := &Store{inner: inner, sleep: sleepContext, rng: newRand(1)}
+	s := &Store{inner: inner, sleep: clock.Sleep, rng: newRand(1)}
 	for _, opt := range opts {
 		opt(s)
 	}
@@ -163,18 +164,6 @@ func do[T any](ctx context.Context, s *Store, op Op, key string, call func() (T,
 		return zero, fmt.Errorf("%s %q: %w", op, key, ErrAmbiguous)
 	}
 	return v, err
-}
-
-// sleepContext waits d or until ctx ends.
-func sleepContext(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // Get forwards to the inner store under the rules for OpGet.
