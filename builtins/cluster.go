@@ -43,6 +43,10 @@ type ClusterInfra interface {
 	// Config returns the cluster configuration setup stores at
 	// tfstate/podmin.auto.tfvars.json; it holds no secret.
 	Config(cl infra.Cluster) ([]byte, error)
+	// Commit writes what the plan depends on outside the provider (the
+	// nodes' dependencies) once the plan is confirmed; Plan only stages
+	// it.
+	Commit(ctx context.Context, cl infra.Cluster) error
 	// Apply applies the plan Plan returned.
 	Apply(ctx context.Context, cl infra.Cluster) error
 	// PlanDestroy returns what Destroy removes.
@@ -80,8 +84,9 @@ type SetupResult struct {
 }
 
 // Setup validates every input, checks it against the provider, shows the
-// plan, asks opts.Confirm, then stores the CA secrets (create-only),
-// publishes the cluster configuration and applies the infrastructure.
+// plan, asks opts.Confirm, then publishes the nodes' dependencies, stores
+// the CA secrets (create-only), publishes the cluster configuration and
+// applies the infrastructure. Nothing is written before the confirmation.
 func (e *Env) Setup(ctx context.Context, opts SetupOptions) (SetupResult, error) {
 	c, err := e.CurrentContext()
 	if err != nil {
@@ -115,6 +120,9 @@ func (e *Env) Setup(ctx context.Context, opts SetupOptions) (SetupResult, error)
 		if err := opts.Confirm(res.Plan); err != nil {
 			return res, err
 		}
+	}
+	if err := inf.Commit(ctx, cl); err != nil {
+		return res, err
 	}
 	if res.Secrets, err = e.ensureCASecrets(ctx, c); err != nil {
 		return res, err

@@ -24,10 +24,13 @@ import (
 // archive of an architecture. The node bootstrap provides it
 // (AWSBootstrap).
 type NodeBootstrap interface {
-	// Publish publishes the nodes' dependencies for cl, whose
-	// architectures boot the pinned amis (architecture → AMI ID). It runs
-	// once, before UserData and JoolArchive.
-	Publish(ctx context.Context, cl infra.Cluster, amis map[string]string) error
+	// Stage resolves the nodes' dependencies for cl, whose architectures
+	// boot the pinned amis (architecture → AMI ID), without writing the
+	// bucket. It runs once, before the plan, UserData and JoolArchive.
+	Stage(ctx context.Context, cl infra.Cluster, amis map[string]string) error
+	// Publish publishes what Stage resolved once the plan is confirmed;
+	// UserData and JoolArchive render the same from either.
+	Publish(ctx context.Context, cl infra.Cluster) error
 	UserData(ctx context.Context, cl infra.Cluster, ng infra.NodeGroup) (string, error)
 	JoolArchive(ctx context.Context, cl infra.Cluster, arch, ami string) (infra.JoolArchive, error)
 }
@@ -103,7 +106,7 @@ func (a *AWSInfra) Plan(ctx context.Context, cl infra.Cluster) (PlanSummary, err
 	if a.vpc.Reuse {
 		in.ExistingVPCID = a.vpc.ID
 	}
-	if err := a.Bootstrap.Publish(ctx, cl, a.amis); err != nil {
+	if err := a.Bootstrap.Stage(ctx, cl, a.amis); err != nil {
 		return PlanSummary{}, err
 	}
 	for _, ng := range cl.NodeGroups {
@@ -161,6 +164,12 @@ func (a *AWSInfra) Config(infra.Cluster) ([]byte, error) {
 	}
 	data, err := json.MarshalIndent(a.vars, "", "  ")
 	return append(data, '\n'), err
+}
+
+// Commit implements ClusterInfra: it publishes the node dependencies the
+// plan was made with.
+func (a *AWSInfra) Commit(ctx context.Context, cl infra.Cluster) error {
+	return a.Bootstrap.Publish(ctx, cl)
 }
 
 // Apply implements ClusterInfra: it applies exactly the shown plan.

@@ -53,7 +53,9 @@ esac
 
 type fakeBootstrap struct{}
 
-func (fakeBootstrap) Publish(context.Context, infra.Cluster, map[string]string) error { return nil }
+func (fakeBootstrap) Stage(context.Context, infra.Cluster, map[string]string) error { return nil }
+
+func (fakeBootstrap) Publish(context.Context, infra.Cluster) error { return nil }
 
 func (fakeBootstrap) UserData(_ context.Context, _ infra.Cluster, ng infra.NodeGroup) (string, error) {
 	return "dXNlci1kYXRh" + ng.Arch, nil

@@ -19,14 +19,20 @@ import (
 	"podmin.dev/podmin/builtins/infra"
 	"podmin.dev/podmin/builtins/userdata"
 	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/objstore/overlay"
 	"podmin.dev/podmin/internal/version"
 )
 
-// AWSBootstrap is the node bootstrap of an AWS cluster: Publish runs
-// setup's dependency step once (userdata.Bootstrap over deps.Publish, into
-// the cluster bucket the Env opens, so a dry run publishes only into its
-// overlay), and UserData and JoolArchive are then rendered from the one
-// published manifest.
+// AWSBootstrap is the node bootstrap of an AWS cluster. Stage runs
+// setup's dependency step (userdata.Bootstrap over deps.Publish) before
+// the plan is shown, into a staging layer over the cluster bucket that
+// keeps only sizes and digests of large files, so nothing is written
+// before confirmation; UserData and JoolArchive are rendered from the
+// staged manifest. Publish then runs the same step for real, on exactly
+// the files Stage resolved: user data names files by path and digest
+// alone, and images by their pinned path and version, so the published
+// manifest renders the user data the plan showed. The bucket is the one
+// the Env opens, so a dry run publishes only into its overlay.
 type AWSBootstrap struct {
 	// Env is the operation's Env (a dry run's own): it opens the bucket,
 	// holds the caches and receives progress.
@@ -48,36 +54,83 @@ type AWSBootstrap struct {
 	// image manifest; nil is userdata.DebianImageManifestURL.
 	ImageManifestURL func(amiName string) (string, error)
 
-	mu   sync.Mutex
-	b    *userdata.Bootstrap
-	last *deps.PublishResult
+	mu     sync.Mutex
+	staged *userdata.Bootstrap
+	files  []deps.File
+	last   *deps.PublishResult
 }
 
 var _ NodeBootstrap = (*AWSBootstrap)(nil)
 
-// Published returns the result of the dependency step, or nil before it
-// ran.
+// stageKeepAtMost is the largest streamed object the staging layer keeps
+// whole (image manifests and indexes); larger ones are only hashed. A
+// variable so tests can drop every file.
+var stageKeepAtMost int64 = 1 << 20
+
+// Published returns the result of the dependency step's publication, or
+// nil before it ran.
 func (a *AWSBootstrap) Published() *deps.PublishResult {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.last
 }
 
-// Publish implements NodeBootstrap: it publishes the complete dependency
-// set for every architecture of cl (a matching manifest transfers
-// nothing).
-func (a *AWSBootstrap) Publish(ctx context.Context, cl infra.Cluster, amis map[string]string) error {
-	b, err := a.bootstrap(ctx, cl, amis)
+// Stage implements NodeBootstrap: it resolves and downloads the complete
+// dependency set for every architecture of cl and stages its publication
+// without writing the bucket (retention waits for Publish too).
+func (a *AWSBootstrap) Stage(ctx context.Context, cl infra.Cluster, amis map[string]string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.staged != nil {
+		return nil
+	}
+	_, store, err := a.Env.openCluster(ctx)
 	if err != nil {
 		return err
 	}
+	opts, res := a.options(cl)
+	opts.SkipRetention = true
+	// Hashing cached files into the staging layer is no upload.
+	opts.Transfers, opts.Progress = nil, nil
+	b := &userdata.Bootstrap{Store: overlay.New(store, overlay.Options{KeepAtMost: stageKeepAtMost}),
+		Cluster: cl.ID, Bucket: cl.Bucket, Region: cl.Region, Options: opts,
+		Kernel: func(ctx context.Context, arch deps.Arch) (string, error) {
+			return a.kernel(ctx, res, amis[string(arch)])
+		}}
+	staged, err := b.Publish(ctx)
+	if err != nil {
+		return fmt.Errorf("resolve the node dependencies: %w", err)
+	}
+	a.staged, a.files = b, staged.Files
+	if n := len(staged.Uploaded) + len(staged.Images); n > 0 || staged.Written {
+		a.Env.progress("%d node dependency files and images are published under dependencies/ and mirror/ once the plan is confirmed", n)
+	}
+	return nil
+}
+
+// Publish implements NodeBootstrap: it publishes the files Stage resolved
+// into the bucket (a matching manifest transfers nothing) and applies
+// retention.
+func (a *AWSBootstrap) Publish(ctx context.Context, cl infra.Cluster) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.staged == nil {
+		return errors.New("the node dependencies were not staged (a Podmin bug: Stage runs first)")
+	}
+	_, store, err := a.Env.openCluster(ctx)
+	if err != nil {
+		return err
+	}
+	opts := a.staged.Options
+	opts.Files = a.files
+	opts.SkipRetention = false
+	opts.Transfers, opts.Progress = a.Env.Transfers, a.Env.Progress
+	b := &userdata.Bootstrap{Store: store, Cluster: cl.ID, Bucket: cl.Bucket, Region: cl.Region, Options: opts}
 	res, err := b.Publish(ctx)
 	if err != nil {
 		return fmt.Errorf("publish the node dependencies: %w", err)
 	}
-	a.mu.Lock()
 	a.last = &res
-	a.mu.Unlock()
 	if n := len(res.Uploaded) + len(res.Images); n > 0 || res.Written {
 		a.Env.progress("published %d node dependency files and images under dependencies/ and mirror/", n)
 	} else {
@@ -88,7 +141,7 @@ func (a *AWSBootstrap) Publish(ctx context.Context, cl infra.Cluster, amis map[s
 
 // UserData implements NodeBootstrap.
 func (a *AWSBootstrap) UserData(ctx context.Context, _ infra.Cluster, ng infra.NodeGroup) (string, error) {
-	b, err := a.published()
+	b, err := a.stagedBootstrap()
 	if err != nil {
 		return "", err
 	}
@@ -97,7 +150,7 @@ func (a *AWSBootstrap) UserData(ctx context.Context, _ infra.Cluster, ng infra.N
 
 // JoolArchive implements NodeBootstrap.
 func (a *AWSBootstrap) JoolArchive(ctx context.Context, _ infra.Cluster, arch, _ string) (infra.JoolArchive, error) {
-	b, err := a.published()
+	b, err := a.stagedBootstrap()
 	if err != nil {
 		return infra.JoolArchive{}, err
 	}
@@ -108,26 +161,18 @@ func (a *AWSBootstrap) JoolArchive(ctx context.Context, _ infra.Cluster, arch, _
 	return infra.JoolArchive{Key: key, SHA256: sum}, nil
 }
 
-func (a *AWSBootstrap) published() (*userdata.Bootstrap, error) {
+func (a *AWSBootstrap) stagedBootstrap() (*userdata.Bootstrap, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.b == nil || a.last == nil {
-		return nil, errors.New("the node dependencies were not published (a Podmin bug: Publish runs first)")
+	if a.staged == nil {
+		return nil, errors.New("the node dependencies were not staged (a Podmin bug: Stage runs first)")
 	}
-	return a.b, nil
+	return a.staged, nil
 }
 
-// bootstrap builds the userdata.Bootstrap for cl once.
-func (a *AWSBootstrap) bootstrap(ctx context.Context, cl infra.Cluster, amis map[string]string) (*userdata.Bootstrap, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.b != nil {
-		return a.b, nil
-	}
-	_, store, err := a.Env.openCluster(ctx)
-	if err != nil {
-		return nil, err
-	}
+// options returns the publication options for cl and the resolver they
+// use.
+func (a *AWSBootstrap) options(cl infra.Cluster) (deps.PublishOptions, *deps.Resolver) {
 	client := a.Client
 	if client == nil && a.Env.Transport != nil {
 		client = &http.Client{Transport: a.Env.Transport}
@@ -168,11 +213,7 @@ func (a *AWSBootstrap) bootstrap(ctx context.Context, cl infra.Cluster, amis map
 	}
 	slices.Sort(opts.Archs)
 	slices.Sort(opts.NAT64Archs)
-	a.b = &userdata.Bootstrap{Store: store, Cluster: cl.ID, Bucket: cl.Bucket, Region: cl.Region, Options: opts,
-		Kernel: func(ctx context.Context, arch deps.Arch) (string, error) {
-			return a.kernel(ctx, res, amis[string(arch)])
-		}}
-	return a.b, nil
+	return opts, res
 }
 
 // kernel reads the pinned AMI's name from EC2 and the exact initial kernel

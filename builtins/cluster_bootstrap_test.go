@@ -9,6 +9,7 @@ import (
 	"compress/gzip"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"path"
@@ -20,6 +21,7 @@ import (
 	"podmin.dev/podmin/builtins/deps/depstest"
 	"podmin.dev/podmin/builtins/infra"
 	"podmin.dev/podmin/builtins/userdata"
+	"podmin.dev/podmin/internal/objstore"
 )
 
 // TestAWSSetupPublishesNodeBootstrap runs AWS setup with the real node
@@ -36,6 +38,30 @@ func TestAWSSetupPublishesNodeBootstrap(t *testing.T) {
 	opts := SetupOptions{VPCCIDR: "10.0.0.0/16", NAT64: "instance-type=m7i.large",
 		NodeGroup: []string{"default", "workers,instance-type=m7i.large,zone=b"},
 		OtelLogs:  "endpoint=https://otel.example.com/v1/logs,protocol=http,mtls=false"}
+
+	// A refused confirmation writes nothing to the bucket, although the
+	// plan it was shown was made with the staged dependencies' user data.
+	// The staging layer keeps no streamed body here, so any read back of
+	// a staged file would fail the setup.
+	defer func(n int64) { stageKeepAtMost = n }(stageKeepAtMost)
+	stageKeepAtMost = 1
+	refused := errors.New("refused")
+	refusedOpts := opts
+	refusedOpts.Confirm = func(PlanSummary) error { return refused }
+	if _, err := ae.Setup(ctx, refusedOpts); !errors.Is(err, refused) {
+		t.Fatalf("refused setup: %v", err)
+	}
+	if all, err := objstore.ListAll(ctx, rawBucket(t, ae.srv, "demo-state"), ""); err != nil || len(all) != 0 {
+		t.Fatalf("a refused setup wrote %d objects (%v), e.g. %v", len(all), err, all[:min(len(all), 3)])
+	}
+	if p := (*boots)[0].Published(); p != nil {
+		t.Fatalf("a refused setup published the node dependencies: %+v", p)
+	}
+	if seen, err := os.ReadFile(ae.seen); err != nil || !bytes.Contains(seen, []byte("user_data")) {
+		t.Fatalf("the refused plan was not made with the user data (%v)", err)
+	}
+	*boots = nil
+
 	res, err := ae.Setup(ctx, opts)
 	if err != nil {
 		t.Fatal(err)

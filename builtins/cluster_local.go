@@ -43,6 +43,9 @@ func (localInfra) Config(cl infra.Cluster) ([]byte, error) {
 	return append(data, '\n'), err
 }
 
+// Commit implements ClusterInfra: a local cluster has no node dependencies.
+func (localInfra) Commit(context.Context, infra.Cluster) error { return nil }
+
 // Apply implements ClusterInfra: nothing runs in a cloud.
 func (localInfra) Apply(context.Context, infra.Cluster) error { return nil }
 

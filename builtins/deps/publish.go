@@ -84,6 +84,10 @@ type PublishResult struct {
 	Uploaded, Images, Deleted []string
 	// Attempts counts manifest compare-and-swap attempts.
 	Attempts int
+	// Files is the desired file set published: opts.Files, or what
+	// Desired resolved. Passed back as PublishOptions.Files it publishes
+	// the same set without asking the upstreams again.
+	Files []File
 }
 
 // Selected returns the dependency definitions of the canonical set plus
@@ -121,6 +125,7 @@ func Publish(ctx context.Context, store objstore.Store, opts PublishOptions) (Pu
 			return res, err
 		}
 	}
+	res.Files = files
 	attempts := opts.Attempts
 	if attempts <= 0 {
 		attempts = 5

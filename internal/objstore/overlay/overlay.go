@@ -71,8 +71,12 @@ func (s *Sequence) Current() uint64 {
 
 // entry is the overlay's state of one key: an object or a tombstone.
 type entry struct {
-	deleted  bool
-	data     []byte
+	deleted bool
+	data    []byte
+	// size is the object's length; unkept marks an object whose bytes
+	// were hashed and dropped (Options.KeepAtMost), so data is nil.
+	size     int64
+	unkept   bool
 	etag     string
 	meta     map[string]string
 	modified time.Time
@@ -90,7 +94,13 @@ type Store struct {
 	// realGone makes the real store count as empty: the bucket was
 	// created in this overlay and does not exist for real.
 	realGone bool
+	// keepAtMost is Options.KeepAtMost.
+	keepAtMost int64
 }
+
+// ErrNotKept reports a read of an object written to the overlay whose
+// bytes it did not keep (Options.KeepAtMost).
+var ErrNotKept = errors.New("the overlay keeps only the size and digest of this object, not its bytes")
 
 // Options configure New.
 type Options struct {
@@ -101,6 +111,12 @@ type Options struct {
 	// Region is what BucketRegion reports for a bucket created in the
 	// overlay (Bucket only).
 	Region string
+	// KeepAtMost, when positive, bounds the bodies the overlay keeps: a
+	// streamed write (Write) of more bytes is hashed on the way and
+	// dropped, so the key exists with its size and ETag but reading it
+	// fails with ErrNotKept. It stages large uploads without holding them
+	// in memory; zero keeps every body.
+	KeepAtMost int64
 }
 
 var (
@@ -116,7 +132,7 @@ func New(real objstore.Store, opts Options) *Store {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Store{real: real, seq: opts.Sequence, now: opts.Now, layer: map[string]*entry{}}
+	return &Store{real: real, seq: opts.Sequence, now: opts.Now, layer: map[string]*entry{}, keepAtMost: opts.KeepAtMost}
 }
 
 // Records returns every recorded write in order.
@@ -177,6 +193,9 @@ func (s *Store) Get(ctx context.Context, key string, opts objstore.GetOptions) (
 		if opts.IfNoneMatch != "" && objstore.SameETag(opts.IfNoneMatch, e.etag) {
 			return objstore.Object{}, fmt.Errorf("get %q: %w", key, objstore.ErrNotModified)
 		}
+		if e.unkept {
+			return objstore.Object{}, fmt.Errorf("get %q: %w", key, ErrNotKept)
+		}
 		return objstore.Object{Data: append([]byte(nil), e.data...), ETag: e.etag, Metadata: objstore.CloneMetadata(e.meta)}, nil
 	}
 	return s.real.Get(ctx, key, opts)
@@ -192,7 +211,7 @@ func (s *Store) Head(ctx context.Context, key string) (objstore.Info, error) {
 	case missing:
 		return objstore.Info{}, fmt.Errorf("head %q: %w", key, objstore.ErrNotFound)
 	case ok:
-		return objstore.Info{Key: key, ETag: e.etag, Size: int64(len(e.data)), LastModified: e.modified, Metadata: objstore.CloneMetadata(e.meta)}, nil
+		return objstore.Info{Key: key, ETag: e.etag, Size: e.size, LastModified: e.modified, Metadata: objstore.CloneMetadata(e.meta)}, nil
 	}
 	return s.real.Head(ctx, key)
 }
@@ -205,6 +224,20 @@ func (s *Store) write(ctx context.Context, op Op, key string, data []byte, check
 
 // writeMeta is write with the new version's user metadata.
 func (s *Store) writeMeta(ctx context.Context, op Op, key string, data []byte, meta map[string]string, check func(cur Version) error) (string, error) {
+	return s.writeBody(ctx, op, key, body{data: data, size: int64(len(data)), etag: etagOf(data)}, meta, check)
+}
+
+// body is the content of a put: its bytes, or for an unkept body only
+// its size and ETag.
+type body struct {
+	data   []byte
+	size   int64
+	etag   string
+	unkept bool
+}
+
+// writeBody is writeMeta with the content given as a body.
+func (s *Store) writeBody(ctx context.Context, op Op, key string, b body, meta map[string]string, check func(cur Version) error) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
@@ -228,11 +261,10 @@ func (s *Store) writeMeta(ctx context.Context, op Op, key string, data []byte, m
 		}
 		s.layer[key] = &entry{deleted: true}
 	} else {
-		data = append([]byte(nil), data...)
-		etag := etagOf(data)
+		data := append([]byte(nil), b.data...)
 		meta = objstore.CloneMetadata(meta)
-		s.layer[key] = &entry{data: data, etag: etag, meta: meta, modified: s.now()}
-		rec.After = Version{Exists: true, Data: data, ETag: etag, Metadata: meta}
+		s.layer[key] = &entry{data: data, size: b.size, unkept: b.unkept, etag: b.etag, meta: meta, modified: s.now()}
+		rec.After = Version{Exists: true, Data: data, ETag: b.etag, Metadata: meta}
 	}
 	s.records = append(s.records, rec)
 	return rec.After.ETag, nil
@@ -354,7 +386,7 @@ func (s *Store) merge(real []objstore.Info, prefix, startAfter, bound string) ([
 		if e.deleted || !strings.HasPrefix(k, prefix) || k <= startAfter || (bound != "" && k > bound) {
 			continue
 		}
-		merged[k] = objstore.Info{Key: k, ETag: e.etag, Size: int64(len(e.data)), LastModified: e.modified}
+		merged[k] = objstore.Info{Key: k, ETag: e.etag, Size: e.size, LastModified: e.modified}
 	}
 	keys := make([]string, 0, len(merged))
 	for k := range merged {
@@ -380,6 +412,9 @@ func (s *Store) Open(ctx context.Context, key string, opts objstore.GetOptions) 
 	if opts.IfNoneMatch != "" && objstore.SameETag(opts.IfNoneMatch, e.etag) {
 		return nil, fmt.Errorf("open %q: %w", key, objstore.ErrNotModified)
 	}
+	if e.unkept {
+		return nil, fmt.Errorf("open %q: %w", key, ErrNotKept)
+	}
 	off, n, err := objstore.CheckRange(opts.Range, int64(len(e.data)))
 	if err != nil {
 		return nil, fmt.Errorf("open %q: %w", key, err)
@@ -389,19 +424,37 @@ func (s *Store) Open(ctx context.Context, key string, opts objstore.GetOptions) 
 }
 
 // Write implements objstore.Streamer: the body is read whole into the
-// layer, then written under the same conditions as the other writes.
-func (s *Store) Write(ctx context.Context, key string, body io.Reader, size int64, opts objstore.PutOptions) (string, error) {
+// layer (or, above Options.KeepAtMost, hashed and dropped), then written
+// under the same conditions as the other writes.
+func (s *Store) Write(ctx context.Context, key string, r io.Reader, size int64, opts objstore.PutOptions) (string, error) {
 	if err := objstore.CheckPutOptions(opts); err != nil {
 		return "", fmt.Errorf("write %q: %w", key, err)
 	}
 	if size < 0 {
 		return "", fmt.Errorf("write %q: negative size %d", key, size)
 	}
-	data, err := objstore.ReadExactly(body, size)
-	if err != nil {
-		return "", fmt.Errorf("write %q: %w", key, err)
+	var b body
+	if s.keepAtMost > 0 && size > s.keepAtMost {
+		h := sha256.New()
+		n, err := io.Copy(h, io.LimitReader(r, size))
+		if err == nil && n < size {
+			err = fmt.Errorf("body ended after %d of %d bytes: %w", n, size, objstore.ErrSizeMismatch)
+		}
+		if err == nil {
+			err = objstore.ExpectEOF(r, size)
+		}
+		if err != nil {
+			return "", fmt.Errorf("write %q: %w", key, err)
+		}
+		b = body{size: size, etag: `"` + hex.EncodeToString(h.Sum(nil)) + `"`, unkept: true}
+	} else {
+		data, err := objstore.ReadExactly(r, size)
+		if err != nil {
+			return "", fmt.Errorf("write %q: %w", key, err)
+		}
+		b = body{data: data, size: size, etag: etagOf(data)}
 	}
-	return s.writeMeta(ctx, OpPut, key, data, opts.Metadata, func(cur Version) error {
+	return s.writeBody(ctx, OpPut, key, b, opts.Metadata, func(cur Version) error {
 		switch {
 		case opts.IfAbsent && cur.Exists:
 			return fmt.Errorf("write %q: the object already exists: %w", key, objstore.ErrPrecondition)

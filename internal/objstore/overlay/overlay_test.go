@@ -5,6 +5,9 @@
 package overlay_test
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"path/filepath"
 	"slices"
@@ -192,4 +195,51 @@ func TestConformance(t *testing.T) {
 			return o
 		})
 	})
+}
+
+// With KeepAtMost an overlay stages a large streamed write without holding
+// it: the key exists with its exact size and content ETag (conditions see
+// it), reading it fails with ErrNotKept, small bodies are kept as usual,
+// and the real store is never written.
+func TestKeepAtMostDropsLargeBodies(t *testing.T) {
+	ctx := t.Context()
+	real := newLocal(t)
+	o := overlay.New(real, overlay.Options{KeepAtMost: 1024})
+	big := bytes.Repeat([]byte("podmin"), 1000)
+	etag, err := o.Write(ctx, "deps/big", bytes.NewReader(big), int64(len(big)), objstore.PutOptions{IfAbsent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(big)
+	if want := `"` + hex.EncodeToString(sum[:]) + `"`; etag != want {
+		t.Fatalf("ETag %s, want the content's %s", etag, want)
+	}
+	info, err := o.Head(ctx, "deps/big")
+	if err != nil || info.Size != int64(len(big)) || info.ETag != etag {
+		t.Fatalf("Head = %+v, %v", info, err)
+	}
+	if _, err := o.Get(ctx, "deps/big", objstore.GetOptions{}); !errors.Is(err, overlay.ErrNotKept) {
+		t.Fatalf("Get of a dropped body = %v, want ErrNotKept", err)
+	}
+	if _, err := objstore.OpenObject(ctx, o, "deps/big", objstore.GetOptions{}); !errors.Is(err, overlay.ErrNotKept) {
+		t.Fatalf("Open of a dropped body = %v, want ErrNotKept", err)
+	}
+	if _, err := o.Write(ctx, "deps/big", bytes.NewReader(big), int64(len(big)), objstore.PutOptions{IfAbsent: true}); !errors.Is(err, objstore.ErrPrecondition) {
+		t.Fatalf("second create-only write = %v, want ErrPrecondition", err)
+	}
+	if _, err := o.Write(ctx, "deps/short", bytes.NewReader(big[:2000]), int64(len(big)), objstore.PutOptions{}); !errors.Is(err, objstore.ErrSizeMismatch) {
+		t.Fatalf("short body = %v, want ErrSizeMismatch", err)
+	}
+	if _, err := o.Write(ctx, "deps/small", bytes.NewReader(big[:100]), 100, objstore.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if obj, err := o.Get(ctx, "deps/small", objstore.GetOptions{}); err != nil || !bytes.Equal(obj.Data, big[:100]) {
+		t.Fatalf("small body = %q, %v", obj.Data, err)
+	}
+	if got := listing(t, o); got["deps/big"] != etag || len(got) != 2 {
+		t.Fatalf("listing %v", got)
+	}
+	if got := listing(t, real); len(got) != 0 {
+		t.Fatalf("the real store was written: %v", got)
+	}
 }
