@@ -100,9 +100,11 @@ type healthServer struct {
 	health *Health
 	// metrics, when set, serves /metrics beside the health endpoints.
 	metrics http.Handler
-	srv     *http.Server
-	done    chan error
-	bound   string
+	// routes are further loopback-only handlers by path.
+	routes map[string]http.Handler
+	srv    *http.Server
+	done   chan error
+	bound  string
 }
 
 // checkLoopback accepts only host:port with a loopback IP.
@@ -130,9 +132,14 @@ func (s *healthServer) Start(ctx context.Context) error {
 	}
 	s.bound = ln.Addr().String()
 	var h http.Handler = s.health
-	if s.metrics != nil {
+	if s.metrics != nil || len(s.routes) > 0 {
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", s.metrics)
+		if s.metrics != nil {
+			mux.Handle("/metrics", s.metrics)
+		}
+		for path, route := range s.routes {
+			mux.Handle(path, route)
+		}
 		mux.Handle("/", s.health)
 		h = mux
 	}

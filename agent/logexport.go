@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -83,10 +84,65 @@ type logExport struct {
 
 	mu   sync.Mutex
 	errs map[string]error
+
+	// cfgMu serialises configuration writes: the agent's own and those
+	// Fluent Bit's unit asks for before it starts (ServeHTTP).
+	cfgMu sync.Mutex
 	// failed is set while the configuration could not be written or
 	// Fluent Bit not restarted; every pass retries.
 	failed bool
-	export telemetry.ConfigOptions
+	// export is set once log export is configured.
+	export *telemetry.ConfigOptions
+}
+
+// FluentBitConfigRoute is the loopback health-server route Fluent Bit's
+// unit POSTs to before every start (ExecStartPre): the agent reads the
+// exporter headers secret afresh and rewrites the configuration, without
+// restarting Fluent Bit.
+const FluentBitConfigRoute = otellogs.FluentBitConfigRoute
+
+// ServeHTTP serves FluentBitConfigRoute. It answers 503 while log export
+// is not configured or the configuration cannot be written (so the unit
+// does not start on a stale one), with the scrubbed reason.
+func (l *logExport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "POST to rewrite the Fluent Bit configuration", http.StatusMethodNotAllowed)
+		return
+	}
+	l.cfgMu.Lock()
+	defer l.cfgMu.Unlock()
+	if l.export == nil {
+		http.Error(w, "container log export is not configured (yet): see the agent's /readyz", http.StatusServiceUnavailable)
+		return
+	}
+	if err := l.write(r.Context()); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = fmt.Fprintln(w, "fluent-bit configuration written:", l.export.Path)
+}
+
+// write writes the configuration, reading the headers secret afresh.
+// The caller holds cfgMu.
+func (l *logExport) write(ctx context.Context) error {
+	if err := os.MkdirAll(filepath.Dir(l.export.Path), 0o755); err != nil {
+		l.report("fluent-bit", err)
+		return err
+	}
+	if err := telemetry.WriteConfig(ctx, *l.export); err != nil {
+		l.report("fluent-bit", err)
+		return err
+	}
+	return nil
+}
+
+// lastFailed reports whether the last configuration write or restart
+// failed.
+func (l *logExport) lastFailed() bool {
+	l.cfgMu.Lock()
+	defer l.cfgMu.Unlock()
+	return l.failed
 }
 
 func newLogExport(cfg Config, opts Options, store objstore.Bucket, readers map[string]mounts.Reader, identities *workload.Manager, health *Health, log *slog.Logger) *logExport {
@@ -168,14 +224,14 @@ func (l *logExport) run(ctx context.Context) error {
 	var ca *telemetry.CABundle
 	if bucket, key, ok := o.CABucketKey(); ok {
 		ca = telemetry.NewCABundle(telemetry.CABundleOptions{
-			Fetch: l.fetchCA(bucket, key), Path: l.export.Paths.CAFile, Logger: l.log,
+			Fetch: l.fetchCA(bucket, key), Path: l.caFile(), Logger: l.log,
 		})
 		// The first configuration write below restarts Fluent Bit when
 		// anything changed.
 		_, err := ca.Refresh(ctx)
 		l.report("ca", err)
 	}
-	if id := l.export.Identity; id != nil {
+	if id := l.identity(); id != nil {
 		if _, err := id.Current(); err != nil {
 			// The first identity pass writes the configuration through
 			// the restart hook.
@@ -203,7 +259,7 @@ func (l *logExport) run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-caTick.C:
-			if l.failed {
+			if l.lastFailed() {
 				_ = l.apply(ctx, true, "retrying the last failure")
 			}
 			if ca != nil {
@@ -214,13 +270,13 @@ func (l *logExport) run(ctx context.Context) error {
 				}
 			}
 		case <-idTimer.C:
-			id := l.export.Identity
+			id := l.identity()
 			if id == nil {
 				continue
 			}
 			_, err := id.Maintain(ctx)
 			l.report("identity", err)
-			if err == nil && l.failed {
+			if err == nil && l.lastFailed() {
 				_ = l.apply(ctx, true, "retrying the last failure")
 			}
 			next := identityInterval
@@ -247,7 +303,7 @@ func (l *logExport) setup(ctx context.Context, o otellogs.Options) error {
 		nodeID = host
 	}
 	def := otellogs.DefaultPaths()
-	l.export = telemetry.ConfigOptions{
+	export := telemetry.ConfigOptions{
 		Options: o,
 		Node:    otellogs.Node{Cluster: l.cfg.Cluster, NodeGroup: l.cfg.NodeGroup, Hostname: host},
 		Paths:   otellogs.Paths{StateDir: l.path(def.StateDir), CAFile: l.path(filepath.Join(TelemetryDir, "ca.pem"))},
@@ -256,6 +312,7 @@ func (l *logExport) setup(ctx context.Context, o otellogs.Options) error {
 		Logger:  l.log,
 	}
 	if !o.MTLS {
+		l.setExport(export)
 		return nil
 	}
 	if l.identities == nil {
@@ -269,25 +326,43 @@ func (l *logExport) setup(ctx context.Context, o otellogs.Options) error {
 	if err != nil {
 		return err
 	}
-	l.export.Identity = id
+	export.Identity = id
+	l.setExport(export)
 	return nil
+}
+
+func (l *logExport) setExport(o telemetry.ConfigOptions) {
+	l.cfgMu.Lock()
+	defer l.cfgMu.Unlock()
+	l.export = &o
+}
+
+// identity returns the telemetry identity, nil without mtls.
+func (l *logExport) identity() *telemetry.Identity {
+	l.cfgMu.Lock()
+	defer l.cfgMu.Unlock()
+	return l.export.Identity
+}
+
+func (l *logExport) caFile() string {
+	l.cfgMu.Lock()
+	defer l.cfgMu.Unlock()
+	return l.export.Paths.CAFile
 }
 
 // apply writes the configuration and restarts Fluent Bit when force is
 // set or the configuration changed.
 func (l *logExport) apply(ctx context.Context, force bool, why string) (err error) {
-	defer func() { l.failed = err != nil }()
-	before, _ := os.ReadFile(l.export.Path)
-	if err := os.MkdirAll(filepath.Dir(l.export.Path), 0o755); err != nil {
-		l.report("fluent-bit", err)
+	defer func() {
+		l.cfgMu.Lock()
+		l.failed = err != nil
+		l.cfgMu.Unlock()
+	}()
+	changed, err := l.rewrite(ctx)
+	if err != nil {
 		return err
 	}
-	if err := telemetry.WriteConfig(ctx, l.export); err != nil {
-		l.report("fluent-bit", err)
-		return err
-	}
-	after, _ := os.ReadFile(l.export.Path)
-	if !force && bytes.Equal(before, after) {
+	if !force && !changed {
 		l.report("fluent-bit", nil)
 		return nil
 	}
@@ -296,6 +371,8 @@ func (l *logExport) apply(ctx context.Context, force bool, why string) (err erro
 		l.report("fluent-bit", nil)
 		return nil
 	}
+	// The restart runs without cfgMu: the unit's ExecStartPre asks this
+	// agent to write the configuration (ServeHTTP) while systemctl waits.
 	if err := l.restart(ctx); err != nil {
 		err = fmt.Errorf("restart Fluent Bit (%s): %w", why, err)
 		l.log.Error("fluent-bit not restarted", "err", err)
@@ -305,6 +382,18 @@ func (l *logExport) apply(ctx context.Context, force bool, why string) (err erro
 	l.log.Info("fluent-bit restarted", "reason", why)
 	l.report("fluent-bit", nil)
 	return nil
+}
+
+// rewrite writes the configuration and reports whether it changed.
+func (l *logExport) rewrite(ctx context.Context) (bool, error) {
+	l.cfgMu.Lock()
+	defer l.cfgMu.Unlock()
+	before, _ := os.ReadFile(l.export.Path)
+	if err := l.write(ctx); err != nil {
+		return false, err
+	}
+	after, _ := os.ReadFile(l.export.Path)
+	return !bytes.Equal(before, after), nil
 }
 
 // fetchCA reads the exact ca= object: from the cluster bucket itself when

@@ -10,7 +10,9 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"errors"
+	"io"
 	"io/fs"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -230,7 +232,65 @@ func TestAgentWithoutLogExportWritesNothing(t *testing.T) {
 			if _, body := a.get(t, "/readyz"); strings.Contains(body, "log-export") {
 				t.Errorf("/readyz names log export: %s", body)
 			}
+			if code, body := a.post(t, FluentBitConfigRoute); code != 503 || !strings.Contains(body, "not configured") {
+				t.Errorf("POST %s without log export = %d %q, want 503", FluentBitConfigRoute, code, body)
+			}
 		})
+	}
+}
+
+// post POSTs an empty body to the agent's health server.
+func (a *logAgent) post(t *testing.T, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Post("http://"+a.health+path, "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// TestFluentBitStartRereadsTheHeaders: the request Fluent Bit's unit makes
+// before every start (POST /fluent-bit/config) reads the exporter headers
+// secret afresh and rewrites the configuration without restarting Fluent
+// Bit; the answer never carries a header value.
+func TestFluentBitStartRereadsTheHeaders(t *testing.T) {
+	a := startLogAgent(t, `{"version": 1, "cluster": "demo", "provider": "local",
+		"otel_logs": "endpoint=https://otlp.example.com/v1/logs,headers-secret=true"}`, nil)
+	config := a.path(FluentBitConfigPath)
+	waitFor(t, 20*time.Second, "the first configuration", func() bool {
+		return fileContains(config, "Authorization Bearer s3cr3t-token") && a.restarts.Load() == 1
+	})
+	hname, _ := secrets.SystemSecret("demo", secrets.OtelLogsHeaders)
+	store := secretslocal.New(filepath.Join(filepath.Dir(a.root), "data", "secrets"))
+	if err := store.Update(t.Context(), hname, secrets.Value(`{"Authorization": "Bearer r0tated-token"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := a.get(t, FluentBitConfigRoute); code != http.StatusMethodNotAllowed {
+		t.Errorf("GET %s = %d, want 405", FluentBitConfigRoute, code)
+	}
+	code, body := a.post(t, FluentBitConfigRoute)
+	if code != 200 || strings.Contains(body, "token") {
+		t.Fatalf("POST %s = %d %q", FluentBitConfigRoute, code, body)
+	}
+	if !fileContains(config, "Authorization Bearer r0tated-token") || fileContains(config, "s3cr3t-token") {
+		t.Fatal("the configuration does not carry the rotated header")
+	}
+	if m := mode(t, config); m != 0o600 {
+		t.Errorf("configuration mode %v, want 0600", m)
+	}
+	if n := a.restarts.Load(); n != 1 {
+		t.Errorf("Fluent Bit restarted %d times, want only the first start", n)
+	}
+	// A headers secret that cannot be used fails the request, so the unit
+	// does not start on a stale configuration; the value is not echoed.
+	if err := store.Update(t.Context(), hname, secrets.Value(`not json: l3aked-value`)); err != nil {
+		t.Fatal(err)
+	}
+	code, body = a.post(t, FluentBitConfigRoute)
+	if code != 503 || strings.Contains(body, "l3aked") || strings.Contains(a.logs.String(), "l3aked") {
+		t.Fatalf("POST with an invalid headers secret = %d %q", code, body)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -149,6 +150,7 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	// its failures are named in /readyz and never hold Pods back.
 	le := newLogExport(cfg, opts, store, readers, identities, health, log)
 	d.Reconcilers = append(d.Reconcilers, NewLoopComponent(componentLogExport, le.run))
+	hs.routes = map[string]http.Handler{FluentBitConfigRoute: le}
 	if b, ok := store.(*localstore.Bucket); ok {
 		// A local bucket notifies its commits: reconcile within
 		// milliseconds, with the poll as the correctness path.

@@ -16,6 +16,7 @@ import (
 	"text/template"
 
 	"podmin.dev/podmin/builtins/deps"
+	"podmin.dev/podmin/internal/otellogs"
 )
 
 //go:embed aws.sh.tmpl
@@ -128,7 +129,7 @@ func RenderNode(n Node) (Rendered, error) {
 	return render("aws.sh", awsScript, map[string]any{
 		"Cluster": n.Cluster, "NodeGroup": n.NodeGroup, "Bucket": n.Bucket, "Region": n.Region,
 		"Arch": string(n.Arch), "PauseImage": pauseRef, "OTelLogs": n.OTelLogs, "Rows": rows,
-		"PodsAPIGate": PodsAPIGate,
+		"PodsAPIGate": PodsAPIGate, "FluentBitConfigRoute": otellogs.FluentBitConfigRoute,
 	})
 }
 

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"podmin.dev/podmin/builtins/deps"
+	"podmin.dev/podmin/internal/otellogs"
 )
 
 // canonicalManifest records every dependency for both architectures.
@@ -203,9 +204,11 @@ func TestRenderRequiresCanonicalSet(t *testing.T) {
 		t.Fatal("log-export packages missing with OTelLogs")
 	}
 	// Fluent Bit runs the configuration the agent renders, never the
-	// package's stock one, and only once the agent has written it.
+	// package's stock one, and only once the agent has written it, the
+	// headers secret read afresh before every start.
 	for _, line := range []string{
 		"ExecStart=/opt/fluent-bit/bin/fluent-bit -c /etc/podmin/fluent-bit.yaml",
+		"ExecStartPre=/usr/bin/curl -fsS --retry 5 --retry-connrefused --max-time 60 -X POST http://127.0.0.1:8082" + otellogs.FluentBitConfigRoute,
 		"ExecStartPre=/usr/bin/test -s /etc/podmin/fluent-bit.yaml",
 		"systemctl enable fluent-bit.service",
 	} {

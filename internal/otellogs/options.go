@@ -13,6 +13,12 @@ import (
 	"strings"
 )
 
+// FluentBitConfigRoute is the route of the node agent's loopback health
+// server (127.0.0.1:8082) that Fluent Bit's systemd unit POSTs to before
+// every start: the agent reads the headers secret afresh and rewrites the
+// configuration, so a rotated secret reaches the next start.
+const FluentBitConfigRoute = "/fluent-bit/config"
+
 // Protocols of the exporter.
 const (
 	// HTTP is OTLP/HTTP with protobuf bodies, the default.
