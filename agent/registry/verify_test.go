@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -160,6 +161,73 @@ func TestManifestHeadAgreesWithGet(t *testing.T) {
 			for _, o := range opens {
 				if o != want {
 					t.Errorf("opened %q, want %q", o, want)
+				}
+			}
+		})
+	}
+}
+
+// HEAD on a blob in a local bucket answers exactly as GET would, on the
+// first request already, for every state of its file: the store's content
+// digest tells a blob that does not match before anything is sent.
+func TestLocalBlobHeadAgreesWithGet(t *testing.T) {
+	blob := bytes.Repeat([]byte("podmin layer "), 30_000)
+	for _, tc := range []struct {
+		name    string
+		content []byte // nil: missing
+		behind  bool   // written behind the store's back
+		status  int
+		code    string
+	}{
+		{"intact", blob, false, 200, ""},
+		{"intact, written by hand", blob, true, 200, ""},
+		{"missing", nil, false, 404, "BLOB_UNKNOWN"},
+		{"other content", append([]byte{'P'}, blob[1:]...), false, 500, "UNKNOWN"},
+		{"truncated by hand", blob[:len(blob)-1], true, 500, "UNKNOWN"},
+		{"extended by hand", append(bytes.Clone(blob), '!'), true, 500, "UNKNOWN"},
+		{"empty", []byte{}, false, 500, "UNKNOWN"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bucket := local.Open(filepath.Join(t.TempDir(), "bucket"))
+			if err := bucket.CreateBucket(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			d := digestOf(blob)
+			key := "apps/hello/blobs/sha256/" + d[7:]
+			switch {
+			case tc.content == nil:
+			case tc.behind:
+				p := filepath.Join(bucket.Dir(), filepath.FromSlash(key))
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, tc.content, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			default:
+				if _, err := bucket.Put(t.Context(), key, tc.content); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, first := range []string{"HEAD", "GET"} {
+				reg := registry.New(registry.LocalObjects(bucket)) // nothing verified yet
+				second := map[string]string{"HEAD": "GET", "GET": "HEAD"}[first]
+				a := do(t, reg, first, "/v2/apps/hello/blobs/"+d)
+				b := do(t, reg, second, "/v2/apps/hello/blobs/"+d)
+				get := map[string]result{first: a, second: b}["GET"]
+				if a.status != tc.status || b.status != tc.status || get.code != tc.code {
+					t.Fatalf("%s then %s: %d, %d, GET error code %q; want both %d, %q", first, second, a.status, b.status, get.code, tc.status, tc.code)
+				}
+				for _, name := range []string{"Content-Type", "Docker-Content-Digest", "Content-Length", "ETag"} {
+					if a.header.Get(name) != b.header.Get(name) {
+						t.Errorf("%s differs: %s %q, %s %q", name, first, a.header.Get(name), second, b.header.Get(name))
+					}
+				}
+				if tc.status == 200 && !bytes.Equal(get.body, blob) {
+					t.Errorf("GET body is not the blob")
+				}
+				if tc.status != 200 && bytes.Contains(get.body, []byte("podmin layer")) {
+					t.Errorf("GET of a bad blob sent its bytes")
 				}
 			}
 		})
