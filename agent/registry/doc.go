@@ -17,13 +17,14 @@
 // way, the hashing a few chunks behind the copy: the last chunk is held
 // back until the digest matches, so a tampered blob is aborted rather than
 // served complete, logged with its object path, and refused until the
-// object changes. On a local bucket the object's ETag is the SHA-256 the
-// store computed from the bytes it wrote (internal/objstore/local), so a
-// blob whose ETag is its digest is sent with sendfile(2) unhashed, and one
-// whose ETag is another digest is refused before a byte is sent. Unknown
-// routes answer 404.
+// object changes. On a local bucket the store knows the SHA-256 it
+// computed from the bytes it wrote (objstore.Info.ContentSHA256), so a
+// blob whose content digest is its digest is sent with sendfile(2)
+// unhashed, and one with another digest is refused before a byte is
+// sent. Unknown routes answer 404.
 //
 // It must not write to the bucket, list it, or keep any state besides the
-// index cache and the bounded sets of verified and refused blob versions; it has no discovery, search or garbage collection. The
-// agent's composition root starts it with Listen and Serve.
+// index cache and the bounded sets of verified and refused blob versions;
+// it has no discovery, search or garbage collection. The agent's
+// composition root starts it with Listen and Serve.
 package registry

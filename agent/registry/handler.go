@@ -158,19 +158,15 @@ func (h *Handler) blob(w http.ResponseWriter, r *http.Request, rt route) *apiErr
 	}
 	if h.bad.is(key, info) {
 		h.log.WarnContext(ctx, "registry refused a blob that failed verification", "object", key, "digest", rt.digest)
-		return errorf(http.StatusInternalServerError, CodeUnknown, "blob "+quote(rt.digest)+" in the cluster bucket does not match its digest: push the image again")
+		return badBlob(rt.digest, key, info)
 	}
-	// A store whose ETags are content digests has already hashed the
-	// blob: one whose ETag is another digest is refused before a byte is
+	// A store that knows the content digest (the local store) has already
+	// hashed the blob: one with another digest is refused before a byte is
 	// sent, for HEAD as for GET.
-	contentETags := false
-	if c, ok := h.objects.(interface{ contentETags() bool }); ok && c.contentETags() {
-		contentETags = true
-		if !objstore.SameETag(info.ETag, rt.digest[len("sha256:"):]) {
-			h.bad.mark(key, info)
-			h.log.ErrorContext(ctx, "registry refused a blob that does not match its digest", "object", key, "digest", rt.digest, "content-sha256", info.ETag)
-			return errorf(http.StatusInternalServerError, CodeUnknown, "blob "+quote(rt.digest)+" in the cluster bucket does not match its digest: push the image again")
-		}
+	if info.ContentSHA256 != "" && "sha256:"+info.ContentSHA256 != rt.digest {
+		h.bad.mark(key, info)
+		h.log.ErrorContext(ctx, "registry refused a blob that does not match its digest", "object", key, "digest", rt.digest, "content-sha256", info.ContentSHA256)
+		return badBlob(rt.digest, key, info)
 	}
 	hdr := w.Header()
 	hdr.Set("Docker-Content-Digest", rt.digest)
@@ -202,13 +198,13 @@ func (h *Handler) blob(w http.ResponseWriter, r *http.Request, rt route) *apiErr
 		return h.storageError(ctx, key, err)
 	}
 	defer body.Close()
-	// The version opened is the one the store vouched for above when it
-	// is the one Head described; if the object changed in between, it is
-	// verified while it streams.
+	// The store vouches for the version opened when it is the one Head
+	// described; if the object changed in between, it is verified while
+	// it streams.
 	vouched := false
-	if v, ok := body.(interface{ version() objstore.Info }); ok && contentETags {
+	if v, ok := body.(interface{ version() objstore.Info }); ok && info.ContentSHA256 != "" {
 		opened := v.version()
-		vouched = opened.ETag == info.ETag && opened.Size == info.Size
+		vouched = opened.ContentSHA256 == info.ContentSHA256 && opened.ETag == info.ETag && opened.Size == info.Size
 	}
 	w.WriteHeader(status)
 	if status == http.StatusPartialContent || vouched || h.good.is(key, info) {
@@ -244,6 +240,18 @@ func (h *Handler) blob(w http.ResponseWriter, r *http.Request, rt route) *apiErr
 	}
 	h.good.mark(key, info)
 	return nil
+}
+
+// badBlob is the answer for a blob whose bytes do not match its digest.
+// A push replaces a stored blob of the wrong size, or one whose store
+// knows its content digest; one it cannot tell from the real blob must be
+// deleted first.
+func badBlob(digest, key string, info objstore.Info) *apiError {
+	msg := "blob " + quote(digest) + " in the cluster bucket does not match its digest: push the image again"
+	if info.ContentSHA256 == "" {
+		msg += " (push replaces a blob of the wrong size; if the size is right, delete the object " + key + " first)"
+	}
+	return errorf(http.StatusInternalServerError, CodeUnknown, msg)
 }
 
 // readIndex reads index.json, refusing one above oci.MaxIndexSize by its

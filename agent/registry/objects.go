@@ -63,16 +63,13 @@ func (s storeObjects) OpenObject(ctx context.Context, key string, opts objstore.
 }
 
 // LocalObjects adapts a local-directory bucket and streams blobs straight
-// from their files. A local object's ETag is the SHA-256 of its content
-// (computed by the store from the bytes it wrote), so a blob whose ETag is
-// its digest is served without hashing it again.
+// from their files. The local store knows the SHA-256 of each object's
+// content (objstore.Info.ContentSHA256, computed from the bytes it wrote),
+// so a blob whose content digest is its digest is served without hashing
+// it again.
 func LocalObjects(b *local.Bucket) Objects { return localObjects{b} }
 
 type localObjects struct{ *local.Bucket }
-
-// contentETags reports that ETags are the quoted hex SHA-256 of the
-// content of the version they describe.
-func (localObjects) contentETags() bool { return true }
 
 func (b localObjects) Open(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
 	f, info, err := b.OpenFile(ctx, key)

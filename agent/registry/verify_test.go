@@ -101,6 +101,11 @@ func TestTamperedBlobIsNeverServedComplete(t *testing.T) {
 					t.Errorf("%s of a known tampered blob = %d, want 500", m, status)
 				}
 			}
+			// A store without content digests: push can replace only a
+			// blob of the wrong size, so the answer says what else to do.
+			if _, body, _ := get(t, "GET", url); !strings.Contains(string(body), "delete the object "+key) {
+				t.Errorf("the refusal does not say how to repair it: %s", body)
+			}
 			f.put(key, good) // repaired: verified and served again
 			if status, body, complete := get(t, "GET", url); status != 200 || !complete || !bytes.Equal(body, good) {
 				t.Fatalf("repaired blob: %d complete=%v", status, complete)

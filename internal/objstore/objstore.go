@@ -49,6 +49,11 @@ type Info struct {
 	// Metadata is the object's user metadata from Head (nil or empty when
 	// it has none). Listings leave it nil, as S3 does.
 	Metadata map[string]string
+	// ContentSHA256, when set, is the hex SHA-256 of the content of the
+	// version described, as the store computed it from the bytes
+	// themselves: the local store's records and the overlay's own objects
+	// know it; S3 ETags are no content digest, so it is empty there.
+	ContentSHA256 string
 }
 
 // GetOptions are optional conditions on Get.

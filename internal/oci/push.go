@@ -162,17 +162,24 @@ func uploadBlob(ctx context.Context, bucket objstore.Store, src Source, dst stat
 	if err != nil {
 		return false, err
 	}
-	if _, err := bucket.Head(ctx, key); err == nil {
-		t.Skip(d.Size)
-		return false, nil
+	put := objstore.PutOptions{IfAbsent: true}
+	if info, err := bucket.Head(ctx, key); err == nil {
+		if info.Size == d.Size && (info.ContentSHA256 == "" || "sha256:"+info.ContentSHA256 == d.Digest.String()) {
+			t.Skip(d.Size)
+			return false, nil
+		}
+		// A stored blob of another size, or whose store knows it holds
+		// other content, is what the node registry refuses: replace it,
+		// unless it changes meanwhile.
+		put = objstore.PutOptions{IfMatch: info.ETag}
 	} else if !errors.Is(err, objstore.ErrNotFound) {
 		return false, fmt.Errorf("check blob %s: %w", key, err)
 	}
 	it := t.Item(progress.ShortName(d.Digest.String()), d.Size)
 	defer it.Done()
-	if err := writeBlobObject(ctx, bucket, src, key, d, it); err != nil {
+	if err := writeBlobObject(ctx, bucket, src, key, d, put, it); err != nil {
 		if errors.Is(err, objstore.ErrPrecondition) {
-			return false, nil // another push wrote the same content first
+			return false, nil // another push wrote the blob first
 		}
 		if errors.Is(err, ErrDigestMismatch) || errors.Is(err, ErrNotFound) {
 			return false, fmt.Errorf("upload blob %s: %w", key, err)
@@ -182,11 +189,11 @@ func uploadBlob(ctx context.Context, bucket objstore.Store, src Source, dst stat
 	return true, nil
 }
 
-// writeBlobObject creates key from d's blob, streamed from src when it can
+// writeBlobObject writes key (under put's condition) from d's blob, streamed from src when it can
 // be and verified on the way: a blob that does not match its descriptor
 // fails the write before its last byte, so nothing is stored. it counts
 // the bytes as the store takes them.
-func writeBlobObject(ctx context.Context, bucket objstore.Store, src Source, key string, d v1.Descriptor, it progress.Item) error {
+func writeBlobObject(ctx context.Context, bucket objstore.Store, src Source, key string, d v1.Descriptor, put objstore.PutOptions, it progress.Item) error {
 	o, ok := src.(BlobOpener)
 	if !ok {
 		data, err := src.Blob(ctx, d.Digest)
@@ -196,7 +203,7 @@ func writeBlobObject(ctx context.Context, bucket objstore.Store, src Source, key
 		if err := Verify(data, d); err != nil {
 			return fmt.Errorf("%w: %w", err, ErrDigestMismatch)
 		}
-		_, err = objstore.PutWithOptions(ctx, bucket, key, data, objstore.PutOptions{IfAbsent: true})
+		_, err = objstore.PutWithOptions(ctx, bucket, key, data, put)
 		it.Add(int64(len(data)))
 		return err
 	}
@@ -210,7 +217,7 @@ func writeBlobObject(ctx context.Context, bucket objstore.Store, src Source, key
 	}
 	body := PrefetchingVerifier(rc, d)
 	defer body.Close()
-	_, err = objstore.WriteObject(ctx, bucket, key, progress.Reader(it, body), d.Size, objstore.PutOptions{IfAbsent: true})
+	_, err = objstore.WriteObject(ctx, bucket, key, progress.Reader(it, body), d.Size, put)
 	return err
 }
 

@@ -6,8 +6,11 @@ package oci_test
 
 import (
 	"bytes"
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
@@ -193,5 +196,79 @@ func TestMergeTagReplacesOnlyItsTag(t *testing.T) {
 	}
 	if len(m.Manifests) != 3 || m.Manifests[0].Digest != h('a') {
 		t.Error("MergeTag changed its input")
+	}
+}
+
+// noContentDigest hides the local store's content digests, as S3 has none.
+type noContentDigest struct{ objstore.Store }
+
+func (s noContentDigest) Head(ctx context.Context, key string) (objstore.Info, error) {
+	info, err := s.Store.Head(ctx, key)
+	info.ContentSHA256 = ""
+	return info, err
+}
+
+// A stored blob the node registry would refuse is replaced by the next
+// push: one of another size on any store, one with other content where the
+// store knows the content digest (local). A same-size corrupt blob on a
+// store without content digests is not detected (the documented limit).
+func TestPushReplacesStoredBlobsTheRegistryRefuses(t *testing.T) {
+	ctx := t.Context()
+	src, top := stored(t, oci.NewStore(t.TempDir()), "v1")
+	dst, _ := state.AppLayout("hello")
+	for _, tc := range []struct {
+		name     string
+		digests  bool // the store knows content digests
+		truncate bool // corrupt by truncating rather than flipping a byte
+		replaced bool
+	}{
+		{"local, other content", true, false, true},
+		{"local, truncated", true, true, true},
+		{"no content digests, truncated", false, true, true},
+		{"no content digests, other content of the same size", false, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			local := newBucket(t)
+			var bucket objstore.Store = local
+			if !tc.digests {
+				bucket = noContentDigest{local}
+			}
+			if _, err := oci.Push(ctx, bucket, src, top, dst, "v1", oci.PushOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			blobs, err := objstore.ListAll(ctx, local, dst.Root()+"/blobs/")
+			if err != nil || len(blobs) == 0 {
+				t.Fatalf("blobs %v, %v", blobs, err)
+			}
+			victim := slices.MaxFunc(blobs, func(a, b objstore.Info) int { return cmp.Compare(a.Size, b.Size) })
+			obj, err := local.Get(ctx, victim.Key, objstore.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			good := obj.Data
+			bad := bytes.Clone(good)
+			if tc.truncate {
+				bad = bad[:len(bad)-1]
+			} else {
+				bad[len(bad)/2] ^= 0xff
+			}
+			if _, err := local.Put(ctx, victim.Key, bad); err != nil {
+				t.Fatal(err)
+			}
+			res, err := oci.Push(ctx, bucket, src, top, dst, "v1", oci.PushOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := local.Get(ctx, victim.Key, objstore.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.replaced && (res.Uploaded != 1 || !bytes.Equal(got.Data, good)) {
+				t.Fatalf("re-push uploaded %d blobs; the corrupt blob replaced: %v", res.Uploaded, bytes.Equal(got.Data, good))
+			}
+			if !tc.replaced && (res.Uploaded != 0 || !bytes.Equal(got.Data, bad)) {
+				t.Fatalf("re-push uploaded %d blobs over a same-size blob a store without digests cannot tell apart", res.Uploaded)
+			}
+		})
 	}
 }

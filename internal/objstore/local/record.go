@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -317,10 +318,11 @@ func (b *Bucket) openDescribed(key string, mode describeMode) (*os.File, os.File
 // info builds the objstore.Info of a described version.
 func info(key string, fi os.FileInfo, v version) objstore.Info {
 	return objstore.Info{
-		Key:          key,
-		ETag:         v.ETag,
-		Size:         fi.Size(),
-		LastModified: fi.ModTime(),
-		Metadata:     objstore.CloneMetadata(v.Metadata),
+		Key:           key,
+		ETag:          v.ETag,
+		Size:          fi.Size(),
+		LastModified:  fi.ModTime(),
+		Metadata:      objstore.CloneMetadata(v.Metadata),
+		ContentSHA256: strings.Trim(v.ETag, `"`),
 	}
 }

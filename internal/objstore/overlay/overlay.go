@@ -211,7 +211,8 @@ func (s *Store) Head(ctx context.Context, key string) (objstore.Info, error) {
 	case missing:
 		return objstore.Info{}, fmt.Errorf("head %q: %w", key, objstore.ErrNotFound)
 	case ok:
-		return objstore.Info{Key: key, ETag: e.etag, Size: e.size, LastModified: e.modified, Metadata: objstore.CloneMetadata(e.meta)}, nil
+		return objstore.Info{Key: key, ETag: e.etag, Size: e.size, LastModified: e.modified, Metadata: objstore.CloneMetadata(e.meta),
+			ContentSHA256: strings.Trim(e.etag, `"`)}, nil
 	}
 	return s.real.Head(ctx, key)
 }
