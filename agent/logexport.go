@@ -7,7 +7,6 @@ package agent
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -42,32 +41,11 @@ const (
 	DefaultFluentBitRestart = "systemctl restart fluent-bit.service"
 )
 
-// logExportSetting is the part of the published cluster configuration
-// (tfstate/podmin.auto.tfvars.json) the agent reads: the canonical
-// --otel-logs value, empty when log export is disabled.
-type logExportSetting struct {
-	Cluster  string `json:"cluster"`
-	OtelLogs string `json:"otel_logs"`
-}
-
 // readOtelLogs returns the cluster's --otel-logs value; a cluster without
 // a published configuration exports nothing.
 func readOtelLogs(ctx context.Context, store objstore.Store, cluster string) (string, error) {
-	obj, err := store.Get(ctx, state.TFVarsPath, objstore.GetOptions{})
-	if errors.Is(err, objstore.ErrNotFound) {
-		return "", nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("read the cluster configuration %s: %w", state.TFVarsPath, err)
-	}
-	var s logExportSetting
-	if err := json.Unmarshal(obj.Data, &s); err != nil {
-		return "", fmt.Errorf("the cluster configuration %s is not valid JSON: %w: run podmin setup again to republish it", state.TFVarsPath, err)
-	}
-	if s.Cluster != cluster {
-		return "", fmt.Errorf("the cluster configuration %s belongs to cluster %q, not %q: start the agent with this cluster's own bucket", state.TFVarsPath, s.Cluster, cluster)
-	}
-	return s.OtelLogs, nil
+	s, _, err := state.ReadClusterSettings(ctx, store, cluster)
+	return s.OtelLogs, err
 }
 
 // logExport keeps the node's log export material current. None of its

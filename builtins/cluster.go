@@ -165,10 +165,7 @@ func (e *Env) publishClusterConfig(ctx context.Context, c contexts.Context, data
 	if err == nil {
 		// Another cluster's configuration in a shared bucket is never
 		// replaced: only its own cluster ID proves it is ours to change.
-		var owner struct {
-			Cluster string `json:"cluster"`
-		}
-		if jerr := json.Unmarshal(cur.Data, &owner); jerr != nil || owner.Cluster != c.Cluster {
+		if owner, jerr := state.ParseClusterSettings(cur.Data); jerr != nil || owner.Cluster != c.Cluster {
 			return false, fmt.Errorf("%w: %s in bucket %s belongs to cluster %q, not %q: nothing was changed; use a bucket of its own for this cluster", ErrNotOwned, state.TFVarsPath, c.Bucket, owner.Cluster, c.Cluster)
 		}
 		_, err = b.PutIfMatch(ctx, state.TFVarsPath, data, cur.ETag)
