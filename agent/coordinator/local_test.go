@@ -5,7 +5,6 @@
 package coordinator_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"fmt"
@@ -25,6 +24,7 @@ import (
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/objstore/faultstore"
 	"podmin.dev/podmin/internal/pki"
+	"podmin.dev/podmin/internal/syncio"
 )
 
 // fastTiming keeps the lease arithmetic of the defaults (Hold < Timeout,
@@ -49,22 +49,7 @@ type localAgent struct {
 }
 
 // syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = syncio.Buffer
 
 func (a *localAgent) lastView() *pb.ServiceSnapshot {
 	a.mu.Lock()

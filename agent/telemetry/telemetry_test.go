@@ -29,6 +29,7 @@ import (
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/objstore/local"
 	"podmin.dev/podmin/internal/pki"
+	"podmin.dev/podmin/internal/syncio"
 )
 
 var t0 = time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
@@ -47,17 +48,8 @@ func (c *clock) Add(d time.Duration) {
 }
 
 // logBuffer collects slog output.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
+type logBuffer struct{ syncio.Buffer }
 
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-func (l *logBuffer) String() string       { l.mu.Lock(); defer l.mu.Unlock(); return l.buf.String() }
 func (l *logBuffer) Logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
 
 func newCA(t *testing.T, name string, now time.Time, life time.Duration) (*x509.Certificate, ed25519.PrivateKey) {

@@ -5,7 +5,6 @@
 package workload
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -19,6 +18,7 @@ import (
 	"podmin.dev/podmin/internal/objstore/local"
 	"podmin.dev/podmin/internal/pki"
 	"podmin.dev/podmin/internal/secrets"
+	"podmin.dev/podmin/internal/syncio"
 )
 
 var t0 = time.Date(2027, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -38,18 +38,7 @@ func (c *clock) Add(d time.Duration) {
 }
 
 // logBuffer collects log lines from concurrent goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.buf.String() }
+type logBuffer = syncio.Buffer
 
 // leaderFlag is a Leader whose answer the test sets.
 type leaderFlag struct {

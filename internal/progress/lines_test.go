@@ -10,9 +10,10 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"podmin.dev/podmin/internal/syncio"
 )
 
 func TestLinesArePeriodicAndPlain(t *testing.T) {
@@ -72,22 +73,7 @@ func TestBarsEndEvenWhenItemsFail(t *testing.T) {
 }
 
 // syncBuffer is a bytes.Buffer safe for the heartbeat's writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = syncio.Buffer
 
 // TestLinesBeatWhileNothingMoves shows a stalled transfer in the log: a
 // line every Every even though no byte arrived.
