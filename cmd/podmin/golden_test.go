@@ -211,12 +211,7 @@ func checkGolden(t *testing.T, c *cli, name string, args []string, replace ...st
 func TestSecretsManagerJSONGolden(t *testing.T) {
 	smFake := secretstest.NewFakeSecretsManager(t)
 	t.Setenv("AWS_ENDPOINT_URL_SECRETS_MANAGER", smFake.URL())
-	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDFAKE")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "fake-secret-key")
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	awsTestEnv(t, "")
 	c := newCLI(t)
 	c.ok("connect", "demo", "--provider", "local", "--bucket", "demo-bucket", "--secrets-provider", "aws-secrets-manager")
 	value := writeFile(t, c.root, "value.txt", "golden value")

@@ -173,12 +173,7 @@ func TestSecretAWSThroughEnvironment(t *testing.T) {
 	ssmFake, smFake := secretstest.NewFakeSSM(t), secretstest.NewFakeSecretsManager(t)
 	t.Setenv("AWS_ENDPOINT_URL_SSM", ssmFake.URL())
 	t.Setenv("AWS_ENDPOINT_URL_SECRETS_MANAGER", smFake.URL())
-	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDFAKE")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "fake-secret-key")
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	awsTestEnv(t, "")
 	c := newCLI(t)
 	c.ok("connect", "demo", "--provider", "local", "--bucket", "demo-bucket", "--secrets-provider", "aws-parameter-store")
 	c.stdin = "aws-s3cret-value"

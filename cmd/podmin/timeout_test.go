@@ -61,8 +61,12 @@ func (c *cli) useAWSContext(bucket string) {
 	}
 }
 
+// awsTestEnv points the AWS SDK at fakes only: fake credentials, no config
+// files, no instance metadata, and S3 at endpoint unless it is empty.
 func awsTestEnv(t *testing.T, endpoint string) {
-	t.Setenv("AWS_ENDPOINT_URL_S3", endpoint)
+	if endpoint != "" {
+		t.Setenv("AWS_ENDPOINT_URL_S3", endpoint)
+	}
 	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDFAKE")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "fake-secret-key")
 	t.Setenv("AWS_REGION", "us-east-1")
