@@ -108,10 +108,11 @@ func TestPinnedCloudflaredIsAPlatformImage(t *testing.T) {
 	}
 }
 
-func TestInstallCloudflaredLocal(t *testing.T) {
+// localEnv connects a local cluster "demo" whose only secrets provider is
+// the local store.
+func localEnv(t *testing.T) *Env {
 	env := testEnv(t)
-	ctx := t.Context()
-	if _, err := env.Connect(ctx, ConnectOptions{Cluster: "demo", Provider: "local", Bucket: filepath.Join(t.TempDir(), "bucket"), SecretsProvider: "local"}); err != nil {
+	if _, err := env.Connect(t.Context(), ConnectOptions{Cluster: "demo", Provider: "local", Bucket: filepath.Join(t.TempDir(), "bucket"), SecretsProvider: "local"}); err != nil {
 		t.Fatal(err)
 	}
 	env.Secrets = func(_ context.Context, _ contexts.Context, provider string) (secrets.Store, error) {
@@ -120,7 +121,18 @@ func TestInstallCloudflaredLocal(t *testing.T) {
 		}
 		return localsecrets.New(filepath.Join(env.Dirs.Data, "secrets")), nil
 	}
-	runInstallScenario(t, env, secrets.Local)
+	return env
+}
+
+// storeTunnelToken stores the cloudflared tunnel token install looks for.
+func storeTunnelToken(t *testing.T, env *Env) {
+	if _, err := env.CreateSecret(t.Context(), SecretValueOptions{SecretOptions: SecretOptions{Key: "tunnel-token", For: "cloudflared", Namespace: "platform-cloudflared"}, Value: secrets.Value("t")}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestInstallCloudflaredLocal(t *testing.T) {
+	runInstallScenario(t, localEnv(t), secrets.Local)
 }
 
 func TestInstallCloudflaredVersityGW(t *testing.T) {
@@ -285,11 +297,8 @@ func agentWritesHardenedPod(t *testing.T, env *Env, store objstore.Store, provid
 }
 
 func TestCloudflaredLeavesAUsersDeploymentAlone(t *testing.T) {
-	env := testEnv(t)
+	env := localEnv(t)
 	ctx := t.Context()
-	if _, err := env.Connect(ctx, ConnectOptions{Cluster: "demo", Provider: "local", Bucket: filepath.Join(t.TempDir(), "bucket"), SecretsProvider: "local"}); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := env.Deploy(ctx, DeployOptions{ManifestOptions: ManifestOptions{Name: "cloudflared", NodeGroup: "edge", Images: []string{"mine:v1"}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -297,11 +306,7 @@ func TestCloudflaredLeavesAUsersDeploymentAlone(t *testing.T) {
 	if !errors.Is(err, ErrNotInstalled) || !strings.Contains(err.Error(), `was not created by "podmin install cloudflared"`) {
 		t.Fatalf("uninstall of a user's deployment: %v", err)
 	}
-	store := localsecrets.New(filepath.Join(env.Dirs.Data, "secrets"))
-	env.Secrets = func(context.Context, contexts.Context, string) (secrets.Store, error) { return store, nil }
-	if _, err := env.CreateSecret(ctx, SecretValueOptions{SecretOptions: SecretOptions{Key: "tunnel-token", For: "cloudflared", Namespace: "platform-cloudflared"}, Value: secrets.Value("t")}); err != nil {
-		t.Fatal(err)
-	}
+	storeTunnelToken(t, env)
 	up := startFakeUpstream(t)
 	env.UpstreamRegistries = map[string]string{"docker.io": up.host}
 	if _, err := env.installCloudflared(ctx, InstallCloudflaredOptions{NodeGroup: "edge"}, up.pin); !errors.Is(err, ErrNotInstalled) {
@@ -316,16 +321,9 @@ func TestCloudflaredLeavesAUsersDeploymentAlone(t *testing.T) {
 }
 
 func TestInstallCloudflaredRefusesAWrongUpstreamDigest(t *testing.T) {
-	env := testEnv(t)
+	env := localEnv(t)
 	ctx := t.Context()
-	if _, err := env.Connect(ctx, ConnectOptions{Cluster: "demo", Provider: "local", Bucket: filepath.Join(t.TempDir(), "bucket"), SecretsProvider: "local"}); err != nil {
-		t.Fatal(err)
-	}
-	store := localsecrets.New(filepath.Join(env.Dirs.Data, "secrets"))
-	env.Secrets = func(context.Context, contexts.Context, string) (secrets.Store, error) { return store, nil }
-	if _, err := env.CreateSecret(ctx, SecretValueOptions{SecretOptions: SecretOptions{Key: "tunnel-token", For: "cloudflared", Namespace: "platform-cloudflared"}, Value: secrets.Value("t")}); err != nil {
-		t.Fatal(err)
-	}
+	storeTunnelToken(t, env)
 	up := startFakeUpstream(t)
 	env.UpstreamRegistries = map[string]string{"docker.io": up.host}
 	pin := up.pin
