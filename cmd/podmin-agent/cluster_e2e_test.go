@@ -5,11 +5,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -18,7 +16,6 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -40,6 +37,7 @@ import (
 	"podmin.dev/podmin/internal/paths"
 	"podmin.dev/podmin/internal/secrets"
 	secretslocal "podmin.dev/podmin/internal/secrets/local"
+	"podmin.dev/podmin/internal/syncio"
 )
 
 // clusterAgent is one real podmin-agent process of a local cluster.
@@ -48,8 +46,7 @@ type clusterAgent struct {
 	name   string
 	root   string
 	cmd    *exec.Cmd
-	mu     sync.Mutex
-	logs   strings.Builder
+	logs   syncio.Buffer
 	dns    chan string
 	exited chan error
 }
@@ -142,11 +139,7 @@ func startKubelet(t *testing.T, root, ip string) {
 
 var dnsAddrRE = regexp.MustCompile(`msg="serving service DNS".* addr=(\S+)`)
 
-func (a *clusterAgent) log() string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.logs.String()
-}
+func (a *clusterAgent) log() string { return a.logs.String() }
 
 // startClusterAgent runs the built podmin-agent binary in local node mode
 // with its own root, coordination port and DNS port.
@@ -168,20 +161,7 @@ func startClusterAgent(t *testing.T, bin string, env []string, dir, bucket strin
 	if err := a.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			a.mu.Lock()
-			a.logs.WriteString(sc.Text() + "\n")
-			a.mu.Unlock()
-			if m := dnsAddrRE.FindStringSubmatch(sc.Text()); m != nil {
-				a.dns <- m[1]
-			}
-		}
-		_, _ = io.Copy(io.Discard, stderr)
-		a.exited <- a.cmd.Wait()
-	}()
+	go followAgent(a.cmd, stderr, &a.logs, dnsAddrRE, a.dns, a.exited)
 	t.Cleanup(func() { _ = a.cmd.Process.Kill() })
 	return a
 }

@@ -15,7 +15,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,6 +25,7 @@ import (
 	"podmin.dev/podmin/internal/secrets"
 	secretslocal "podmin.dev/podmin/internal/secrets/local"
 	"podmin.dev/podmin/internal/state"
+	"podmin.dev/podmin/internal/syncio"
 )
 
 // node is one test machine: podmin's state directories, a local bucket
@@ -39,8 +39,7 @@ type node struct {
 	bucket  string
 	agent   *exec.Cmd
 	health  string
-	logs    *strings.Builder
-	logsMu  *sync.Mutex
+	logs    *syncio.Buffer
 	exited  chan error
 	healthy chan string
 }
@@ -89,21 +88,9 @@ func (n *node) startAgent(nodegroup string) {
 	if err := cmd.Start(); err != nil {
 		n.t.Fatal(err)
 	}
-	n.agent, n.logs, n.logsMu = cmd, &strings.Builder{}, &sync.Mutex{}
+	n.agent, n.logs = cmd, &syncio.Buffer{}
 	n.exited, n.healthy = make(chan error, 1), make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			n.logsMu.Lock()
-			n.logs.WriteString(sc.Text() + "\n")
-			n.logsMu.Unlock()
-			if m := healthAddrRE.FindStringSubmatch(sc.Text()); m != nil {
-				n.healthy <- m[1]
-			}
-		}
-		_, _ = io.Copy(io.Discard, stderr)
-		n.exited <- cmd.Wait()
-	}()
+	go followAgent(cmd, stderr, n.logs, healthAddrRE, n.healthy, n.exited)
 	n.t.Cleanup(func() { _ = cmd.Process.Kill() })
 	select {
 	case n.health = <-n.healthy:
@@ -114,10 +101,22 @@ func (n *node) startAgent(nodegroup string) {
 	}
 }
 
-func (n *node) log() string {
-	n.logsMu.Lock()
-	defer n.logsMu.Unlock()
-	return n.logs.String()
+func (n *node) log() string { return n.logs.String() }
+
+// followAgent copies the agent's standard error, line by line, into logs
+// and sends the first submatch of every line matching re on found; once
+// the agent closes it, it sends the agent's exit on exited.
+func followAgent(cmd *exec.Cmd, stderr io.Reader, logs *syncio.Buffer, re *regexp.Regexp, found chan<- string, exited chan<- error) {
+	sc := bufio.NewScanner(stderr)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		_, _ = logs.Write([]byte(sc.Text() + "\n"))
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			found <- m[1]
+		}
+	}
+	_, _ = io.Copy(io.Discard, stderr)
+	exited <- cmd.Wait()
 }
 
 // stopAgent sends SIGTERM and expects a clean exit.
