@@ -145,15 +145,6 @@ func (e *Env) payloadCache() state.PayloadCache {
 	return cache.Open(filepath.Join(e.Dirs.Cache, "objects"), e.CacheMaxBytes)
 }
 
-// commitOptions are the index commit settings with the payload cache.
-func (e *Env) commitOptions() state.CommitOptions {
-	o := e.Commit
-	if o.Cache == nil {
-		o.Cache = e.payloadCache()
-	}
-	return o
-}
-
 // openCluster opens the current context's bucket.
 func (e *Env) openCluster(ctx context.Context) (contexts.Context, objstore.Store, error) {
 	c, err := e.CurrentContext()

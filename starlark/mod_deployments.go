@@ -37,8 +37,9 @@ func deploymentsFamily() []*Builtin {
 Same as "podmin deploy". Without file the built-in minimal DaemonSet is used,
 shaped by the other arguments. Returns deployment(name, nodegroup, namespace,
 service, action, pod, service_path, replaced_namespace, repaired, bucket, planned); action
-is created, updated or unchanged. Success means the desired state was committed,
-not that a Pod runs.`,
+is created, updated, unchanged or repaired (a payload the committed entry names was
+missing or corrupt in the bucket and was rewritten). Success means the desired
+state was committed, not that a Pod runs.`,
 			impl: func(c *call) (star.Value, error) {
 				var o builtins.DeployOptions
 				if err := c.unpackManifest(&o.ManifestOptions, &o.File); err != nil {

@@ -17,6 +17,7 @@ import (
 	"podmin.dev/podmin/builtins"
 	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/secrets"
+	"podmin.dev/podmin/internal/state"
 	pstar "podmin.dev/podmin/starlark"
 )
 
@@ -29,6 +30,7 @@ const (
 	exitNotFound = 3   // the one thing the command asks for does not exist
 	exitRefused  = 4   // refused for safety: not confirmed, not owned, another cluster's
 	exitScript   = 5   // a recipe's own failure: fail(), an error inside main
+	exitUnknown  = 6   // the outcome of a write is unknown: check, then repeat if needed
 	exitDeadline = 124 // a deadline passed (as timeout(1) reports it)
 )
 
@@ -92,6 +94,9 @@ func exitCode(cmd *cobra.Command, err error) int {
 		if errors.Is(err, r) {
 			return exitRefused
 		}
+	}
+	if errors.Is(err, state.ErrOutcomeUnknown) {
+		return exitUnknown
 	}
 	var se *pstar.ScriptError
 	if errors.As(err, &se) {

@@ -129,4 +129,5 @@ var errLost = errors.New("connection reset: response lost")
 var (
 	_ objstore.Streamer = (*fakeInterleaving)(nil)
 	_ objstore.Streamer = (*fakeHistory)(nil)
+	_ objstore.Streamer = (*lateLoss)(nil)
 )
