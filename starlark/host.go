@@ -36,6 +36,7 @@ type Ops interface {
 	previewOps
 	clusterOps
 	installOps
+	indexOps
 }
 
 // DefaultMaxSteps bounds a run's computation so a runaway loop ends with a

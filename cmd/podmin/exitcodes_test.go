@@ -128,6 +128,7 @@ func TestExitCodeContract(t *testing.T) {
 		{doomed, exitOK, "deleting bucket", []string{"destroy", "-y"}},
 		// 1 the operation failed
 		{c, exitFailed, "deploy needs --image", []string{"deploy", "api", "-g", "workers"}},
+		{c, exitFailed, "rebuild only replaces an index that does not decode", []string{"index", "rebuild", "-y"}},
 		{fresh, exitFailed, "needs a current context", []string{"list"}},
 		{c, exitFailed, "read manifest", []string{"validate", "-f", filepath.Join(c.root, "none.yaml")}},
 		{c, exitFailed, "is not in the local image store", []string{"push", "registry.podmin.internal/apps/nothing:v1"}},

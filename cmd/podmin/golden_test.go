@@ -102,7 +102,7 @@ func TestJSONGolden(t *testing.T) {
 		if s.name == "setup" {
 			// install, uninstall (cloudflared) and fetch, in the cluster
 			// the steps above leave behind, before its lifecycle ends it.
-			for _, s := range append(installGoldenSteps(t, c, bucket), fetchGoldenSteps(t, c)...) {
+			for _, s := range append(append(indexGoldenSteps(t, bucket), installGoldenSteps(t, c, bucket)...), fetchGoldenSteps(t, c)...) {
 				checkGolden(t, c, s.name, s.args)
 				cmd, _, _ := newRoot(&builtins.Env{}).Find(s.args)
 				covered[cmd.CommandPath()] = true

@@ -124,7 +124,7 @@ func recordVerified(c PayloadCache, p string, data []byte, st Stamp) {
 // Listing is what one pass of paginated LISTs found under the payload
 // prefixes of some index entries: each payload object's stamp by key.
 type Listing struct {
-	objects map[string]Stamp
+	objects map[string]objstore.Info
 	// prefixes are the prefixes that were listed completely.
 	prefixes []string
 }
@@ -153,14 +153,14 @@ func PayloadPrefixes(items []Item) []string {
 // without reading a body. A failed LIST is an error, never an empty
 // listing: absence is only concluded from a listing that completed.
 func ListPayloads(ctx context.Context, store objstore.Store, prefixes []string) (*Listing, error) {
-	l := &Listing{objects: map[string]Stamp{}}
+	l := &Listing{objects: map[string]objstore.Info{}}
 	for _, prefix := range prefixes {
 		infos, err := objstore.ListAll(ctx, store, prefix)
 		if err != nil {
 			return nil, fmt.Errorf("list payloads under %s: %w", prefix, err)
 		}
 		for _, info := range infos {
-			l.objects[info.Key] = stampOf(info)
+			l.objects[info.Key] = info
 		}
 		l.prefixes = append(l.prefixes, prefix)
 	}
@@ -169,8 +169,8 @@ func ListPayloads(ctx context.Context, store objstore.Store, prefixes []string) 
 
 // Stamp returns the listed stamp of key p.
 func (l *Listing) Stamp(p string) (Stamp, bool) {
-	st, ok := l.objects[p]
-	return st, ok
+	info, ok := l.objects[p]
+	return stampOf(info), ok
 }
 
 // Keys returns the listed keys under prefix, in ascending order.

@@ -36,6 +36,7 @@ func TestS3(t *testing.T) {
 		}
 	})
 	t.Run("Faults", func(t *testing.T) { runFaults(t, 1, bucket(t)) })
+	t.Run("Rebuild", func(t *testing.T) { testRebuild(t, bucket(t)) })
 }
 
 // BenchmarkCommitVersityGW is BenchmarkCommit against a real S3 server.
