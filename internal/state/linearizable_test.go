@@ -170,7 +170,7 @@ func lostReplyOps(t *testing.T, def int) int {
 }
 
 func TestLostRepliesAreLinearizableLocal(t *testing.T) {
-	runLostReplies(t, newLocal(t), lostReplyOps(t, 900))
+	runLostReplies(t, newLocal(t), lostReplyOps(t, 600))
 }
 
 // Writers of the lost-reply runs: writers on two shared keys, and

@@ -28,7 +28,7 @@ func TestS3(t *testing.T) {
 	t.Run("ConcurrentDistinctKeysProductionBackoff", func(t *testing.T) {
 		testConcurrentDistinctKeys(t, bucket(t), productionCommitter)
 	})
-	t.Run("LostRepliesLinearizable", func(t *testing.T) { runLostReplies(t, bucket(t), lostReplyOps(t, 600)) })
+	t.Run("LostRepliesLinearizable", func(t *testing.T) { runLostReplies(t, bucket(t), lostReplyOps(t, 400)) })
 	t.Run("LostReplyWithContentEqualReturn", func(t *testing.T) { testLostReplyWithContentEqualReturn(t, bucket(t)) })
 	t.Run("ConcurrentServiceClaim", func(t *testing.T) {
 		for range 5 {
