@@ -57,8 +57,9 @@ func TestControlPathRequestsVersityGW(t *testing.T) {
 }
 
 // testControlPathRequests counts the requests of deploy and list through
-// the real operations: an identical re-deploy and a list of unchanged
-// deployments with a warm cache are one request each.
+// the real operations: with a warm cache an identical re-deploy is the
+// index read and a HEAD per payload, and a list is the index read and one
+// LIST per NodeGroup (and one of the Service payloads).
 func testControlPathRequests(t *testing.T, env *Env, provider string) {
 	ctx := context.Background()
 	counts := connectCounting(t, env, provider)
