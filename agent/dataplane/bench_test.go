@@ -77,8 +77,8 @@ func BenchmarkVIP(b *testing.B) {
 				n++
 			}
 			b.ReportMetric(float64(n)/time.Since(start).Seconds(), "conns/s")
-			if s, err := dp.Stats(); err == nil && (s.NATExhausted > 0 || s.NoFlow > 0) {
-				b.Logf("dataplane drops so far: %d without a free NAT port, %d without a flow", s.NATExhausted, s.NoFlow)
+			if s, err := dp.Stats(); err == nil && (s.Drops[DropNATExhausted] > 0 || s.Drops[DropNoFlow] > 0) {
+				b.Logf("dataplane drops so far: %d without a free NAT port, %d without a flow", s.Drops[DropNATExhausted], s.Drops[DropNoFlow])
 			}
 		})
 	}

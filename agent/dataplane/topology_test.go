@@ -42,6 +42,7 @@ const (
 	sinkPort    = 9000 // TCP: discards until EOF, then answers "ok"
 	pingPort    = 9001 // TCP: echoes one byte, then waits for EOF
 	ackPort     = 9002 // TCP: discards, answering one byte per MiB received
+	closerPort  = 9003 // TCP: writes one byte and closes first
 	udpPort     = 5353 // UDP: answers every datagram with "<name> <client address>"
 	servicePort = 80
 	dnsPort     = 53
@@ -122,7 +123,7 @@ func (tp *topology) in(tb testing.TB, ns string, fn func() error) {
 // serve starts the backend servers in a backend namespace.
 func (tp *topology) serve(tb testing.TB, ns, name string) {
 	tb.Helper()
-	var lines, sink, ping, acks net.Listener
+	var lines, sink, ping, acks, closer net.Listener
 	var udp net.PacketConn
 	tp.in(tb, ns, func() (err error) {
 		if lines, err = net.Listen("tcp6", fmt.Sprintf("[::]:%d", linePort)); err != nil {
@@ -137,6 +138,9 @@ func (tp *topology) serve(tb testing.TB, ns, name string) {
 		if acks, err = net.Listen("tcp6", fmt.Sprintf("[::]:%d", ackPort)); err != nil {
 			return err
 		}
+		if closer, err = net.Listen("tcp6", fmt.Sprintf("[::]:%d", closerPort)); err != nil {
+			return err
+		}
 		udp, err = net.ListenPacket("udp6", fmt.Sprintf("[::]:%d", udpPort))
 		return err
 	})
@@ -146,6 +150,7 @@ func (tp *topology) serve(tb testing.TB, ns, name string) {
 		sink.Close()
 		ping.Close()
 		acks.Close()
+		closer.Close()
 		udp.Close()
 		wg.Wait()
 	})
@@ -211,6 +216,9 @@ func (tp *topology) serve(tb testing.TB, ns, name string) {
 				}
 			}
 		}
+	})
+	accept(closer, func(c net.Conn) {
+		_, _ = c.Write([]byte{'x'})
 	})
 	wg.Add(1)
 	go func() {
