@@ -194,9 +194,9 @@ const (
 // (htab_map_mem_usage, array_map_mem_usage). Every hash map is allocated
 // whole: per entry a 48-byte header plus key and value (each rounded up
 // to 8 bytes), plus a 16-byte bucket per power of two at or above the
-// entry count. Per flow that is 128 bytes forward and 160 bytes reverse,
-// plus buckets: 288 to 576 bytes; per Service key 96 + 88 (VIP) and per
-// backend entry 96, plus buckets.
+// entry count. Per flow that is 112 bytes forward and 152 reverse, plus
+// buckets: 296 to 328 bytes; per Service key 80, and 72 in the VIP map,
+// plus buckets: 184 to 216; per backend entry 96 to 112.
 func Memory(l Limits, cpus int) (uint64, error) {
 	spec, err := LoadVip()
 	if err != nil {

@@ -300,3 +300,42 @@ func TestICMPv6Errors(t *testing.T) {
 		t.Errorf("%d ICMPv6 errors translated, want at least 4", s.ICMPTranslated)
 	}
 }
+
+// BenchmarkPathMTU uploads 8 MiB at a time through a router's 1280-byte
+// link, alternating the VIP and the direct path and forgetting the
+// client's learned path MTUs before each upload, so that every transfer
+// discovers it again; it reports both rates and their ratio:
+//
+//	go test ./agent/dataplane -run '^$' -bench PathMTU -benchtime 20x
+func BenchmarkPathMTU(b *testing.B) {
+	requireRoot(b)
+	tp := newTopology(b, "P")
+	tp.serve(b, tp.behindRouter(b, 1280), "remote")
+	dp, err := New(Config{NodeAddr: nodeIP, PodPrefix: podPrefix, NetNS: tp.nsPath(tp.node)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = dp.Stop() })
+	if err := dp.Apply(b.Context(), []Service{service(remote)}); err != nil {
+		b.Fatal(err)
+	}
+	const size = 8 << 20
+	targets := [2]netip.AddrPort{netip.AddrPortFrom(remote, sinkPort), netip.AddrPortFrom(vip, sinkPort)}
+	var took [2]time.Duration
+	round := 0
+	for b.Loop() {
+		for _, i := range [2]int{round % 2, 1 - round%2} {
+			run(b, "ip", "-n", tp.client, "-6", "route", "flush", "cache")
+			d, err := tp.upload(b, targets[i], size, 20*time.Second)
+			if err != nil {
+				b.Fatalf("upload to %v: %v", targets[i], err)
+			}
+			took[i] += d
+		}
+		round++
+	}
+	mbps := func(i int) float64 { return float64(size*b.N) / took[i].Seconds() / 1e6 }
+	b.ReportMetric(mbps(0), "direct-MB/s")
+	b.ReportMetric(mbps(1), "vip-MB/s")
+	b.ReportMetric(mbps(1)/mbps(0), "ratio")
+}
