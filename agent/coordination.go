@@ -386,7 +386,8 @@ func newDataplaneFeed(cfg Config, opts Options, store objstore.Store, nodeAddr n
 		// A documentation identity address is no source for NAT.
 		nodeAddr = netip.Addr{}
 	}
-	dp, err := newDataplane(dataplane.Config{NodeAddr: nodeAddr, PodPrefix: cfg.IPv6Prefix, Log: log})
+	dp, err := newDataplane(dataplane.Config{NodeAddr: nodeAddr, PodPrefix: cfg.IPv6Prefix, Log: log,
+		Health: func(err error) { health.Report(componentDataplane+" NAT", err) }})
 	if err != nil {
 		err = fmt.Errorf("load the eBPF dataplane: %w (set %s=off to run without it)", err, EnvDataplane)
 		log.Error("dataplane not loaded: Services have DNS but no VIP forwarding", "err", err)
