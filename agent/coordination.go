@@ -99,7 +99,7 @@ func newCoordination(ctx context.Context, cfg Config, opts Options, r identity.S
 	}
 	c.feed = newDataplaneFeed(cfg, opts, store, advertise.Addr(), health, log.With("component", componentDataplane))
 	copts := coordinator.Options{
-		NodeID: nodeID, Advertise: advertise, Listener: lis,
+		NodeID: nodeID, NodeGroup: cfg.NodeGroup, Advertise: advertise, Listener: lis,
 		PodPrefix: cfg.IPv6Prefix, Store: store, Identity: id,
 		Services:    coordinator.IndexServices(store),
 		OnView:      c.view,
