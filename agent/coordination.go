@@ -258,8 +258,17 @@ func (c *coordination) serving(health *Health) []Component {
 	if c.feed.enabled() {
 		out = append(out, NewLoopComponent(componentDataplane, c.feed.run))
 	}
-	return append(out, NewLoopComponent("coordinator", c.coord.Run), &leaderDiscovery{c: c})
+	return append(out, &coordinatorComponent{Component: NewLoopComponent("coordinator", c.coord.Run), coord: c.coord}, &leaderDiscovery{c: c})
 }
+
+// coordinatorComponent runs the coordinator and drains it on SIGTERM: the
+// node's endpoints leave the cluster's snapshot before it exits.
+type coordinatorComponent struct {
+	Component
+	coord *coordinator.Coordinator
+}
+
+func (c *coordinatorComponent) Drain(ctx context.Context) error { return c.coord.Drain(ctx) }
 
 // leaderDiscoveryWait bounds how long startup waits to learn the leader
 // before reconciling: reconciliation never depends on coordination.
