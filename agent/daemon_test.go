@@ -153,10 +153,10 @@ func TestHealthEndpoints(t *testing.T) {
 	if code, body := get("/readyz"); code != 503 || !strings.Contains(body, "staticpod: payload does not match its digest") {
 		t.Fatalf("readyz %d %q", code, body)
 	}
-	if err := checkLoopback("0.0.0.0:8082"); err == nil {
+	if err := checkLoopback("health", "0.0.0.0:8082"); err == nil {
 		t.Fatal("accepted a non-loopback health address")
 	}
-	if err := checkLoopback("[::1]:8082"); err != nil {
+	if err := checkLoopback("health", "[::1]:8082"); err != nil {
 		t.Fatal(err)
 	}
 }

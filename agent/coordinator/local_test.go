@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -287,6 +288,20 @@ func TestLocalNodesElectAndExchangeEndpoints(t *testing.T) {
 	t.Logf("takeover %s after the leader stopped (renew interval %s)", time.Since(stopped), fastTiming.Renew)
 	wantRest := slices.DeleteFunc(slices.Clone(want), func(s string) bool { return s == agents[l].prefix.Addr().Next().String() })
 	eventually(t, 5*time.Second, "the remaining agents converge", all(rest, wantRest))
+	// Every line names its node once; a normal stop is no warning.
+	for _, a := range agents {
+		for _, line := range strings.Split(a.logs.String(), "\n") {
+			if strings.Count(line, " node=") > 1 {
+				t.Errorf("%s logged node= twice: %s", a.id, line)
+			}
+			if strings.Contains(line, "lost the lease") && strings.Contains(line, "shutting down") && !strings.Contains(line, "level=INFO") {
+				t.Errorf("%s: a resignation on shutdown is not INFO: %s", a.id, line)
+			}
+		}
+	}
+	if !strings.Contains(agents[l].logs.String(), `level=INFO msg="lost the lease" node=`+agents[l].id+` reason="shutting down"`) {
+		t.Errorf("the stopped leader did not log its resignation at INFO:\n%s", agents[l].logs.String())
+	}
 }
 
 // TestFollowerClearsBackendsAfterTheLeaseWindow partitions a follower
