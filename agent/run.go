@@ -133,7 +133,7 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	if opts.Once {
 		return runOnce(ctx, rec, log)
 	}
-	hs := &healthServer{addr: opts.HealthAddr, health: health, metrics: &metrics{rec: rec, nodegroup: cfg.NodeGroup}}
+	hs := &healthServer{addr: opts.HealthAddr, health: health, metrics: newMetrics(cfg.NodeGroup, append([]metricSource{reconcileMetrics{rec}}, co.metricSources()...)...)}
 	loop := staticpod.NewLoop(rec, staticpod.LoopOptions{Interval: opts.PollInterval, Health: health})
 	d := &Daemon{
 		Serving:     []Component{hs},

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"podmin.dev/podmin/agent/mounts"
 	"podmin.dev/podmin/agent/workload"
@@ -148,7 +149,7 @@ func New(opts Options) (*Reconciler, error) {
 		opts: opts, log: log.With("nodegroup", opts.NodeGroup),
 		manifests: filepath.Join(opts.Root, filepath.FromSlash(nodepod.ManifestsDir)),
 		payloads:  map[string][]byte{}, loaded: map[string]string{}, published: map[state.Key]Service{},
-		counters: counters{pods: map[string]uint64{}},
+		counters: counters{pods: map[string]uint64{}, now: time.Now},
 	}, nil
 }
 
