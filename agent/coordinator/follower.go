@@ -63,6 +63,8 @@ func (c *Coordinator) follow(ctx context.Context) {
 				s.close()
 				s = c.connect(ctx, rec)
 				kicked = true
+			} else {
+				s.leader = rec // the same node may lead again under a new term
 			}
 			if s != nil && (kicked || c.clock.Now().Sub(lastSync) >= c.timing.Renew) {
 				lastSync = c.clock.Now()

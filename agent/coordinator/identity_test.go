@@ -46,7 +46,7 @@ func allBackends(a *localAgent) []string {
 // snapshot while the first agent's stay.
 func TestDuplicateNodeIDIsRefused(t *testing.T) {
 	store := newBucket(t)
-	c := newLocalCluster(t, fastTiming, fastRetention, inNodeGroup("workers", web))
+	c := newLocalCluster(t, pollTiming, 3*pollTiming.Timeout, inNodeGroup("workers", web))
 	var agents []*localAgent
 	for i := range 3 {
 		agents = append(agents, c.start(t, c.spec(i, store)))
@@ -74,7 +74,7 @@ func TestDuplicateNodeIDIsRefused(t *testing.T) {
 		return logged(agents[l], "two agents share one node ID") && logged(twin, "the leader refused this node's identity")
 	})
 	// The duplicate keeps trying; none of its claims gets through.
-	deadline := time.Now().Add(4 * fastRetention)
+	deadline := time.Now().Add(5 * pollTiming.Renew)
 	for time.Now().Before(deadline) {
 		for _, a := range agents {
 			if slices.Contains(allBackends(a), twin.prefix.Addr().Next().String()) {
@@ -94,14 +94,16 @@ func TestDuplicateNodeIDIsRefused(t *testing.T) {
 // The lease term never changes.
 func TestDuplicateOfTheLeaderNeverTakesTheLease(t *testing.T) {
 	store := newBucket(t)
-	c := newLocalCluster(t, fastTiming, fastRetention, inNodeGroup("workers", web))
+	// The slower poll keeps a loaded machine from losing the lease for
+	// want of a timely renewal, which is no flip.
+	c := newLocalCluster(t, pollTiming, 3*pollTiming.Timeout, inNodeGroup("workers", web))
 	first := c.start(t, c.spec(0, store))
 	eventually(t, 5*time.Second, "a leader", func() bool { return first.coord.Elector().IsLeader() })
 	term, _ := first.coord.Elector().Term()
 	spec := c.spec(1, store)
 	spec.id = first.id
 	twin := c.start(t, spec)
-	deadline := time.Now().Add(4 * fastTiming.Timeout)
+	deadline := time.Now().Add(2 * pollTiming.Timeout)
 	for time.Now().Before(deadline) {
 		if twin.coord.Elector().IsLeader() || !first.coord.Elector().IsLeader() {
 			t.Fatal("the lease changed hands between two agents of one node ID")
@@ -127,7 +129,7 @@ func TestSelfIssuedIdentityClaimsAreRefused(t *testing.T) {
 	services := func(ctx context.Context) ([]coordinator.IndexService, error) {
 		return []coordinator.IndexService{{ID: web, NodeGroup: "workers"}, {ID: edgeSvc, NodeGroup: "edge"}}, nil
 	}
-	c := newLocalCluster(t, fastTiming, fastRetention, services)
+	c := newLocalCluster(t, pollTiming, 3*pollTiming.Timeout, services)
 	agents := []*localAgent{c.start(t, c.spec(0, store)), c.start(t, c.spec(1, store))}
 	for _, a := range agents {
 		a.coord.SetEndpoints([]coordinator.Endpoint{{Service: web, Addr: a.prefix.Addr().Next()}})
@@ -196,7 +198,7 @@ func TestSelfIssuedIdentityClaimsAreRefused(t *testing.T) {
 			if len(resp.Refused) != 1 || !strings.Contains(resp.Refused[0], "not defined by a deployment of NodeGroup "+tc.nodegroup) {
 				t.Fatalf("refused = %q, want the endpoint refused", resp.Refused)
 			}
-			deadline := time.Now().Add(3 * fastTiming.Renew)
+			deadline := time.Now().Add(2 * pollTiming.Renew)
 			for time.Now().Before(deadline) {
 				for _, a := range agents {
 					if slices.Contains(allBackends(a), ep) {
