@@ -140,7 +140,7 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 		o.Root = filepath.Clean(v)
 	}
 	if v := getenv(EnvHealthAddr); v != "" {
-		if err := checkLoopback(v); err != nil {
+		if err := checkLoopback("health", v); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", EnvHealthAddr, err))
 		}
 		o.HealthAddr = v
@@ -150,7 +150,7 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 	case "off":
 		o.RegistryAddr = ""
 	default:
-		if err := checkLoopback(v); err != nil {
+		if err := checkLoopback("registry", v); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", EnvRegistryAddr, err))
 		}
 		o.RegistryAddr = v

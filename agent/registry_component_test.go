@@ -60,7 +60,8 @@ func TestRegistryAddressFromEnv(t *testing.T) {
 	if o, err = OptionsFromEnv(env(map[string]string{EnvRegistryAddr: "off"})); err != nil || o.RegistryAddr != "" {
 		t.Fatalf("off: %q %v", o.RegistryAddr, err)
 	}
-	if _, err = OptionsFromEnv(env(map[string]string{EnvRegistryAddr: "0.0.0.0:5000"})); err == nil || !strings.Contains(err.Error(), EnvRegistryAddr) {
-		t.Fatalf("a non-loopback registry address was accepted: %v", err)
+	_, err = OptionsFromEnv(env(map[string]string{EnvRegistryAddr: "0.0.0.0:5000"}))
+	if err == nil || !strings.Contains(err.Error(), EnvRegistryAddr+": registry address \"0.0.0.0:5000\" is not a loopback") || strings.Contains(err.Error(), "health") {
+		t.Fatalf("a non-loopback registry address: %v, want it named as the registry address", err)
 	}
 }

@@ -74,6 +74,11 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	if localMode(cfg) && opts.Dataplane == DataplaneOn && !opts.NodeAddr.IsValid() {
+		return fmt.Errorf("%s=%s: local node mode has no node address the dataplane could source-NAT Service traffic to "+
+			"(its identity address is a documentation address): set %s to this machine's global IPv6 address, or leave the dataplane off",
+			EnvDataplane, DataplaneOn, EnvNodeAddr)
+	}
 	log := opts.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -128,7 +133,7 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	if opts.Once {
 		return runOnce(ctx, rec, log)
 	}
-	hs := &healthServer{addr: opts.HealthAddr, health: health, metrics: &metrics{rec: rec, nodegroup: cfg.NodeGroup}}
+	hs := &healthServer{addr: opts.HealthAddr, health: health, metrics: newMetrics(cfg.NodeGroup, append([]metricSource{reconcileMetrics{rec}}, co.metricSources()...)...)}
 	loop := staticpod.NewLoop(rec, staticpod.LoopOptions{Interval: opts.PollInterval, Health: health})
 	d := &Daemon{
 		Serving:     []Component{hs},

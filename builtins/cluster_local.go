@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"podmin.dev/podmin/builtins/infra"
@@ -98,8 +99,9 @@ func (l localInfra) Destroy(ctx context.Context, c contexts.Context) error {
 // LocalAgent is how to start one local node agent.
 type LocalAgent struct {
 	NodeGroup string `json:"nodegroup"`
-	// Command runs the agent; its --ipv6-prefix is an example /80 from
-	// the documentation range, unique per agent.
+	// Command runs the agent with its own root and ports; its
+	// --ipv6-prefix is an example /80 from the documentation range,
+	// unique per agent.
 	Command string `json:"command"`
 }
 
@@ -111,12 +113,16 @@ func (e *Env) localAgents(ctx context.Context, c contexts.Context, cl infra.Clus
 			bucket = d.Dir(c.Bucket)
 		}
 	}
+	// Agents on one machine need their own root and ports.
 	var out []LocalAgent
 	for i, ng := range cl.NodeGroups {
 		for n := 1; n <= ng.Size; n++ {
+			k := len(out)
+			root := filepath.Join(e.Dirs.Data, "nodes", c.Cluster, fmt.Sprintf("%s-%d", ng.Name, n))
 			out = append(out, LocalAgent{NodeGroup: ng.Name, Command: fmt.Sprintf(
-				"podmin-agent --provider local --bucket %s --region local --cluster %s --nodegroup %s --ipv6-prefix 2001:db8:0:%x:%x::/80",
-				bucket, c.Cluster, ng.Name, i+1, n)})
+				"PODMIN_ROOT=%s PODMIN_AGENT_HEALTH_ADDR=127.0.0.1:%d PODMIN_AGENT_API_ADDR=[::1]:%d PODMIN_AGENT_DNS_ADDR=127.0.0.1:%d PODMIN_AGENT_REGISTRY_ADDR=127.0.0.1:%d "+
+					"podmin-agent --provider local --bucket %s --region local --cluster %s --nodegroup %s --ipv6-prefix 2001:db8:0:%x:%x::/80",
+				root, 18100+k, 18200+k, 18300+k, 18400+k, bucket, c.Cluster, ng.Name, i+1, n)})
 		}
 	}
 	return out

@@ -123,6 +123,21 @@ func TestLocalSetupStoresSecretsAndPublishesConfig(t *testing.T) {
 		!strings.Contains(res.LocalAgents[0].Command, "--bucket "+ce.bucket.Dir()) {
 		t.Fatalf("local agents %+v", res.LocalAgents)
 	}
+	// Each agent on the one machine has its own root and ports.
+	seen := map[string]bool{}
+	for _, a := range res.LocalAgents {
+		for _, f := range strings.Fields(a.Command) {
+			if strings.HasPrefix(f, "PODMIN_") {
+				if seen[f] {
+					t.Fatalf("two local agents share %s:\n%+v", f, res.LocalAgents)
+				}
+				seen[f] = true
+			}
+		}
+	}
+	if len(seen) != 5*len(res.LocalAgents) {
+		t.Fatalf("local agents without a root and ports of their own: %+v", res.LocalAgents)
+	}
 
 	// A second setup keeps both secrets (create-only) and the configuration.
 	res2, err := ce.Setup(ctx, SetupOptions{NodeGroup: []string{"default", "workers,size=2"},

@@ -1,0 +1,88 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package agent
+
+import (
+	"maps"
+	"slices"
+
+	"podmin.dev/podmin/agent/coordinator"
+	"podmin.dev/podmin/agent/dataplane"
+	"podmin.dev/podmin/agent/service"
+)
+
+// metricSources are coordination's metric families: leadership, the
+// snapshot in use, Service DNS and the dataplane. A nil coordination has
+// none.
+func (c *coordination) metricSources() []metricSource {
+	if c == nil {
+		return nil
+	}
+	out := []metricSource{coordinatorMetrics{c.coord}}
+	if c.dns != nil {
+		out = append(out, dnsMetrics{c.dns})
+	}
+	if c.feed.enabled() {
+		out = append(out, dataplaneMetrics{c.feed})
+	}
+	return out
+}
+
+// coordinatorMetrics are leadership and snapshot families.
+type coordinatorMetrics struct{ coord *coordinator.Coordinator }
+
+func (m coordinatorMetrics) writeMetrics(w *promWriter) {
+	st := m.coord.Status()
+	leading := 0.0
+	if st.Leading {
+		leading = 1
+	}
+	w.one("podmin_agent_leader", "gauge", "1 while this node leads the cluster's coordination, else 0.", leading)
+	w.one("podmin_agent_leader_term", "gauge", "The lease term this node holds or last observed in dns/leader.json.", float64(st.Term))
+	w.one("podmin_agent_snapshot_term", "gauge", "Lease term of the Service snapshot in use (0: none yet).", float64(st.Snapshot.GetTerm()))
+	w.one("podmin_agent_snapshot_generation", "gauge", "Generation of the Service snapshot in use (0: none yet).", float64(st.Snapshot.GetGeneration()))
+	w.one("podmin_agent_snapshot_revision", "gauge", "Revision of the Service snapshot in use (0: none yet).", float64(st.Snapshot.GetRevision()))
+	w.one("podmin_agent_snapshot_age_seconds", "gauge",
+		"Seconds since a leader last confirmed the Service snapshot in use (-1: never); past 35 its backends are dropped.", w.age(st.Confirmed))
+}
+
+// dnsMetrics count Service DNS responses by code.
+type dnsMetrics struct{ dns *service.Server }
+
+func (m dnsMetrics) writeMetrics(w *promWriter) {
+	w.family("podmin_agent_dns_answers_total", "counter", "Service DNS responses sent, by response code.")
+	answers := m.dns.Answers()
+	for _, code := range slices.Sorted(maps.Keys(answers)) {
+		w.sample("podmin_agent_dns_answers_total", float64(answers[code]), label("rcode", code))
+	}
+}
+
+// dataplaneMetrics are the eBPF program's counters, as the dataplane
+// exposes them.
+type dataplaneMetrics struct{ feed *dataplaneFeed }
+
+func (m dataplaneMetrics) writeMetrics(w *promWriter) {
+	s, ok := m.feed.dp.(interface {
+		Stats() (dataplane.Stats, error)
+	})
+	if !ok {
+		return
+	}
+	st, err := s.Stats()
+	if err != nil {
+		return
+	}
+	w.family("podmin_agent_dataplane_packets_total", "counter", "Service packets the eBPF dataplane handled, by result.")
+	for _, r := range []struct {
+		result string
+		n      uint64
+	}{
+		{"new_flow", st.NewFlows}, {"forwarded", st.Forwarded}, {"reversed", st.Reversed},
+		{"drop_no_backend", st.NoBackend}, {"drop_no_service", st.NoService}, {"drop_unsupported", st.Unsupported},
+		{"drop_nat_exhausted", st.NATExhausted}, {"drop_no_flow", st.NoFlow},
+	} {
+		w.sample("podmin_agent_dataplane_packets_total", float64(r.n), label("result", r.result))
+	}
+}
