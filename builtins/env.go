@@ -120,7 +120,7 @@ func (e *Env) provider(name string) (cloud.Provider, error) {
 	}
 	p, ok := e.Providers[name]
 	if !ok {
-		return nil, fmt.Errorf("unknown provider %q: use one of %q", name, e.providerNames())
+		return nil, fmt.Errorf("unknown provider %s: use one of %q", scrub.Quote(name), e.providerNames())
 	}
 	return p, nil
 }

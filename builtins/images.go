@@ -15,6 +15,7 @@ import (
 
 	"podmin.dev/podmin/internal/oci"
 	"podmin.dev/podmin/internal/oci/build"
+	"podmin.dev/podmin/internal/scrub"
 )
 
 // BuildOptions are the arguments of build.
@@ -223,10 +224,10 @@ func parsePlatforms(values []string) ([]v1.Platform, error) {
 	for _, v := range values {
 		p, err := v1.ParsePlatform(v)
 		if err != nil || p.OS == "" || p.Architecture == "" {
-			return nil, fmt.Errorf("platform %q must be OS/ARCH[/VARIANT], e.g. linux/arm64", v)
+			return nil, fmt.Errorf("platform %s must be OS/ARCH[/VARIANT], e.g. linux/arm64", scrub.Quote(v))
 		}
 		if seen[p.String()] {
-			return nil, fmt.Errorf("platform %q is given twice", v)
+			return nil, fmt.Errorf("platform %s is given twice", scrub.Quote(v))
 		}
 		seen[p.String()] = true
 		out = append(out, *p)

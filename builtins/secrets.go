@@ -12,6 +12,7 @@ import (
 
 	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/manifest"
+	"podmin.dev/podmin/internal/scrub"
 	"podmin.dev/podmin/internal/secrets"
 )
 
@@ -243,9 +244,9 @@ func (e *Env) secretsProvider(c contexts.Context, name string) (string, error) {
 	}
 	switch {
 	case !slices.Contains(manifest.SecretsProviders(), name):
-		return "", fmt.Errorf("unknown secrets provider %q: use one of %q", name, allowed)
+		return "", fmt.Errorf("unknown secrets provider %s: use one of %q", scrub.Quote(name), allowed)
 	case !slices.Contains(allowed, name):
-		return "", fmt.Errorf("secrets provider %q cannot be used with cluster %s on provider %s: use one of %q", name, c.Cluster, p.Name(), allowed)
+		return "", fmt.Errorf("secrets provider %s cannot be used with cluster %s on provider %s: use one of %q", scrub.Quote(name), c.Cluster, p.Name(), allowed)
 	case e.Secrets == nil:
 		return "", fmt.Errorf("%w: this build cannot open %s", ErrNoSecrets, name)
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	star "go.starlark.net/starlark"
+
+	"podmin.dev/podmin/internal/scrub"
 )
 
 // mainParam is one parameter of main after ctx; its default's type is the
@@ -87,13 +89,13 @@ func parseArgs(params []mainParam, anyKwargs bool, args []string) ([]star.Tuple,
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if !strings.HasPrefix(a, "--") || len(a) == 2 {
-			return nil, fmt.Errorf("unexpected argument %q: pass parameters as --key=value", a)
+			return nil, fmt.Errorf("unexpected argument %s: pass parameters as --key=value", scrub.Quote(a))
 		}
 		key, val, hasVal := strings.Cut(a[2:], "=")
 		name := strings.ReplaceAll(key, "-", "_")
 		p, ok := byName[name]
 		if !ok && !anyKwargs {
-			return nil, fmt.Errorf("unknown parameter --%s: main takes %s", key, paramNames(params))
+			return nil, fmt.Errorf("unknown parameter %s: main takes %s", scrub.Quote("--"+key), paramNames(params))
 		}
 		if !ok {
 			p = mainParam{name: name, def: star.String("")}
@@ -151,19 +153,19 @@ func convertArg(p mainParam, s string, prev star.Value) (star.Value, error) {
 	case star.Bool:
 		b, err := strconv.ParseBool(s)
 		if err != nil {
-			return nil, fmt.Errorf("want true or false, got %q", s)
+			return nil, fmt.Errorf("want true or false, got %s", scrub.Quote(s))
 		}
 		return star.Bool(b), nil
 	case star.Int:
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("want an integer, got %q", s)
+			return nil, fmt.Errorf("want an integer, got %s", scrub.Quote(s))
 		}
 		return star.MakeInt64(n), nil
 	case star.Float:
 		f, err := strconv.ParseFloat(s, 64)
 		if err != nil {
-			return nil, fmt.Errorf("want a number, got %q", s)
+			return nil, fmt.Errorf("want a number, got %s", scrub.Quote(s))
 		}
 		return star.Float(f), nil
 	case *star.List, star.Tuple:

@@ -67,7 +67,7 @@ func (h *Host) Run(ctx context.Context, file string, args []string) error {
 	mainv, ok := globals["main"]
 	if !ok {
 		if len(args) > 0 {
-			return &ArgsError{fmt.Errorf("%s defines no main(ctx, ...), so it takes no arguments (got %q)", file, args)}
+			return &ArgsError{fmt.Errorf("%s defines no main(ctx, ...), so it takes no arguments (got %s)", file, scrub.Quote(strings.Join(args, " ")))}
 		}
 		return nil
 	}

@@ -139,7 +139,7 @@ prod 3 1.5 True ["a", "b"] x False test
 
 	for args, want := range map[string]string{
 		"--replicas=x":            "--replicas: want an integer, got \"x\"",
-		"--env=a --nope=1":        "unknown parameter --nope: main takes --env, --replicas, --ratio, --verbose, --tags, --name",
+		"--env=a --nope=1":        "unknown parameter \"--nope\": main takes --env, --replicas, --ratio, --verbose, --tags, --name",
 		"--replicas=2":            "missing required parameter(s) --env",
 		"--env=a --verbose=maybe": "--verbose: want true or false",
 	} {

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"podmin.dev/podmin/builtins"
+	"podmin.dev/podmin/internal/scrub"
 	"podmin.dev/podmin/internal/version"
 )
 
@@ -93,7 +94,9 @@ is named in the error together with the endpoint it went to.`,
 	}
 	root.PersistentFlags().DurationVar(&timeout, "timeout", DefaultTimeout, "overall deadline of the command, e.g. 30s or 5m; 0 means none")
 	root.SetVersionTemplate("podmin {{.Version}}\n")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	// The flag package quotes the values it refuses: they pass the
+	// scrubber's quoting like every other piece of input an error shows.
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{errors.New(scrub.QuoteSpans(err.Error()))} })
 	root.AddCommand(
 		newConnectCmd(env),
 		newUseCmd(env),

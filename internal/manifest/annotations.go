@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"podmin.dev/podmin/internal/scrub"
 )
 
 const (
@@ -56,7 +58,7 @@ func ParseSecretKeys(value string) ([]string, error) {
 			return nil, err
 		}
 		if slices.Contains(keys[:i], k) {
-			return nil, fmt.Errorf("key %q is listed twice; list each key once", k)
+			return nil, fmt.Errorf("key %s is listed twice; list each key once", scrub.Quote(k))
 		}
 	}
 	return keys, nil
@@ -64,7 +66,7 @@ func ParseSecretKeys(value string) ([]string, error) {
 
 func checkSecretKey(k string) error {
 	if !secretKeyRE.MatchString(k) || k == "." || k == ".." {
-		return fmt.Errorf("%q is not a safe key: use 1 to 255 letters, digits, '.', '_' or '-' (not \".\" or \"..\"), separated by commas without spaces", k)
+		return fmt.Errorf("%s is not a safe key: use 1 to 255 letters, digits, '.', '_' or '-' (not \".\" or \"..\"), separated by commas without spaces", scrub.Quote(k))
 	}
 	return nil
 }
