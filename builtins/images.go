@@ -100,12 +100,18 @@ func (e *Env) Build(ctx context.Context, opts BuildOptions) (ImageResult, error)
 	}
 	file := opts.File
 	if file != "" {
-		file = e.path(file)
+		if file, err = e.readPath(e.path(file)); err != nil {
+			return ImageResult{}, fmt.Errorf("build: %w", err)
+		}
+	}
+	contextDir, err := e.readPath(e.path(dir))
+	if err != nil {
+		return ImageResult{}, fmt.Errorf("build: %w", err)
 	}
 	store := e.imageStore().WithProgress(e.Transfers, "build "+refs[0].String())
 	e.progress("building %d platform(s) from %s", len(platforms), dir)
 	idx, err := build.Build(ctx, build.Options{
-		ContextDir: e.path(dir), File: file, Platforms: platforms,
+		ContextDir: contextDir, File: file, Platforms: platforms,
 		Base:  build.StoreBase(store, opts.Pull, e.remoteOptions()...),
 		Store: store, Repository: refs[0].Repo,
 	})

@@ -64,9 +64,10 @@ type Options struct {
 	// Yes confirms destructive operations for the whole run (--yes).
 	Yes bool
 	// Confirm, when set, asks the operator to confirm a destructive call
-	// that has no confirm = (the REPL on a terminal). Nil never asks: a
-	// script never prompts.
-	Confirm func(question string) (bool, error)
+	// that has no confirm = (the REPL on a terminal) and returns what they
+	// typed: the call proceeds only when it is the cluster ID. Nil never
+	// asks: a script never prompts.
+	Confirm func(question string) (string, error)
 	// Now is the clock of time.now(); nil means time.Now.
 	Now func() time.Time
 	// MaxSteps bounds computation; zero means DefaultMaxSteps.
@@ -142,7 +143,7 @@ func (h *Host) Close() error {
 
 // SetConfirm sets how a destructive call without confirm = asks the
 // operator (the REPL on a terminal, once its line editor exists).
-func (h *Host) SetConfirm(ask func(question string) (bool, error)) { h.opts.Confirm = ask }
+func (h *Host) SetConfirm(ask func(question string) (string, error)) { h.opts.Confirm = ask }
 
 // Plan is the recorded plan of a dry run, nil otherwise.
 func (h *Host) Plan() *Plan { return h.plan }

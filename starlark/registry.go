@@ -173,6 +173,9 @@ type call struct {
 	b      *Builtin
 	args   star.Tuple
 	kwargs []star.Tuple
+	// unanswered marks a destructive call of a dry run that nothing
+	// confirmed: a real run would need confirm = or --yes.
+	unanswered bool
 }
 
 func (b *Builtin) call(thread *star.Thread, _ *star.Builtin, args star.Tuple, kwargs []star.Tuple) (star.Value, error) {
@@ -211,7 +214,9 @@ func (b *Builtin) call(thread *star.Thread, _ *star.Builtin, args star.Tuple, kw
 	v, err := b.impl(c)
 	changes := h.rec.Changes(from, h.rec.Mark())
 	if err == nil && (b.Mutates || len(changes) > 0) {
-		h.plan.add(newStep(thread, b, args, changes, h.readPlanned))
+		s := newStep(thread, b, args, changes, h.readPlanned)
+		s.Destructive, s.NeedsConfirmation = b.Destructive, c.unanswered
+		h.plan.add(s)
 	}
 	if err != nil {
 		return nil, c.kwargErrors(err)

@@ -131,7 +131,9 @@ type sandbox struct {
 	done     func()
 }
 
-func newSandbox(ctx context.Context, opts TestOptions, out io.Writer) (*sandbox, error) {
+// testDir is the directory of the test file, which the test may read; ""
+// allows no reads outside the sandbox.
+func newSandbox(ctx context.Context, opts TestOptions, testDir string, out io.Writer) (*sandbox, error) {
 	mk := opts.TempDir
 	cleanup := func(string) {}
 	if mk == nil {
@@ -152,10 +154,11 @@ func newSandbox(ctx context.Context, opts TestOptions, out io.Writer) (*sandbox,
 		return nil, err
 	}
 	sb := &sandbox{dir: dir, net: &netGuard{}}
+	jail := newJailFiles(dir, work, testDir)
 	env := &builtins.Env{
-		Dirs: dirs, Providers: map[string]cloud.Provider{"local": local.New(dirs.Data)}, WorkDir: work,
+		Dirs: dirs, Providers: map[string]cloud.Provider{"local": jailProvider{Provider: local.New(dirs.Data), jail: jail}}, WorkDir: work,
 		Secrets:   sandboxSecrets(filepath.Join(dirs.Data, "secrets")),
-		Files:     &jailFiles{root: dir},
+		Files:     jail,
 		Transport: sb.net,
 	}
 	if _, err := env.Connect(ctx, builtins.ConnectOptions{Cluster: TestCluster, Provider: "local", Bucket: filepath.Join(dir, "bucket")}); err != nil {
@@ -192,7 +195,11 @@ func runTestFile(ctx context.Context, opts TestOptions, out io.Writer, file stri
 	// The file and its loads run once, in a sandbox of their own; each test
 	// function then runs on a fresh sandbox's thread.
 	var loadOut bytes.Buffer
-	sb, err := newSandbox(ctx, opts, &loadOut)
+	testDir, err := filepath.Abs(filepath.Dir(file))
+	if err != nil {
+		return err
+	}
+	sb, err := newSandbox(ctx, opts, testDir, &loadOut)
 	if err != nil {
 		return err
 	}
@@ -216,16 +223,16 @@ func runTestFile(ctx context.Context, opts TestOptions, out io.Writer, file stri
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		if err := runOneTest(ctx, opts, out, file, n, globals[n].(star.Callable), sum); err != nil {
+		if err := runOneTest(ctx, opts, out, file, testDir, n, globals[n].(star.Callable), sum); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func runOneTest(ctx context.Context, opts TestOptions, out io.Writer, file, name string, fn star.Callable, sum *TestSummary) error {
+func runOneTest(ctx context.Context, opts TestOptions, out io.Writer, file, testDir, name string, fn star.Callable, sum *TestSummary) error {
 	var output bytes.Buffer
-	sb, err := newSandbox(ctx, opts, &output)
+	sb, err := newSandbox(ctx, opts, testDir, &output)
 	if err != nil {
 		return err
 	}

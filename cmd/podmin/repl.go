@@ -7,7 +7,6 @@ package main
 import (
 	"io"
 	"path/filepath"
-	"strings"
 
 	"github.com/chzyer/readline"
 
@@ -47,14 +46,11 @@ func newReplReader(env *builtins.Env, h *pstar.Host, r *pstar.REPL, stdout, stde
 	}
 	r.SetHistory(hist)
 	if terminal(env) != nil {
-		h.SetConfirm(func(question string) (bool, error) {
+		// As on the command line, the operator types the cluster ID.
+		h.SetConfirm(func(question string) (string, error) {
 			rl.SetPrompt(question)
-			line, err := rl.Readline()
-			if err != nil {
-				return false, err
-			}
-			a := strings.ToLower(strings.TrimSpace(line))
-			return a == "y" || a == "yes", nil
+			defer rl.SetPrompt(">>> ")
+			return rl.Readline()
 		})
 	}
 	return rl, nil

@@ -325,3 +325,73 @@ func BenchmarkRunQuickstart(b *testing.B) {
 	recipe, _ := filepath.Abs("../../recipes/quickstart.star")
 	benchmarkRun(b, recipe, true)
 }
+
+// TestREPLConfirmsWithTheClusterID: on a terminal the REPL asks for the
+// cluster ID like the CLI does; "y" is not an answer, the ID is, and a
+// confirm = naming another cluster refuses without asking.
+func TestREPLConfirmsWithTheClusterID(t *testing.T) {
+	dir := t.TempDir()
+	c := newCLI(t)
+	c.root = dir
+	for k, v := range map[string]string{"config": "XDG_CONFIG_HOME", "data": "XDG_DATA_HOME", "cache": "XDG_CACHE_HOME", "run": "XDG_RUNTIME_DIR"} {
+		c.env[v] = filepath.Join(dir, k)
+	}
+	c.ok("connect", "demo", "--provider", "local", "--bucket", "demo-bucket")
+	c.ok("deploy", "web", "-g", "workers", "--image", "hello:v1")
+	c.ok("deploy", "api", "-g", "workers", "--image", "hello:v1")
+	cmd := exec.Command(os.Args[0], "repl")
+	cmd.Env = append(xdgEnv(dir), "PODMIN_TEST_RUN_MAIN=1", "TERM=dumb")
+	cmd.Dir = dir
+	tty, err := pty.Start(cmd)
+	if err != nil {
+		t.Skipf("no pseudo-terminal: %v", err)
+	}
+	defer tty.Close()
+	out := &syncBuffer{more: make(chan struct{}, 1)}
+	go func() { _, _ = io.Copy(out, tty) }()
+	send := func(s string) {
+		t.Helper()
+		if _, err := tty.Write([]byte(s + "\r")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out.waitFor(t, ">>> ")
+	send(`podmin.deployments.delete("web", nodegroup = "workers")`)
+	out.waitFor(t, `podmin.deployments.delete("web") is destructive. Type the cluster ID (demo) to confirm: `)
+	send("y")
+	out.waitFor(t, `you typed "y", not the cluster ID "demo"; nothing was changed`)
+	out.waitForAfter(t, "nothing was changed", ">>> ")
+	send(`podmin.deployments.delete("api", nodegroup = "workers", confirm = "prod")`)
+	out.waitFor(t, `confirm = "prod" does not match the cluster "demo"`)
+	out.waitForAfter(t, `does not match the cluster "demo"`, ">>> ")
+	send(`podmin.deployments.delete("web", nodegroup = "workers").action`)
+	out.waitForAfter(t, "nothing was changed", "Type the cluster ID (demo) to confirm: ")
+	send("demo")
+	out.waitFor(t, `"deleted"`)
+	out.waitForAfter(t, `"deleted"`, ">>> ")
+	if _, err := tty.Write([]byte{4}); err != nil { // Ctrl-D
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("repl exited with %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("repl did not exit on Ctrl-D")
+	}
+	if list := c.ok("list"); strings.Contains(list, "web") || !strings.Contains(list, "api") {
+		t.Errorf("after the session:\n%s", list)
+	}
+	out.mu.Lock()
+	defer out.mu.Unlock()
+	got := out.buf.String()
+	start := strings.Index(got, `confirm = "prod")`)
+	end := strings.Index(got, `does not match the cluster "demo"`)
+	if start < 0 || end < start || strings.Contains(got[start:end], "Type the cluster ID") {
+		t.Errorf("the mismatched confirm = asked for the cluster ID:\n%s", got)
+	}
+}
