@@ -55,12 +55,23 @@ type DeployResult struct {
 func (e *Env) deployManifest(opts DeployOptions) ([]byte, []string, error) {
 	if opts.File == "" {
 		if len(opts.Images) == 0 {
-			return nil, nil, errors.New("deploy needs --image for the built-in manifest, or --file with a manifest")
+			return nil, nil, errDeployNeedsImage
 		}
 		data, err := e.buildManifest(opts.ManifestOptions)
 		return data, nil, err
 	}
-	o := opts.ManifestOptions
+	if err := builtInOnly(opts.ManifestOptions); err != nil {
+		return nil, nil, err
+	}
+	data, err := e.readFile(opts.File)
+	return data, opts.Images, err
+}
+
+var errDeployNeedsImage = errors.New("deploy needs --image for the built-in manifest, or --file with a manifest")
+
+// builtInOnly refuses the options that shape the built-in manifest when a
+// manifest file is deployed.
+func builtInOnly(o ManifestOptions) error {
 	for _, f := range []struct {
 		flag string
 		set  bool
@@ -69,11 +80,29 @@ func (e *Env) deployManifest(opts DeployOptions) ([]byte, []string, error) {
 		{"--memory", o.Memory != ""}, {"--env", len(o.Env) > 0}, {"--secret", len(o.Secrets) > 0},
 	} {
 		if f.set {
-			return nil, nil, fmt.Errorf("%s shapes the built-in manifest and cannot be combined with --file: put it in the manifest instead", f.flag)
+			return fmt.Errorf("%s shapes the built-in manifest and cannot be combined with --file: put it in the manifest instead", f.flag)
 		}
 	}
-	data, err := e.readFile(opts.File)
-	return data, opts.Images, err
+	return nil
+}
+
+// CheckDeploy applies the rules of deploy that need nothing but its
+// options (and the environment, for --env KEY): the CLI reports them as
+// bad usage before it reads a context, a file or the bucket.
+func (e *Env) CheckDeploy(opts DeployOptions) error {
+	if _, err := state.NewKey(opts.NodeGroup, opts.Name); err != nil {
+		return err
+	}
+	if opts.File != "" {
+		if err := builtInOnly(opts.ManifestOptions); err != nil {
+			return err
+		}
+		return manifest.CheckImageValues(opts.Images)
+	}
+	if len(opts.Images) == 0 {
+		return errDeployNeedsImage
+	}
+	return e.checkManifestOptions(opts.ManifestOptions)
 }
 
 // Deploy validates the deployment exactly as validate does and commits it to

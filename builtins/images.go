@@ -77,20 +77,33 @@ func (e *Env) imageStore() *oci.Store {
 	return oci.NewStore(filepath.Join(e.Dirs.Cache, "images"))
 }
 
-// Build builds the Containerfile subset into the local image store.
-func (e *Env) Build(ctx context.Context, opts BuildOptions) (ImageResult, error) {
+// CheckBuild applies the rules of build that need nothing but its options
+// (tags and platforms): the CLI reports them as bad usage.
+func CheckBuild(opts BuildOptions) error {
+	_, _, err := buildTargets(opts)
+	return err
+}
+
+// buildTargets parses the tags and platforms of a build.
+func buildTargets(opts BuildOptions) ([]oci.LocalRef, []v1.Platform, error) {
 	if len(opts.Tag) == 0 {
-		return ImageResult{}, errors.New("build needs a name: pass --tag NAME[:TAG], e.g. --tag hello:v1")
+		return nil, nil, errors.New("build needs a name: pass --tag NAME[:TAG], e.g. --tag hello:v1")
 	}
 	refs := make([]oci.LocalRef, len(opts.Tag))
 	for i, t := range opts.Tag {
 		r, err := oci.BuildRef(t)
 		if err != nil {
-			return ImageResult{}, err
+			return nil, nil, err
 		}
 		refs[i] = r
 	}
 	platforms, err := parsePlatforms(opts.Platform)
+	return refs, platforms, err
+}
+
+// Build builds the Containerfile subset into the local image store.
+func (e *Env) Build(ctx context.Context, opts BuildOptions) (ImageResult, error) {
+	refs, platforms, err := buildTargets(opts)
 	if err != nil {
 		return ImageResult{}, err
 	}

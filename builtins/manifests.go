@@ -83,6 +83,29 @@ func (e *Env) buildManifest(o ManifestOptions) ([]byte, error) {
 	})
 }
 
+// CheckInit applies the rules of init that need nothing but its options
+// (and the environment, for --env KEY): the CLI reports them as bad usage
+// before it reads a context or a file.
+func (e *Env) CheckInit(opts InitOptions) error { return e.checkManifestOptions(opts.ManifestOptions) }
+
+// checkManifestOptions renders the built-in manifest without a context:
+// the secrets provider only names the annotation, so any will do.
+func (e *Env) checkManifestOptions(o ManifestOptions) error {
+	if err := ids.ValidateNodeGroup(o.NodeGroup); err != nil {
+		return fmt.Errorf("--nodegroup: %w", err)
+	}
+	provider := ""
+	if len(o.Secrets) > 0 {
+		provider = manifest.SecretsProviders()[0]
+	}
+	_, err := manifest.Build(manifest.BuildOptions{
+		Name: o.Name, NodeGroup: o.NodeGroup, Namespace: o.Namespace, Images: o.Images,
+		Service: o.Service, Ports: o.Ports, CPU: o.CPU, Memory: o.Memory,
+		Env: o.Env, LookupEnv: e.lookupEnv, Secrets: o.Secrets, SecretsProvider: provider,
+	})
+	return err
+}
+
 // Init writes a minimal valid DaemonSet (and Service) to a new file. It is
 // idempotent: an existing file that already holds exactly this manifest is
 // reported unchanged and not written. An existing file holding anything

@@ -134,8 +134,9 @@ func (l *loader) exec(parent *star.Thread, abs, from string) (star.StringDict, e
 	globals, err := star.ExecFileOptions(FileOptions(), thread, name, src, l.h.Predeclared())
 	var ev *star.EvalError
 	if from != "" && errors.As(err, &ev) {
-		// Keep the inner backtrace: the interpreter reports only the message.
-		err = errors.New(strings.TrimSpace(ev.Backtrace()))
+		// Keep the inner backtrace: the interpreter reports only the
+		// message. The cause stays reachable for the exit status.
+		err = &loadError{msg: backtrace(ev), err: err}
 	}
 	e.globals, e.err, e.done = globals, err, true
 	return globals, err
@@ -224,3 +225,13 @@ func (l *loader) root(dir string) (string, error) {
 		}
 	}
 }
+
+// loadError is the error of a loaded file: its own backtrace as the
+// message, the interpreter's error as the cause.
+type loadError struct {
+	msg string
+	err error
+}
+
+func (e *loadError) Error() string { return e.msg }
+func (e *loadError) Unwrap() error { return e.err }

@@ -25,6 +25,7 @@ import (
 	"podmin.dev/podmin/internal/cloud/local"
 	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/paths"
+	"podmin.dev/podmin/internal/scrub"
 	"podmin.dev/podmin/internal/secrets"
 	localsecrets "podmin.dev/podmin/internal/secrets/local"
 )
@@ -68,6 +69,9 @@ func FindTests(paths []string) ([]string, error) {
 	for _, p := range paths {
 		st, err := os.Stat(p)
 		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("%s does not exist: pass a *_test.star file or a directory holding some: %w", p, err)
+			}
 			return nil, err
 		}
 		if !st.IsDir() {
@@ -104,19 +108,35 @@ func RunTests(ctx context.Context, opts TestOptions) (TestSummary, error) {
 		return sum, err
 	}
 	if len(files) == 0 {
-		return sum, fmt.Errorf("no *_test.star files in %q", opts.Paths)
+		return sum, fmt.Errorf("%w: no *_test.star files in %s", ErrNoTests, strings.Join(orDot(opts.Paths), ", "))
 	}
 	out := opts.Stdout
 	if out == nil {
 		out = io.Discard
 	}
+	var names []string
 	for _, file := range files {
-		if err := runTestFile(ctx, opts, out, file, &sum); err != nil {
+		if err := runTestFile(ctx, opts, out, file, &sum, &names); err != nil {
 			return sum, err
 		}
 	}
 	fmt.Fprintf(out, "%d passed, %d failed\n", sum.Passed, sum.Failed)
+	if sum.Passed+sum.Failed == 0 && opts.Run != nil {
+		sort.Strings(names)
+		return sum, fmt.Errorf("%w: no test matches -run %s in %d file(s); the tests are %s", ErrNoTests, scrub.Quote(opts.Run.String()), len(files), strings.Join(names, ", "))
+	}
 	return sum, nil
+}
+
+// ErrNoTests reports that podmin test found no test to run: no test file,
+// or no test function matching -run. The CLI exits 3 on it.
+var ErrNoTests = errors.New("no tests to run")
+
+func orDot(paths []string) []string {
+	if len(paths) == 0 {
+		return []string{"."}
+	}
+	return paths
 }
 
 // sandbox is one test's own Podmin: a local bucket connected as cluster
@@ -191,7 +211,9 @@ func sandboxSecrets(dir string) func(context.Context, contexts.Context, string) 
 	}
 }
 
-func runTestFile(ctx context.Context, opts TestOptions, out io.Writer, file string, sum *TestSummary) error {
+// runTestFile runs the tests of file and adds every test function's name
+// to all, matching or not.
+func runTestFile(ctx context.Context, opts TestOptions, out io.Writer, file string, sum *TestSummary, all *[]string) error {
 	// The file and its loads run once, in a sandbox of their own; each test
 	// function then runs on a fresh sandbox's thread.
 	var loadOut bytes.Buffer
@@ -217,8 +239,11 @@ func runTestFile(ctx context.Context, opts TestOptions, out io.Writer, file stri
 	}
 	var names []string
 	for n, v := range globals {
-		if _, ok := v.(star.Callable); ok && strings.HasPrefix(n, "test_") && (opts.Run == nil || opts.Run.MatchString(n)) {
-			names = append(names, n)
+		if _, ok := v.(star.Callable); ok && strings.HasPrefix(n, "test_") {
+			*all = append(*all, n)
+			if opts.Run == nil || opts.Run.MatchString(n) {
+				names = append(names, n)
+			}
 		}
 	}
 	sort.Strings(names)

@@ -92,7 +92,7 @@ func exampleCommands(example string) [][]string {
 		for _, m := range subs {
 			out = append(out, shellWords(m[1])[1:])
 		}
-		line = substitution.ReplaceAllString(line, "VALUE")
+		line = substitution.ReplaceAllString(line, "registry.podmin.internal/apps/substituted:v1") // what podmin push prints
 		var found []string
 		for _, part := range regexp.MustCompile(`\|\||&&|[|;]`).Split(line, -1) {
 			if w := shellWords(strings.TrimSpace(part)); len(w) > 0 && w[0] == "podmin" {

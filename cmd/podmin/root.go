@@ -118,8 +118,10 @@ is named in the error together with the endpoint it went to.`,
 	root.AddCommand(clusterCommands(env)...)
 	root.AddCommand(newInstallCmds(env)...)
 	root.AddCommand(starlarkCommands(env)...)
+	root.SetHelpCommand(newHelpCmd())
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
+	strictCompletion(root)
 	for _, c := range root.Commands() {
 		if c.Name() == "help" || c.Name() == "completion" {
 			markNoContext(c)
@@ -155,7 +157,10 @@ func execute(ctx context.Context, root *cobra.Command, args []string, stdout, st
 	if cmd == nil {
 		cmd = root
 	}
-	if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, builtins.ErrTimeout) {
+	var sig signalError
+	if errors.As(context.Cause(ctx), &sig) {
+		err = fmt.Errorf("%w: %s", err, sig)
+	} else if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, builtins.ErrTimeout) {
 		// Cut off outside a bucket request (a backoff wait, a local step).
 		err = fmt.Errorf("%w: the command did not finish within --timeout: raise --timeout if it needs longer", err)
 	}

@@ -63,12 +63,16 @@ reads see, and nothing real is modified. The plan printed at the end lists, per
 call, each changed object, secret, context and file with a diff. With -o json
 standard output carries only the plan; the script's print() goes to standard
 error. Destructive operations need confirm = True or confirm = "<cluster>" in the
-script, or --yes (-y) for the whole run.
+script, or --yes (-y) for the whole run; confirm = naming another cluster refuses
+the call even with --yes. A dry run needs none: its plan marks each destructive
+call.
 
-Exit status: 0 success, 1 Podmin failed, 2 bad usage, 3 FILE does not exist,
-4 a destructive operation was not confirmed, 5 the script failed (the error
-shows the Starlark backtrace with file:line), 124 a deadline passed. See
-"podmin help starlark" for the language reference.`,
+Exit status: 0 success, 2 bad usage, 3 FILE does not exist, 4 a destructive
+operation was not confirmed or was refused, 5 the script failed (the error shows
+the Starlark backtrace with file:line), 124 a deadline passed. A built-in's
+error keeps its command's status: 1 the operation failed, 3 what it asked for
+does not exist, 6 the outcome of a write is unknown. See "podmin help starlark"
+for the language reference.`,
 		Example: `  podmin run recipes/quickstart.star
   podmin run --dry-run recipes/rollout.star -- --image=hello:v2 --nodegroups=a --nodegroups=b`,
 		Args:        cobra.MinimumNArgs(1),
@@ -137,9 +141,13 @@ needs images starts t.fake_registry() and pulls from it.
 t.assert.eq/ne/true/contains, t.fails(fn, "regexp"), t.run(main, **kwargs) and
 t.fake_registry() are available.
 
+Reads are jailed like writes: a test reads its sandbox and its own directory (a
+relative path finds the fixtures next to the test), and a local bucket it
+connects to by absolute path is mapped into the sandbox.
+
 It prints one line per test and "N passed, N failed"; a failing test's output
 is printed under it, a passing test's only with -v. It exits 5 when a test
-failed.`,
+failed, 3 when a PATH does not exist or no test matches -run.`,
 		Example: `  podmin test recipes/
   podmin test -run 'deploy$' -v recipes/quickstart_test.star`,
 		Annotations: map[string]string{noContext: "true"},

@@ -36,7 +36,7 @@ func TestRunExitCodes(t *testing.T) {
 		t.Fatalf("stdout %q", out)
 	}
 	c.fails(5, "bad.star:2:9: in main", "run", c.script("bad.star", "def main(ctx):\n    fail(\"boom\")\n"))
-	c.fails(5, "Error in fail: fail: boom", "run", filepath.Join(c.root, "bad.star"))
+	c.fails(5, "error in fail: fail: boom", "run", filepath.Join(c.root, "bad.star"))
 	c.fails(5, "syntax.star:1:", "run", c.script("syntax.star", "def (\n"))
 	c.fails(2, "--n: want an integer", "run", ok, "--", "--n=x")
 	c.fails(2, "unknown flag: --n", "run", ok, "--n=1")

@@ -22,6 +22,15 @@ type imageValue struct {
 
 func imageSubject(raw string) string { return "image " + scrub.Quote(raw) }
 
+// CheckImageValues applies to image option values ("<reference>" or
+// "<container>=<reference>") the rules that need no manifest: syntax,
+// resolvable references, duplicates, one bare value, no mixing.
+func CheckImageValues(raws []string) error {
+	var p problems
+	parseImageValues(&p, raws)
+	return p.err()
+}
+
 // parseImageValues applies the rules that need no template: syntax,
 // duplicates, at most one bare value, and no mixing of bare and named.
 func parseImageValues(p *problems, raws []string) []imageValue {
