@@ -126,7 +126,9 @@ func TestLeaks(t *testing.T) {
 	if len(leakCases) < 20 {
 		t.Fatalf("%d leak cases, want at least 20", len(leakCases))
 	}
-	for _, tc := range allModes(leakCases) {
+	all := allModes(leakCases)
+	t.Logf("%d leak attempts (TestFragmentLeaks adds the fragment cases)", len(all))
+	for _, tc := range all {
 		t.Run(tc.name, func(t *testing.T) {
 			value := randomValue(t)
 			subst := func(s string) string {
