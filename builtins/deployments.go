@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"podmin.dev/podmin/internal/ids"
@@ -52,19 +52,26 @@ type DeployResult struct {
 
 // deployManifest returns the manifest bytes and the image overrides that
 // Extract must still apply.
-func (e *Env) deployManifest(opts DeployOptions) ([]byte, []string, error) {
+func (e *Env) deployManifest(opts DeployOptions) (*manifest.Result, error) {
 	if opts.File == "" {
 		if len(opts.Images) == 0 {
-			return nil, nil, errDeployNeedsImage
+			return nil, errDeployNeedsImage
 		}
-		data, err := e.buildManifest(opts.ManifestOptions)
-		return data, nil, err
+		// The built-in manifest comes extracted with deploy's own
+		// options: its name and NodeGroup, no overrides, no assertion.
+		_, ex, err := e.buildManifest(opts.ManifestOptions)
+		return ex, err
 	}
 	if err := builtInOnly(opts.ManifestOptions); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	data, err := e.readFile(opts.File)
-	return data, opts.Images, err
+	if err != nil {
+		return nil, err
+	}
+	return manifest.Extract(data, manifest.ExtractOptions{
+		Name: opts.Name, NodeGroup: opts.NodeGroup, Images: opts.Images, RequireService: opts.Service,
+	})
 }
 
 var errDeployNeedsImage = errors.New("deploy needs --image for the built-in manifest, or --file with a manifest")
@@ -116,14 +123,7 @@ func (e *Env) Deploy(ctx context.Context, opts DeployOptions) (DeployResult, err
 	if err != nil {
 		return DeployResult{}, err
 	}
-	data, images, err := e.deployManifest(opts)
-	if err != nil {
-		return DeployResult{}, err
-	}
-	ex, err := manifest.Extract(data, manifest.ExtractOptions{
-		Name: opts.Name, NodeGroup: opts.NodeGroup, Images: images,
-		RequireService: opts.File != "" && opts.Service,
-	})
+	ex, err := e.deployManifest(opts)
 	if err != nil {
 		return DeployResult{}, err
 	}
@@ -262,7 +262,11 @@ func fillFromPod(ctx context.Context, store objstore.Store, pc state.PayloadCach
 		le.Error = err.Error()
 		return
 	}
-	var pod corev1.Pod
+	// Only the metadata is read: decoding the whole Pod spec cost more
+	// than everything else a list of cached payloads does.
+	var pod struct {
+		metav1.ObjectMeta `json:"metadata"`
+	}
 	if err := yaml.Unmarshal(data, &pod); err != nil {
 		le.Error = fmt.Sprintf("decode Pod payload %s: %v", le.Pod, err)
 		return

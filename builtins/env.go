@@ -139,6 +139,9 @@ func (e *Env) CurrentContext() (contexts.Context, error) {
 // directory, or nil when there is none (list, deploy and preview then read
 // the bucket).
 func (e *Env) payloadCache() state.PayloadCache {
+	if e.Commit.Cache != nil {
+		return e.Commit.Cache
+	}
 	if e.Dirs.Cache == "" {
 		return nil
 	}

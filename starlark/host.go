@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"go.starlark.net/lib/json"
@@ -83,6 +84,10 @@ type Options struct {
 	Scrub *scrub.Registry
 }
 
+// podminModule is the podmin module, assembled once: it is frozen and
+// finds each call's Host through the thread, so every Host shares it.
+var podminModule = sync.OnceValue(func() *starlarkstruct.Module { return newModule(Builtins()) })
+
 // Host runs Starlark for one invocation: a run, a REPL session, one test.
 type Host struct {
 	opts   Options
@@ -115,7 +120,7 @@ func New(opts Options) *Host {
 	if opts.Scrub == nil {
 		opts.Scrub = scrub.Process()
 	}
-	h := &Host{opts: opts, ops: opts.Ops, scrub: opts.Scrub, module: newModule(Builtins())}
+	h := &Host{opts: opts, ops: opts.Ops, scrub: opts.Scrub, module: podminModule()}
 	h.stdout = scrub.NewWriter(h.scrub, opts.Stdout)
 	h.stderr = scrub.NewWriter(h.scrub, opts.Stderr)
 	if opts.DryRun {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -394,4 +395,74 @@ func TestREPLConfirmsWithTheClusterID(t *testing.T) {
 	if start < 0 || end < start || strings.Contains(got[start:end], "Type the cluster ID") {
 		t.Errorf("the mismatched confirm = asked for the cluster ID:\n%s", got)
 	}
+}
+
+// dryRunDeploy3 is the recipe of BenchmarkRunDryRunVsVersion: three
+// deployments, two with a Service, and a list.
+const dryRunDeploy3 = `def main(ctx, image = "hello:v1"):
+    for app in ["web", "api", "worker"]:
+        podmin.deployments.deploy(app, nodegroup = "workers", image = image, service = app != "worker")
+    print(len(podmin.deployments.list()))
+`
+
+// BenchmarkRunDryRunVsVersion measures whole podmin processes: "podmin
+// run --dry-run" of a three-deployment recipe against "podmin version",
+// interleaved so both see the same machine load, at least 30 pairs per
+// op. It reports the medians of wall time and of CPU time (user +
+// system) of each, and their ratio:
+//
+//	go test ./cmd/podmin -run '^$' -bench RunDryRunVsVersion -benchtime 1x
+func BenchmarkRunDryRunVsVersion(b *testing.B) {
+	bin, err := buildPodmin()
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	env := xdgEnv(dir)
+	connect := exec.Command(bin, "connect", "demo", "--provider", "local", "--bucket", "demo")
+	connect.Env, connect.Dir = env, dir
+	if out, err := connect.CombinedOutput(); err != nil {
+		b.Fatalf("%v\n%s", err, out)
+	}
+	recipe := filepath.Join(dir, "deploy3.star")
+	if err := os.WriteFile(recipe, []byte(dryRunDeploy3), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	type sample struct{ wall, cpu time.Duration }
+	run := func(args ...string) sample {
+		cmd := exec.Command(bin, args...)
+		cmd.Env, cmd.Dir = env, dir
+		start := time.Now()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("podmin %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return sample{time.Since(start), cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}
+	}
+	median := func(s []sample, f func(sample) time.Duration) time.Duration {
+		v := make([]time.Duration, len(s))
+		for i, x := range s {
+			v[i] = f(x)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	var version, dryRun []sample
+	run("run", "--dry-run", recipe) // warm the page cache
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for range 30 {
+			version = append(version, run("version"))
+			dryRun = append(dryRun, run("run", "--dry-run", recipe))
+		}
+	}
+	b.StopTimer()
+	wall := func(s sample) time.Duration { return s.wall }
+	cpu := func(s sample) time.Duration { return s.cpu }
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	b.ReportMetric(ms(median(dryRun, wall)), "dryrun-wall-ms")
+	b.ReportMetric(ms(median(version, wall)), "version-wall-ms")
+	b.ReportMetric(ms(median(dryRun, cpu)), "dryrun-cpu-ms")
+	b.ReportMetric(ms(median(version, cpu)), "version-cpu-ms")
+	b.ReportMetric(float64(median(dryRun, wall))/float64(median(version, wall)), "wall-ratio")
+	b.ReportMetric(float64(median(dryRun, cpu))/float64(median(version, cpu)), "cpu-ratio")
 }

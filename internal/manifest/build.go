@@ -68,6 +68,29 @@ const (
 // Build renders the built-in DaemonSet (and its Service) as a canonical
 // YAML stream that Extract accepts: the same options give the same bytes.
 func Build(opts BuildOptions) ([]byte, error) {
+	out, _, err := BuildExtracted(opts)
+	return out, err
+}
+
+// BuildExtracted is Build that also returns what Extract makes of the
+// stream with the DaemonSet's name and NodeGroup and no image overrides:
+// Build checks its output with that extraction, so a caller that would
+// extract the same stream next (deploy, init) takes it from here.
+func BuildExtracted(opts BuildOptions) ([]byte, *Result, error) {
+	out, err := build(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	// The options were validated by build, so a failure here is a bug in
+	// Build, reported as such rather than as ErrInvalid.
+	res, err := Extract(out, ExtractOptions{Name: opts.Name, NodeGroup: opts.NodeGroup})
+	if err != nil {
+		return nil, nil, fmt.Errorf("built-in manifest failed its own validation: %s", err.Error())
+	}
+	return out, res, nil
+}
+
+func build(opts BuildOptions) ([]byte, error) {
 	var p problems
 	ns := cmp.Or(opts.Namespace, DefaultNamespace)
 	if problem := dnsLabel("DaemonSet name", opts.Name); problem != "" {
@@ -153,11 +176,6 @@ func Build(opts BuildOptions) ([]byte, error) {
 			return nil, fmt.Errorf("encode Service: %w", err)
 		}
 		out = slices.Concat(out, []byte("---\n"), y)
-	}
-	// The options were validated above, so a failure here is a bug in
-	// Build, reported as such rather than as ErrInvalid.
-	if _, err := Extract(out, ExtractOptions{Name: opts.Name, NodeGroup: opts.NodeGroup}); err != nil {
-		return nil, fmt.Errorf("built-in manifest failed its own validation: %s", err.Error())
 	}
 	return out, nil
 }
