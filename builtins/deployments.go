@@ -135,10 +135,13 @@ func (e *Env) Deploy(ctx context.Context, opts DeployOptions) (DeployResult, err
 	if ex.Service != nil {
 		d.ServiceName, d.Service = ex.Service.Name, ex.ServiceYAML
 	}
-	e.progress("committing %s to bucket %s", key, c.Bucket)
 	r, err := state.NewCommitter(store, e.commitOptions()).Deploy(ctx, d)
 	if err != nil {
 		return DeployResult{}, e.explain(c, err)
+	}
+	// Said once the outcome is known: an unchanged deploy commits nothing.
+	if r.Outcome != state.Unchanged {
+		e.progress("committed %s to bucket %s (%s)", key, c.Bucket, r.Outcome)
 	}
 	res := DeployResult{
 		Name: ex.Name, NodeGroup: ex.NodeGroup, Namespace: ex.Namespace, Service: d.ServiceName,

@@ -300,5 +300,5 @@ func (c *call) unpack(ptrs ...any) error {
 }
 
 // fail reports a builtins error as it is: the interpreter prefixes it
-// with "Error in podmin.x.y:" and adds the backtrace with file:line.
+// with "error in podmin.x.y:" and adds the backtrace with file:line.
 func (c *call) fail(err error) error { return err }

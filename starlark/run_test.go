@@ -131,17 +131,22 @@ prod 3 1.5 True ["a", "b"] x False test
 	if _, err := e.run(Options{}, script, "--help"); err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []string{"Shows its arguments.\n\n    More details.", "--env                    string (required)", "--replicas               int (default 1)", "--tags                   list of strings (default [])"} {
+	for _, w := range []string{"\n\nShows its arguments.\n\nMore details.\n\nparameters:\n", "--env                    string (required)", "--replicas               int (default 1)", "--tags                   list of strings (default [])"} {
 		if !strings.Contains(e.stdout.String(), w) {
 			t.Errorf("help lacks %q:\n%s", w, e.stdout.String())
 		}
 	}
 
 	for args, want := range map[string]string{
-		"--replicas=x":            "--replicas: want an integer, got \"x\"",
-		"--env=a --nope=1":        "unknown parameter \"--nope\": main takes --env, --replicas, --ratio, --verbose, --tags, --name",
-		"--replicas=2":            "missing required parameter(s) --env",
-		"--env=a --verbose=maybe": "--verbose: want true or false",
+		"--replicas=x":                      "--replicas: want an integer, got \"x\"",
+		"--env=a --nope=1":                  "unknown parameter \"--nope\": main takes --env, --replicas, --ratio, --verbose, --tags, --name",
+		"--replicas=2":                      "missing required parameter(s) --env",
+		"--env=a --verbose=maybe":           "--verbose: want true or false",
+		"--env=a --env=b":                   "--env is given twice: it takes one string; give it once, or make its default a list to take several",
+		"--env=a --replicas=1 --replicas=2": "--replicas is given twice",
+		"--env=a --ratio=nan":               "--ratio: want a finite number such as 0.5 or 2, got \"nan\"",
+		"--env=a --ratio=+Inf":              "--ratio: want a finite number",
+		"--env=a --ratio=1e999":             "--ratio: want a finite number",
 	} {
 		_, err := e.run(Options{}, script, strings.Fields(args)...)
 		var ae *ArgsError

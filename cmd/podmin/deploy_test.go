@@ -227,3 +227,24 @@ func TestConcurrentDeployProcesses(t *testing.T) {
 		}
 	}
 }
+
+// TestProgressOnlyForCommits: deploy says it committed only when it did;
+// an unchanged re-deploy, which writes nothing, says nothing of the kind.
+func TestProgressOnlyForCommits(t *testing.T) {
+	c := newCLI(t)
+	c.connectLocal()
+	_, errs, code := c.run("deploy", "web", "-g", "workers", "--image", "hello:v1")
+	if code != 0 || !strings.Contains(errs, "committed workers/web to bucket") || !strings.Contains(errs, "(created)") {
+		t.Fatalf("first deploy: exit %d, stderr:\n%s", code, errs)
+	}
+	out, errs, code := c.run("deploy", "web", "-g", "workers", "--image", "hello:v1")
+	if code != 0 || strings.Contains(errs, "commit") || !strings.Contains(out, "unchanged") {
+		t.Fatalf("unchanged deploy: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+	}
+	script := c.script("again.star", "podmin.deployments.deploy(\"web\", nodegroup = \"workers\", image = \"hello:v1\")\n")
+	for _, args := range [][]string{{"run", script}, {"run", "--dry-run", script}} {
+		if _, errs, code := c.run(args...); code != 0 || strings.Contains(errs, "commit") {
+			t.Errorf("podmin %s: exit %d, stderr:\n%s", strings.Join(args, " "), code, errs)
+		}
+	}
+}

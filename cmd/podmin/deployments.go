@@ -37,7 +37,7 @@ It reports created, updated or unchanged; an identical re-deploy writes nothing.
 Deployment identity is NODEGROUP/NAME: deploying a same-named DaemonSet from
 another namespace replaces the entry, and deploy warns when it does.`,
 		Example: `  podmin deploy web -g workers --image hello:v1 --service
-  podmin deploy app -g workers -f daemonset.yaml --image web=hello:v2`,
+  podmin deploy web -g workers -f daemonset.yaml --image web=hello:v2`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(out); err != nil {

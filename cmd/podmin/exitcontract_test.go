@@ -330,6 +330,12 @@ func TestExitCodeContract(t *testing.T) {
 			if code == exitUsage && !strings.HasSuffix(errs, " --help\"\n") {
 				t.Errorf("a usage error without the --help hint:\n%s", errs)
 			}
+			// One spelling of the error prefix, whoever made the error.
+			for _, line := range strings.Split(errs, "\n") {
+				if strings.HasPrefix(strings.TrimSpace(line), "Error") {
+					t.Errorf("an error line not spelled \"error\": %q", line)
+				}
+			}
 		})
 		root := newRoot(&builtins.Env{})
 		if cmd, _, err := root.Find(r.args); err == nil {

@@ -149,7 +149,7 @@ It prints one line per test and "N passed, N failed"; a failing test's output
 is printed under it, a passing test's only with -v. It exits 5 when a test
 failed, 3 when a PATH does not exist or no test matches -run.`,
 		Example: `  podmin test recipes/
-  podmin test -run 'deploy$' -v recipes/quickstart_test.star`,
+  podmin test -run 'twice$' -v recipes/quickstart_test.star`,
 		Annotations: map[string]string{noContext: "true"},
 		// Go's spelling (-run, -v) is parsed here, beside --run and --verbose.
 		DisableFlagParsing: true,

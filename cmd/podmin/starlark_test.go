@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +19,8 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+
+	"podmin.dev/podmin/builtins"
 )
 
 func (c *cli) script(name, content string) string {
@@ -465,4 +468,86 @@ func BenchmarkRunDryRunVsVersion(b *testing.B) {
 	b.ReportMetric(ms(median(version, cpu)), "version-cpu-ms")
 	b.ReportMetric(float64(median(dryRun, wall))/float64(median(version, wall)), "wall-ratio")
 	b.ReportMetric(float64(median(dryRun, cpu))/float64(median(version, cpu)), "cpu-ratio")
+}
+
+// TestDocumentedTestRunExamplesMatch runs the "podmin test -run" examples
+// of the README and of "podmin test --help" on the repository's recipes:
+// each must select and pass at least one test (a pattern matching nothing
+// is an error, exit 3).
+func TestDocumentedTestRunExamplesMatch(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	help := newTestCmd(&builtins.Env{}).Example
+	exampleRE := regexp.MustCompile(`podmin test -run (\S+) -v (recipes/\S*)`)
+	var found [][]string
+	for _, src := range []string{string(readme), help} {
+		found = append(found, exampleRE.FindAllStringSubmatch(src, -1)...)
+	}
+	if len(found) < 2 {
+		t.Fatalf("found %d -run examples, want the README's and the help's", len(found))
+	}
+	c := newCLI(t)
+	for _, m := range found {
+		pattern := strings.Trim(m[1], `'"`)
+		out, errs, code := c.run("test", "-run", pattern, "-v", filepath.Join("../..", m[2]))
+		if code != 0 || strings.Contains(out, "0 passed") || !strings.Contains(out, "--- PASS") {
+			t.Errorf("podmin test -run %s -v %s: exit %d\n%s%s", m[1], m[2], code, out, errs)
+		}
+	}
+	out, errs, code := c.run("test", "-run", "no_such_test", "../../recipes/")
+	if code != exitNotFound || !strings.Contains(errs, "the tests are test_find_and_report, ") {
+		t.Errorf("-run matching nothing: exit %d\n%s%s", code, out, errs)
+	}
+}
+
+// TestREPLTabListsCandidatesOnce: Tab completes what the candidates share;
+// the next Tab lists them once above the prompt, however the terminal
+// handles cursor movement.
+func TestREPLTabListsCandidatesOnce(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "repl")
+	cmd.Env = append(xdgEnv(dir), "PODMIN_TEST_RUN_MAIN=1", "TERM=xterm")
+	cmd.Dir = dir
+	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 100})
+	if err != nil {
+		t.Skipf("no pseudo-terminal: %v", err)
+	}
+	defer tty.Close()
+	out := &syncBuffer{more: make(chan struct{}, 1)}
+	go func() { _, _ = io.Copy(out, tty) }()
+	out.waitFor(t, ">>> ")
+	if _, err := tty.Write([]byte("podmin.de\t")); err != nil {
+		t.Fatal(err)
+	}
+	out.waitFor(t, ">>> podmin.dep")
+	if _, err := tty.Write([]byte("\t")); err != nil {
+		t.Fatal(err)
+	}
+	out.waitFor(t, "deployments  deps")
+	if _, err := tty.Write([]byte("loyments.del\t")); err != nil {
+		t.Fatal(err)
+	}
+	out.waitFor(t, ">>> podmin.deployments.delete")
+	if _, err := tty.Write([]byte("\r")); err != nil {
+		t.Fatal(err)
+	}
+	out.waitForAfter(t, "<built-in function podmin.deployments.delete>", ">>> ")
+	if _, err := tty.Write([]byte{4}); err != nil { // Ctrl-D
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("repl did not exit on Ctrl-D")
+	}
+	out.mu.Lock()
+	defer out.mu.Unlock()
+	if n := strings.Count(out.buf.String(), "deployments  deps"); n != 1 {
+		t.Errorf("the candidates were printed %d times, want once:\n%q", n, out.buf.String())
+	}
 }
