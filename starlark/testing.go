@@ -190,6 +190,14 @@ func newSandbox(ctx context.Context, opts TestOptions, testDir string, out io.Wr
 		cache = dirs.Cache
 	}
 	sb.host = New(Options{Ops: env, Stdout: out, Stderr: out, Now: func() time.Time { return TestClock }, CacheDir: cache, WorkDir: work})
+	if testDir != "" {
+		// Loads, like reads, stay in the test's project: its recipe root.
+		root, err := sb.host.loader.root(testDir)
+		if err != nil {
+			root = testDir
+		}
+		sb.host.loader.confine = root
+	}
 	sb.done = func() {
 		for i := len(sb.cleanups) - 1; i >= 0; i-- {
 			sb.cleanups[i]()

@@ -114,3 +114,24 @@ def test_prints_the_refusal(t):
 		t.Errorf("host cluster after the test:\n%s", list)
 	}
 }
+
+// TestRecipeTestLoadsStayInItsProject: a recipe test loads files below its
+// recipe root (and pinned repositories) only, so load() is no way to read
+// a file elsewhere either.
+func TestRecipeTestLoadsStayInItsProject(t *testing.T) {
+	c := newCLI(t)
+	outside := c.script("outside.star", "x = 1\n")
+	tests := filepath.Join(c.root, "project", "tests")
+	if err := os.MkdirAll(tests, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(c.root, "project"), "podmin.star.lock", `{"recipes": {}}`)
+	writeFile(t, filepath.Join(c.root, "project"), "lib.star", "y = 2\n")
+	writeFile(t, tests, "inside_test.star", "load(\"//lib.star\", \"y\")\ndef test_inside(t):\n    t.assert.eq(y, 2)\n")
+	writeFile(t, tests, "outside_test.star", "load(\"../../outside.star\", \"x\")\ndef test_outside(t):\n    pass\n")
+	out, errs, code := c.run("test", tests)
+	if code != exitScript || !strings.Contains(out, "--- PASS: "+filepath.Join(tests, "inside_test.star")) ||
+		!strings.Contains(out, outside+" is outside the test's recipe root "+filepath.Join(c.root, "project")) {
+		t.Errorf("exit %d:\n%s%s", code, out, errs)
+	}
+}
