@@ -63,23 +63,7 @@ func (c *cli) fails(wantCode int, wantErr string, args ...string) {
 // failed command can be shown to have changed nothing.
 func (c *cli) snapshot() map[string]string {
 	c.t.Helper()
-	files := map[string]string{}
-	err := filepath.Walk(c.root, func(p string, info os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		if info.IsDir() {
-			files[p+"/"] = ""
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		files[p] = string(b)
-		return err
-	})
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	return files
+	return dirSnapshot(c.t, c.root)
 }
 
 func (c *cli) unchanged(before map[string]string) {

@@ -82,11 +82,7 @@ func TestGuardParity(t *testing.T) {
 // without a terminal: it exits 4, says how to confirm and changes nothing;
 // with -y it does its work.
 func TestDestructiveCommandsNeedConfirmation(t *testing.T) {
-	c := secretCLI(t)
-	c.stdin = "a-value-for-k"
-	c.ok("secret", "create", "k", "--for", "web", "--stdin")
-	c.stdin = ""
-	c.ok("deploy", "web", "-g", "workers", "--image", "hello:v1")
+	c := destructibleCLI(t)
 	cases := []struct {
 		args []string
 		flag string
@@ -131,11 +127,7 @@ func TestScriptConfirmation(t *testing.T) {
 // exit 4 before anything changes, -y included, for each destructive
 // built-in, and a dry run refuses as the real run would.
 func TestNamedClusterIsACheck(t *testing.T) {
-	c := secretCLI(t)
-	c.stdin = "a-value-for-k"
-	c.ok("secret", "create", "k", "--for", "web", "--stdin")
-	c.stdin = ""
-	c.ok("deploy", "web", "-g", "workers", "--image", "hello:v1")
+	c := destructibleCLI(t)
 	c.ok("setup", "--nodegroup", "workers", "-y")
 	calls := []string{
 		`podmin.deployments.delete("web", nodegroup = "workers", confirm = "prod")`,
@@ -165,11 +157,7 @@ func TestNamedClusterIsACheck(t *testing.T) {
 // nothing and shows every destructive step it plans, marked as needing
 // confirmation when the script gave none.
 func TestDryRunOfADestructiveRecipe(t *testing.T) {
-	c := secretCLI(t)
-	c.stdin = "a-value-for-k"
-	c.ok("secret", "create", "k", "--for", "web", "--stdin")
-	c.stdin = ""
-	c.ok("deploy", "web", "-g", "workers", "--image", "hello:v1")
+	c := destructibleCLI(t)
 	c.ok("deploy", "api", "-g", "workers", "--image", "hello:v1")
 	script := c.script("cleanup.star", `def main(ctx):
     podmin.deployments.delete("web", nodegroup = "workers")
@@ -212,4 +200,15 @@ func TestDryRunOfADestructiveRecipe(t *testing.T) {
 	// The real run still needs the confirmation the plan names.
 	c.fails(exitRefused, "pass confirm", "run", script)
 	c.unchanged(before)
+}
+
+// destructibleCLI is connected to cluster demo with a secret k of Pod web
+// and a deployment workers/web: something for each destructive command.
+func destructibleCLI(t *testing.T) *cli {
+	c := secretCLI(t)
+	c.stdin = "a-value-for-k"
+	c.ok("secret", "create", "k", "--for", "web", "--stdin")
+	c.stdin = ""
+	c.ok("deploy", "web", "-g", "workers", "--image", "hello:v1")
+	return c
 }

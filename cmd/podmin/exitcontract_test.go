@@ -5,6 +5,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -79,12 +80,7 @@ func TestExitCodeContract(t *testing.T) {
 	c.ok("connect", "spare", "--provider", "local", "--bucket", filepath.Join(c.root, "spare"))
 	c.ok("use", "demo")
 	valueFile := writeFile(t, c.root, "value.txt", "another value")
-	buildDir := filepath.Join(c.root, "app")
-	if err := os.MkdirAll(buildDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, buildDir, "Containerfile", "FROM scratch\nCOPY hello.txt /hello.txt\n")
-	writeFile(t, buildDir, "hello.txt", "hello\n")
+	buildDir := buildContext(t, c.root)
 	lockDir := filepath.Join(c.root, "locked")
 	if err := os.MkdirAll(filepath.Join(lockDir, "lib"), 0o755); err != nil {
 		t.Fatal(err)
@@ -420,13 +416,9 @@ func TestSignalExitCodes(t *testing.T) {
 			if err := cmd.Process.Signal(tc.sig); err != nil {
 				t.Fatal(err)
 			}
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			select {
-			case <-done:
-			case <-time.After(20 * time.Second):
-				_ = cmd.Process.Kill()
-				t.Fatal("podmin did not stop on the signal")
+			var exit *exec.ExitError
+			if err := waitExit(cmd, 20*time.Second); err != nil && !errors.As(err, &exit) {
+				t.Fatal(err)
 			}
 			errb.mu.Lock()
 			stderr := errb.buf.String()

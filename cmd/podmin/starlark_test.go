@@ -7,6 +7,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -246,46 +247,17 @@ func (s *syncBuffer) waitForAfter(t *testing.T, anchor, want string) {
 
 func TestREPLInPseudoTerminal(t *testing.T) {
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "repl")
-	cmd.Env = append(xdgEnv(dir), "PODMIN_TEST_RUN_MAIN=1", "TERM=dumb")
-	cmd.Dir = dir
-	tty, err := pty.Start(cmd)
-	if err != nil {
-		t.Skipf("no pseudo-terminal: %v", err)
-	}
-	defer tty.Close()
-	out := &syncBuffer{more: make(chan struct{}, 1)}
-	go func() { _, _ = io.Copy(out, tty) }()
-
-	out.waitFor(t, ">>> ")
-	if _, err := tty.Write([]byte("def f(n):\r")); err != nil {
-		t.Fatal(err)
-	}
-	out.waitFor(t, "... ")
-	if _, err := tty.Write([]byte("    return n + 40\r\r")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tty.Write([]byte("f(2)\r")); err != nil {
-		t.Fatal(err)
-	}
-	out.waitFor(t, "42")
+	r := startREPL(t, dir, "dumb", nil)
+	r.out.waitFor(t, ">>> ")
+	r.send(t, "def f(n):\r")
+	r.out.waitFor(t, "... ")
+	r.send(t, "    return n + 40\r\r")
+	r.send(t, "f(2)\r")
+	r.out.waitFor(t, "42")
 	// Ctrl-D ends the session only at a fresh prompt: wait for the one
 	// after the result, or the byte can reach the terminal mid-redraw.
-	out.waitForAfter(t, "42", ">>> ")
-	if _, err := tty.Write([]byte{4}); err != nil { // Ctrl-D
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("repl exited with %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatal("repl did not exit on Ctrl-D")
-	}
+	r.out.waitForAfter(t, "42", ">>> ")
+	r.quit(t)
 	if _, err := os.Stat(filepath.Join(dir, "data", "podmin", "repl_history")); err != nil {
 		t.Errorf("no history file: %v", err)
 	}
@@ -343,22 +315,9 @@ func TestREPLConfirmsWithTheClusterID(t *testing.T) {
 	c.ok("connect", "demo", "--provider", "local", "--bucket", "demo-bucket")
 	c.ok("deploy", "web", "-g", "workers", "--image", "hello:v1")
 	c.ok("deploy", "api", "-g", "workers", "--image", "hello:v1")
-	cmd := exec.Command(os.Args[0], "repl")
-	cmd.Env = append(xdgEnv(dir), "PODMIN_TEST_RUN_MAIN=1", "TERM=dumb")
-	cmd.Dir = dir
-	tty, err := pty.Start(cmd)
-	if err != nil {
-		t.Skipf("no pseudo-terminal: %v", err)
-	}
-	defer tty.Close()
-	out := &syncBuffer{more: make(chan struct{}, 1)}
-	go func() { _, _ = io.Copy(out, tty) }()
-	send := func(s string) {
-		t.Helper()
-		if _, err := tty.Write([]byte(s + "\r")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r := startREPL(t, dir, "dumb", nil)
+	send := func(s string) { t.Helper(); r.send(t, s+"\r") }
+	out := r.out
 	out.waitFor(t, ">>> ")
 	send(`podmin.deployments.delete("web", nodegroup = "workers")`)
 	out.waitFor(t, `podmin.deployments.delete("web") is destructive. Type the cluster ID (demo) to confirm: `)
@@ -373,26 +332,11 @@ func TestREPLConfirmsWithTheClusterID(t *testing.T) {
 	send("demo")
 	out.waitFor(t, `"deleted"`)
 	out.waitForAfter(t, `"deleted"`, ">>> ")
-	if _, err := tty.Write([]byte{4}); err != nil { // Ctrl-D
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("repl exited with %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatal("repl did not exit on Ctrl-D")
-	}
+	r.quit(t)
 	if list := c.ok("list"); strings.Contains(list, "web") || !strings.Contains(list, "api") {
 		t.Errorf("after the session:\n%s", list)
 	}
-	out.mu.Lock()
-	defer out.mu.Unlock()
-	got := out.buf.String()
+	got := r.output()
 	start := strings.Index(got, `confirm = "prod")`)
 	end := strings.Index(got, `does not match the cluster "demo"`)
 	if start < 0 || end < start || strings.Contains(got[start:end], "Type the cluster ID") {
@@ -507,47 +451,81 @@ func TestDocumentedTestRunExamplesMatch(t *testing.T) {
 // handles cursor movement.
 func TestREPLTabListsCandidatesOnce(t *testing.T) {
 	dir := t.TempDir()
+	r := startREPL(t, dir, "xterm", &pty.Winsize{Rows: 24, Cols: 100})
+	r.out.waitFor(t, ">>> ")
+	r.send(t, "podmin.de\t")
+	r.out.waitFor(t, ">>> podmin.dep")
+	r.send(t, "\t")
+	r.out.waitFor(t, "deployments  deps")
+	r.send(t, "loyments.del\t")
+	r.out.waitFor(t, ">>> podmin.deployments.delete")
+	r.send(t, "\r")
+	r.out.waitForAfter(t, "<built-in function podmin.deployments.delete>", ">>> ")
+	r.quit(t)
+	if n := strings.Count(r.output(), "deployments  deps"); n != 1 {
+		t.Errorf("the candidates were printed %d times, want once:\n%q", n, r.output())
+	}
+}
+
+// ptyREPL is "podmin repl" running on a pseudo-terminal of the given size
+// with its state below dir.
+type ptyREPL struct {
+	cmd *exec.Cmd
+	tty *os.File
+	out *syncBuffer
+}
+
+// startREPL starts the REPL on a pseudo-terminal; the test is skipped
+// where there is none.
+func startREPL(t *testing.T, dir, term string, size *pty.Winsize) *ptyREPL {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "repl")
-	cmd.Env = append(xdgEnv(dir), "PODMIN_TEST_RUN_MAIN=1", "TERM=xterm")
+	cmd.Env = append(xdgEnv(dir), "PODMIN_TEST_RUN_MAIN=1", "TERM="+term)
 	cmd.Dir = dir
-	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 100})
+	tty, err := pty.StartWithSize(cmd, size)
 	if err != nil {
 		t.Skipf("no pseudo-terminal: %v", err)
 	}
-	defer tty.Close()
-	out := &syncBuffer{more: make(chan struct{}, 1)}
-	go func() { _, _ = io.Copy(out, tty) }()
-	out.waitFor(t, ">>> ")
-	if _, err := tty.Write([]byte("podmin.de\t")); err != nil {
+	t.Cleanup(func() { _ = tty.Close() })
+	r := &ptyREPL{cmd: cmd, tty: tty, out: &syncBuffer{more: make(chan struct{}, 1)}}
+	go func() { _, _ = io.Copy(r.out, tty) }()
+	return r
+}
+
+// send types s on the terminal.
+func (r *ptyREPL) send(t *testing.T, s string) {
+	t.Helper()
+	if _, err := r.tty.Write([]byte(s)); err != nil {
 		t.Fatal(err)
 	}
-	out.waitFor(t, ">>> podmin.dep")
-	if _, err := tty.Write([]byte("\t")); err != nil {
-		t.Fatal(err)
+}
+
+// quit types Ctrl-D, which must end the session with status 0. Call it
+// at a fresh prompt: a byte that reaches the terminal mid-redraw is lost.
+func (r *ptyREPL) quit(t *testing.T) {
+	t.Helper()
+	r.send(t, "\x04")
+	if err := waitExit(r.cmd, 20*time.Second); err != nil {
+		t.Fatalf("repl after Ctrl-D: %v", err)
 	}
-	out.waitFor(t, "deployments  deps")
-	if _, err := tty.Write([]byte("loyments.del\t")); err != nil {
-		t.Fatal(err)
-	}
-	out.waitFor(t, ">>> podmin.deployments.delete")
-	if _, err := tty.Write([]byte("\r")); err != nil {
-		t.Fatal(err)
-	}
-	out.waitForAfter(t, "<built-in function podmin.deployments.delete>", ">>> ")
-	if _, err := tty.Write([]byte{4}); err != nil { // Ctrl-D
-		t.Fatal(err)
-	}
+}
+
+// output is everything the terminal showed.
+func (r *ptyREPL) output() string {
+	r.out.mu.Lock()
+	defer r.out.mu.Unlock()
+	return r.out.buf.String()
+}
+
+// waitExit waits for cmd to exit, at most d, and kills it after that.
+func waitExit(cmd *exec.Cmd, d time.Duration) error {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
+	case err := <-done:
+		return err
+	case <-time.After(d):
 		_ = cmd.Process.Kill()
-		t.Fatal("repl did not exit on Ctrl-D")
-	}
-	out.mu.Lock()
-	defer out.mu.Unlock()
-	if n := strings.Count(out.buf.String(), "deployments  deps"); n != 1 {
-		t.Errorf("the candidates were printed %d times, want once:\n%q", n, out.buf.String())
+		return fmt.Errorf("%s did not exit within %s", strings.Join(cmd.Args, " "), d)
 	}
 }
