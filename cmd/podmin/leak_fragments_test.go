@@ -76,6 +76,10 @@ var fragmentCases = []fragmentCase{
 	{name: "secret key", mode: "run", script: registerRaw + "podmin.secrets.create(raw, for_ = \"web\", value = \"another value\")\n"},
 	{name: "secret pod", mode: "run", script: registerRaw + "podmin.secrets.create(\"k\", for_ = raw, value = \"another value\")\n"},
 	{name: "secrets provider", mode: "run", script: registerRaw + "podmin.secrets.list(provider = raw)\n"},
+	{name: "setup NodeGroup settings", mode: "run", script: registerRaw + "podmin.cluster.setup(nodegroup = [\"web,\" + raw[:20]], confirm = True)\n"},
+	{name: "setup NodeGroup spec", mode: "run", script: registerRaw + "podmin.cluster.setup(nodegroup = [raw], confirm = True)\n"},
+	{name: "setup otel_logs keys", mode: "run", script: registerRaw + "podmin.cluster.setup(nodegroup = [\"web\"], otel_logs = raw, confirm = True)\n"},
+	{name: "setup size value", mode: "run", script: registerRaw + "podmin.cluster.setup(nodegroup = [\"web,size=\" + raw[3:12]], confirm = True)\n"},
 	// single characters with their position
 	{name: "nodegroup character", mode: "run", script: registerRaw + "podmin.deployments.deploy(\"web\", nodegroup = raw, image = \"hello:v1\")\n"},
 	{name: "cluster ID character", mode: "run", script: registerRaw + "podmin.contexts.connect(raw, provider = \"local\", bucket = \"b-bucket\")\n"},

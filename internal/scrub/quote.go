@@ -178,7 +178,7 @@ func QuoteSpans(msg string) string {
 				inner = u
 			}
 		}
-		if utf8.RuneCountInString(inner) == 1 {
+		if span[0] == '\'' && utf8.RuneCountInString(inner) == 1 {
 			// One character, as a parser names what it stopped at: the
 			// input it came from is unknown here, so it is not shown.
 			return "(a character not shown)"
