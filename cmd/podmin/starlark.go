@@ -218,7 +218,9 @@ pre-loading FILE. Tab completes names and attributes, help(x) documents a builti
 _ holds the last value, Ctrl-C cancels the running call, Ctrl-D leaves. History is
 kept in the Podmin data directory (repl_history, mode 0600); it never keeps a line
 that contains a secret value. On a terminal, a destructive call without confirm =
-asks before it runs. The session has no overall deadline unless --timeout is given.`,
+asks you to type the cluster ID before it runs, as the CLI commands do; Tab twice
+lists the candidates. The session has no overall deadline unless --timeout is
+given.`,
 		Example: `  podmin repl
   podmin repl recipes/rollout.star`,
 		Args:        cobra.MaximumNArgs(1),
