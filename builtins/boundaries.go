@@ -48,6 +48,42 @@ type Files interface {
 	MkdirAll(path string, perm fs.FileMode) error
 }
 
+// ReadJail is implemented by Files that allow reads only in some places (a
+// recipe test's sandbox and its directory). Operations that read through
+// another path than Files.Open (build walks its context directory) ask it
+// which path to read; an error refuses the read.
+type ReadJail interface {
+	ReadPath(path string) (string, error)
+}
+
+// readPath returns the path a read of path uses: path itself, unless the
+// Files boundary is a ReadJail.
+func (e *Env) readPath(path string) (string, error) {
+	if j, ok := e.files().(ReadJail); ok {
+		return j.ReadPath(path)
+	}
+	return path, nil
+}
+
+// ReadUserFile reads a file the operator named (a secret value's file=),
+// relative to WorkDir, through the Files boundary; a file longer than
+// limit bytes is an error.
+func (e *Env) ReadUserFile(name string, limit int64) ([]byte, error) {
+	f, err := e.files().Open(e.path(name))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s is longer than %d bytes", name, limit)
+	}
+	return data, nil
+}
+
 // contextsFile returns the contexts boundary.
 func (e *Env) contextsFile() ContextsFile {
 	if e.Contexts != nil {

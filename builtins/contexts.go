@@ -17,6 +17,7 @@ import (
 	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/ids"
 	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/scrub"
 )
 
 // ClusterTag is the bucket tag that records which cluster created a bucket.
@@ -69,7 +70,7 @@ func (e *Env) validateConnect(opts *ConnectOptions) (cloud.Provider, error) {
 	if opts.SecretsProvider == "" {
 		opts.SecretsProvider = allowed[0]
 	} else if !slices.Contains(allowed, opts.SecretsProvider) {
-		return nil, fmt.Errorf("secrets provider %q cannot be used with provider %q: use one of %q", opts.SecretsProvider, p.Name(), allowed)
+		return nil, fmt.Errorf("secrets provider %s cannot be used with provider %q: use one of %q", scrub.Quote(opts.SecretsProvider), p.Name(), allowed)
 	}
 	return p, nil
 }

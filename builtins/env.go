@@ -120,7 +120,7 @@ func (e *Env) provider(name string) (cloud.Provider, error) {
 	}
 	p, ok := e.Providers[name]
 	if !ok {
-		return nil, fmt.Errorf("unknown provider %q: use one of %q", name, e.providerNames())
+		return nil, fmt.Errorf("unknown provider %s: use one of %q", scrub.Quote(name), e.providerNames())
 	}
 	return p, nil
 }
@@ -139,6 +139,9 @@ func (e *Env) CurrentContext() (contexts.Context, error) {
 // directory, or nil when there is none (list, deploy and preview then read
 // the bucket).
 func (e *Env) payloadCache() state.PayloadCache {
+	if e.Commit.Cache != nil {
+		return e.Commit.Cache
+	}
 	if e.Dirs.Cache == "" {
 		return nil
 	}

@@ -7,11 +7,13 @@ package dryrun
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 	"time"
 
 	"podmin.dev/podmin/builtins"
+	"podmin.dev/podmin/internal/cache"
 	"podmin.dev/podmin/internal/cloud"
 	"podmin.dev/podmin/internal/objstore/overlay"
 )
@@ -123,6 +125,10 @@ func New(env *builtins.Env) (*Recorder, *builtins.Env, error) {
 		// The operations report what they do; in a dry run it only
 		// happens in the overlay.
 		e.Progress = func(msg string) { env.Progress("dry run: " + msg) }
+	}
+	if e.Commit.Cache == nil && env.Dirs.Cache != "" {
+		// Before Dirs.Cache moves to the scratch copy below.
+		e.Commit.Cache = readOnlyCache{real: cache.Open(filepath.Join(env.Dirs.Cache, "objects"), env.CacheMaxBytes)}
 	}
 	images, err := r.imageScratch(env.Dirs.Cache)
 	if err != nil {

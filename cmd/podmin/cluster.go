@@ -126,6 +126,7 @@ every node of every NodeGroup; only size= applies there.`,
 	f.StringVar(&opts.AgentSource, "agent-source", "", "cross-compile the agent from this Podmin checkout instead of the published one")
 	destructive(cmd, &yes)
 	addOutputFlag(cmd, &out)
+	requireFlags(cmd, "nodegroup")
 	return cmd
 }
 

@@ -70,6 +70,7 @@ CLUSTER is 1-32 lowercase letters, digits and hyphens, starting with a letter.`,
 	f.StringVar(&opts.Profile, "profile", "", "AWS shared-config profile")
 	f.StringVar(&opts.SecretsProvider, "secrets-provider", "", "default secrets provider: aws-parameter-store, aws-secrets-manager or local (default: aws-parameter-store on aws, local on local)")
 	addOutputFlag(cmd, &out)
+	requireFlags(cmd, "provider", "bucket")
 	return cmd
 }
 

@@ -58,12 +58,7 @@ func TestJSONGolden(t *testing.T) {
 	if err := remote.Write(parseRef(t, host+"/team/tool:v1"), img); err != nil {
 		t.Fatal(err)
 	}
-	ctxDir := filepath.Join(c.root, "app")
-	if err := os.Mkdir(ctxDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, ctxDir, "Containerfile", "FROM scratch\nCOPY hello.txt /hello.txt\n")
-	writeFile(t, ctxDir, "hello.txt", "hello\n")
+	ctxDir := buildContext(t, c.root)
 	manifest := filepath.Join(c.root, "web.yaml")
 	value := writeFile(t, c.root, "value.txt", "golden value")
 
@@ -219,4 +214,17 @@ func TestSecretsManagerJSONGolden(t *testing.T) {
 	checkGolden(t, c, "secret-delete", []string{"secret", "delete", "token", "--for", "web", "-y"})
 	checkGolden(t, c, "secret-list-scheduled", []string{"secret", "list"})
 	checkGolden(t, c, "secret-restore", []string{"secret", "restore", "token", "--for", "web"})
+}
+
+// buildContext writes a build context below dir, "app", holding a
+// Containerfile that copies one file into a scratch image.
+func buildContext(t *testing.T, dir string) string {
+	t.Helper()
+	ctxDir := filepath.Join(dir, "app")
+	if err := os.MkdirAll(ctxDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, ctxDir, "Containerfile", "FROM scratch\nCOPY hello.txt /hello.txt\n")
+	writeFile(t, ctxDir, "hello.txt", "hello\n")
+	return ctxDir
 }

@@ -15,6 +15,7 @@ import (
 	"sort"
 
 	"podmin.dev/podmin/internal/paths"
+	"podmin.dev/podmin/internal/scrub"
 )
 
 // FileName is the name of the contexts file inside the config directory.
@@ -71,9 +72,9 @@ func (f *File) Lookup(name string) (Context, error) {
 	if !ok {
 		known := f.Names()
 		if len(known) == 0 {
-			return Context{}, fmt.Errorf("%w %q: no contexts are saved: run \"podmin connect %s --provider aws|local --bucket BUCKET\"", ErrUnknown, name, name)
+			return Context{}, fmt.Errorf("%w %s: no contexts are saved: run \"podmin connect CLUSTER --provider aws|local --bucket BUCKET\"", ErrUnknown, scrub.Quote(name))
 		}
-		return Context{}, fmt.Errorf("%w %q: saved contexts are %q: run \"podmin use\" to list them or \"podmin connect\" to add one", ErrUnknown, name, known)
+		return Context{}, fmt.Errorf("%w %s: saved contexts are %q: run \"podmin use\" to list them or \"podmin connect\" to add one", ErrUnknown, scrub.Quote(name), known)
 	}
 	return c, nil
 }
