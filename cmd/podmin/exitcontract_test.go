@@ -312,6 +312,7 @@ func TestExitCodeContract(t *testing.T) {
 	// install, uninstall (cloudflared) and fetch
 	rows = append(rows, installExitRows(t, fresh, other)...)
 	rows = append(rows, fetchExitRows(t, fresh, c)...)
+	rows = append(rows, indexExitRows(t, fresh)...)
 	if len(rows) < 100 {
 		t.Fatalf("%d rows, want at least 100", len(rows))
 	}
