@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package lifecycle
 
 import (
 	"context"
@@ -39,7 +39,9 @@ type NodeBootstrap interface {
 // rendered under <cache>/infrastructure/<cluster>, run by OpenTofu/
 // Terraform, after the EC2 API checked every input.
 type AWSInfra struct {
-	Env *Env
+	// Host is the operation's face (a dry run's own): it opens the
+	// bucket and names the cache.
+	Host BootstrapHost
 	// Context is the cluster's context.
 	Context contexts.Context
 	// EC2 answers the checks before anything runs.
@@ -58,9 +60,9 @@ type AWSInfra struct {
 	vars *infra.Vars
 }
 
-var _ ClusterInfra = (*AWSInfra)(nil)
+var _ Infra = (*AWSInfra)(nil)
 
-func (a *AWSInfra) dir() string { return infra.ModuleDir(a.Env.Dirs.Cache, a.Context.Cluster) }
+func (a *AWSInfra) dir() string { return infra.ModuleDir(a.Host.CacheDir(), a.Context.Cluster) }
 
 // runner returns the runner for the module directory and the cluster's
 // backend.
@@ -71,7 +73,7 @@ func (a *AWSInfra) runner() infra.Runner {
 	return r
 }
 
-// Prepare implements ClusterInfra: zones, instance types, AMIs and the VPC
+// Prepare implements Infra: zones, instance types, AMIs and the VPC
 // are checked through the EC2 API before anything is written or run.
 func (a *AWSInfra) Prepare(ctx context.Context, cl *infra.Cluster) error {
 	if err := infra.ResolveZones(ctx, a.EC2, cl); err != nil {
@@ -95,7 +97,7 @@ func (a *AWSInfra) Prepare(ctx context.Context, cl *infra.Cluster) error {
 	return nil
 }
 
-// Plan implements ClusterInfra: it renders the module and plans.
+// Plan implements Infra: it renders the module and plans.
 func (a *AWSInfra) Plan(ctx context.Context, cl infra.Cluster) (PlanSummary, error) {
 	now := time.Now
 	if a.Now != nil {
@@ -156,7 +158,7 @@ func (a *AWSInfra) plan(ctx context.Context, v infra.Vars, destroy bool) (PlanSu
 	return PlanSummary{Add: p.Add, Change: p.Change, Destroy: p.Destroy, Text: p.Text, Steps: []string{step}}, nil
 }
 
-// Config implements ClusterInfra: the variables file is what setup stores
+// Config implements Infra: the variables file is what setup stores
 // beside the state.
 func (a *AWSInfra) Config(infra.Cluster) ([]byte, error) {
 	if a.vars == nil {
@@ -166,13 +168,13 @@ func (a *AWSInfra) Config(infra.Cluster) ([]byte, error) {
 	return append(data, '\n'), err
 }
 
-// Commit implements ClusterInfra: it publishes the node dependencies the
+// Commit implements Infra: it publishes the node dependencies the
 // plan was made with.
 func (a *AWSInfra) Commit(ctx context.Context, cl infra.Cluster) error {
 	return a.Bootstrap.Publish(ctx, cl)
 }
 
-// Apply implements ClusterInfra: it applies exactly the shown plan.
+// Apply implements Infra: it applies exactly the shown plan.
 func (a *AWSInfra) Apply(ctx context.Context, _ infra.Cluster) error {
 	r := a.runner()
 	return r.Apply(ctx)
@@ -181,7 +183,7 @@ func (a *AWSInfra) Apply(ctx context.Context, _ infra.Cluster) error {
 // storedVars reads the variables setup stored beside the state; ok is
 // false when the cluster has no infrastructure state at all.
 func (a *AWSInfra) storedVars(ctx context.Context, c contexts.Context) (infra.Vars, bool, error) {
-	_, b, err := a.Env.openCluster(ctx)
+	_, b, err := a.Host.OpenCluster(ctx)
 	if err != nil {
 		return infra.Vars{}, false, err
 	}
@@ -208,7 +210,7 @@ func (a *AWSInfra) storedVars(ctx context.Context, c contexts.Context) (infra.Va
 	return v, true, nil
 }
 
-// PlanDestroy implements ClusterInfra: it re-renders the module with the
+// PlanDestroy implements Infra: it re-renders the module with the
 // stored variables, so teardown works from any machine, and plans the
 // destroy of what the state holds.
 func (a *AWSInfra) PlanDestroy(ctx context.Context, c contexts.Context) (PlanSummary, error) {
@@ -221,7 +223,7 @@ func (a *AWSInfra) PlanDestroy(ctx context.Context, c contexts.Context) (PlanSum
 	return a.plan(ctx, v, true)
 }
 
-// Destroy implements ClusterInfra. A VPC the state created must still
+// Destroy implements Infra. A VPC the state created must still
 // carry this cluster's tag; a reused VPC is only read by the module and
 // never deleted.
 func (a *AWSInfra) Destroy(ctx context.Context, c contexts.Context) error {
