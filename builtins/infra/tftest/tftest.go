@@ -137,3 +137,33 @@ func HasAWSProvider(dir string) bool {
 	m, _ := filepath.Glob(filepath.Join(base, "terraform-provider-aws_*_"+platform+".zip"))
 	return len(m) > 0
 }
+
+// ImpliedMirror returns a directory to use as XDG_DATA_HOME in which
+// Terraform finds tf.Mirror's AWS provider among its implied local mirrors
+// (<XDG_DATA_HOME>/terraform/plugins), so it installs offline without any
+// CLI configuration. It is empty when the provider comes from the registry.
+func ImpliedMirror(t testing.TB, tf Terraform) string {
+	t.Helper()
+	if tf.Mirror == "" {
+		return ""
+	}
+	data := t.TempDir()
+	platform := runtime.GOOS + "_" + runtime.GOARCH
+	dirs, err := filepath.Glob(filepath.Join(tf.Mirror, "registry.terraform.io", "hashicorp", "aws", "*", platform))
+	if err != nil || len(dirs) == 0 {
+		t.Fatalf("%s holds no unpacked AWS provider for %s (%v)", tf.Mirror, platform, err)
+	}
+	for _, d := range dirs {
+		version := filepath.Base(filepath.Dir(d))
+		link := filepath.Join(data, "terraform", "plugins", "registry.terraform.io", "hashicorp", "aws", version, platform)
+		if err := os.MkdirAll(filepath.Dir(link), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		// Terraform follows a symbolic link at the platform directory,
+		// as it makes them itself.
+		if err := os.Symlink(d, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return data
+}
