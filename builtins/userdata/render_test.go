@@ -136,7 +136,7 @@ func TestRenderEveryArchitecture(t *testing.T) {
 				PodsAPIGate + ": true",
 				"kubeReserved:", "systemReserved:", "cpu: 100m", "memory: 128Mi", "memory: 96Mi", "- pods",
 				"readOnlyPort: 0",
-				`aws ec2 assign-ipv6-addresses --region "$region" --network-interface-id "$pod_eni" --ipv6-prefix-count 1 >/dev/null`,
+				`aws ec2 assign-ipv6-addresses --region "$region" --endpoint-url "$ec2_endpoint" --network-interface-id "$pod_eni" --ipv6-prefix-count 1 >/dev/null`,
 				`[[ "$pod_prefix" == */80 ]] || die "delegated prefix $pod_prefix is not a /80"`,
 				`ip -6 addr replace "${pod_eni_ip}/128" dev "$pod_if"`,
 				`ip -6 rule add from "$PODMIN_POD_PREFIX" table 80 priority 800`,

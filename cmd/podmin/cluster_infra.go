@@ -16,6 +16,7 @@ import (
 	"podmin.dev/podmin/builtins"
 	"podmin.dev/podmin/builtins/infra"
 	"podmin.dev/podmin/builtins/lifecycle"
+	awscloud "podmin.dev/podmin/internal/cloud/aws"
 	"podmin.dev/podmin/internal/contexts"
 )
 
@@ -36,7 +37,9 @@ func clusterInfrastructure(stderr io.Writer, lookupEnv func(string) (string, boo
 		if err != nil {
 			return nil, fmt.Errorf("load the AWS configuration (profile %q): %w", c.Profile, err)
 		}
-		client := ec2.NewFromConfig(cfg)
+		client := ec2.NewFromConfig(cfg, func(o *ec2.Options) {
+			o.EndpointOptions.UseDualStackEndpoint = awscloud.DualStack(o.BaseEndpoint)
+		})
 		return &lifecycle.AWSInfra{
 			Host:    h,
 			Context: c,

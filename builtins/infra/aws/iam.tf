@@ -45,16 +45,19 @@ locals {
         Resource = ["${local.bucket_arn}/dns/*", "${local.bucket_arn}/identity/*"]
       },
       {
-        Sid       = "ListDependencies"
-        Effect    = "Allow"
-        Action    = ["s3:ListBucket"]
-        Resource  = [local.bucket_arn]
-        Condition = { StringLike = { "s3:prefix" = ["dependencies/*", "apps/*", "mirror/*"] } }
+        # Bootstrap syncs dependencies/; the agent asks HeadBucket when the
+        # deployment index is absent, and only with ListBucket does S3
+        # answer a missing object with 404 rather than 403, so an absent
+        # index reads as empty desired state. Key names hold no secret.
+        Sid      = "ListBucket"
+        Effect   = "Allow"
+        Action   = ["s3:ListBucket"]
+        Resource = [local.bucket_arn]
       },
       {
         Sid      = "ClusterParameters"
         Effect   = "Allow"
-        Action   = ["ssm:GetParameter", "ssm:GetParameters", "ssm:GetParametersByPath"]
+        Action   = ["ssm:GetParameter"]
         Resource = [local.parameters_arn]
       },
       {
