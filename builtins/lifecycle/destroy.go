@@ -44,8 +44,12 @@ type DestroyResult struct {
 	// ObjectsDeleted counts the objects emptied from the bucket.
 	ObjectsDeleted int `json:"objectsDeleted"`
 	// BucketDeleted is false when the bucket was already gone (a re-run
-	// of an interrupted destroy).
+	// of an interrupted destroy) or is kept (BucketKept).
 	BucketDeleted bool `json:"bucketDeleted"`
+	// BucketKept is true for a bucket connect found existing: only
+	// Podmin's objects were deleted from it; the bucket and every other
+	// object stay.
+	BucketKept bool `json:"bucketKept"`
 	// ContextRemoved is true once the saved context is gone.
 	ContextRemoved bool `json:"contextRemoved"`
 }
@@ -54,23 +58,6 @@ type DestroyResult struct {
 // without it destroy stops before deleting anything.
 type bucketDeleter interface {
 	DeleteBucket(ctx context.Context) error
-}
-
-// proveBucket fails closed unless the bucket carries the tag connect wrote
-// when it created the bucket for this cluster. Names prove nothing.
-func proveBucket(ctx context.Context, b objstore.BucketAdmin, c contexts.Context) error {
-	tags, err := b.BucketTags(ctx)
-	if err != nil {
-		return fmt.Errorf("%w: the tags of bucket %q cannot be read (%v): Podmin deletes a bucket only when its %s tag proves this cluster created it; nothing was deleted", ErrNotOwned, c.Bucket, err, infra.ClusterTag)
-	}
-	owner, ok := tags[infra.ClusterTag]
-	switch {
-	case !ok:
-		return fmt.Errorf("%w: bucket %q has no %s tag, so Podmin did not create it (connect found it existing) and will not delete it; nothing was deleted: run \"podmin teardown\" to remove the infrastructure, then empty and delete the bucket yourself and run \"podmin disconnect %s\"", ErrNotOwned, c.Bucket, infra.ClusterTag, c.Cluster)
-	case owner != c.Cluster:
-		return fmt.Errorf("%w: bucket %q is tagged %s=%s, another cluster's, so this cluster will not delete it; nothing was deleted: destroy it from a context of cluster %q, or run \"podmin disconnect %s\" to forget this context", ErrNotOwned, c.Bucket, infra.ClusterTag, owner, owner, c.Cluster)
-	}
-	return nil
 }
 
 // refuseForeignBucket fails when the bucket is tagged for another cluster:
@@ -147,9 +134,10 @@ func Destroy(ctx context.Context, h Host, opts DestroyOptions) (DestroyResult, e
 		return res, fmt.Errorf("check bucket %q: %w", c.Bucket, err)
 	}
 	var inf Infra
+	owned := false
 	if exists {
 		// Every proof comes first: a refusal leaves everything in place.
-		if err := proveBucket(ctx, b, c); err != nil {
+		if owned, err = proveBucket(ctx, b, c); err != nil {
 			return res, err
 		}
 		if inf, err = infraFor(ctx, h, c); err != nil {
@@ -160,8 +148,15 @@ func Destroy(ctx context.Context, h Host, opts DestroyOptions) (DestroyResult, e
 		}
 	}
 	res.Plan.Steps = append(res.Plan.Steps, "destroy the CA secrets of "+c.Cluster)
-	if exists {
+	switch {
+	case exists && owned:
 		res.Plan.Steps = append(res.Plan.Steps, "empty and delete bucket "+c.Bucket)
+	case exists:
+		step, err := adoptedBucketStep(ctx, b, c)
+		if err != nil {
+			return res, err
+		}
+		res.Plan.Steps = append(res.Plan.Steps, step)
 	}
 	res.Plan.Steps = append(res.Plan.Steps, "remove context "+c.Cluster)
 	if opts.Confirm != nil {
@@ -177,8 +172,14 @@ func Destroy(ctx context.Context, h Host, opts DestroyOptions) (DestroyResult, e
 	if res.Secrets, err = destroyCASecrets(ctx, h, c); err != nil {
 		return res, err
 	}
-	if exists {
-		if res.ObjectsDeleted, err = emptyBucket(ctx, h, b, c); err != nil {
+	if exists && !owned {
+		if res.ObjectsDeleted, err = emptyBucket(ctx, h, b, c, podminPrefixes()); err != nil {
+			return res, err
+		}
+		res.BucketKept = true
+	}
+	if exists && owned {
+		if res.ObjectsDeleted, err = emptyBucket(ctx, h, b, c, []string{""}); err != nil {
 			return res, err
 		}
 		progressf(h, "deleting bucket %s", c.Bucket)
@@ -194,26 +195,31 @@ func Destroy(ctx context.Context, h Host, opts DestroyOptions) (DestroyResult, e
 	return res, nil
 }
 
-// emptyBucket deletes every object, page by page, until a listing is
-// empty.
-func emptyBucket(ctx context.Context, h Host, b objstore.Store, c contexts.Context) (int, error) {
+// emptyBucket deletes every object below prefixes, page by page, until a
+// listing of each is empty.
+func emptyBucket(ctx context.Context, h Host, b objstore.Store, c contexts.Context, prefixes []string) (int, error) {
 	const maxRounds = 1000
 	n := 0
-	for round := 0; round < maxRounds; round++ {
-		page, err := b.List(ctx, "", objstore.ListOptions{})
-		if err != nil {
-			return n, fmt.Errorf("list bucket %q: %w: run \"podmin destroy\" again to finish", c.Bucket, err)
-		}
-		if len(page.Objects) == 0 {
-			return n, nil
-		}
-		for _, o := range page.Objects {
-			if err := b.Delete(ctx, o.Key, ""); err != nil {
-				return n, fmt.Errorf("empty bucket %q: delete %s: %w: run \"podmin destroy\" again to finish", c.Bucket, o.Key, err)
+	for _, prefix := range prefixes {
+		for round := 0; ; round++ {
+			if round == maxRounds {
+				return n, fmt.Errorf("bucket %q still lists objects after %d rounds of deletes: something keeps writing to it; stop it (the node agents, other tools), then run \"podmin destroy\" again", c.Bucket, maxRounds)
 			}
-			n++
+			page, err := b.List(ctx, prefix, objstore.ListOptions{})
+			if err != nil {
+				return n, fmt.Errorf("list bucket %q: %w: run \"podmin destroy\" again to finish", c.Bucket, err)
+			}
+			if len(page.Objects) == 0 {
+				break
+			}
+			for _, o := range page.Objects {
+				if err := b.Delete(ctx, o.Key, ""); err != nil {
+					return n, fmt.Errorf("empty bucket %q: delete %s: %w: run \"podmin destroy\" again to finish", c.Bucket, o.Key, err)
+				}
+				n++
+			}
+			progressf(h, "emptied %d objects from bucket %s", n, c.Bucket)
 		}
-		progressf(h, "emptied %d objects from bucket %s", n, c.Bucket)
 	}
-	return n, fmt.Errorf("bucket %q still lists objects after %d rounds of deletes: something keeps writing to it; stop it (the node agents, other tools), then run \"podmin destroy\" again", c.Bucket, maxRounds)
+	return n, nil
 }

@@ -235,34 +235,124 @@ func TestLocalDestroyRemovesEverythingItOwns(t *testing.T) {
 	}
 }
 
-func TestDestroyRefusesUnprovenBucket(t *testing.T) {
+// userFile is an operator's own object in a bucket Podmin did not create.
+const userFile = "notes/keep-me.txt"
+
+// A bucket connect found existing is never deleted, whatever its tags
+// say: not when it was untagged, not when someone forged Podmin's tags into
+// it after connect, not when it carried them before connect (connect does
+// not even report it as owned). Destroy removes the infrastructure, the CA
+// secrets and Podmin's objects, lists them in the plan, and keeps the
+// bucket with every other file.
+func TestDestroyKeepsABucketPodminDidNotCreate(t *testing.T) {
+	forged := map[string]string{builtins.ClusterTag: "demo", contexts.BucketNonceTag: contexts.NewNonce()}
 	for _, tc := range []struct {
-		name string
-		tags map[string]string
-		want string
+		name                 string
+		before, afterConnect map[string]string
 	}{
-		{"untagged", map[string]string{}, `no proof of ownership: bucket "demo-bucket" has no podmin:cluster tag, so Podmin did not create it (connect found it existing) and will not delete it; nothing was deleted: run "podmin teardown" to remove the infrastructure, then empty and delete the bucket yourself and run "podmin disconnect demo"`},
-		{"other cluster", map[string]string{builtins.ClusterTag: "prod"}, `no proof of ownership: bucket "demo-bucket" is tagged podmin:cluster=prod, another cluster's, so this cluster will not delete it; nothing was deleted: destroy it from a context of cluster "prod", or run "podmin disconnect demo" to forget this context`},
+		{"untagged", nil, nil},
+		{"forged tags", nil, forged},
+		{"pre-tagged", map[string]string{builtins.ClusterTag: "demo"}, nil},
+		{"pre-tagged with a nonce", forged, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ce := newClusterEnv(t, false)
 			ctx := t.Context()
-			// An operator's existing bucket: connect uses it but does not claim it.
-			if err := ce.bucket.CreateBucket(ctx); err != nil {
+			// An operator's existing directory with a file of their own.
+			if err := os.MkdirAll(filepath.Join(ce.bucket.Dir(), "notes"), 0o700); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := ce.Connect(ctx, builtins.ConnectOptions{Cluster: "demo", Provider: "local", Bucket: "demo-bucket"}); err != nil {
+			if err := os.WriteFile(filepath.Join(ce.bucket.Dir(), userFile), []byte("mine"), 0o600); err != nil {
 				t.Fatal(err)
+			}
+			if tc.before != nil {
+				if err := ce.bucket.CreateBucket(ctx); err != nil && !errors.Is(err, objstore.ErrBucketExists) {
+					t.Fatal(err)
+				}
+				if err := ce.bucket.SetBucketTags(ctx, tc.before); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cres, err := ce.Connect(ctx, builtins.ConnectOptions{Cluster: "demo", Provider: "local", Bucket: "demo-bucket"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cres.BucketCreated || cres.BucketOwned || cres.Context.BucketNonce != "" {
+				t.Fatalf("connect claimed an existing directory: %+v", cres)
 			}
 			if _, err := ce.Setup(ctx, lifecycle.SetupOptions{NodeGroup: []string{"default"}}); err != nil {
 				t.Fatal(err)
 			}
-			if err := ce.bucket.SetBucketTags(ctx, tc.tags); err != nil {
+			if _, err := ce.bucket.Put(ctx, state.IndexPath, []byte("{}")); err != nil {
+				t.Fatal(err)
+			}
+			if tc.afterConnect != nil {
+				if err := ce.bucket.SetBucketTags(ctx, tc.afterConnect); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var shown lifecycle.PlanSummary
+			res, err := ce.Destroy(ctx, lifecycle.DestroyOptions{Confirm: func(p lifecycle.PlanSummary) error { shown = p; return nil }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			step := shown.Steps[len(shown.Steps)-2]
+			if !strings.HasPrefix(step, "keep bucket demo-bucket, which existed before connect") ||
+				!strings.HasSuffix(step, "delete Podmin's 2 objects: tfstate/ (1), deployments/ (1)") {
+				t.Errorf("plan step %q", step)
+			}
+			// The configuration is withdrawn with the (local) infrastructure,
+			// the index with the bucket's Podmin objects.
+			if res.BucketDeleted || !res.BucketKept || res.ObjectsDeleted != 1 || !res.ContextRemoved {
+				t.Errorf("result %+v", res)
+			}
+			if data, err := os.ReadFile(filepath.Join(ce.bucket.Dir(), userFile)); err != nil || string(data) != "mine" {
+				t.Fatalf("the operator's file is gone: %q %v", data, err)
+			}
+			for _, k := range []string{state.TFVarsPath, state.IndexPath} {
+				if _, err := ce.bucket.Head(ctx, k); !errors.Is(err, objstore.ErrNotFound) {
+					t.Errorf("Podmin's object %s remains: %v", k, err)
+				}
+			}
+		})
+	}
+}
+
+// A bucket Podmin created is deleted only while it carries the nonce the
+// context recorded: tags replaced or copied onto a replacement stop
+// destroy before anything is deleted.
+func TestDestroyRefusesUnprovenBucket(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tags func(nonce string) map[string]string
+		want string
+	}{
+		{"tags removed", func(string) map[string]string { return map[string]string{} },
+			`no proof of ownership: bucket "demo-bucket" does not carry the podmin:create-nonce this context recorded when connect created it (the bucket was replaced or its tags were changed), so Podmin cannot prove it is the bucket it created; nothing was deleted: check the bucket, then delete it yourself if it should go and run "podmin disconnect demo"`},
+		{"cluster tag only", func(string) map[string]string { return map[string]string{builtins.ClusterTag: "demo"} }, "does not carry the podmin:create-nonce"},
+		{"another nonce", func(string) map[string]string {
+			return map[string]string{builtins.ClusterTag: "demo", contexts.BucketNonceTag: contexts.NewNonce()}
+		}, "does not carry the podmin:create-nonce"},
+		{"nonce under another cluster", func(n string) map[string]string {
+			return map[string]string{builtins.ClusterTag: "prod", contexts.BucketNonceTag: n}
+		}, `no proof of ownership: bucket "demo-bucket" is tagged podmin:cluster=prod, another cluster's, so this cluster will not delete it; nothing was deleted: destroy it from a context of cluster "prod", or run "podmin disconnect demo" to forget this context`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ce := newClusterEnv(t, true)
+			ctx := t.Context()
+			c, err := ce.CurrentContext()
+			if err != nil || len(c.BucketNonce) != 64 {
+				t.Fatalf("connect recorded no nonce for the bucket it created: %+v %v", c, err)
+			}
+			if _, err := ce.Setup(ctx, lifecycle.SetupOptions{NodeGroup: []string{"default"}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := ce.bucket.SetBucketTags(ctx, tc.tags(c.BucketNonce)); err != nil {
 				t.Fatal(err)
 			}
 			asked := false
-			_, err := ce.Destroy(ctx, lifecycle.DestroyOptions{Confirm: func(lifecycle.PlanSummary) error { asked = true; return nil }})
-			if !errors.Is(err, lifecycle.ErrNotOwned) || err.Error() != tc.want {
+			_, err = ce.Destroy(ctx, lifecycle.DestroyOptions{Confirm: func(lifecycle.PlanSummary) error { asked = true; return nil }})
+			if !errors.Is(err, lifecycle.ErrNotOwned) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("destroy error\n got %v\nwant %s", err, tc.want)
 			}
 			if asked {

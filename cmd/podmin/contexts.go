@@ -52,9 +52,9 @@ CLUSTER is 1-32 lowercase letters, digits and hyphens, starting with a letter.`,
 				if res.BucketCreated {
 					state = "created"
 				}
-				owner := "owned by this cluster"
+				owner := "Podmin's own (destroy may delete it)"
 				if !res.BucketOwned {
-					owner = "untagged: used, never deleted by Podmin"
+					owner = "not created by Podmin for this context (used, never deleted by Podmin)"
 				}
 				fmt.Fprintf(w, "connected to cluster %s (provider %s, region %s)\n", c.Cluster, c.Provider, c.Region)
 				fmt.Fprintf(w, "bucket %s: %s, %s\n", c.Bucket, state, owner)

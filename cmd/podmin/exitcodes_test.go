@@ -96,6 +96,12 @@ func TestExitCodeContract(t *testing.T) {
 	sharing.ok("connect", "second", "--provider", "local", "--bucket", found)
 	sharing.ok("setup", "--nodegroup", "web", "-y")
 	published := filepath.Join(found, "tfstate", "podmin.auto.tfvars.json")
+	// A bucket connect created whose tags lost the nonce it recorded.
+	retagged := newCLI(t)
+	retaggedBucket := retagged.connectLocal()
+	if err := os.WriteFile(filepath.Join(retaggedBucket, ".podmin", "tags.json"), []byte(`{"podmin:cluster":"demo"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	rows := []struct {
 		cli  *cli
@@ -178,7 +184,7 @@ func TestExitCodeContract(t *testing.T) {
 		{c, exitRefused, "pass --yes (-y) to podmin setup", []string{"setup", "--nodegroup", "web"}},
 		{c, exitRefused, "pass --yes (-y) to podmin teardown", []string{"teardown"}},
 		{c, exitRefused, "pass --yes (-y) to podmin destroy", []string{"destroy"}},
-		{unowned, exitRefused, `bucket "` + found + `" has no podmin:cluster tag`, []string{"destroy", "-y"}},
+		{retagged, exitRefused, `does not carry the podmin:create-nonce this context recorded`, []string{"destroy", "-y"}},
 		{unowned, exitRefused, `names cluster "second", not "found"`, []string{"teardown", "-y"}},
 		// 5 the recipe's own failure
 		{c, exitScript, "the recipe says no", []string{"run", failing}},
