@@ -6,6 +6,7 @@ package infra
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -17,13 +18,20 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
+
+	"podmin.dev/podmin/internal/contexts"
 )
 
 // DebianOwner is the AWS account that publishes the official Debian AMIs.
 const DebianOwner = "136693071363"
 
-// ClusterTag is the tag every resource of a cluster carries.
+// ClusterTag is the tag every resource of a cluster carries. It names the
+// cluster; it proves nothing, as anyone can copy it.
 const ClusterTag = "podmin:cluster"
+
+// NonceTag carries the create nonce (Vars.CreateNonce) on every resource
+// the module creates: the proof that this cluster's setup created it.
+const NonceTag = "podmin:create-nonce"
 
 // EC2API is the part of the EC2 client setup and destroy use.
 type EC2API interface {
@@ -234,10 +242,12 @@ type VPCChoice struct {
 }
 
 // SelectVPC finds the VPCs whose primary IPv4 CIDR equals the cluster's:
-// none means create one; one tagged for this cluster is the cluster's own;
-// one untagged compatible VPC is reused; anything else fails, listing every
-// change it needs, before OpenTofu/Terraform runs.
-func SelectVPC(ctx context.Context, api EC2API, c Cluster) (VPCChoice, error) {
+// none means create one; one carrying this cluster's create nonce (from
+// prev, the variables the last setup published; zero before the first) is
+// the cluster's own; one untagged compatible VPC is reused; anything else
+// fails, listing every change it needs, before OpenTofu/Terraform runs.
+func SelectVPC(ctx context.Context, api EC2API, c Cluster, prev Vars) (VPCChoice, error) {
+	proof := prev.CreateNonce
 	out, err := api.DescribeVpcs(ctx, &ec2.DescribeVpcsInput{Filters: []types.Filter{
 		{Name: aws.String("cidr"), Values: []string{c.VPCCIDR}},
 	}})
@@ -267,6 +277,9 @@ func SelectVPC(ctx context.Context, api EC2API, c Cluster) (VPCChoice, error) {
 	if owner, ok := tagValue(v.Tags, ClusterTag); ok {
 		if owner != c.ID {
 			return VPCChoice{}, fmt.Errorf("%w: VPC %s with CIDR %s belongs to cluster %s (tag %s=%s): pass another --vpc-cidr", ErrIncompatible, id, c.VPCCIDR, owner, ClusterTag, owner)
+		}
+		if nonce, _ := tagValue(v.Tags, NonceTag); !contexts.ProvenBy(proof, nonce) {
+			return VPCChoice{}, fmt.Errorf("%w: VPC %s with CIDR %s is tagged %s=%s but does not carry this cluster's %s, so its setup did not create it: remove its podmin: tags to let setup reuse it, or pass another --vpc-cidr", ErrIncompatible, id, c.VPCCIDR, ClusterTag, owner, NonceTag)
 		}
 		return VPCChoice{ID: id}, nil
 	}
@@ -300,7 +313,11 @@ func SelectVPC(ctx context.Context, api EC2API, c Cluster) (VPCChoice, error) {
 		if err != nil {
 			return VPCChoice{}, err
 		}
-		for _, need := range neededSlash64s(c, v6) {
+		needed, err := neededSlash64s(c, prev, v6)
+		if err != nil {
+			return VPCChoice{}, err
+		}
+		for _, need := range needed {
 			if by, ok := taken[need.prefix]; ok {
 				changes = append(changes, fmt.Sprintf("free the IPv6 /64 %s (used by %s; %s needs it)", need.prefix, by, need.what))
 			}
@@ -318,23 +335,21 @@ type slash64 struct {
 }
 
 // neededSlash64s are the /64s the module assigns below v6 (see locals.tf).
-func neededSlash64s(c Cluster, v6 netip.Prefix) []slash64 {
+func neededSlash64s(c Cluster, prev Vars, v6 netip.Prefix) ([]slash64, error) {
+	alloc, err := Allocate(c, prev)
+	if err != nil {
+		return nil, err
+	}
 	var out []slash64
-	names := make([]string, len(c.NodeGroups))
-	for i, ng := range c.NodeGroups {
-		names[i] = ng.Name
+	for _, ng := range c.NodeGroups {
+		out = append(out, slash64{sub64(v6, alloc.NodeGroups[ng.Name]), "NodeGroup " + ng.Name})
 	}
-	idx, _ := subnetIndexes(names)
-	for _, n := range names {
-		out = append(out, slash64{sub64(v6, idx[n]), "NodeGroup " + n})
-	}
-	slots, _ := nat64Indexes(c)
 	for _, n := range c.NAT64Instances() {
-		i := slots[n.Name]
-		out = append(out, slash64{sub64(v6, 192+i), "NAT64 " + n.Name + " data subnet"},
-			slash64{sub64(v6, 224+i), "NAT64 " + n.Name + " management subnet"})
+		i := alloc.NAT64[n.Name]
+		out = append(out, slash64{sub64(v6, nat64DataNetnum+i), "NAT64 " + n.Name + " data subnet"},
+			slash64{sub64(v6, nat64MgmtNetnum+i), "NAT64 " + n.Name + " management subnet"})
 	}
-	return out
+	return out, nil
 }
 
 // sub64 is cidrsubnet(v6, 8, n) for a /56.
@@ -382,9 +397,10 @@ func tagValue(tags []types.Tag, key string) (string, bool) {
 var ErrNotOwned = errors.New("no proof of ownership")
 
 // CheckOwnedVPC is destroy's check on a VPC its state created: it must
-// still exist with this cluster's tag, or destroy stops before deleting.
-// A reused VPC is never in the state's resources, so never checked here.
-func CheckOwnedVPC(ctx context.Context, api EC2API, id, cluster string) error {
+// still exist with this cluster's tag and the create nonce the published
+// variables record (nonce), or destroy stops before deleting. A reused VPC
+// is never in the state's resources, so never checked here.
+func CheckOwnedVPC(ctx context.Context, api EC2API, id, cluster, nonce string) error {
 	out, err := api.DescribeVpcs(ctx, &ec2.DescribeVpcsInput{VpcIds: []string{id}})
 	var ae smithy.APIError
 	if errors.As(err, &ae) && ae.ErrorCode() == "InvalidVpcID.NotFound" {
@@ -397,11 +413,37 @@ func CheckOwnedVPC(ctx context.Context, api EC2API, id, cluster string) error {
 		return nil
 	}
 	owner, ok := tagValue(out.Vpcs[0].Tags, ClusterTag)
+	got, _ := tagValue(out.Vpcs[0].Tags, NonceTag)
 	switch {
 	case !ok:
-		return fmt.Errorf("%w: VPC %s has no %s tag: Podmin deletes only what it tagged for this cluster; nothing was deleted", ErrNotOwned, id, ClusterTag)
+		return fmt.Errorf("%w: VPC %s has no %s tag: Podmin deletes only what it created for this cluster; nothing was deleted", ErrNotOwned, id, ClusterTag)
 	case owner != cluster:
 		return fmt.Errorf("%w: VPC %s is tagged %s=%s, not %s: nothing was deleted", ErrNotOwned, id, ClusterTag, owner, cluster)
+	case nonce == "":
+		return fmt.Errorf("%w: the published variables record no create nonce, so Podmin cannot prove VPC %s is the one its setup created: nothing was deleted; run \"podmin setup\" once with the same flags (it records one and tags the cluster's resources), then destroy again", ErrNotOwned, id)
+	case !contexts.ProvenBy(nonce, got):
+		return fmt.Errorf("%w: VPC %s does not carry this cluster's %s, so Podmin cannot prove its setup created it: nothing was deleted", ErrNotOwned, id, NonceTag)
 	}
 	return nil
+}
+
+// CreatedVPC reads which VPC the state created from its outputs
+// (vpc_created, vpc_id). Outputs it cannot read fail closed: destroy must
+// know whether it deletes a VPC before it runs.
+func CreatedVPC(outs map[string]json.RawMessage) (id string, created bool, err error) {
+	rawCreated, ok1 := outs["vpc_created"]
+	rawID, ok2 := outs["vpc_id"]
+	if !ok1 || !ok2 {
+		return "", false, fmt.Errorf("%w: the OpenTofu/Terraform state has no vpc_created or vpc_id output, so Podmin cannot tell which VPC it would delete: nothing was deleted", ErrNotOwned)
+	}
+	if err := json.Unmarshal(rawCreated, &created); err != nil {
+		return "", false, fmt.Errorf("%w: the state's vpc_created output %s is not a boolean (%v): nothing was deleted", ErrNotOwned, rawCreated, err)
+	}
+	if err := json.Unmarshal(rawID, &id); err != nil {
+		return "", false, fmt.Errorf("%w: the state's vpc_id output %s is not a string (%v): nothing was deleted", ErrNotOwned, rawID, err)
+	}
+	if created && id == "" {
+		return "", false, fmt.Errorf("%w: the state says it created a VPC but names none: nothing was deleted", ErrNotOwned)
+	}
+	return id, created, nil
 }

@@ -6,6 +6,7 @@ package infra
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/netip"
 	"reflect"
@@ -111,7 +112,12 @@ func TestSelectVPC(t *testing.T) {
 		err     string
 	}{
 		{"none: create", []ec2test.VPC{{ID: "vpc-x", CIDR: "10.1.0.0/16"}}, nil, VPCChoice{}, ""},
-		{"ours", []ec2test.VPC{other(func(v *ec2test.VPC) { v.Tags = map[string]string{"podmin:cluster": "demo"} })}, nil, VPCChoice{ID: "vpc-reuse"}, ""},
+		{"ours", []ec2test.VPC{other(func(v *ec2test.VPC) { v.Tags = map[string]string{"podmin:cluster": "demo", NonceTag: testNonce} })}, nil, VPCChoice{ID: "vpc-reuse"}, ""},
+		{"forged tag", []ec2test.VPC{other(func(v *ec2test.VPC) { v.Tags = map[string]string{"podmin:cluster": "demo"} })}, nil, VPCChoice{},
+			"VPC vpc-reuse with CIDR 10.0.0.0/16 is tagged podmin:cluster=demo but does not carry this cluster's podmin:create-nonce, so its setup did not create it"},
+		{"copied tags, other nonce", []ec2test.VPC{other(func(v *ec2test.VPC) {
+			v.Tags = map[string]string{"podmin:cluster": "demo", NonceTag: strings.Repeat("0", 64)}
+		})}, nil, VPCChoice{}, "does not carry this cluster's podmin:create-nonce"},
 		{"compatible untagged", []ec2test.VPC{compatible}, []ec2test.Subnet{{ID: "subnet-1", VPC: "vpc-reuse", IPv6: "2600:1f14:abc:def0::/64"}}, VPCChoice{ID: "vpc-reuse", Reuse: true}, ""},
 		{"another cluster", []ec2test.VPC{other(func(v *ec2test.VPC) { v.Tags = map[string]string{"podmin:cluster": "prod"} })}, nil, VPCChoice{},
 			"VPC vpc-reuse with CIDR 10.0.0.0/16 belongs to cluster prod (tag podmin:cluster=prod): pass another --vpc-cidr"},
@@ -134,12 +140,12 @@ func TestSelectVPC(t *testing.T) {
 			c := prepared()
 			want := tc.err
 			if tc.name == "taken /64" {
-				idx, _ := subnetIndexes([]string{"default"})
-				p := sub64(netip.MustParsePrefix(compatible.IPv6), idx["default"])
+				alloc, _ := Allocate(c, Vars{})
+				p := sub64(netip.MustParsePrefix(compatible.IPv6), alloc.NodeGroups["default"])
 				f.Subnets[0].IPv6 = p.String()
 				want = strings.Replace(want, "%s", p.String(), 1)
 			}
-			got, err := SelectVPC(context.Background(), f.Client(t), c)
+			got, err := SelectVPC(context.Background(), f.Client(t), c, Vars{CreateNonce: testNonce})
 			if want == "" {
 				if err != nil || got != tc.want {
 					t.Fatalf("got %+v, %v; want %+v", got, err, tc.want)
@@ -163,24 +169,61 @@ func TestSub64MatchesCidrsubnet(t *testing.T) {
 func TestCheckOwnedVPC(t *testing.T) {
 	f := ec2test.New()
 	f.VPCs = []ec2test.VPC{
-		{ID: "vpc-ours", CIDR: "10.0.0.0/16", Tags: map[string]string{"podmin:cluster": "demo"}},
+		{ID: "vpc-ours", CIDR: "10.0.0.0/16", Tags: map[string]string{"podmin:cluster": "demo", NonceTag: testNonce}},
+		{ID: "vpc-forged", CIDR: "10.3.0.0/16", Tags: map[string]string{"podmin:cluster": "demo"}},
 		{ID: "vpc-untagged", CIDR: "10.1.0.0/16"},
 		{ID: "vpc-prod", CIDR: "10.2.0.0/16", Tags: map[string]string{"podmin:cluster": "prod", "Name": "prod"}},
 	}
 	api := f.Client(t)
 	ctx := context.Background()
-	if err := CheckOwnedVPC(ctx, api, "vpc-ours", "demo"); err != nil {
+	if err := CheckOwnedVPC(ctx, api, "vpc-ours", "demo", testNonce); err != nil {
 		t.Fatal(err)
 	}
-	if err := CheckOwnedVPC(ctx, api, "vpc-gone", "demo"); err != nil {
+	if err := CheckOwnedVPC(ctx, api, "vpc-gone", "demo", testNonce); err != nil {
 		t.Fatalf("a VPC that is already gone: %v", err)
 	}
-	for id, want := range map[string]string{
-		"vpc-untagged": "no proof of ownership: VPC vpc-untagged has no podmin:cluster tag: Podmin deletes only what it tagged for this cluster; nothing was deleted",
-		"vpc-prod":     "no proof of ownership: VPC vpc-prod is tagged podmin:cluster=prod, not demo: nothing was deleted",
+	for _, tc := range []struct{ id, nonce, want string }{
+		{"vpc-untagged", testNonce, "no proof of ownership: VPC vpc-untagged has no podmin:cluster tag: Podmin deletes only what it created for this cluster; nothing was deleted"},
+		{"vpc-prod", testNonce, "no proof of ownership: VPC vpc-prod is tagged podmin:cluster=prod, not demo: nothing was deleted"},
+		{"vpc-forged", testNonce, "no proof of ownership: VPC vpc-forged does not carry this cluster's podmin:create-nonce, so Podmin cannot prove its setup created it: nothing was deleted"},
+		{"vpc-ours", "", "no proof of ownership: the published variables record no create nonce, so Podmin cannot prove VPC vpc-ours is the one its setup created"},
 	} {
-		if err := CheckOwnedVPC(ctx, api, id, "demo"); !errors.Is(err, ErrNotOwned) || err.Error() != want {
-			t.Errorf("%s: %v", id, err)
+		if err := CheckOwnedVPC(ctx, api, tc.id, "demo", tc.nonce); !errors.Is(err, ErrNotOwned) || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%s: %v", tc.id, err)
+		}
+	}
+}
+
+// The state's outputs decide whether destroy deletes a VPC: outputs it
+// cannot read fail closed.
+func TestCreatedVPCFailsClosed(t *testing.T) {
+	for _, tc := range []struct {
+		outs    map[string]string
+		id      string
+		created bool
+		err     string
+	}{
+		{map[string]string{"vpc_created": "true", "vpc_id": `"vpc-1"`}, "vpc-1", true, ""},
+		{map[string]string{"vpc_created": "false", "vpc_id": `"vpc-reused"`}, "vpc-reused", false, ""},
+		{map[string]string{"vpc_id": `"vpc-1"`}, "", false, "has no vpc_created or vpc_id output"},
+		{map[string]string{"vpc_created": "true"}, "", false, "has no vpc_created or vpc_id output"},
+		{map[string]string{"vpc_created": `"yes"`, "vpc_id": `"vpc-1"`}, "", false, "vpc_created output \"yes\" is not a boolean"},
+		{map[string]string{"vpc_created": "true", "vpc_id": "7"}, "", false, "vpc_id output 7 is not a string"},
+		{map[string]string{"vpc_created": "true", "vpc_id": `""`}, "", false, "says it created a VPC but names none"},
+	} {
+		outs := map[string]json.RawMessage{}
+		for k, v := range tc.outs {
+			outs[k] = json.RawMessage(v)
+		}
+		id, created, err := CreatedVPC(outs)
+		if tc.err == "" {
+			if err != nil || id != tc.id || created != tc.created {
+				t.Errorf("%v: %q %v %v", tc.outs, id, created, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrNotOwned) || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%v: %v, want %q", tc.outs, err, tc.err)
 		}
 	}
 }

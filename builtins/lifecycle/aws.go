@@ -58,6 +58,9 @@ type AWSInfra struct {
 	vpc  infra.VPCChoice
 	amis map[string]string
 	vars *infra.Vars
+	// prev is what the last setup published (zero before the first):
+	// its create nonce and subnet allocation are kept.
+	prev infra.Vars
 }
 
 var _ Infra = (*AWSInfra)(nil)
@@ -86,7 +89,10 @@ func (a *AWSInfra) Prepare(ctx context.Context, cl *infra.Cluster) error {
 	if err != nil {
 		return err
 	}
-	vpc, err := infra.SelectVPC(ctx, a.EC2, *cl)
+	if a.prev, _, err = a.storedVars(ctx, a.Context); err != nil {
+		return err
+	}
+	vpc, err := infra.SelectVPC(ctx, a.EC2, *cl, a.prev)
 	if err != nil {
 		return err
 	}
@@ -104,7 +110,13 @@ func (a *AWSInfra) Plan(ctx context.Context, cl infra.Cluster) (PlanSummary, err
 		now = a.Now
 	}
 	in := infra.Inputs{AccountID: a.AccountID, AMIs: a.amis, LaunchGeneration: now().UTC().Format("20060102T150405Z"),
-		UserData: map[string]string{}, JoolArchives: map[string]infra.JoolArchive{}}
+		UserData: map[string]string{}, JoolArchives: map[string]infra.JoolArchive{}, CreateNonce: a.prev.CreateNonce,
+		Previous: a.prev}
+	if in.CreateNonce == "" {
+		// The first setup draws the nonce before anything is created;
+		// Config publishes it with the variables before apply.
+		in.CreateNonce = contexts.NewNonce()
+	}
 	if a.vpc.Reuse {
 		in.ExistingVPCID = a.vpc.ID
 	}
@@ -193,7 +205,7 @@ func (a *AWSInfra) storedVars(ctx context.Context, c contexts.Context) (infra.Va
 	case errors.Is(err, objstore.ErrNotFound) && errors.Is(stateErr, objstore.ErrNotFound):
 		return infra.Vars{}, false, nil
 	case errors.Is(err, objstore.ErrNotFound):
-		return infra.Vars{}, false, fmt.Errorf("%w: %s exists but %s does not, so Podmin cannot show what the state belongs to: nothing was changed", ErrNotOwned, state.TFStatePath, state.TFVarsPath)
+		return infra.Vars{}, false, fmt.Errorf("%w: %s exists but %s does not, so Podmin cannot show what the state belongs to: nothing was changed; put back the variables setup published (the module directory %s keeps a copy as %s)", ErrNotOwned, state.TFStatePath, state.TFVarsPath, a.dir(), infra.VarsFile)
 	case err != nil:
 		return infra.Vars{}, false, fmt.Errorf("read %s: %w", state.TFVarsPath, err)
 	}
@@ -223,9 +235,9 @@ func (a *AWSInfra) PlanDestroy(ctx context.Context, c contexts.Context) (PlanSum
 	return a.plan(ctx, v, true)
 }
 
-// Destroy implements Infra. A VPC the state created must still
-// carry this cluster's tag; a reused VPC is only read by the module and
-// never deleted.
+// Destroy implements Infra. A VPC the state created must still carry
+// this cluster's tag and create nonce, and outputs that cannot be read stop
+// it; a reused VPC is only read by the module and never deleted.
 func (a *AWSInfra) Destroy(ctx context.Context, c contexts.Context) error {
 	if a.vars == nil {
 		return nil // PlanDestroy found no state
@@ -238,13 +250,13 @@ func (a *AWSInfra) Destroy(ctx context.Context, c contexts.Context) error {
 	if err != nil {
 		return err
 	}
-	var created bool
-	var vpc string
-	_ = json.Unmarshal(outs["vpc_created"], &created)
-	_ = json.Unmarshal(outs["vpc_id"], &vpc)
-	if created && vpc != "" {
-		if err := infra.CheckOwnedVPC(ctx, a.EC2, vpc, c.Cluster); err != nil {
-			return fmt.Errorf("%w: %w", ErrNotOwned, err)
+	vpc, created, err := infra.CreatedVPC(outs)
+	if err != nil {
+		return err
+	}
+	if created {
+		if err := infra.CheckOwnedVPC(ctx, a.EC2, vpc, c.Cluster, a.vars.CreateNonce); err != nil {
+			return err
 		}
 	}
 	return r.Apply(ctx)

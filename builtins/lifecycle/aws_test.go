@@ -6,6 +6,7 @@ package lifecycle_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -243,7 +244,13 @@ func TestAWSSetupAndDestroy(t *testing.T) {
 	if ae.secret(t, "cluster-ca") == "" {
 		t.Fatal("a refused destroy deleted a secret")
 	}
+	// A copied cluster tag is no proof; the create nonce the published
+	// variables record is.
 	ae.ec2.VPCs[0].Tags = map[string]string{"podmin:cluster": "demo"}
+	if _, err = ae.Destroy(ctx, lifecycle.DestroyOptions{}); !errors.Is(err, lifecycle.ErrNotOwned) || !strings.Contains(err.Error(), "VPC vpc-owned does not carry this cluster's podmin:create-nonce") {
+		t.Fatalf("VPC with a forged tag: %v", err)
+	}
+	ae.ec2.VPCs[0].Tags[infra.NonceTag] = publishedNonce(t, b)
 	dres, err := ae.Destroy(ctx, lifecycle.DestroyOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -304,7 +311,7 @@ func TestAWSTeardownNeedsProofOfTheState(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := ae.Teardown(ctx, lifecycle.TeardownOptions{}); !errors.Is(err, lifecycle.ErrNotOwned) ||
-		err.Error() != "no proof of ownership: tfstate/podmin.tfstate exists but tfstate/podmin.auto.tfvars.json does not, so Podmin cannot show what the state belongs to: nothing was changed" {
+		!strings.HasPrefix(err.Error(), "no proof of ownership: tfstate/podmin.tfstate exists but tfstate/podmin.auto.tfvars.json does not, so Podmin cannot show what the state belongs to: nothing was changed; put back the variables") {
 		t.Fatalf("state without variables: %v", err)
 	}
 	// Variables of another cluster.
@@ -323,18 +330,21 @@ func TestAWSTeardownNeedsProofOfTheState(t *testing.T) {
 	if _, err := ae.Setup(ctx, lifecycle.SetupOptions{VPCCIDR: "10.0.0.0/16", NodeGroup: []string{"default"}}); !errors.Is(err, lifecycle.ErrNotOwned) {
 		t.Fatalf("setup over another cluster's variables: %v", err)
 	}
-	for _, k := range []string{state.TFVarsPath} {
+	for _, k := range []string{state.TFVarsPath, state.TFStatePath} {
 		if err := b.Delete(ctx, k, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
 
-	// With proof, teardown plans the destroy, checks the VPC tag and applies;
-	// secrets, bucket and context stay.
+	// With proof, teardown plans the destroy, checks the VPC's tags and
+	// applies; secrets, bucket and context stay.
 	if _, err := ae.Setup(ctx, lifecycle.SetupOptions{VPCCIDR: "10.0.0.0/16", NodeGroup: []string{"default"}}); err != nil {
 		t.Fatal(err)
 	}
-	ae.ec2.VPCs = []ec2test.VPC{{ID: "vpc-owned", CIDR: "10.0.0.0/16", Tags: map[string]string{"podmin:cluster": "demo"}}}
+	if _, err := b.Put(ctx, state.TFStatePath, []byte(`{"version":4}`)); err != nil {
+		t.Fatal(err)
+	}
+	ae.ec2.VPCs = []ec2test.VPC{{ID: "vpc-owned", CIDR: "10.0.0.0/16", Tags: map[string]string{"podmin:cluster": "demo", infra.NonceTag: publishedNonce(t, b)}}}
 	before := len(ae.toolCalls(t))
 	var shown lifecycle.PlanSummary
 	if _, err := ae.Teardown(ctx, lifecycle.TeardownOptions{Confirm: func(p lifecycle.PlanSummary) error { shown = p; return nil }}); err != nil {
@@ -356,4 +366,57 @@ func TestAWSTeardownNeedsProofOfTheState(t *testing.T) {
 	if exists, err := b.BucketExists(ctx); !exists || err != nil {
 		t.Fatalf("teardown removed the bucket: %v", err)
 	}
+}
+
+// publishedNonce is the create nonce of the variables setup published.
+func publishedNonce(t *testing.T, b objstore.Store) string {
+	t.Helper()
+	v := publishedVars(t, b)
+	if len(v.CreateNonce) != 64 {
+		t.Fatalf("the published variables record no create nonce: %q", v.CreateNonce)
+	}
+	return v.CreateNonce
+}
+
+// A later setup keeps what the first one published: the create nonce its
+// resources carry and every existing NodeGroup's subnet, whatever names
+// are added.
+func TestAWSSetupKeepsNonceAndSubnets(t *testing.T) {
+	ae := newAWSEnv(t)
+	ctx := t.Context()
+	b := rawBucket(t, ae.srv, "demo-state")
+	if _, err := ae.Setup(ctx, lifecycle.SetupOptions{VPCCIDR: "10.0.0.0/16", NodeGroup: []string{"workers", "default"}}); err != nil {
+		t.Fatal(err)
+	}
+	first := publishedVars(t, b)
+	// a152 hashes to workers' netnum.
+	if _, err := ae.Setup(ctx, lifecycle.SetupOptions{VPCCIDR: "10.0.0.0/16", NodeGroup: []string{"a152", "default", "workers"}}); err != nil {
+		t.Fatal(err)
+	}
+	second := publishedVars(t, b)
+	if second.CreateNonce != first.CreateNonce || len(first.CreateNonce) != 64 {
+		t.Fatalf("the create nonce changed from %q to %q", first.CreateNonce, second.CreateNonce)
+	}
+	for n, ng := range first.NodeGroups {
+		if second.NodeGroups[n].SubnetIndex != ng.SubnetIndex {
+			t.Errorf("NodeGroup %s moved from netnum %d to %d", n, ng.SubnetIndex, second.NodeGroups[n].SubnetIndex)
+		}
+	}
+	if a := second.NodeGroups["a152"].SubnetIndex; a == first.NodeGroups["workers"].SubnetIndex || a == first.NodeGroups["default"].SubnetIndex {
+		t.Errorf("a152 got a taken netnum %d", a)
+	}
+}
+
+// publishedVars reads the variables setup published.
+func publishedVars(t *testing.T, b objstore.Store) infra.Vars {
+	t.Helper()
+	obj, err := b.Get(t.Context(), state.TFVarsPath, objstore.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vars infra.Vars
+	if err := json.Unmarshal(obj.Data, &vars); err != nil {
+		t.Fatal(err)
+	}
+	return vars
 }

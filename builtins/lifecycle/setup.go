@@ -20,7 +20,7 @@ import (
 // ErrNotOwned reports an operation refused because Podmin cannot prove
 // that the cluster owns what it would change or delete (an untagged
 // bucket, a VPC it did not create): a refusal for safety.
-var ErrNotOwned = errors.New("no proof of ownership")
+var ErrNotOwned = infra.ErrNotOwned
 
 // PlanSummary is what setup, teardown or destroy will change in the
 // provider's infrastructure, shown before confirmation.
