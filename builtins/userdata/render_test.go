@@ -124,7 +124,7 @@ func TestRenderEveryArchitecture(t *testing.T) {
 				`mv -f "$file" "$deps/$name"`,
 				`tar -xzf "$deps/containerd.tar.gz" -C /usr/local --no-same-owner --exclude 'bin/containerd-shim-runc-v*' bin/`,
 				`rm -f /usr/local/bin/runc /usr/local/sbin/runc`,
-				`tar -xjf "$deps/gvisor.tar.bz2" -C /usr/local/bin --no-same-owner`,
+				`install_gvisor "$deps/gvisor.tar.bz2" /usr/local/bin`,
 				"default_runtime_name = 'runsc'",
 				"runtime_type = 'io.containerd.runsc.v1'",
 				"sandbox = '${pause_image}'",
