@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"slices"
 
+	"podmin.dev/podmin/builtins/infra"
 	"podmin.dev/podmin/internal/cloud"
 	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/ids"
@@ -266,8 +267,10 @@ type DisconnectResult struct {
 	WasCurrent bool `json:"wasCurrent"`
 }
 
-// Disconnect forgets a context. It removes local state only: the bucket and
-// everything in the cloud stay as they are.
+// Disconnect forgets a context. It removes local state only: the context
+// and the cluster's generated OpenTofu/Terraform module under
+// <cache>/infrastructure/<cluster>. The bucket and everything in the cloud
+// stay as they are, and setup regenerates the module from any machine.
 func (e *Env) Disconnect(opts DisconnectOptions) (DisconnectResult, error) {
 	var res DisconnectResult
 	err := e.contextsFile().Update(func(f *contexts.File) error {
@@ -282,5 +285,16 @@ func (e *Env) Disconnect(opts DisconnectOptions) (DisconnectResult, error) {
 		}
 		return nil
 	})
-	return res, err
+	if err != nil || e.Dirs.Cache == "" {
+		return res, err
+	}
+	// The name was validated when the context was saved, so the path
+	// stays below the cache.
+	if ids.ValidateCluster(opts.Cluster) == nil {
+		dir := infra.ModuleDir(e.Dirs.Cache, opts.Cluster)
+		if err := e.files().RemoveAll(dir); err != nil {
+			return res, fmt.Errorf("context %s is removed, but its generated module %s could not be: %w: remove it yourself", opts.Cluster, dir, err)
+		}
+	}
+	return res, nil
 }

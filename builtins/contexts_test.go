@@ -141,3 +141,35 @@ func TestConnectLocalAdoptsDirectory(t *testing.T) {
 		t.Fatalf("connect claimed an existing directory: %v %v", tags, err)
 	}
 }
+
+// Disconnect forgets the cluster's generated module with its context;
+// another cluster's module stays.
+func TestDisconnectRemovesTheGeneratedModule(t *testing.T) {
+	env := testEnv(t)
+	ctx := context.Background()
+	if _, err := env.Connect(ctx, ConnectOptions{Cluster: "demo", Provider: "local", Bucket: "demo"}); err != nil {
+		t.Fatal(err)
+	}
+	mine, other := filepath.Join(env.Dirs.Cache, "infrastructure", "demo"), filepath.Join(env.Dirs.Cache, "infrastructure", "prod")
+	for _, d := range []string{filepath.Join(mine, ".terraform"), other} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "versions.tf"), []byte("terraform {}\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := env.Disconnect(DisconnectOptions{Cluster: "demo"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(mine); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the generated module of demo remains: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(other, "versions.tf")); err != nil {
+		t.Fatalf("another cluster's module was removed: %v", err)
+	}
+	// Disconnecting again is the usual unknown-context error.
+	if _, err := env.Disconnect(DisconnectOptions{Cluster: "demo"}); err == nil {
+		t.Fatal("a second disconnect succeeded")
+	}
+}

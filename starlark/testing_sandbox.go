@@ -107,3 +107,8 @@ func (j *jailFiles) WriteFile(path string, data []byte, perm fs.FileMode) error 
 func (j *jailFiles) MkdirAll(path string, perm fs.FileMode) error {
 	return j.real.MkdirAll(j.inside(path), perm)
 }
+
+// RemoveAll implements builtins.Files.
+func (j *jailFiles) RemoveAll(path string) error {
+	return j.real.RemoveAll(j.inside(path))
+}

@@ -7,7 +7,9 @@ package dryrun
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -130,6 +132,14 @@ func New(env *builtins.Env) (*Recorder, *builtins.Env, error) {
 	}
 	e.Dirs.Cache = images.cache
 	r.sources = append(r.sources, images)
+	// Generated files the operation removes from the cache (disconnect's
+	// module directory) are the real cache's.
+	files.cache = func(p string) string {
+		if rel, err := filepath.Rel(images.cache, p); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return filepath.Join(env.Dirs.Cache, rel)
+		}
+		return p
+	}
 	return r, &e, nil
 }
 

@@ -130,10 +130,13 @@ func newDisconnectCmd(env *builtins.Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "disconnect CLUSTER [-y]",
 		Short: "Forget a context (local state only; the bucket and cloud resources stay)",
-		Long: `Disconnect removes the saved context CLUSTER from this machine. It changes
-nothing in the cloud: the bucket, its contents and any infrastructure remain,
-and "podmin connect" can reconnect to them later. If CLUSTER was current, no
-context is selected afterwards.
+		Long: `Disconnect removes the saved context CLUSTER from this machine, with the
+OpenTofu/Terraform module setup generated for it under
+<cache>/infrastructure/CLUSTER. It changes nothing in the cloud: the bucket,
+its contents and any infrastructure remain, and "podmin connect" can reconnect
+to them later (setup regenerates the module). If CLUSTER was current, no
+context is selected afterwards. A bucket this context created is not Podmin's
+to delete from a later context: connect finds it existing.
 
 On a terminal it asks you to type the cluster ID; --yes/-y confirms without
 asking and is needed when standard input is not a terminal.`,
