@@ -42,6 +42,7 @@ type EC2API interface {
 	DescribeVpcs(ctx context.Context, in *ec2.DescribeVpcsInput, opts ...func(*ec2.Options)) (*ec2.DescribeVpcsOutput, error)
 	DescribeVpcAttribute(ctx context.Context, in *ec2.DescribeVpcAttributeInput, opts ...func(*ec2.Options)) (*ec2.DescribeVpcAttributeOutput, error)
 	DescribeSubnets(ctx context.Context, in *ec2.DescribeSubnetsInput, opts ...func(*ec2.Options)) (*ec2.DescribeSubnetsOutput, error)
+	DescribeInternetGateways(ctx context.Context, in *ec2.DescribeInternetGatewaysInput, opts ...func(*ec2.Options)) (*ec2.DescribeInternetGatewaysOutput, error)
 }
 
 // ErrIncompatible reports provider facts that forbid the requested setup;
@@ -306,20 +307,48 @@ func SelectVPC(ctx context.Context, api EC2API, c Cluster, prev Vars) (VPCChoice
 			break
 		}
 	}
+	taken, err := vpcSubnets(ctx, api, id)
+	if err != nil {
+		return VPCChoice{}, err
+	}
 	if !v6.IsValid() {
 		changes = append(changes, "associate an Amazon-provided IPv6 /56")
 	} else {
-		taken, err := usedSlash64s(ctx, api, id)
-		if err != nil {
-			return VPCChoice{}, err
-		}
 		needed, err := neededSlash64s(c, prev, v6)
 		if err != nil {
 			return VPCChoice{}, err
 		}
 		for _, need := range needed {
-			if by, ok := taken[need.prefix]; ok {
+			if by, ok := taken.v6[need.prefix]; ok {
 				changes = append(changes, fmt.Sprintf("free the IPv6 /64 %s (used by %s; %s needs it)", need.prefix, by, need.what))
+			}
+		}
+	}
+	if nats := c.NAT64Instances(); len(nats) > 0 {
+		// The NAT64 data ENIs carry EIPs, which need the VPC's internet
+		// gateway, and private IPv4 addresses in their own /28s.
+		igw, err := api.DescribeInternetGateways(ctx, &ec2.DescribeInternetGatewaysInput{Filters: []types.Filter{
+			{Name: aws.String("attachment.vpc-id"), Values: []string{id}},
+		}})
+		if err != nil {
+			return VPCChoice{}, fmt.Errorf("list the internet gateways of VPC %s: %w", id, err)
+		}
+		if len(igw.InternetGateways) == 0 {
+			changes = append(changes, "attach an internet gateway (the NAT64 instances' Elastic IPs need one)")
+		}
+		alloc, err := Allocate(c, prev)
+		if err != nil {
+			return VPCChoice{}, err
+		}
+		for _, n := range nats {
+			data, err := nat64DataIPv4(c.VPCCIDR, alloc.NAT64[n.Name])
+			if err != nil {
+				return VPCChoice{}, err
+			}
+			for _, s := range taken.v4 {
+				if s.prefix.Overlaps(data) {
+					changes = append(changes, fmt.Sprintf("free the IPv4 range %s (subnet %s has %s; NAT64 %s's data subnet needs it)", data, s.id, s.prefix, n.Name))
+				}
 			}
 		}
 	}
@@ -359,20 +388,36 @@ func sub64(v6 netip.Prefix, n int) netip.Prefix {
 	return netip.PrefixFrom(netip.AddrFrom16(b), 64)
 }
 
-// usedSlash64s maps every IPv6 /64 of the VPC's subnets to its subnet.
-func usedSlash64s(ctx context.Context, api EC2API, vpc string) (map[netip.Prefix]string, error) {
-	out := map[netip.Prefix]string{}
+// subnets are the IPv6 /64s (to the subnet holding each) and IPv4 ranges
+// of a VPC's subnets.
+type subnets struct {
+	v6 map[netip.Prefix]string
+	v4 []subnetV4
+}
+
+type subnetV4 struct {
+	prefix netip.Prefix
+	id     string
+}
+
+// vpcSubnets lists the subnets of vpc.
+func vpcSubnets(ctx context.Context, api EC2API, vpc string) (subnets, error) {
+	out := subnets{v6: map[netip.Prefix]string{}}
 	in := &ec2.DescribeSubnetsInput{Filters: []types.Filter{{Name: aws.String("vpc-id"), Values: []string{vpc}}}}
 	for page := 0; page < 1000; page++ {
 		res, err := api.DescribeSubnets(ctx, in)
 		if err != nil {
-			return nil, fmt.Errorf("list the subnets of VPC %s: %w", vpc, err)
+			return subnets{}, fmt.Errorf("list the subnets of VPC %s: %w", vpc, err)
 		}
 		for _, s := range res.Subnets {
+			id := aws.ToString(s.SubnetId)
 			for _, a := range s.Ipv6CidrBlockAssociationSet {
 				if p, err := netip.ParsePrefix(aws.ToString(a.Ipv6CidrBlock)); err == nil {
-					out[p.Masked()] = "subnet " + aws.ToString(s.SubnetId)
+					out.v6[p.Masked()] = "subnet " + id
 				}
+			}
+			if p, err := netip.ParsePrefix(aws.ToString(s.CidrBlock)); err == nil {
+				out.v4 = append(out.v4, subnetV4{p.Masked(), id})
 			}
 		}
 		if aws.ToString(res.NextToken) == "" {
@@ -380,7 +425,24 @@ func usedSlash64s(ctx context.Context, api EC2API, vpc string) (map[netip.Prefix
 		}
 		in.NextToken = res.NextToken
 	}
-	return nil, fmt.Errorf("list the subnets of VPC %s: too many pages", vpc)
+	return subnets{}, fmt.Errorf("list the subnets of VPC %s: too many pages", vpc)
+}
+
+// nat64DataIPv4 is a NAT64 data subnet's IPv4 range: cidrsubnet(vpc_cidr,
+// nat64_newbits, slot) as locals.tf computes it.
+func nat64DataIPv4(vpcCIDR string, slot int) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(vpcCIDR)
+	if err != nil || !p.Addr().Is4() {
+		return netip.Prefix{}, fmt.Errorf("VPC CIDR %q is not an IPv4 prefix", vpcCIDR)
+	}
+	bits := p.Bits() + min(4, 28-p.Bits())
+	if slot < 0 || slot >= 1<<(bits-p.Bits()) {
+		return netip.Prefix{}, fmt.Errorf("NAT64 slot %d is outside %s", slot, vpcCIDR)
+	}
+	a := p.Masked().Addr().As4()
+	n := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+	n |= uint32(slot) << (32 - bits)
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}), bits), nil
 }
 
 func tagValue(tags []types.Tag, key string) (string, bool) {

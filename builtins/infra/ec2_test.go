@@ -8,8 +8,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -225,5 +227,94 @@ func TestCreatedVPCFailsClosed(t *testing.T) {
 		if !errors.Is(err, ErrNotOwned) || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("%v: %v, want %q", tc.outs, err, tc.err)
 		}
+	}
+}
+
+// A reused VPC serves NAT64 only with an internet gateway for the data
+// ENIs' EIPs and free IPv4 ranges for their data subnets; both are
+// checked, and every missing change listed, before OpenTofu/Terraform runs.
+func TestSelectVPCForNAT64(t *testing.T) {
+	c := prepared()
+	c.NAT64 = "t4g.nano"
+	c.NAT64Arch = map[string]string{"t4g.nano": "arm64"}
+	c.NodeGroups[0].Zone = "us-west-2a"
+	alloc, err := Allocate(c, Vars{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := nat64DataIPv4(c.VPCCIDR, alloc.NAT64["shared-us-west-2a"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	vpc := ec2test.VPC{ID: "vpc-reuse", CIDR: "10.0.0.0/16", IPv6: "2600:1f14:abc:de00::/56", IPv6Pool: "Amazon", DNSSupport: true, DNSHostnames: true}
+	inside := netip.PrefixFrom(data.Addr().Next(), 28).Masked() // a /28 inside the data subnet's range
+	for _, tc := range []struct {
+		name    string
+		igw     bool
+		subnets []ec2test.Subnet
+		want    []string
+	}{
+		{"ready", true, []ec2test.Subnet{{ID: "subnet-apps", VPC: "vpc-reuse", CIDR: "10.0.255.0/24"}}, nil},
+		{"no internet gateway", false, nil, []string{"attach an internet gateway (the NAT64 instances' Elastic IPs need one)"}},
+		{"overlapping IPv4", true, []ec2test.Subnet{{ID: "subnet-apps", VPC: "vpc-reuse", CIDR: inside.String()}},
+			[]string{fmt.Sprintf("free the IPv4 range %s (subnet subnet-apps has %s; NAT64 shared-us-west-2a's data subnet needs it)", data, inside)}},
+		{"both", false, []ec2test.Subnet{{ID: "subnet-big", VPC: "vpc-reuse", CIDR: "10.0.0.0/16"}},
+			[]string{"attach an internet gateway", fmt.Sprintf("free the IPv4 range %s (subnet subnet-big has 10.0.0.0/16", data)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := ec2test.New()
+			f.VPCs, f.Subnets = []ec2test.VPC{vpc}, tc.subnets
+			if tc.igw {
+				f.InternetGateways = []ec2test.InternetGateway{{ID: "igw-1", VPC: "vpc-reuse"}}
+			}
+			f.InternetGateways = append(f.InternetGateways, ec2test.InternetGateway{ID: "igw-other", VPC: "vpc-other"})
+			got, err := SelectVPC(context.Background(), f.Client(t), c, Vars{})
+			if tc.want == nil {
+				if err != nil || got != (VPCChoice{ID: "vpc-reuse", Reuse: true}) {
+					t.Fatalf("got %+v, %v", got, err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrIncompatible) {
+				t.Fatalf("error %v", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+	// Without NAT64 neither is needed.
+	f := ec2test.New()
+	f.VPCs, f.Subnets = []ec2test.VPC{vpc}, []ec2test.Subnet{{ID: "subnet-big", VPC: "vpc-reuse", CIDR: "10.0.0.0/16"}}
+	if got, err := SelectVPC(context.Background(), f.Client(t), prepared(), Vars{}); err != nil || !got.Reuse {
+		t.Fatalf("without NAT64: %+v %v", got, err)
+	}
+	if slices.Contains(f.Calls, "DescribeInternetGateways") {
+		t.Error("the internet gateway was checked without NAT64")
+	}
+}
+
+// nat64DataIPv4 matches the module's cidrsubnet(vpc_cidr, nat64_newbits, slot).
+func TestNAT64DataIPv4MatchesCidrsubnet(t *testing.T) {
+	for _, tc := range []struct {
+		cidr string
+		slot int
+		want string
+	}{
+		{"10.0.0.0/16", 1, "10.0.16.0/20"},
+		{"10.0.0.0/16", 8, "10.0.128.0/20"},
+		{"10.0.0.0/16", 15, "10.0.240.0/20"},
+		{"192.168.4.0/24", 3, "192.168.4.48/28"},
+		{"172.16.0.0/26", 1, "172.16.0.16/28"},
+	} {
+		got, err := nat64DataIPv4(tc.cidr, tc.slot)
+		if err != nil || got.String() != tc.want {
+			t.Errorf("nat64DataIPv4(%s, %d) = %v %v, want %s", tc.cidr, tc.slot, got, err, tc.want)
+		}
+	}
+	if _, err := nat64DataIPv4("10.0.0.0/16", 16); err == nil {
+		t.Error("a slot outside the VPC was accepted")
 	}
 }
