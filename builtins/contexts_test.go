@@ -36,17 +36,7 @@ func testEnv(t *testing.T) *Env {
 
 // useVersityGW points the AWS provider's standard configuration at a real
 // S3-compatible server through the environment, as an operator would.
-func useVersityGW(t *testing.T) *objstoretest.S3Server {
-	srv := objstoretest.StartVersityGW(t)
-	t.Setenv("AWS_ENDPOINT_URL_S3", srv.Endpoint)
-	t.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
-	t.Setenv("AWS_REGION", srv.Region)
-	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	return srv
-}
+func useVersityGW(t *testing.T) *objstoretest.S3Server { return objstoretest.UseVersityGW(t) }
 
 func rawBucket(t *testing.T, srv *objstoretest.S3Server, name string) *s3store.Bucket {
 	b, err := s3store.New(context.Background(), s3store.Options{Bucket: name, Region: srv.Region})

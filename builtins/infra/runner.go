@@ -5,7 +5,6 @@
 package infra
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,9 +16,9 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 
 	"podmin.dev/podmin/internal/state"
+	"podmin.dev/podmin/internal/syncio"
 )
 
 // PlanFile is the saved plan in the module directory; apply applies
@@ -129,7 +128,7 @@ func (r *Runner) run(ctx context.Context, step string, args ...string) (result, 
 	cmd.Env = append(append([]string(nil), r.Environ...),
 		"TF_IN_AUTOMATION=1", "TF_INPUT=0", "CHECKPOINT_DISABLE=1",
 		"TF_PLUGIN_CACHE_DIR="+cache)
-	var stdout, all syncBuffer
+	var stdout, all syncio.Buffer
 	var out, errs io.Writer = io.MultiWriter(&stdout, &all), &all
 	if r.Output != nil {
 		out, errs = io.MultiWriter(out, r.Output), io.MultiWriter(errs, r.Output)
@@ -145,24 +144,6 @@ func (r *Runner) run(ctx context.Context, step string, args ...string) (result, 
 		return res, fmt.Errorf("run OpenTofu/Terraform (%s): %w", bin, err)
 	}
 	return res, nil
-}
-
-// syncBuffer is a buffer both output streams of one command write to.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 var lockIDRE = regexp.MustCompile(`(?m)^\s*ID:\s+(\S+)`)
