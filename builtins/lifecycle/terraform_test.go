@@ -26,26 +26,26 @@ import (
 // machine would: the recorded EC2 fake answers the checks, the real node
 // bootstrap stages the dependencies from the recorded upstream, versitygw
 // is the bucket and the S3 backend, and the real terraform binary runs
-// with a CLI configuration naming the provider mirror and a cache without
-// tf-plugins yet. Version and init succeed (providers installed into the
+// with a CLI configuration naming the provider mirror (tftest.Find) and a
+// cache without tf-plugins yet. Version and init succeed (providers installed into the
 // fresh plugin cache, the backend initialized in the bucket); the plan
 // then needs the AWS APIs, which this machine cannot reach, and fails
 // before anything is written.
 func TestAWSSetupReachesTerraformInit(t *testing.T) {
 	tf := tftest.Find(t)
-	if tf.CLIConfig == "" {
-		t.Skip("no AWS provider mirror: this test runs Terraform offline")
-	}
 	ae := newAWSEnv(t)
 	ae.realBootstrap(t)
 	boot := ae.bootstrap
 	home := t.TempDir()
 	var out bytes.Buffer
 	env := map[string]string{
-		"PATH": os.Getenv("PATH"), "HOME": home, "TF_CLI_CONFIG_FILE": tf.CLIConfig,
+		"PATH": os.Getenv("PATH"), "HOME": home,
 		"AWS_ACCESS_KEY_ID": ae.srv.AccessKey, "AWS_SECRET_ACCESS_KEY": ae.srv.SecretKey, "AWS_REGION": ae.srv.Region,
 		"AWS_ENDPOINT_URL_S3": ae.srv.Endpoint, "AWS_EC2_METADATA_DISABLED": "true", "AWS_MAX_ATTEMPTS": "1",
 		"AWS_CONFIG_FILE": filepath.Join(home, "none"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(home, "none"),
+	}
+	if tf.CLIConfig != "" {
+		env["TF_CLI_CONFIG_FILE"] = tf.CLIConfig // else the registry
 	}
 	var environ []string
 	for k, v := range env {
@@ -80,8 +80,9 @@ func TestAWSSetupReachesTerraformInit(t *testing.T) {
 	if providers, _ := filepath.Glob(filepath.Join(plugins, "registry.terraform.io", "hashicorp", "aws", "*")); len(providers) == 0 {
 		t.Errorf("the AWS provider was not installed into the fresh plugin cache %s", plugins)
 	}
-	// This machine has no route to the AWS APIs: the plan fails, as a
-	// tool failure, before the confirmation, and nothing is written.
+	// The fake keys open no AWS account (and this machine may have no
+	// route to AWS at all): the plan fails, as a tool failure, before the
+	// confirmation, and nothing is written.
 	if !errors.Is(err, infra.ErrTool) || !strings.Contains(err.Error(), "plan exited with status") || confirmed ||
 		!strings.Contains(log, "retrieving caller identity from STS") {
 		t.Fatalf("setup after init: %v (confirmed %v); the plan must fail only for want of the AWS APIs:\n%s", err, confirmed, log)
