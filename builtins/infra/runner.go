@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"podmin.dev/podmin/internal/state"
 	"podmin.dev/podmin/internal/syncio"
@@ -131,7 +132,9 @@ func (r *Runner) run(ctx context.Context, step string, args ...string) (result, 
 	var stdout, all syncio.Buffer
 	var out, errs io.Writer = io.MultiWriter(&stdout, &all), &all
 	if r.Output != nil {
-		out, errs = io.MultiWriter(out, r.Output), io.MultiWriter(errs, r.Output)
+		// Both streams are copied by their own goroutine.
+		shown := &lockedWriter{w: r.Output}
+		out, errs = io.MultiWriter(out, shown), io.MultiWriter(errs, shown)
 	}
 	cmd.Stdout, cmd.Stderr = out, errs
 	err = cmd.Run()
@@ -144,6 +147,18 @@ func (r *Runner) run(ctx context.Context, step string, args ...string) (result, 
 		return res, fmt.Errorf("run OpenTofu/Terraform (%s): %w", bin, err)
 	}
 	return res, nil
+}
+
+// lockedWriter serializes writes from several goroutines to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 var lockIDRE = regexp.MustCompile(`(?m)^\s*ID:\s+(\S+)`)

@@ -67,10 +67,11 @@ run "no_nat64" {
     error_message = "nodes read only this cluster's Secrets Manager secrets"
   }
   assert {
-    condition = [aws_vpc.cluster[0].tags, aws_subnet.nodegroup["default"].tags["podmin:create-nonce"]] == [
-      { "podmin:cluster" = "demo", "podmin:create-nonce" = "5e1f0c2d9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d", Name = "podmin-demo" },
-      "5e1f0c2d9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d",
-    ]
+    condition = aws_vpc.cluster[0].tags == tomap({
+      "podmin:cluster"      = "demo"
+      "podmin:create-nonce" = "5e1f0c2d9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d"
+      Name                  = "podmin-demo"
+    }) && aws_subnet.nodegroup["default"].tags["podmin:create-nonce"] == "5e1f0c2d9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d"
     error_message = "every resource carries the cluster's create nonce, the proof destroy requires"
   }
   assert {
