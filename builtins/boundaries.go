@@ -46,6 +46,9 @@ type Files interface {
 	WriteFile(path string, data []byte, perm fs.FileMode) error
 	// MkdirAll creates a directory and its missing parents.
 	MkdirAll(path string, perm fs.FileMode) error
+	// RemoveAll removes a directory tree Podmin generated; an absent path
+	// is no error.
+	RemoveAll(path string) error
 }
 
 // ReadJail is implemented by Files that allow reads only in some places (a
@@ -131,6 +134,9 @@ func (OSFiles) Open(path string) (io.ReadCloser, error) { return os.Open(path) }
 
 // MkdirAll implements Files.
 func (OSFiles) MkdirAll(path string, perm fs.FileMode) error { return os.MkdirAll(path, perm) }
+
+// RemoveAll implements Files.
+func (OSFiles) RemoveAll(path string) error { return os.RemoveAll(path) }
 
 // WriteFile implements Files.
 func (OSFiles) WriteFile(path string, data []byte, perm fs.FileMode) error {

@@ -221,3 +221,8 @@ func (p jailProvider) OpenBucket(ctx context.Context, ref cloud.BucketRef) (objs
 	ref.Bucket = p.Dir(ref.Bucket)
 	return p.Provider.OpenBucket(ctx, ref)
 }
+
+// RemoveAll implements builtins.Files.
+func (j *jailFiles) RemoveAll(path string) error {
+	return j.real.RemoveAll(j.inside(path))
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -136,6 +137,14 @@ func New(env *builtins.Env) (*Recorder, *builtins.Env, error) {
 	}
 	e.Dirs.Cache = images.cache
 	r.sources = append(r.sources, images)
+	// Generated files the operation removes from the cache (disconnect's
+	// module directory) are the real cache's.
+	files.cache = func(p string) string {
+		if rel, err := filepath.Rel(images.cache, p); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return filepath.Join(env.Dirs.Cache, rel)
+		}
+		return p
+	}
 	return r, &e, nil
 }
 

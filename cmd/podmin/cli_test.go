@@ -84,11 +84,11 @@ func (c *cli) unchanged(before map[string]string) {
 func TestConnectUseDisconnect(t *testing.T) {
 	c := newCLI(t)
 	out := c.ok("connect", "demo", "--provider", "local", "--bucket", "demo-bucket")
-	if !strings.Contains(out, "bucket demo-bucket: created, owned by this cluster") {
+	if !strings.Contains(out, "bucket demo-bucket: created, Podmin's own (destroy may delete it)") {
 		t.Fatalf("connect output:\n%s", out)
 	}
 	tags, err := os.ReadFile(filepath.Join(c.root, "data", "podmin", "buckets", "demo-bucket", ".podmin", "tags.json"))
-	if err != nil || !strings.Contains(string(tags), `"podmin:cluster": "demo"`) {
+	if err != nil || !strings.Contains(string(tags), `"podmin:cluster": "demo"`) || !strings.Contains(string(tags), `"podmin:create-nonce": "`) {
 		t.Fatalf("bucket tag: %s %v", tags, err)
 	}
 	if st, err := os.Stat(filepath.Join(c.root, "config", "podmin", "contexts.json")); err != nil || st.Mode().Perm() != 0o600 {

@@ -110,6 +110,12 @@ func TestExitCodeContract(t *testing.T) {
 	sharing.ok("connect", "second", "--provider", "local", "--bucket", found)
 	sharing.ok("setup", "--nodegroup", "web", "-y")
 	published := filepath.Join(found, "tfstate", "podmin.auto.tfvars.json")
+	// A bucket connect created whose tags lost the nonce it recorded.
+	retagged := newCLI(t)
+	retaggedBucket := retagged.connectLocal()
+	if err := os.WriteFile(filepath.Join(retaggedBucket, ".podmin", "tags.json"), []byte(`{"podmin:cluster":"demo"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	gone := goneCLI(t)
 	amb := ambiguousCLI(t)
 	repl := newCLI(t)
@@ -266,7 +272,7 @@ func TestExitCodeContract(t *testing.T) {
 		{fresh, exitUsage, `unknown output format "xml"`, []string{"destroy", "-y", "-o", "xml"}},
 		{doomed, exitFailed, "needs a current context", []string{"destroy", "-y"}}, // the destroy above removed it
 		{c, exitRefused, "pass --yes (-y) to podmin destroy", []string{"destroy"}},
-		{unowned, exitRefused, `bucket "` + found + `" has no podmin:cluster tag`, []string{"destroy", "-y"}},
+		{retagged, exitRefused, `does not carry the podmin:create-nonce this context recorded`, []string{"destroy", "-y"}},
 		// run: the script's own outcome
 		{c, exitOK, "", []string{"run", ok}},
 		{c, exitOK, "1 destructive call(s)", []string{"run", "--dry-run", destructiveDryRun}},

@@ -35,6 +35,11 @@ type Context struct {
 	Bucket          string `json:"bucket"`
 	Profile         string `json:"profile,omitempty"`
 	SecretsProvider string `json:"secretsProvider"`
+	// BucketNonce is the nonce connect drew just before it created the
+	// bucket and also wrote into the bucket's BucketNonceTag; empty when
+	// the bucket existed already (it is used, never deleted). Only a
+	// matching pair lets destroy delete the bucket.
+	BucketNonce string `json:"bucketNonce,omitempty"`
 }
 
 // File is the whole contexts file.
