@@ -7,6 +7,7 @@ package staticpod_test
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,9 +27,10 @@ import (
 // a NodeGroup of 1,000 deployments (half with a Service) from a
 // 10,000-entry index in the local store: index read, 1,500 payload reads
 // and verifications, transformation, 1,000 synced renames. It runs with
-// the node root on disk (the test's temporary directory) and on a tmpfs
-// (/dev/shm), each without and with workload identities (a leaf issued
-// and written for every Pod).
+// the node laid out as on a VM, the static Pod directory on disk (the
+// test's temporary directory) and /run on a tmpfs (/dev/shm), and with
+// the whole node root on a tmpfs; each without and with workload
+// identities (a leaf issued and written into /run for every Pod).
 //
 //	go test ./agent/staticpod -run '^$' -bench ColdReconcile -benchtime 5x
 func BenchmarkColdReconcile1000of10000(b *testing.B) {
@@ -78,7 +80,7 @@ func BenchmarkColdReconcile1000of10000(b *testing.B) {
 	for _, fs := range []struct {
 		name string
 		dir  func(b *testing.B) string
-	}{{"disk", func(b *testing.B) string { return b.TempDir() }}, {"tmpfs", tmpfsDir}} {
+	}{{"disk", diskWithTmpfsRun}, {"tmpfs", tmpfsDir}} {
 		for _, identities := range []bool{false, true} {
 			name := fs.name + "/plain"
 			if identities {
@@ -91,6 +93,16 @@ func BenchmarkColdReconcile1000of10000(b *testing.B) {
 				for b.Loop() {
 					i++
 					f.root = filepath.Join(base, fmt.Sprint(i))
+					if err := os.MkdirAll(f.root, 0o755); err != nil {
+						b.Fatal(err)
+					}
+					if run := filepath.Join(base, "run"); fileExists(run) {
+						// A node's /run is a tmpfs.
+						tmp := filepath.Join(run, fmt.Sprint(i))
+						if err := errors.Join(os.MkdirAll(tmp, 0o755), os.Symlink(tmp, filepath.Join(f.root, "run"))); err != nil {
+							b.Fatal(err)
+						}
+					}
 					var id staticpod.Identity
 					if identities {
 						id = newIdentities(b, f, key)
@@ -101,7 +113,7 @@ func BenchmarkColdReconcile1000of10000(b *testing.B) {
 					}
 					b.StopTimer()
 					// Every round starts from an empty root and cache.
-					if err := os.RemoveAll(f.root); err != nil {
+					if err := errors.Join(os.RemoveAll(f.root), os.RemoveAll(filepath.Join(base, "run", fmt.Sprint(i)))); err != nil {
 						b.Fatal(err)
 					}
 					b.StartTimer()
@@ -109,6 +121,21 @@ func BenchmarkColdReconcile1000of10000(b *testing.B) {
 			})
 		}
 	}
+}
+
+// diskWithTmpfsRun is a directory on disk for b whose "run" entry is a
+// directory on a tmpfs, where each round's /run goes.
+func diskWithTmpfsRun(b *testing.B) string {
+	base := b.TempDir()
+	if err := os.Symlink(tmpfsDir(b), filepath.Join(base, "run")); err != nil {
+		b.Fatal(err)
+	}
+	return base
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 // tmpfsDir is a directory on a tmpfs for b, skipping b when /dev/shm is
