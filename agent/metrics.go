@@ -6,6 +6,7 @@ package agent
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -19,6 +20,9 @@ import (
 type metrics struct {
 	rec       interface{ Counters() staticpod.Counters }
 	nodegroup string
+	// collectors write their own families after the reconciler's (the
+	// registry's).
+	collectors []interface{ WriteMetrics(w io.Writer) }
 }
 
 // ServeHTTP writes the counters.
@@ -45,6 +49,9 @@ func (m *metrics) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	slices.Sort(pods)
 	for _, p := range pods {
 		fmt.Fprintf(&b, "podmin_agent_pod_failures_total{%s,pod=%s} %d\n", ng, strconv.Quote(p), c.PodFailures[p])
+	}
+	for _, c := range m.collectors {
+		c.WriteMetrics(&b)
 	}
 	_, _ = w.Write([]byte(b.String()))
 }

@@ -6,10 +6,14 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -62,5 +66,47 @@ func TestRegistryAddressFromEnv(t *testing.T) {
 	}
 	if _, err = OptionsFromEnv(env(map[string]string{EnvRegistryAddr: "0.0.0.0:5000"})); err == nil || !strings.Contains(err.Error(), EnvRegistryAddr) {
 		t.Fatalf("a non-loopback registry address was accepted: %v", err)
+	}
+}
+
+// The agent's /metrics carries the registry's counters: the bytes it
+// served and the requests it refused, by reason.
+func TestMetricsScrapeRegistryCounters(t *testing.T) {
+	a := startLocalAgent(t, time.Hour, func(o *Options) { o.RegistryAddr = "127.0.0.1:0" })
+	blob := []byte(strings.Repeat("podmin layer ", 1000))
+	sum := sha256.Sum256(blob)
+	digest := hex.EncodeToString(sum[:])
+	if _, err := a.bucket.Put(context.Background(), "apps/hello/blobs/sha256/"+digest, blob); err != nil {
+		t.Fatal(err)
+	}
+	addr := regexp.MustCompile(`msg="serving the read-only registry".* addr=(\S+)`).FindStringSubmatch(a.logs.String())
+	if addr == nil {
+		t.Fatalf("no registry address in the log:\n%s", a.logs)
+	}
+	for path, want := range map[string]int{
+		"/v2/apps/hello/blobs/sha256:" + digest:                  http.StatusOK,
+		"/v2/apps/hello/blobs/sha256:" + strings.Repeat("0", 64): http.StatusNotFound,
+	} {
+		resp, err := http.Get("http://" + addr[1] + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("GET %s = %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+	_, body := a.get(t, "/metrics")
+	for _, want := range []string{
+		fmt.Sprintf(`podmin_agent_registry_bytes_served_total{kind="blob"} %d`, len(blob)),
+		`podmin_agent_registry_bytes_served_total{kind="manifest"} 0`,
+		`podmin_agent_registry_refusals_total{reason="not_found"} 1`,
+		`podmin_agent_registry_refusals_total{reason="digest_mismatch"} 0`,
+		`podmin_agent_reconcile_passes_total{nodegroup="workers"}`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, body)
+		}
 	}
 }

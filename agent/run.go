@@ -128,7 +128,8 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	if opts.Once {
 		return runOnce(ctx, rec, log)
 	}
-	hs := &healthServer{addr: opts.HealthAddr, health: health, metrics: &metrics{rec: rec, nodegroup: cfg.NodeGroup}}
+	m := &metrics{rec: rec, nodegroup: cfg.NodeGroup}
+	hs := &healthServer{addr: opts.HealthAddr, health: health, metrics: m}
 	loop := staticpod.NewLoop(rec, staticpod.LoopOptions{Interval: opts.PollInterval, Health: health})
 	d := &Daemon{
 		Serving:     []Component{hs},
@@ -158,7 +159,9 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 		d.Reconcilers = append(d.Reconcilers, NewLoopComponent("index-watcher", w.Run))
 	}
 	if opts.RegistryAddr != "" {
-		d.Serving = append(d.Serving, newRegistryServer(opts.RegistryAddr, store, log))
+		rs := newRegistryServer(opts.RegistryAddr, store, log)
+		m.collectors = append(m.collectors, rs.handler)
+		d.Serving = append(d.Serving, rs)
 	}
 	if cfg.Provider != "local" || kubeletSocketExists(opts.Root) {
 		// Local node mode watches a kubelet only when one serves its Pods
