@@ -88,6 +88,11 @@ Environment (settings of the process, not of the node):
                                2001:db8::<API port>)
   %-28[21]s auto, on or off: load the eBPF dataplane (auto: on for
                                aws as root on Linux, off in local node mode)
+  %-28[27]s window over which the Pod restarts that new workload
+                               certificates cause are spread, each Pod at its
+                               own point (from NodeGroup, node ID and Pod name);
+                               a CA bundle change restarts none (default 30m,
+                               at most 5h; 0: at once)
   %[23]s
                                command restarting Fluent Bit after its
                                configuration, CA bundle or client certificate
@@ -122,11 +127,12 @@ Endpoints (loopback only):
   /readyz    200 when the NodeGroup is published; 503 with one reason per line,
              naming every Pod kept at its last valid state and any log export
              failure (which never holds Pods back)
-  /metrics   counters of passes, failures, restarts and per-Pod failures
+  /metrics   counters of passes, failures, restarts and per-Pod failures;
+             registry bytes served and refusals by reason
 `, agent.EnvRoot, agent.EnvOnce, agent.EnvPollInterval, agent.DefaultPollInterval, agent.EnvHealthAddr, agent.DefaultHealthAddr,
 		agent.EnvRegistryAddr, registry.DefaultAddress, agent.EnvTTLMargin, agent.DefaultTTLMargin,
 		nodepod.ManifestsDir, nodepod.WorkloadsDir, pods.SocketPath, "XDG_DATA_HOME, HOME", "AWS_*",
 		agent.EnvDNSAddr, service.DefaultAddr, agent.EnvAPIAddr, agent.EnvNodeID, agent.EnvNodeAddr, agent.EnvDataplane,
 		service.DefaultStatePath, agent.EnvFluentBitRestart, agent.DefaultFluentBitRestart,
-		agent.FluentBitConfigPath, agent.TelemetryDir)
+		agent.FluentBitConfigPath, agent.TelemetryDir, agent.EnvRestartWindow)
 }
