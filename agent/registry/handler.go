@@ -150,7 +150,8 @@ func (h *Handler) manifest(w http.ResponseWriter, r *http.Request, rt route) *ap
 	// held until the response is sent.
 	share, err := h.manifests.take(ctx, d.Size+1)
 	if err != nil {
-		return h.storageError(ctx, key, fmt.Errorf("waiting for manifest memory: %w", err))
+		// The client went away while the request waited its turn.
+		return errorf(http.StatusServiceUnavailable, CodeUnknown, "the request ended while waiting to read manifest "+quote(d.Digest.String())).because(refusedCancelled)
 	}
 	defer h.manifests.give(share)
 	data, err := h.readManifest(ctx, key, d)

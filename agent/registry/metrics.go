@@ -30,6 +30,9 @@ const (
 	refusedKnownBad
 	// refusedStorage: reading the bucket failed.
 	refusedStorage
+	// refusedCancelled: the request ended while it waited for manifest
+	// memory.
+	refusedCancelled
 	numRefusals
 )
 
@@ -41,6 +44,7 @@ var refusalNames = [numRefusals]string{
 	refusedDigestMismatch: "digest_mismatch",
 	refusedKnownBad:       "known_bad",
 	refusedStorage:        "storage_error",
+	refusedCancelled:      "cancelled",
 }
 
 // refusalOf is the reason of an error response, by its status unless it

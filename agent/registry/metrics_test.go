@@ -58,6 +58,7 @@ func TestMetricsCountBytesAndRefusals(t *testing.T) {
 		`podmin_agent_registry_refusals_total{reason="digest_mismatch"} 1`,
 		`podmin_agent_registry_refusals_total{reason="known_bad"} 2`,
 		`podmin_agent_registry_refusals_total{reason="storage_error"} 0`,
+		`podmin_agent_registry_refusals_total{reason="cancelled"} 0`,
 	} {
 		if !strings.Contains(got, want+"\n") {
 			t.Errorf("missing %q in\n%s", want, got)
