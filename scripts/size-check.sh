@@ -5,7 +5,8 @@
 #
 # Checks the release binaries "make build" wrote into BIN: each is static
 # (no cgo, no dynamic loader), stripped, within its size limit in bytes,
-# and reports the version, commit and date the build injected.
+# and reports the version, commit and date the build injected; the agent
+# imports no terminal UI and no template package.
 #
 #   scripts/size-check.sh BIN MAX_PODMIN MAX_AGENT VERSION COMMIT DATE
 set -euo pipefail
@@ -50,6 +51,20 @@ every exported method of every linked type) with
     fail "$name still has its symbol table: link with -ldflags=-s -w"
   fi
 done
+
+# The agent links no terminal UI and no template executor: text/template and
+# html/template look methods up by name, which keeps every exported method
+# of every linked type. Its packages are listed with the build's own tags.
+tags=$(go version -m "$bin/podmin-agent" | sed -n 's/^[[:space:]]*build[[:space:]]*-tags=//p')
+if agent_deps=$(go list -tags "$tags" -deps ./cmd/podmin-agent); then
+  for pkg in podmin.dev/podmin/internal/progress/bars github.com/vbauerster/mpb/v8 text/template html/template golang.org/x/net/trace; do
+    if grep -qxF "$pkg" <<<"$agent_deps"; then
+      fail "podmin-agent imports $pkg: $(go list -tags "$tags" -deps -f '{{.ImportPath}}: {{join .Imports " "}}' ./cmd/podmin-agent | grep -E " $pkg( |\$)" | cut -d: -f1 | tr '\n' ' ')"
+    fi
+  done
+else
+  fail "go list ./cmd/podmin-agent failed"
+fi
 
 # podmin version and podmin-agent --version report what the build injected.
 home=$(mktemp -d)
