@@ -8,8 +8,22 @@ BIN ?= bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse --verify -q HEAD 2>/dev/null || echo unknown)
 DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+# Evaluated once, so size-check compares exactly what the build injected.
+VERSION := $(VERSION)
+COMMIT := $(COMMIT)
+DATE := $(DATE)
 PKG := podmin.dev/podmin/internal/version
-LDFLAGS := -X $(PKG).Version=$(VERSION) -X $(PKG).Commit=$(COMMIT) -X $(PKG).Date=$(DATE)
+# Release builds are static (CGO_ENABLED=0), stripped of symbols and DWARF
+# (-s -w) and free of local paths (-trimpath). grpcnotrace drops gRPC's
+# golang.org/x/net/trace, whose html/template pages would make the linker
+# keep every exported method of every type in the agent (builtins/deps
+# builds --agent-source agents with the same flags).
+BUILD_FLAGS := -trimpath -tags grpcnotrace
+LDFLAGS := -s -w -X $(PKG).Version=$(VERSION) -X $(PKG).Commit=$(COMMIT) -X $(PKG).Date=$(DATE)
+# Size limits in bytes of the release binaries; every node downloads the
+# agent when it boots.
+MAX_PODMIN ?= 50000000
+MAX_AGENT ?= 36000000
 # The S3-compatible server the object-store conformance suite runs against,
 # built from the tools module (tools/go.mod), which pins test-only programs
 # apart from Podmin's own dependencies. Set PODMIN_VERSITYGW to an existing
@@ -22,14 +36,17 @@ TEST_TOOLS := tools
 PODMIN_VERSITYGW := $(abspath $(VERSITYGW))
 endif
 
-.PHONY: help build test lint bench generate clean quickstart tools prereqs bpf
+.PHONY: help build size-check test lint bench generate clean quickstart tools prereqs bpf
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: bpf ## build bin/podmin and bin/podmin-agent with version metadata
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/podmin ./cmd/podmin
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/podmin-agent ./cmd/podmin-agent
+build: bpf ## build static, stripped bin/podmin and bin/podmin-agent with version metadata
+	CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -ldflags '$(LDFLAGS)' -o $(BIN)/podmin ./cmd/podmin
+	CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -ldflags '$(LDFLAGS)' -o $(BIN)/podmin-agent ./cmd/podmin-agent
+
+size-check: build ## check the release binaries: static, stripped, within their size limits, version metadata
+	scripts/size-check.sh $(BIN) $(MAX_PODMIN) $(MAX_AGENT) '$(VERSION)' '$(COMMIT)' '$(DATE)'
 
 tools: $(VERSITYGW) $(BIN)/tools/coredns ## build the test servers pinned in tools/go.mod
 
@@ -44,7 +61,7 @@ $(BIN)/tools/coredns: tools/go.mod tools/go.sum
 prereqs: ## install ShellCheck when missing (apt-get as root, else prints the command)
 	scripts/prereqs.sh
 
-test: prereqs lint $(TEST_TOOLS) bpf ## run lint and every test with the race detector (real S3 server included)
+test: prereqs lint $(TEST_TOOLS) bpf size-check ## run lint, the release-binary check and every test with the race detector (real S3 server included)
 	PODMIN_VERSITYGW=$(PODMIN_VERSITYGW) scripts/test.sh
 
 lint: ## gofmt, go vet, license headers, no committed binaries or files over 1 MiB, shellcheck
