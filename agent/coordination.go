@@ -382,8 +382,10 @@ func newDataplaneFeed(cfg Config, opts Options, store objstore.Store, nodeAddr n
 		log.Info("dataplane not loaded", "reason", why)
 		return f
 	}
-	if localMode(cfg) {
-		// A documentation identity address is no source for NAT.
+	if localMode(cfg) && !opts.NodeAddr.IsValid() {
+		// The documentation identity address derived from the API port is
+		// no source for NAT; an address given with EnvNodeAddr (a local
+		// node with a network of its own) is.
 		nodeAddr = netip.Addr{}
 	}
 	dp, err := newDataplane(dataplane.Config{NodeAddr: nodeAddr, PodPrefix: cfg.IPv6Prefix, Log: log})
