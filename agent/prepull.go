@@ -11,8 +11,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
 
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -55,35 +55,24 @@ func (p *CRIPuller) Prepull(ctx context.Context, images []string) error {
 	}
 	defer conn.Close()
 	client := runtimeapi.NewImageServiceClient(conn)
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-		sem  = make(chan struct{}, prepullConcurrency)
-	)
-	for _, img := range images {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("pull %s: %w", img, ctx.Err()))
-				mu.Unlock()
-				return
+	errs := make([]error, len(images))
+	var g errgroup.Group
+	g.SetLimit(prepullConcurrency)
+	for i, img := range images {
+		g.Go(func() error {
+			if err := ctx.Err(); err != nil {
+				errs[i] = fmt.Errorf("pull %s: %w", img, err)
+				return nil
 			}
-			defer func() { <-sem }()
 			resp, err := client.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: img}})
-			mu.Lock()
-			defer mu.Unlock()
 			if err != nil {
-				errs = append(errs, fmt.Errorf("pull %s through %s: %w", img, p.Socket, err))
-				return
+				errs[i] = fmt.Errorf("pull %s through %s: %w", img, p.Socket, err)
+				return nil
 			}
 			p.Log.Debug("image pre-pulled", "image", img, "ref", resp.GetImageRef())
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait() // the errors are in errs
 	return errors.Join(errs...)
 }
