@@ -123,7 +123,10 @@ func names(rs []pods.Ready) []string {
 	return out
 }
 
-func TestWatcherAgainstTheKubeletPodsAPI(t *testing.T) {
+// serveKubelet serves a fake kubelet with the given Pods on a unix socket
+// and returns it and the socket's path.
+func serveKubelet(t *testing.T, current map[string]*corev1.Pod) (*fakeKubelet, string) {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "pods")
 	if err != nil {
 		t.Fatal(err)
@@ -134,28 +137,31 @@ func TestWatcherAgainstTheKubeletPodsAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app := map[string]string{"app": "web"}
-	k := &fakeKubelet{
-		current: map[string]*corev1.Pod{
-			"a": pod("product", "web-1", true, app),
-			"b": pod("product", "web-2", false, app),
-			"c": pod("other", "web-3", true, app),
-			"d": pod("product", "db-4", true, map[string]string{"app": "db"}),
-		},
-		events: make(chan *podsapi.WatchPodsEvent), drop: make(chan struct{}),
-	}
+	k := &fakeKubelet{current: current, events: make(chan *podsapi.WatchPodsEvent), drop: make(chan struct{})}
 	srv := grpc.NewServer()
 	podsapi.RegisterPodsServer(srv, k)
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(srv.Stop)
+	return k, sock
+}
 
+// runWatcher runs a watcher with opts (its Refresh is the test's) until the
+// test ends, and returns it with a wait for what it selects with sel.
+func runWatcher(t *testing.T, opts pods.Options, sel pods.Selector) (*pods.Watcher, func(what string, want []string)) {
+	t.Helper()
 	refreshed := make(chan []*corev1.Pod, 100)
-	w := pods.New(pods.Options{Socket: sock, Relist: 5 * time.Millisecond, Refresh: func(ps []*corev1.Pod) { refreshed <- ps }})
+	opts.Refresh = func(ps []*corev1.Pod) { refreshed <- ps }
+	w := pods.New(opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	sel := pods.Selector{Namespace: "product", Labels: app}
-	waitFor := func(what string, want []string) {
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return w, func(what string, want []string) {
 		t.Helper()
 		deadline := time.After(20 * time.Second)
 		for {
@@ -169,6 +175,18 @@ func TestWatcherAgainstTheKubeletPodsAPI(t *testing.T) {
 			}
 		}
 	}
+}
+
+func TestWatcherAgainstTheKubeletPodsAPI(t *testing.T) {
+	app := map[string]string{"app": "web"}
+	k, sock := serveKubelet(t, map[string]*corev1.Pod{
+		"a": pod("product", "web-1", true, app),
+		"b": pod("product", "web-2", false, app),
+		"c": pod("other", "web-3", true, app),
+		"d": pod("product", "db-4", true, map[string]string{"app": "db"}),
+	})
+	sel := pods.Selector{Namespace: "product", Labels: app}
+	w, waitFor := runWatcher(t, pods.Options{Socket: sock, Relist: 5 * time.Millisecond}, sel)
 	waitFor("initial sync", []string{"product/web-1"})
 	if r := w.Select(sel); r[0].IPs[0] != "2001:db8::1" {
 		t.Fatalf("ready %+v", r)
@@ -192,10 +210,6 @@ func TestWatcherAgainstTheKubeletPodsAPI(t *testing.T) {
 	k.mu.Unlock()
 	if lists == 0 {
 		t.Fatal("no relist after the disconnect")
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -221,47 +235,12 @@ func TestSelect(t *testing.T) {
 // (a watcher that fell behind); the watcher relists and watches again
 // without waiting a relist period, and sees the next update.
 func TestWatcherResumesADroppedStreamAtOnce(t *testing.T) {
-	dir, err := os.MkdirTemp("", "pods")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "pods-api.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
 	app := map[string]string{"app": "web"}
-	k := &fakeKubelet{current: map[string]*corev1.Pod{"a": pod("default", "web-1", true, app)},
-		events: make(chan *podsapi.WatchPodsEvent), drop: make(chan struct{})}
-	srv := grpc.NewServer()
-	podsapi.RegisterPodsServer(srv, k)
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(srv.Stop)
-
+	k, sock := serveKubelet(t, map[string]*corev1.Pod{"a": pod("default", "web-1", true, app)})
 	waits := make(chan time.Duration, 10)
-	refreshed := make(chan []*corev1.Pod, 100)
-	w := pods.New(pods.Options{Socket: sock, Relist: 10 * time.Millisecond,
-		After:   func(d time.Duration) <-chan time.Time { waits <- d; return nil }, // a period never ends
-		Refresh: func(ps []*corev1.Pod) { refreshed <- ps }})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	sel := pods.Selector{Namespace: "default", Labels: app}
-	waitFor := func(what string, want []string) {
-		t.Helper()
-		deadline := time.After(20 * time.Second)
-		for {
-			select {
-			case <-refreshed:
-				if got := names(w.Select(sel)); slices.Equal(got, want) {
-					return
-				}
-			case <-deadline:
-				t.Fatalf("%s: selected %q, want %q", what, names(w.Select(sel)), want)
-			}
-		}
-	}
+	_, waitFor := runWatcher(t, pods.Options{Socket: sock, Relist: 10 * time.Millisecond,
+		After: func(d time.Duration) <-chan time.Time { waits <- d; return nil }, // a period never ends
+	}, pods.Selector{Namespace: "default", Labels: app})
 	waitFor("initial sync", []string{"default/web-1"})
 	time.Sleep(20 * time.Millisecond) // the stream outlives a relist period
 	k.mu.Lock()
@@ -280,9 +259,5 @@ func TestWatcherResumesADroppedStreamAtOnce(t *testing.T) {
 	k.mu.Unlock()
 	if watches != 2 || lists != 1 {
 		t.Fatalf("%d streams and %d relists, want 2 and 1", watches, lists)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
 	}
 }
