@@ -85,16 +85,26 @@ func (r *run) deleted(p *proof) {
 	r.podmin("delete", "probe", "-g", nodegroup, "-y")
 	r.waitFor(p, 3*time.Minute, "kubelet to list no Pods", func() bool { ps, err := listPods(); return err == nil && len(ps) == 0 })
 	p.figure("podmin delete → kubelet lists no Pods: %s", time.Since(start).Round(10*time.Millisecond))
+	// Record when each kind of leftover went last, to say what took long.
+	lastSeen := map[string]time.Duration{}
 	var left []string
 	deadline := time.Now().Add(2 * time.Minute)
 	for left = r.leftovers(); len(left) > 0 && time.Now().Before(deadline); left = r.leftovers() {
+		for _, l := range left {
+			lastSeen[strings.Fields(l)[0]] = time.Since(start)
+		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	if len(left) > 0 {
 		p.Fatalf("the node is not clean:\n  %s", strings.Join(left, "\n  "))
 	}
-	p.figure("podmin delete → no container, task, sandbox mount, Pod interface, CNI address, static Pod file or workload file left: %s",
-		time.Since(start).Round(10*time.Millisecond))
+	var gone []string
+	for kind, d := range lastSeen {
+		gone = append(gone, fmt.Sprintf("%s until %s", kind, d.Round(100*time.Millisecond)))
+	}
+	slices.Sort(gone)
+	p.figure("podmin delete → no container, task, sandbox mount, Pod interface, CNI address, static Pod file or workload file left: %s (%s)",
+		time.Since(start).Round(10*time.Millisecond), strings.Join(gone, ", "))
 	for i := len(r.procs) - 1; i >= 0; i-- {
 		if err := r.procs[i].stop(30 * time.Second); err != nil {
 			p.Error(err)
