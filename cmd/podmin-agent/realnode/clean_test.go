@@ -91,7 +91,11 @@ func (r *run) deleted(p *proof) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for left = r.leftovers(); len(left) > 0 && time.Now().Before(deadline); left = r.leftovers() {
 		for _, l := range left {
-			lastSeen[strings.Fields(l)[0]] = time.Since(start)
+			kind := strings.Fields(l)[0]
+			if kind == "containerd" {
+				kind = strings.TrimSuffix(strings.Fields(l)[1], ":") // containers (sandboxes included) or tasks
+			}
+			lastSeen[kind] = time.Since(start)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
