@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -276,7 +277,7 @@ func (n *node) daemon(name string) *daemon {
 }
 
 func (n *node) startAgent() {
-	env := append(n.env[len(os.Environ()):], "PODMIN_ROOT="+n.root, "PODMIN_AGENT_DATAPLANE=on",
+	env := append(slices.Clone(n.xdg), "PODMIN_ROOT="+n.root, "PODMIN_AGENT_DATAPLANE=on",
 		"PODMIN_AGENT_NODE_ADDR="+nodeAddr.String(), "PODMIN_AGENT_NODE_ID=e2e-node")
 	d := n.start("podmin-agent", env, filepath.Join(n.bin, "podmin-agent"), "--provider", "local", "--bucket", n.bucket,
 		"--region", "local", "--cluster", cluster, "--nodegroup", nodegroup, "--ipv6-prefix", podPrefix.String())

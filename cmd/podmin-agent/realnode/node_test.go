@@ -50,8 +50,9 @@ type node struct {
 	logs   string
 	home   string // the podmin CLI's XDG directories
 	bucket string
-	cgroup string // the node's cgroup root, e.g. /podmin-e2e-123
-	env    []string
+	cgroup string   // the node's cgroup root, e.g. /podmin-e2e-123
+	xdg    []string // the CLI's XDG directories, shared with the agent
+	env    []string // the CLI's environment
 	procs  []*daemon
 }
 
@@ -61,8 +62,9 @@ func runNode(t *testing.T) {
 	n := &node{t: t, rep: openReport(t), dir: dir, root: filepath.Join(dir, "root"), bin: filepath.Join(dir, "bin"),
 		tools: os.Getenv(envTools), logs: filepath.Join(dir, "logs"), home: filepath.Join(dir, "home"),
 		bucket: filepath.Join(dir, "bucket"), cgroup: "/" + cgroupName(dir)}
-	n.env = append(os.Environ(), "XDG_CONFIG_HOME="+n.home+"/config", "XDG_CACHE_HOME="+n.home+"/cache",
-		"XDG_DATA_HOME="+n.home+"/data", "XDG_RUNTIME_DIR="+n.home+"/run")
+	n.xdg = []string{"XDG_CONFIG_HOME=" + n.home + "/config", "XDG_CACHE_HOME=" + n.home + "/cache",
+		"XDG_DATA_HOME=" + n.home + "/data", "XDG_RUNTIME_DIR=" + n.home + "/run"}
+	n.env = append(os.Environ(), n.xdg...)
 	start := time.Now()
 	must(t, recordNamespaces(dir))
 	n.isolate()
