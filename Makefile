@@ -34,7 +34,7 @@ NODE_TOOLS := $(NODE)/kubelet $(NODE)/containerd $(NODE)/ctr $(NODE)/runsc $(NOD
 .PHONY: help build test lint bench generate clean quickstart tools prereqs bpf e2e
 
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: bpf ## build bin/podmin and bin/podmin-agent with version metadata
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/podmin ./cmd/podmin
