@@ -55,8 +55,8 @@ func (r *run) service(p *proof) {
 		return err == nil && h.Pod == staticName("web") && h.Version == "v1"
 	})
 	var took []time.Duration
-	// Bare "web" resolves too, but is deliberately no name of the
-	// workload certificate (it means another Service in another namespace).
+	// Bare "web" resolves too, but is deliberately no name in the workload
+	// certificate: it is relative to the client's namespace.
 	for _, target := range []string{serviceURL, "https://web.default/"} {
 		for range 10 {
 			start := time.Now()
@@ -70,8 +70,14 @@ func (r *run) service(p *proof) {
 	slices.Sort(took)
 	p.figure("Pod probe %s → HTTPS to %s and https://web.default/: %d/%d answers from web (name resolved by the Pod through its search path, TLS verified with its mounted CA), median %s",
 		r.probe, serviceURL, len(took), len(took), took[len(took)/2].Round(100*time.Microsecond))
-	p.figure("the node has no route to %s but its default (%s): only the dataplane's DNAT answers it; TCX attachments: %d",
-		vip, strings.TrimSpace(string(route)), strings.Count(r.agent().logText(), "msg=\"dataplane attached\""))
+	// The node's own connection leaves by eth0's egress, where no program
+	// runs: without the dataplane nothing answers the VIP.
+	if c, err := net.DialTimeout("tcp", net.JoinHostPort(vip.String(), "443"), time.Second); err == nil {
+		c.Close()
+		p.Fatalf("the VIP answers the node itself, past the dataplane")
+	}
+	p.figure("the VIP answers only at the Pods' veths: the node routes %s to its default gateway and gets no answer there itself; TCX attachments: %d",
+		vip, strings.Count(r.agent().logText(), "msg=\"dataplane attached\""))
 }
 
 // sample is one answer, or failure, of the Service during the rollout.
