@@ -46,10 +46,11 @@ const (
 // Service DNS server and the dataplane, both fed from the coordinator's
 // view. Any part may be missing: Pod publication never depends on it.
 type coordination struct {
-	log   *slog.Logger
-	coord *coordinator.Coordinator
-	dns   *service.Server
-	feed  *dataplaneFeed
+	log    *slog.Logger
+	nodeID string
+	coord  *coordinator.Coordinator
+	dns    *service.Server
+	feed   *dataplaneFeed
 
 	// trigger starts a reconcile pass; set once the loop exists, before
 	// anything runs.
@@ -92,14 +93,14 @@ func newCoordination(ctx context.Context, cfg Config, opts Options, r identity.S
 		_ = lis.Close()
 		return disable(err)
 	}
-	c := &coordination{log: log}
+	c := &coordination{log: log, nodeID: nodeID}
 	if opts.DNSAddr != "" {
 		c.dns = service.New(service.Config{Addr: opts.DNSAddr, Cluster: cfg.Cluster,
 			StatePath: filepath.Join(opts.Root, filepath.FromSlash(service.DefaultStatePath)), Log: log.With("component", "dns")})
 	}
 	c.feed = newDataplaneFeed(cfg, opts, store, advertise.Addr(), health, log.With("component", componentDataplane))
 	copts := coordinator.Options{
-		NodeID: nodeID, Advertise: advertise, Listener: lis,
+		NodeID: nodeID, NodeGroup: cfg.NodeGroup, Advertise: advertise, Listener: lis,
 		PodPrefix: cfg.IPv6Prefix, Store: store, Identity: id,
 		Services:    coordinator.IndexServices(store),
 		OnView:      c.view,
@@ -258,8 +259,17 @@ func (c *coordination) serving(health *Health) []Component {
 	if c.feed.enabled() {
 		out = append(out, NewLoopComponent(componentDataplane, c.feed.run))
 	}
-	return append(out, NewLoopComponent("coordinator", c.coord.Run), &leaderDiscovery{c: c})
+	return append(out, &coordinatorComponent{Component: NewLoopComponent("coordinator", c.coord.Run), coord: c.coord}, &leaderDiscovery{c: c})
 }
+
+// coordinatorComponent runs the coordinator and drains it on SIGTERM: the
+// node's endpoints leave the cluster's snapshot before it exits.
+type coordinatorComponent struct {
+	Component
+	coord *coordinator.Coordinator
+}
+
+func (c *coordinatorComponent) Drain(ctx context.Context) error { return c.coord.Drain(ctx) }
 
 // leaderDiscoveryWait bounds how long startup waits to learn the leader
 // before reconciling: reconciliation never depends on coordination.
@@ -335,6 +345,7 @@ func (d *dnsComponent) Stop(ctx context.Context) error {
 type dataplaneFeed struct {
 	cluster string
 	store   objstore.Store
+	index   *coordinator.IndexCache
 	health  *Health
 	log     *slog.Logger
 	dp      programmer
@@ -343,6 +354,9 @@ type dataplaneFeed struct {
 	mu    sync.Mutex
 	view  *pb.ServiceSnapshot
 	ports map[string][]dataplane.Port // by Service payload path (immutable)
+	// good are the ports last programmed for each Service: a Service whose
+	// new payload cannot be read keeps them.
+	good map[coordinator.ServiceID][]dataplane.Port
 }
 
 // programmer is the part of *dataplane.Dataplane the agent drives.
@@ -375,8 +389,8 @@ func dataplaneWanted(cfg Config, opts Options) (bool, string) {
 }
 
 func newDataplaneFeed(cfg Config, opts Options, store objstore.Store, nodeAddr netip.Addr, health *Health, log *slog.Logger) *dataplaneFeed {
-	f := &dataplaneFeed{cluster: cfg.Cluster, store: store, health: health, log: log, kick: make(chan struct{}, 1),
-		ports: map[string][]dataplane.Port{}}
+	f := &dataplaneFeed{cluster: cfg.Cluster, store: store, index: coordinator.NewIndexCache(store), health: health, log: log,
+		kick: make(chan struct{}, 1), ports: map[string][]dataplane.Port{}, good: map[coordinator.ServiceID][]dataplane.Port{}}
 	want, why := dataplaneWanted(cfg, opts)
 	if !want {
 		log.Info("dataplane not loaded", "reason", why)
@@ -385,10 +399,12 @@ func newDataplaneFeed(cfg Config, opts Options, store objstore.Store, nodeAddr n
 	if localMode(cfg) && !opts.NodeAddr.IsValid() {
 		// The documentation identity address derived from the API port is
 		// no source for NAT; an address given with EnvNodeAddr (a local
-		// node with a network of its own) is.
+		// node with a network of its own) is. Run refuses DataplaneOn
+		// without one in local mode.
 		nodeAddr = netip.Addr{}
 	}
-	dp, err := newDataplane(dataplane.Config{NodeAddr: nodeAddr, PodPrefix: cfg.IPv6Prefix, Log: log})
+	dp, err := newDataplane(dataplane.Config{NodeAddr: nodeAddr, PodPrefix: cfg.IPv6Prefix, Log: log,
+		Health: func(err error) { health.Report(componentDataplane+" NAT", err) }})
 	if err != nil {
 		err = fmt.Errorf("load the eBPF dataplane: %w (set %s=off to run without it)", err, EnvDataplane)
 		log.Error("dataplane not loaded: Services have DNS but no VIP forwarding", "err", err)
@@ -435,29 +451,37 @@ func (f *dataplaneFeed) run(ctx context.Context) error {
 		f.mu.Lock()
 		v := f.view
 		f.mu.Unlock()
-		svcs, err := f.services(ctx, v)
+		// One bad Service is reported and skipped (it keeps what was
+		// last programmed for it); the others are programmed.
+		svcs, bad, err := f.services(ctx, v)
 		if err == nil {
 			err = f.dp.Apply(ctx, svcs)
 		}
 		if err != nil && ctx.Err() == nil {
-			f.log.Error("dataplane not programmed", "err", err)
+			f.log.Error("dataplane not programmed: it keeps its last state", "err", err)
+		}
+		if bad != nil && ctx.Err() == nil {
+			f.log.Error("dataplane programmed without some Services' new ports", "err", bad)
 		}
 		if ctx.Err() == nil {
-			f.health.Report(componentDataplane, err)
+			f.health.Report(componentDataplane, errors.Join(err, bad))
 		}
 	}
 }
 
 // services turns a snapshot into the dataplane's Services. Ports come from
 // the Services' payloads in the deployment index, fetched once per
-// immutable payload path.
-func (f *dataplaneFeed) services(ctx context.Context, v *pb.ServiceSnapshot) ([]dataplane.Service, error) {
+// immutable payload path. A Service whose payload cannot be read or
+// decoded is named in bad and keeps the ports last programmed for it
+// (or is left out); err is for the index itself, when nothing can be
+// programmed (a vanished index is such an error, never "no Services").
+func (f *dataplaneFeed) services(ctx context.Context, v *pb.ServiceSnapshot) (out []dataplane.Service, bad, err error) {
 	if len(v.GetServices()) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
-	ix, _, err := state.ReadIndex(ctx, f.store)
+	ix, _, err := f.index.Read(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read the deployment index for Service ports: %w", err)
+		return nil, nil, fmt.Errorf("read the deployment index for Service ports: %w", err)
 	}
 	payload := map[coordinator.ServiceID]string{}
 	for _, it := range ix.Items() {
@@ -465,16 +489,23 @@ func (f *dataplaneFeed) services(ctx context.Context, v *pb.ServiceSnapshot) ([]
 			payload[coordinator.ServiceID{Namespace: id.Namespace, Name: id.Name}] = it.Entry.Service
 		}
 	}
-	var out []dataplane.Service
 	var errs []error
 	for _, s := range v.GetServices() {
-		p, ok := payload[coordinator.ServiceID{Namespace: s.Namespace, Name: s.Name}]
+		id := coordinator.ServiceID{Namespace: s.Namespace, Name: s.Name}
+		p, ok := payload[id]
 		if !ok {
 			continue // deleted since the snapshot: the next one drops it
 		}
 		ports, err := f.servicePorts(ctx, p)
-		if err != nil {
-			errs = append(errs, err)
+		f.mu.Lock()
+		if err == nil {
+			f.good[id] = ports
+		} else {
+			errs = append(errs, fmt.Errorf("Service %s/%s: %w", s.Namespace, s.Name, err))
+			ports = f.good[id]
+		}
+		f.mu.Unlock()
+		if ports == nil {
 			continue
 		}
 		svc := dataplane.Service{Namespace: s.Namespace, Name: s.Name, VIP: service.Identity(f.cluster, s.Namespace, s.Name).VIP, Ports: ports}
@@ -485,7 +516,7 @@ func (f *dataplaneFeed) services(ctx context.Context, v *pb.ServiceSnapshot) ([]
 		}
 		out = append(out, svc)
 	}
-	return out, errors.Join(errs...)
+	return out, errors.Join(errs...), nil
 }
 
 func (f *dataplaneFeed) servicePorts(ctx context.Context, path string) ([]dataplane.Port, error) {

@@ -8,9 +8,11 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -23,10 +25,13 @@ import (
 	pb "podmin.dev/podmin/agent/api/coordinationpb"
 	"podmin.dev/podmin/agent/dataplane"
 	"podmin.dev/podmin/agent/service"
+	"podmin.dev/podmin/internal/manifest"
+	"podmin.dev/podmin/internal/objstore"
 	localstore "podmin.dev/podmin/internal/objstore/local"
 	"podmin.dev/podmin/internal/pki"
 	"podmin.dev/podmin/internal/secrets"
 	secretslocal "podmin.dev/podmin/internal/secrets/local"
+	"podmin.dev/podmin/internal/state"
 )
 
 // storeClusterCA stores a cluster CA for cluster demo in the local
@@ -165,6 +170,18 @@ func TestCoordinationSettingsFromEnv(t *testing.T) {
 	}
 }
 
+// In local node mode the dataplane can only be programmed with a real node
+// address to source-NAT to: PODMIN_AGENT_DATAPLANE=on without one is
+// refused at start, saying what to set.
+func TestLocalDataplaneNeedsANodeAddress(t *testing.T) {
+	cfg := Config{Provider: "local", Bucket: t.TempDir(), Region: "local", Cluster: "demo", NodeGroup: "workers",
+		IPv6Prefix: netip.MustParsePrefix("2001:db8:abc:de00:1234::/80")}
+	err := Run(context.Background(), cfg, Options{Root: t.TempDir(), Dataplane: DataplaneOn})
+	if err == nil || !strings.Contains(err.Error(), EnvDataplane+"=on") || !strings.Contains(err.Error(), EnvNodeAddr) {
+		t.Fatalf("err %v, want the dataplane refused naming %s", err, EnvNodeAddr)
+	}
+}
+
 func TestDataplaneWanted(t *testing.T) {
 	local := Config{Provider: "local"}
 	if ok, why := dataplaneWanted(local, Options{Dataplane: DataplaneAuto}); ok || !strings.Contains(why, EnvDataplane) {
@@ -187,14 +204,14 @@ func TestDataplaneServicesFromView(t *testing.T) {
 		t.Fatal(err)
 	}
 	commit(t, b, "web", "hello:v1", true)
-	f := &dataplaneFeed{cluster: "demo", store: b, ports: map[string][]dataplane.Port{}}
+	f := newDataplaneFeed(Config{Cluster: "demo", Provider: "local"}, Options{Dataplane: DataplaneOff}, b, netip.Addr{}, NewHealth(), slog.New(slog.DiscardHandler))
 	v := &pb.ServiceSnapshot{Services: []*pb.Service{
 		{Namespace: "default", Name: "web", Endpoints: []*pb.Endpoint{{Address: "2001:db8:0:1:1::5", NodeId: "a"}, {Address: "2001:db8:0:1:2::7", NodeId: "b"}}},
 		{Namespace: "default", Name: "gone"},
 	}}
-	got, err := f.services(context.Background(), v)
-	if err != nil {
-		t.Fatal(err)
+	got, bad, err := f.services(context.Background(), v)
+	if err != nil || bad != nil {
+		t.Fatal(err, bad)
 	}
 	if len(got) != 1 {
 		t.Fatalf("services %+v", got)
@@ -207,6 +224,84 @@ func TestDataplaneServicesFromView(t *testing.T) {
 	}
 	if len(f.ports) != 1 {
 		t.Fatalf("payload ports not cached: %v", f.ports)
+	}
+}
+
+// commitPorts deploys name with a Service on the given SERVICE:TARGET ports
+// and returns its index entry.
+func commitPorts(t *testing.T, b objstore.Store, name string, ports ...string) state.Entry {
+	t.Helper()
+	data, err := manifest.Build(manifest.BuildOptions{Name: name, NodeGroup: "workers", Images: []string{name + ":v1"}, Service: true, Ports: ports})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := manifest.Extract(data, manifest.ExtractOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := state.NewKey("workers", name)
+	res, err := state.NewCommitter(b, state.CommitOptions{}).Deploy(context.Background(), state.Deployment{Key: k, Namespace: ex.Namespace,
+		Pod: ex.PodYAML, ServiceName: ex.Service.Name, Service: ex.ServiceYAML})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Entry
+}
+
+// One bad Service payload never blocks the dataplane: the other Services
+// are programmed, the bad one keeps the ports last programmed for it (or
+// is left out if it never had any), and /readyz names it.
+func TestOneBadServicePayloadNeverBlocksTheDataplane(t *testing.T) {
+	b := localstore.Open(filepath.Join(t.TempDir(), "bucket"))
+	if err := b.CreateBucket(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	commitPorts(t, b, "web", "443:8443")
+	commitPorts(t, b, "api", "80:8080")
+	health := NewHealth()
+	f := newDataplaneFeed(Config{Cluster: "demo", Provider: "local"}, Options{Dataplane: DataplaneOff}, b, netip.Addr{}, health, slog.New(slog.DiscardHandler))
+	rec := &recordingDataplane{}
+	f.dp = rec
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	view := func(names ...string) *pb.ServiceSnapshot {
+		v := &pb.ServiceSnapshot{}
+		for _, n := range names {
+			v.Services = append(v.Services, &pb.Service{Namespace: "default", Name: n, Endpoints: []*pb.Endpoint{{Address: "2001:db8:0:1:1::5"}}})
+		}
+		return v
+	}
+	ports := func(svcs []dataplane.Service) map[string]uint16 {
+		out := map[string]uint16{}
+		for _, s := range svcs {
+			out[s.Name] = s.Ports[0].Port
+		}
+		return out
+	}
+	f.setView(view("web", "api"))
+	waitFor(t, 10*time.Second, "web and api programmed", func() bool { return len(rec.last()) == 2 })
+
+	// api's new payload is corrupt; db's only payload is too.
+	corrupt := func(e state.Entry) {
+		if err := os.WriteFile(filepath.Join(b.Dir(), filepath.FromSlash(e.Service)), []byte("kind: Service\ngarbage: ["), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	corrupt(commitPorts(t, b, "api", "81:8081"))
+	corrupt(commitPorts(t, b, "db", "5432:5432"))
+	commitPorts(t, b, "web", "444:8444")
+	f.setView(view("web", "api", "db"))
+	waitFor(t, 10*time.Second, "web's new port programmed beside the bad Services", func() bool { return ports(rec.last())["web"] == 444 })
+	got := ports(rec.last())
+	if len(got) != 2 || got["api"] != 80 {
+		t.Fatalf("programmed %v, want web on its new port and api on its last good one, db left out", got)
+	}
+	_, reasons := health.Ready()
+	joined := strings.Join(reasons, "\n")
+	if !strings.Contains(joined, "Service default/api") || !strings.Contains(joined, "Service default/db") || strings.Contains(joined, "default/web") {
+		t.Fatalf("readiness %q, want api and db named", reasons)
 	}
 }
 
@@ -224,7 +319,7 @@ func TestDataplaneLoadFailureInReadyz(t *testing.T) {
 	}
 	t.Cleanup(func() { newDataplane = saved })
 	a := startLocalAgent(t, 20*time.Millisecond, func(o *Options) {
-		o.DNSAddr, o.APIAddr, o.Dataplane = "127.0.0.1:0", "[::1]:0", DataplaneOn
+		o.DNSAddr, o.APIAddr, o.Dataplane, o.NodeAddr = "127.0.0.1:0", "[::1]:0", DataplaneOn, netip.MustParseAddr("2600:1f14::1")
 		storeClusterCA(t, o.DataDir)
 	})
 	commit(t, a.bucket, "web", "hello:v1", true)
@@ -300,6 +395,7 @@ func TestDataplaneFedFromViewAndDetachedLast(t *testing.T) {
 	t.Cleanup(func() { newDataplane = saved })
 	a := startLocalAgent(t, 20*time.Millisecond, func(o *Options) {
 		o.DNSAddr, o.APIAddr, o.Dataplane, o.TTLMargin = "127.0.0.1:0", "[::1]:0", DataplaneOn, 100*time.Millisecond
+		o.NodeAddr = netip.MustParseAddr("2600:1f14::1")
 		storeClusterCA(t, o.DataDir)
 	})
 	commit(t, a.bucket, "web", "hello:v1", true)
@@ -332,35 +428,35 @@ func TestDataplaneFedFromViewAndDetachedLast(t *testing.T) {
 }
 
 // In local node mode the dataplane source-NATs to the node address given
-// with PODMIN_AGENT_NODE_ADDR, and to nothing without one.
+// with PODMIN_AGENT_NODE_ADDR (without one, Run refuses the dataplane:
+// TestLocalDataplaneNeedsANodeAddress).
 func TestLocalDataplaneNodeAddress(t *testing.T) {
 	if l, err := net.Listen("tcp", "[::1]:0"); err != nil {
 		t.Skipf("no IPv6 loopback: %v", err)
 	} else {
 		l.Close()
 	}
-	for _, given := range []netip.Addr{{}, netip.MustParseAddr("2001:db8:0:e2e::10")} {
-		got := make(chan netip.Addr, 1)
-		saved := newDataplane
-		newDataplane = func(cfg dataplane.Config) (programmer, error) {
-			got <- cfg.NodeAddr
-			return &recordingDataplane{}, nil
-		}
-		a := startLocalAgent(t, 20*time.Millisecond, func(o *Options) {
-			o.DNSAddr, o.APIAddr, o.Dataplane, o.NodeAddr = "127.0.0.1:0", "[::1]:0", DataplaneOn, given
-			storeClusterCA(t, o.DataDir)
-		})
-		select {
-		case addr := <-got:
-			if addr != given {
-				t.Errorf("node address %v given: the dataplane NATs to %v", given, addr)
-			}
-		case <-time.After(20 * time.Second):
-			t.Fatalf("no dataplane loaded:\n%s", a.logs.String())
-		}
-		a.cancel()
-		err := <-a.done
-		a.done <- err // for the cleanup
-		newDataplane = saved
+	given := netip.MustParseAddr("2001:db8:0:e2e::10")
+	got := make(chan netip.Addr, 1)
+	saved := newDataplane
+	t.Cleanup(func() { newDataplane = saved })
+	newDataplane = func(cfg dataplane.Config) (programmer, error) {
+		got <- cfg.NodeAddr
+		return &recordingDataplane{}, nil
 	}
+	a := startLocalAgent(t, 20*time.Millisecond, func(o *Options) {
+		o.DNSAddr, o.APIAddr, o.Dataplane, o.NodeAddr = "127.0.0.1:0", "[::1]:0", DataplaneOn, given
+		storeClusterCA(t, o.DataDir)
+	})
+	select {
+	case addr := <-got:
+		if addr != given {
+			t.Errorf("node address %v given: the dataplane NATs to %v", given, addr)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no dataplane loaded:\n%s", a.logs.String())
+	}
+	a.cancel()
+	err := <-a.done
+	a.done <- err // for the cleanup
 }

@@ -23,11 +23,12 @@ type Component interface {
 	Stop(ctx context.Context) error
 }
 
-// Daemon runs the agent's components. Serving components (health, and in
-// milestone 2 DNS and the dataplane) start first and stop last; reconcilers
+// Daemon runs the agent's components. Serving components (health, DNS,
+// the dataplane, the coordinator) start first and stop last; reconcilers
 // (static Pods, the kubelet watcher) start after them and stop first, so
-// SIGTERM stops new reconciliation, waits the DNS TTL margin while still
-// serving, and then stops the rest.
+// SIGTERM stops new reconciliation, drains (serving Drainers), waits out
+// the rest of the DNS TTL margin while still serving, and then stops the
+// rest.
 type Daemon struct {
 	Serving     []Component
 	Reconcilers []Component
@@ -69,8 +70,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if sleep == nil {
 		sleep = clock.Sleep
 	}
+	// Drain within the margin: the node leaves the cluster's snapshot
+	// while DNS caches expire.
+	drained := d.drain(log)
 	log.Info("waiting the DNS TTL margin before exiting", "margin", d.TTLMargin.String())
-	_ = sleep(context.Background(), d.TTLMargin)
+	_ = sleep(context.Background(), max(d.TTLMargin-drained, 0))
 	err = errors.Join(err, d.stop(d.Serving, log))
 	log.Info("stopped")
 	return err
@@ -92,6 +96,41 @@ func (d *Daemon) stop(cs []Component, log *slog.Logger) error {
 		log.Info("component stopped", "component", cs[i].Name())
 	}
 	return errors.Join(errs...)
+}
+
+// Drainer is a serving Component that can take the node out of service
+// before it stops (the coordinator: its endpoints leave the cluster's
+// snapshot).
+type Drainer interface {
+	Drain(ctx context.Context) error
+}
+
+// drain runs every serving Drainer within the TTL margin and returns how
+// long it took; the margin's wait counts it.
+func (d *Daemon) drain(log *slog.Logger) time.Duration {
+	start := time.Now()
+	// A margin shortened below a second (tests) still leaves the drain,
+	// a few requests, a second.
+	bound := max(d.TTLMargin, time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	ran := false
+	for _, c := range d.Serving {
+		dr, ok := c.(Drainer)
+		if !ok {
+			continue
+		}
+		ran = true
+		if err := dr.Drain(ctx); err != nil {
+			log.Warn("drain failed: the node's endpoints expire from the cluster after the lease window", "component", c.Name(), "err", err)
+			continue
+		}
+		log.Info("drained", "component", c.Name(), "took", time.Since(start).String())
+	}
+	if !ran {
+		return 0
+	}
+	return time.Since(start)
 }
 
 // loop adapts a function that runs until its context ends to a Component.

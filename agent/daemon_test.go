@@ -76,6 +76,56 @@ func TestDaemonShutdownOrder(t *testing.T) {
 	}
 }
 
+type fakeDrainer struct {
+	fakeComponent
+	took     time.Duration
+	deadline *time.Duration
+}
+
+func (f fakeDrainer) Drain(ctx context.Context) error {
+	d, _ := ctx.Deadline()
+	*f.deadline = time.Until(d)
+	f.record("drain " + f.name)
+	time.Sleep(f.took)
+	return nil
+}
+
+// SIGTERM drains once reconciliation stopped, within the TTL margin, and
+// the margin's wait counts the drain: shutdown stays bounded by it.
+func TestDaemonDrainsWithinTheTTLMargin(t *testing.T) {
+	var log []string
+	var mu sync.Mutex
+	c := func(name string) fakeComponent { return fakeComponent{name: name, log: &log, mu: &mu} }
+	var bound time.Duration
+	var waited time.Duration
+	d := &Daemon{
+		Serving:     []Component{c("dns"), fakeDrainer{fakeComponent: c("coordinator"), took: 300 * time.Millisecond, deadline: &bound}},
+		Reconcilers: []Component{c("staticpod")}, Health: NewHealth(), TTLMargin: 5 * time.Second,
+		Sleep: func(_ context.Context, dur time.Duration) error {
+			waited = dur
+			mu.Lock()
+			log = append(log, "wait")
+			mu.Unlock()
+			return nil
+		},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := d.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"start dns", "start coordinator", "start staticpod", "stop staticpod", "drain coordinator", "wait", "stop coordinator", "stop dns"}
+	if !slices.Equal(log, want) {
+		t.Fatalf("order %q\nwant  %q", log, want)
+	}
+	if bound <= 4*time.Second || bound > 5*time.Second {
+		t.Errorf("drain deadline %s, want the 5 s margin", bound)
+	}
+	if waited < 4*time.Second || waited > 5*time.Second-300*time.Millisecond {
+		t.Errorf("waited %s after a 300ms drain, want the rest of the 5 s margin", waited)
+	}
+}
+
 func TestHealthEndpoints(t *testing.T) {
 	h := NewHealth("staticpod")
 	srv := httptest.NewServer(h)
@@ -103,10 +153,10 @@ func TestHealthEndpoints(t *testing.T) {
 	if code, body := get("/readyz"); code != 503 || !strings.Contains(body, "staticpod: payload does not match its digest") {
 		t.Fatalf("readyz %d %q", code, body)
 	}
-	if err := checkLoopback("0.0.0.0:8082"); err == nil {
+	if err := checkLoopback("health", "0.0.0.0:8082"); err == nil {
 		t.Fatal("accepted a non-loopback health address")
 	}
-	if err := checkLoopback("[::1]:8082"); err != nil {
+	if err := checkLoopback("health", "[::1]:8082"); err != nil {
 		t.Fatal(err)
 	}
 }

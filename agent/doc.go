@@ -6,7 +6,7 @@
 // configuration, opens the cluster bucket and secrets providers, and runs
 // each subsystem as a Component with a start/stop lifecycle: the loopback
 // health endpoints (/healthz, /readyz with one reason per problem, /metrics
-// with the reconciler's counters), the read-only registry, the static-Pod
+// with one source of families per subsystem), the read-only registry, the static-Pod
 // reconciler (staticpod) with, for a local bucket, an IndexWatcher that
 // turns commits into immediate passes and a CRIPuller that pre-pulls new
 // images through containerd before their Pods' files change, and on real
@@ -17,8 +17,9 @@
 // it serves, and the dataplane where it is enabled, both fed from the
 // coordinator's view; the election decides the workload CA's leader.
 // Startup serves DNS and discovers the leader before reconciling. On SIGTERM
-// it stops reconciliation first, waits the DNS TTL margin while still
-// serving, then resigns the lease, detaches the dataplane and stops DNS.
+// it stops reconciliation first, drains the node out of the leader's
+// snapshot and waits the rest of the DNS TTL margin while still serving,
+// then resigns the lease, detaches the dataplane and stops DNS.
 // Nothing of coordination can stop Pod publication: a missing cluster CA
 // is a warning, a part that cannot start is a /readyz reason.
 // Options.Once instead runs a single pass and returns its outcome.

@@ -107,15 +107,16 @@ type healthServer struct {
 	bound  string
 }
 
-// checkLoopback accepts only host:port with a loopback IP.
-func checkLoopback(addr string) error {
+// checkLoopback accepts only host:port with a loopback IP; what names the
+// endpoint in the error ("health", "registry").
+func checkLoopback(what, addr string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fmt.Errorf("health address %q: %w: use 127.0.0.1:<port>", addr, err)
+		return fmt.Errorf("%s address %q: %w: use 127.0.0.1:<port>", what, addr, err)
 	}
 	ip, err := netip.ParseAddr(host)
 	if err != nil || !ip.IsLoopback() {
-		return fmt.Errorf("health address %q is not a loopback IP address: health endpoints serve only 127.0.0.1 or [::1]", addr)
+		return fmt.Errorf("%s address %q is not a loopback IP address: the %s endpoints serve only 127.0.0.1 or [::1]", what, addr, what)
 	}
 	return nil
 }
@@ -123,7 +124,7 @@ func checkLoopback(addr string) error {
 func (s *healthServer) Name() string { return "health" }
 
 func (s *healthServer) Start(ctx context.Context) error {
-	if err := checkLoopback(s.addr); err != nil {
+	if err := checkLoopback("health", s.addr); err != nil {
 		return err
 	}
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", s.addr)

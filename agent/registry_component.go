@@ -46,7 +46,7 @@ func newRegistryServer(addr string, store objstore.Store, log *slog.Logger) *reg
 func (s *registryServer) Name() string { return "registry" }
 
 func (s *registryServer) Start(ctx context.Context) error {
-	if err := checkLoopback(s.addr); err != nil {
+	if err := checkLoopback("registry", s.addr); err != nil {
 		return fmt.Errorf("%s: %w", EnvRegistryAddr, err)
 	}
 	l, err := registry.Listen(ctx, s.addr)

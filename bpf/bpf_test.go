@@ -18,27 +18,35 @@ import (
 )
 
 // TestVerifier loads every program and map of the committed object into
-// this kernel, so the verifier has accepted exactly what ships.
+// this kernel, in both checksum modes (the verifier drops the code of the
+// other), so the verifier has accepted exactly what ships.
 func TestVerifier(t *testing.T) {
 	requireBuilt(t)
 	if os.Geteuid() != 0 {
 		t.Skip("loading eBPF programs needs root (CAP_BPF and CAP_NET_ADMIN); run the tests as root to verify the committed object")
 	}
-	var objs VipObjects
-	if err := LoadVipObjects(&objs, nil); err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			t.Fatalf("verifier rejected the program:\n%+v", ve)
-		}
-		t.Fatalf("load: %v", err)
+	supported, err := CsumIPv6Supported()
+	if err != nil {
+		t.Fatal(err)
 	}
-	defer objs.Close()
-	if objs.PodminVip.Type() != ebpf.SchedCLS {
-		t.Errorf("program type = %v, want SchedCLS", objs.PodminVip.Type())
+	for _, flag := range []bool{false, supported} {
+		objs, err := Load(LoadOptions{Limits: DefaultLimits, CsumIPv6: flag})
+		if err != nil {
+			var ve *ebpf.VerifierError
+			if errors.As(err, &ve) {
+				t.Fatalf("verifier rejected the program (BPF_F_IPV6 %v):\n%+v", flag, ve)
+			}
+			t.Fatalf("load: %v", err)
+		}
+		if objs.PodminVip.Type() != ebpf.SchedCLS {
+			t.Errorf("program type = %v, want SchedCLS", objs.PodminVip.Type())
+		}
+		objs.Close()
 	}
 }
 
-// TestMapSizes pins the map limits to the spec's figures.
+// TestMapSizes pins the object's map sizes to the spec's bounds, which
+// Load lowers to the configured limits.
 func TestMapSizes(t *testing.T) {
 	requireBuilt(t)
 	spec, err := LoadVip()
@@ -46,11 +54,12 @@ func TestMapSizes(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]uint32{
-		VipMapServices:     MaxServices,
-		VipMapBackends:     MaxBackends,
-		VipMapVips:         MaxVIPs,
-		VipMapForwardFlows: MaxFlows,
-		VipMapReverseFlows: MaxFlows,
+		VipMapServices:     MaxLimits.Services,
+		VipMapBackends:     MaxLimits.Backends,
+		VipMapVips:         MaxLimits.Services,
+		VipMapForwardFlows: MaxLimits.Flows,
+		VipMapReverseFlows: MaxLimits.Flows,
+		VipMapExhausted:    NATExhaustedEntries,
 		VipMapStats:        StatCount,
 		VipMapConfig:       1,
 	}
@@ -64,13 +73,13 @@ func TestMapSizes(t *testing.T) {
 			t.Errorf("map %s has %d entries, want %d", name, m.MaxEntries, n)
 		}
 	}
-	for _, name := range []string{VipMapForwardFlows, VipMapReverseFlows} {
+	for _, name := range []string{VipMapForwardFlows, VipMapReverseFlows, VipMapExhausted} {
 		if got := spec.Maps[name].Type; got != ebpf.LRUHash {
 			t.Errorf("map %s is %v, want an LRU hash", name, got)
 		}
 	}
-	if len(spec.Maps) != len(want) {
-		t.Errorf("object has %d maps, want %d", len(spec.Maps), len(want))
+	if len(spec.Maps) != len(want)+1 { // and .rodata
+		t.Errorf("object has %d maps, want %d and .rodata", len(spec.Maps), len(want))
 	}
 }
 
@@ -130,5 +139,57 @@ func requireBuilt(tb testing.TB) {
 	tb.Helper()
 	if err := Built(); err != nil {
 		tb.Skip(err.Error())
+	}
+}
+
+// TestLimits: Load sizes the maps to the limits, refuses limits outside
+// the spec's bounds, and the memory formula predicts what the kernel
+// accounts for the maps.
+func TestLimits(t *testing.T) {
+	for _, tc := range []struct {
+		l    Limits
+		want string
+	}{
+		{Limits{Services: 0, Backends: 1, Flows: 1}, "the dataplane's limit of Service keys is 0: use 1 through 65536"},
+		{Limits{Services: 1, Backends: 65537, Flows: 1}, "the dataplane's limit of backend entries is 65537: use 1 through 65536"},
+		{Limits{Services: 1, Backends: 1, Flows: 262145}, "the dataplane's limit of flows is 262145: use 1 through 262144"},
+	} {
+		if err := tc.l.Check(); err == nil || err.Error() != tc.want {
+			t.Errorf("Check(%+v) = %v, want %q", tc.l, err, tc.want)
+		}
+	}
+	if err := MaxLimits.Check(); err != nil {
+		t.Errorf("the spec's bounds: %v", err)
+	}
+
+	requireBuilt(t)
+	requireRoot(t)
+	cpus, err := ebpf.PossibleCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []Limits{DefaultLimits, {Services: 100, Backends: 3000, Flows: 70000}} {
+		objs, err := Load(LoadOptions{Limits: l})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m, n := range map[*ebpf.Map]uint32{objs.Services: l.Services, objs.Vips: l.Services, objs.Backends: l.Backends, objs.ForwardFlows: l.Flows, objs.ReverseFlows: l.Flows} {
+			if m.MaxEntries() != n {
+				t.Errorf("%v has %d entries, want %d", m, m.MaxEntries(), n)
+			}
+		}
+		got, err := LockedMemory(objs)
+		objs.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := Memory(l, cpus)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := float64(got) - float64(want); diff > 0.02*float64(want) || diff < -0.02*float64(want) {
+			t.Errorf("limits %+v: the kernel accounts %d bytes, the formula says %d", l, got, want)
+		}
+		t.Logf("limits %+v with %d CPUs: %d bytes locked (%.1f MiB)", l, cpus, got, float64(got)/(1<<20))
 	}
 }

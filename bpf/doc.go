@@ -8,9 +8,12 @@
 // embeds; a build without it loads nothing and says so (ErrNotBuilt).
 //
 // vip.c is the Service VIP dataplane (TCX ingress; DNAT to a ready
-// backend, SNAT to the node, reverse NAT of replies). Its maps are the
-// contract with agent/dataplane, which fills them; this package only
-// describes them and must not attach anything.
+// backend, SNAT to the node, reverse NAT of replies, translation of
+// ICMPv6 errors about NATed packets). Its maps are the contract with
+// agent/dataplane, which fills them; this package loads the program with
+// its maps sized to Limits (Load), probes the kernel for BPF_F_IPV6
+// (CsumIPv6Supported), accounts the maps' kernel memory (Memory,
+// LockedMemory) and must not attach anything.
 //
 // "make generate" (go generate) rebuilds the object and bindings with
 // generate.sh, and make build/test run it when clang is installed; a test

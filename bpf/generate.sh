@@ -22,7 +22,7 @@ multiarch="/usr/include/$(uname -m)-linux-gnu"
 
 go tool -modfile=../tools/go.mod bpf2go \
   -cc clang -target bpfel -go-package bpf -output-dir "$out" -output-stem vip \
-  Vip c/vip.c -- -I"$multiarch" -O2 -g -Wall -Werror
+  Vip c/vip.c -- -I"$multiarch" -O2 -mcpu=v3 -g -Wall -Werror
 
 # The object is build output: it goes to obj/, which object.go embeds.
 mkdir -p "$out/obj"

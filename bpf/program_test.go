@@ -7,246 +7,150 @@ package bpf
 import (
 	"bytes"
 	"encoding/binary"
-	"net/netip"
-	"os"
 	"testing"
-
-	"github.com/cilium/ebpf"
 )
-
-// The program's verdicts.
-const (
-	tcxNext = -1
-	tcxPass = 0
-	tcxDrop = 2
-)
-
-var (
-	client  = netip.MustParseAddr("2001:db8:1:2::c")
-	node    = netip.MustParseAddr("2001:db8:ff::1")
-	backend = netip.MustParseAddr("2001:db8:1:2::b1")
-	vip     = netip.MustParseAddr("fd50:6f64:6d69::1")
-)
-
-// words is an address in the maps' layout (raw bytes as native words).
-func words(a netip.Addr) VipAddr {
-	b := a.As16()
-	var v VipAddr
-	for i := range v.W {
-		v.W[i] = binary.NativeEndian.Uint32(b[4*i:])
-	}
-	return v
-}
-
-// be is a port in network byte order as the maps hold it.
-func be(p uint16) uint16 {
-	return binary.NativeEndian.Uint16(binary.BigEndian.AppendUint16(nil, p))
-}
-
-// loaded loads the program with one Service: vip TCP 80 and UDP 53 to
-// backend ports 8080 and 5353.
-func loaded(t testing.TB) *VipObjects {
-	t.Helper()
-	requireBuilt(t)
-	if os.Geteuid() != 0 {
-		t.Skip("running eBPF programs needs root (CAP_BPF and CAP_NET_ADMIN); run the tests as root")
-	}
-	objs := new(VipObjects)
-	if err := LoadVipObjects(objs, nil); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { objs.Close() })
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(objs.Config.Put(uint32(0), VipConfig{Node: words(node)}))
-	must(objs.Vips.Put(words(vip), uint32(1)))
-	for id, p := range []struct {
-		proto         uint8
-		port, backend uint16
-	}{{6, 80, 8080}, {17, 53, 5353}} {
-		must(objs.Services.Put(VipServiceKey{Vip: words(vip), Port: be(p.port), Proto: p.proto}, VipService{Id: uint32(id), Count: 1}))
-		must(objs.Backends.Put(VipBackendKey{Service: uint32(id), Slot: 0}, VipBackend{Addr: words(backend), Port: be(p.backend)}))
-	}
-	return objs
-}
-
-// packet builds Ethernet + IPv6 + TCP (flags SYN) or UDP with a correct
-// checksum.
-func packet(proto uint8, src, dst netip.Addr, sport, dport uint16, payload []byte) []byte {
-	l4len := 8
-	if proto == 6 {
-		l4len = 20
-	}
-	p := make([]byte, 14+40+l4len+len(payload))
-	binary.BigEndian.PutUint16(p[12:], 0x86dd)
-	ip := p[14:]
-	ip[0] = 0x60
-	binary.BigEndian.PutUint16(ip[4:], uint16(l4len+len(payload)))
-	ip[6] = proto
-	ip[7] = 64
-	s, d := src.As16(), dst.As16()
-	copy(ip[8:], s[:])
-	copy(ip[24:], d[:])
-	l4 := ip[40:]
-	binary.BigEndian.PutUint16(l4[0:], sport)
-	binary.BigEndian.PutUint16(l4[2:], dport)
-	if proto == 6 {
-		l4[12] = 5 << 4
-		l4[13] = 0x02 // SYN
-		binary.BigEndian.PutUint16(l4[14:], 65535)
-	} else {
-		binary.BigEndian.PutUint16(l4[4:], uint16(l4len+len(payload)))
-	}
-	copy(l4[l4len:], payload)
-	binary.BigEndian.PutUint16(l4[csumOff(proto):], l4sum(p))
-	return p
-}
-
-func csumOff(proto uint8) int {
-	if proto == 6 {
-		return 16
-	}
-	return 6
-}
-
-// l4sum computes the IPv6 TCP/UDP checksum of p with its checksum field
-// taken as zero.
-func l4sum(p []byte) uint16 {
-	ip := p[14:]
-	l4 := bytes.Clone(ip[40:])
-	proto := ip[6]
-	l4[csumOff(proto)], l4[csumOff(proto)+1] = 0, 0
-	var sum uint32
-	add := func(b []byte) {
-		for i := 0; i+1 < len(b); i += 2 {
-			sum += uint32(binary.BigEndian.Uint16(b[i:]))
-		}
-		if len(b)%2 == 1 {
-			sum += uint32(b[len(b)-1]) << 8
-		}
-	}
-	add(ip[8:40])
-	sum += uint32(len(l4)) + uint32(proto)
-	add(l4)
-	for sum > 0xffff {
-		sum = sum>>16 + sum&0xffff
-	}
-	c := ^uint16(sum)
-	if c == 0 && proto == 17 {
-		c = 0xffff
-	}
-	return c
-}
-
-type tuple struct {
-	src, dst     netip.Addr
-	sport, dport uint16
-}
-
-func parse(p []byte) tuple {
-	ip := p[14:]
-	return tuple{
-		src:   netip.AddrFrom16([16]byte(ip[8:24])),
-		dst:   netip.AddrFrom16([16]byte(ip[24:40])),
-		sport: binary.BigEndian.Uint16(ip[40:]),
-		dport: binary.BigEndian.Uint16(ip[42:]),
-	}
-}
-
-func runProg(t testing.TB, objs *VipObjects, in []byte) (int32, []byte) {
-	t.Helper()
-	out := make([]byte, len(in)+256)
-	opts := &ebpf.RunOptions{Data: in, DataOut: out}
-	ret, err := objs.PodminVip.Run(opts)
-	if err != nil {
-		t.Fatalf("run the program: %v", err)
-	}
-	return int32(ret), opts.DataOut
-}
 
 // TestRewriteChecksums runs crafted packets through the program in the
 // kernel and checks the NAT rewrite and the recomputed checksums both
-// ways, for TCP and UDP.
+// ways, for TCP and UDP, with and without BPF_F_IPV6, on packets with
+// CHECKSUM_COMPLETE: the kernel fails a run whose rewrite leaves skb->csum
+// wrong (EBADMSG), which is what BPF_F_IPV6 exists for.
 func TestRewriteChecksums(t *testing.T) {
-	objs := loaded(t)
-	for _, tc := range []struct {
-		name        string
-		proto       uint8
-		vport, port uint16
-	}{{"TCP", 6, 80, 8080}, {"UDP", 17, 53, 5353}} {
-		t.Run(tc.name, func(t *testing.T) {
-			in := packet(tc.proto, client, vip, 40000, tc.vport, []byte("hello, odd length"))
-			ret, out := runProg(t, objs, in)
-			if ret != tcxPass {
-				t.Fatalf("verdict %d, want pass", ret)
-			}
-			got := parse(out)
-			if got.src != node || got.dst != backend || got.dport != tc.port || got.sport < 30000 || got.sport > 32767 {
-				t.Fatalf("forward rewrite gave %+v, want %v:30000-32767 -> %v:%d", got, node, backend, tc.port)
-			}
-			if sum := binary.BigEndian.Uint16(out[14+40+csumOff(tc.proto):]); sum != l4sum(out) {
-				t.Errorf("forward checksum %#04x, want %#04x", sum, l4sum(out))
-			}
+	for _, mode := range csumModes(t) {
+		objs := loadFor(t, LoadOptions{CsumIPv6: mode.flag})
+		for _, tc := range []struct {
+			name        string
+			proto       uint8
+			vport, port uint16
+		}{{"TCP", protoTCP, 80, 8080}, {"UDP", protoUDP, 53, 5353}} {
+			t.Run(mode.name+"/"+tc.name, func(t *testing.T) {
+				in := packet(tc.proto, client, vip, 40000, tc.vport, []byte("hello, odd length"))
+				ret, out, err := run(t, objs, in, device(t), true)
+				if err != nil {
+					t.Fatalf("forward: %v", err)
+				}
+				if ret != tcxPass {
+					t.Fatalf("verdict %d, want pass", ret)
+				}
+				got := parse(out)
+				if got.src != node || got.dst != backend || got.dport != tc.port || got.sport < NATPortMin || got.sport > NATPortMax {
+					t.Fatalf("forward rewrite gave %+v, want %v:30000-32767 -> %v:%d", got, node, backend, tc.port)
+				}
+				if !checksumOK(out[14:]) {
+					t.Errorf("forward checksum %#04x, want %#04x", binary.BigEndian.Uint16(out[14+40+csumOff(tc.proto):]), l4sum(out[14:]))
+				}
 
-			// The backend's answer comes back to the NAT port.
-			reply := packet(tc.proto, backend, node, tc.port, got.sport, []byte("hi"))
-			if tc.proto == 6 {
-				reply[14+40+13] = 0x12 // SYN-ACK
-				binary.BigEndian.PutUint16(reply[14+40+16:], 0)
-				binary.BigEndian.PutUint16(reply[14+40+16:], l4sum(reply))
-			}
-			ret, back := runProg(t, objs, reply)
-			if ret != tcxPass {
-				t.Fatalf("reply verdict %d, want pass", ret)
-			}
-			want := tuple{vip, client, tc.vport, 40000}
-			if g := parse(back); g != want {
-				t.Fatalf("reverse rewrite gave %+v, want %+v", g, want)
-			}
-			if sum := binary.BigEndian.Uint16(back[14+40+csumOff(tc.proto):]); sum != l4sum(back) {
-				t.Errorf("reverse checksum %#04x, want %#04x", sum, l4sum(back))
-			}
-		})
+				// The backend's answer comes back to the NAT port.
+				reply := packet(tc.proto, backend, node, tc.port, got.sport, []byte("hi"))
+				if tc.proto == protoTCP {
+					reply = tcpPacket(backend, node, tc.port, got.sport, seg{flags: tcpSYN | tcpACK, seq: 7, ack: 2}, []byte("hi"))
+				}
+				ret, back, err := run(t, objs, reply, device(t), true)
+				if err != nil {
+					t.Fatalf("reverse: %v", err)
+				}
+				if ret != tcxPass {
+					t.Fatalf("reply verdict %d, want pass", ret)
+				}
+				want := tuple{vip, client, tc.vport, 40000}
+				if g := parse(back); g != want {
+					t.Fatalf("reverse rewrite gave %+v, want %+v", g, want)
+				}
+				if !checksumOK(back[14:]) {
+					t.Errorf("reverse checksum %#04x, want %#04x", binary.BigEndian.Uint16(back[14+40+csumOff(tc.proto):]), l4sum(back[14:]))
+				}
+
+				// An error about the forwarded packet, for the client.
+				icmp := icmpError(2, 0, 1280, router, node, out[14:len(in)], 1232)
+				ret, translated, err := run(t, objs, icmp, device(t), true)
+				if err != nil {
+					t.Fatalf("ICMPv6 error: %v", err)
+				}
+				if ret != tcxPass {
+					t.Fatalf("ICMPv6 error verdict %d, want pass", ret)
+				}
+				checkError(t, translated[14:len(icmp)], router, client, icmp[14+40:14+48], in[14:])
+			})
+		}
 	}
 }
 
-// TestVerdicts covers traffic the program must leave alone or refuse.
+// csumMode is one way the program keeps CHECKSUM_COMPLETE packets right.
+type csumMode struct {
+	name string
+	flag bool
+}
+
+// csumModes are the ways this kernel supports: BPF_F_IPV6 where it has
+// it, and always the compensation older kernels need.
+func csumModes(t *testing.T) []csumMode {
+	t.Helper()
+	requireBuilt(t)
+	requireRoot(t)
+	modes := []csumMode{{"compensated", false}}
+	ok, err := CsumIPv6Supported()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok {
+		modes = append(modes, csumMode{"BPF_F_IPV6", true})
+	} else {
+		t.Logf("this kernel refuses BPF_F_IPV6: only the compensating mode runs")
+	}
+	return modes
+}
+
+// TestVerdicts covers traffic the program must leave alone or refuse,
+// and the counter each refusal moves.
 func TestVerdicts(t *testing.T) {
 	objs := loaded(t)
-	frag := packet(17, client, vip, 40000, 53, []byte("x"))
-	frag[14+6] = 44 // a fragment header follows
-	ping := packet(17, client, vip, 40000, 53, []byte("x"))
-	ping[14+6] = 58 // ICMPv6
-	other := packet(6, client, backend, 40000, 8080, nil)
-	stray := packet(6, backend, node, 8080, 31000, nil) // no such flow
-	ack := packet(6, client, vip, 40001, 80, nil)
-	ack[14+40+13] = 0x10 // a bare ACK starts no flow
+	withNext := func(nh uint8, p []byte) []byte {
+		p = bytes.Clone(p)
+		p[14+6] = nh
+		return p
+	}
+	udp := packet(protoUDP, client, vip, 40000, 53, []byte("x"))
+	echo := icmpError(128, 0, 0, client, vip, nil, 0) // an echo request: not an error
+	other := packet(protoTCP, client, backend, 40000, 8080, nil)
+	stray := packet(protoTCP, backend, node, 8080, 31000, nil) // no such flow
+	ack := tcpPacket(client, vip, 40001, 80, seg{flags: tcpACK, seq: 5, ack: 9}, nil)
 	for _, tc := range []struct {
 		name string
 		in   []byte
 		want int32
+		stat uint32 // the counter that must move, for drops
 	}{
-		{"fragment to the VIP", frag, tcxDrop},
-		{"ICMPv6 to the VIP", ping, tcxDrop},
-		{"unknown port on the VIP", packet(6, client, vip, 40000, 81, nil), tcxDrop},
-		{"ACK without a flow", ack, tcxDrop},
-		{"traffic to a Pod", other, tcxNext},
-		{"reply without a flow", stray, tcxNext},
-		{"IPv4", append([]byte{12: 0x08, 13: 0x00}, make([]byte, 40)...), tcxNext},
-		{"truncated TCP header to the VIP", packet(6, client, vip, 1, 80, nil)[:14+40+4], tcxDrop},
-		{"truncated TCP header elsewhere", packet(6, client, backend, 1, 80, nil)[:14+40+4], tcxNext},
+		{"fragment to the VIP", withNext(44, udp), tcxDrop, StatFragment},
+		{"hop-by-hop options to the VIP", withNext(0, udp), tcxDrop, StatExtensionHeader},
+		{"routing header to the VIP", withNext(43, udp), tcxDrop, StatExtensionHeader},
+		{"SCTP to the VIP", withNext(132, udp), tcxDrop, StatProtocol},
+		{"ICMPv6 echo to the VIP", echo, tcxDrop, StatProtocol},
+		{"unknown port on the VIP", packet(protoTCP, client, vip, 40000, 81, nil), tcxDrop, StatNoService},
+		{"ACK without a flow", ack, tcxDrop, StatNoFlow},
+		{"truncated TCP header to the VIP", packet(protoTCP, client, vip, 1, 80, nil)[:14+40+4], tcxDrop, StatTruncated},
+		{"truncated ICMPv6 error to the VIP", icmpError(1, 4, 0, client, vip, nil, 0)[:14+40+6], tcxDrop, StatTruncated},
+		{"traffic to a Pod", other, tcxNext, 0},
+		{"reply without a flow", stray, tcxNext, 0},
+		{"fragment to a Pod", withNext(44, other), tcxNext, 0},
+		{"IPv4", append([]byte{12: 0x08, 13: 0x00}, make([]byte, 40)...), tcxNext, 0},
+		{"truncated TCP header elsewhere", packet(protoTCP, client, backend, 1, 80, nil)[:14+40+4], tcxNext, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			var before uint64
+			if tc.want == tcxDrop {
+				before = stat(t, objs, tc.stat)
+			}
 			ret, out := runProg(t, objs, tc.in)
 			if ret != tc.want {
 				t.Fatalf("verdict %d, want %d", ret, tc.want)
 			}
 			if ret == tcxNext && !bytes.Equal(out, tc.in) {
 				t.Errorf("a packet passed on untouched was changed")
+			}
+			if tc.want == tcxDrop {
+				if after := stat(t, objs, tc.stat); after != before+1 {
+					t.Errorf("counter %d went from %d to %d, want one more", tc.stat, before, after)
+				}
 			}
 		})
 	}
@@ -256,9 +160,10 @@ func TestVerdicts(t *testing.T) {
 // always one of the three, and a packet passed on to the next program is
 // never changed.
 func FuzzProgram(f *testing.F) {
-	f.Add(packet(6, client, vip, 40000, 80, nil)[14:])
-	f.Add(packet(17, client, vip, 40000, 53, []byte("q"))[14:])
-	f.Add(packet(17, backend, node, 5353, 31000, nil)[14:])
+	f.Add(packet(protoTCP, client, vip, 40000, 80, nil)[14:])
+	f.Add(packet(protoUDP, client, vip, 40000, 53, []byte("q"))[14:])
+	f.Add(packet(protoUDP, backend, node, 5353, 31000, nil)[14:])
+	f.Add(icmpError(2, 0, 1280, router, node, udpIP(node, backend, 31000, 5353, []byte("q")), 1232)[14:])
 	f.Add(append([]byte{0x60, 0, 0, 0, 0, 0, 44, 64}, make([]byte, 32)...))
 	objs := loaded(f)
 	f.Fuzz(func(t *testing.T, ip []byte) {

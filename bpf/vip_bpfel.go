@@ -39,6 +39,14 @@ type VipConfig struct {
 	Node VipAddr
 }
 
+type VipExhaustedKey struct {
+	_       structs.HostLayout
+	Backend VipAddr
+	Port    uint16
+	Proto   uint8
+	Pad     uint8
+}
+
 type VipFlowKey struct {
 	_     structs.HostLayout
 	Src   VipAddr
@@ -58,13 +66,17 @@ type VipForward struct {
 }
 
 type VipReverse struct {
-	_      structs.HostLayout
-	Client VipAddr
-	Vip    VipAddr
-	Cport  uint16
-	Vport  uint16
-	Flags  uint32
-	Seen   uint64
+	_        structs.HostLayout
+	Client   VipAddr
+	Vip      VipAddr
+	Cport    uint16
+	Vport    uint16
+	State    uint32
+	Seen     uint64
+	FinSeq   uint32
+	FinTsval uint32
+	Ifindex  uint32
+	Pad      uint32
 }
 
 type VipService struct {
@@ -87,12 +99,14 @@ type VipServiceKey struct {
 const (
 	VipMapBackends     = "backends"
 	VipMapConfig       = "config"
+	VipMapExhausted    = "exhausted"
 	VipMapForwardFlows = "forward_flows"
 	VipMapReverseFlows = "reverse_flows"
 	VipMapServices     = "services"
 	VipMapStats        = "stats"
 	VipMapVips         = "vips"
 	VipProgPodminVip   = "podmin_vip"
+	VipVarCsumIpv6     = "csum_ipv6"
 )
 
 // LoadVip returns the embedded CollectionSpec for Vip.
@@ -146,6 +160,7 @@ type VipProgramSpecs struct {
 type VipMapSpecs struct {
 	Backends     *ebpf.MapSpec `ebpf:"backends"`
 	Config       *ebpf.MapSpec `ebpf:"config"`
+	Exhausted    *ebpf.MapSpec `ebpf:"exhausted"`
 	ForwardFlows *ebpf.MapSpec `ebpf:"forward_flows"`
 	ReverseFlows *ebpf.MapSpec `ebpf:"reverse_flows"`
 	Services     *ebpf.MapSpec `ebpf:"services"`
@@ -157,6 +172,7 @@ type VipMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type VipVariableSpecs struct {
+	CsumIpv6 *ebpf.VariableSpec `ebpf:"csum_ipv6"`
 }
 
 // VipObjects contains all objects after they have been loaded into the kernel.
@@ -181,6 +197,7 @@ func (o *VipObjects) Close() error {
 type VipMaps struct {
 	Backends     *ebpf.Map `ebpf:"backends"`
 	Config       *ebpf.Map `ebpf:"config"`
+	Exhausted    *ebpf.Map `ebpf:"exhausted"`
 	ForwardFlows *ebpf.Map `ebpf:"forward_flows"`
 	ReverseFlows *ebpf.Map `ebpf:"reverse_flows"`
 	Services     *ebpf.Map `ebpf:"services"`
@@ -192,6 +209,7 @@ func (m *VipMaps) Close() error {
 	return _VipClose(
 		m.Backends,
 		m.Config,
+		m.Exhausted,
 		m.ForwardFlows,
 		m.ReverseFlows,
 		m.Services,
@@ -204,6 +222,7 @@ func (m *VipMaps) Close() error {
 //
 // It can be passed to LoadVipObjects or ebpf.CollectionSpec.LoadAndAssign.
 type VipVariables struct {
+	CsumIpv6 *ebpf.Variable `ebpf:"csum_ipv6"`
 }
 
 // VipPrograms contains all programs after they have been loaded into the kernel.

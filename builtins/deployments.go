@@ -8,11 +8,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/ids"
 	"podmin.dev/podmin/internal/manifest"
 	"podmin.dev/podmin/internal/objstore"
@@ -35,7 +37,9 @@ type DeployResult struct {
 	Namespace string `json:"namespace"`
 	// Service is the Service's name, empty without one.
 	Service string `json:"service,omitempty"`
-	// Action is created, updated or unchanged.
+	// Action is created, updated, unchanged or repaired (the entry was
+	// already committed, but a payload it names was missing or corrupt in
+	// the bucket and was rewritten).
 	Action string `json:"action"`
 	// Pod and ServicePath are the committed content-addressed payloads.
 	Pod         string `json:"pod"`
@@ -52,15 +56,33 @@ type DeployResult struct {
 
 // deployManifest returns the manifest bytes and the image overrides that
 // Extract must still apply.
-func (e *Env) deployManifest(opts DeployOptions) ([]byte, []string, error) {
+func (e *Env) deployManifest(opts DeployOptions) (*manifest.Result, error) {
 	if opts.File == "" {
 		if len(opts.Images) == 0 {
-			return nil, nil, errors.New("deploy needs --image for the built-in manifest, or --file with a manifest")
+			return nil, errDeployNeedsImage
 		}
-		data, err := e.buildManifest(opts.ManifestOptions)
-		return data, nil, err
+		// The built-in manifest comes extracted with deploy's own
+		// options: its name and NodeGroup, no overrides, no assertion.
+		_, ex, err := e.buildManifest(opts.ManifestOptions)
+		return ex, err
 	}
-	o := opts.ManifestOptions
+	if err := builtInOnly(opts.ManifestOptions); err != nil {
+		return nil, err
+	}
+	data, err := e.readFile(opts.File)
+	if err != nil {
+		return nil, err
+	}
+	return manifest.Extract(data, manifest.ExtractOptions{
+		Name: opts.Name, NodeGroup: opts.NodeGroup, Images: opts.Images, RequireService: opts.Service,
+	})
+}
+
+var errDeployNeedsImage = errors.New("deploy needs --image for the built-in manifest, or --file with a manifest")
+
+// builtInOnly refuses the options that shape the built-in manifest when a
+// manifest file is deployed.
+func builtInOnly(o ManifestOptions) error {
 	for _, f := range []struct {
 		flag string
 		set  bool
@@ -69,11 +91,29 @@ func (e *Env) deployManifest(opts DeployOptions) ([]byte, []string, error) {
 		{"--memory", o.Memory != ""}, {"--env", len(o.Env) > 0}, {"--secret", len(o.Secrets) > 0},
 	} {
 		if f.set {
-			return nil, nil, fmt.Errorf("%s shapes the built-in manifest and cannot be combined with --file: put it in the manifest instead", f.flag)
+			return fmt.Errorf("%s shapes the built-in manifest and cannot be combined with --file: put it in the manifest instead", f.flag)
 		}
 	}
-	data, err := e.readFile(opts.File)
-	return data, opts.Images, err
+	return nil
+}
+
+// CheckDeploy applies the rules of deploy that need nothing but its
+// options (and the environment, for --env KEY): the CLI reports them as
+// bad usage before it reads a context, a file or the bucket.
+func (e *Env) CheckDeploy(opts DeployOptions) error {
+	if _, err := state.NewKey(opts.NodeGroup, opts.Name); err != nil {
+		return err
+	}
+	if opts.File != "" {
+		if err := builtInOnly(opts.ManifestOptions); err != nil {
+			return err
+		}
+		return manifest.CheckImageValues(opts.Images)
+	}
+	if len(opts.Images) == 0 {
+		return errDeployNeedsImage
+	}
+	return e.checkManifestOptions(opts.ManifestOptions)
 }
 
 // Deploy validates the deployment exactly as validate does and commits it to
@@ -87,14 +127,7 @@ func (e *Env) Deploy(ctx context.Context, opts DeployOptions) (DeployResult, err
 	if err != nil {
 		return DeployResult{}, err
 	}
-	data, images, err := e.deployManifest(opts)
-	if err != nil {
-		return DeployResult{}, err
-	}
-	ex, err := manifest.Extract(data, manifest.ExtractOptions{
-		Name: opts.Name, NodeGroup: opts.NodeGroup, Images: images,
-		RequireService: opts.File != "" && opts.Service,
-	})
+	ex, err := e.deployManifest(opts)
 	if err != nil {
 		return DeployResult{}, err
 	}
@@ -106,10 +139,16 @@ func (e *Env) Deploy(ctx context.Context, opts DeployOptions) (DeployResult, err
 	if ex.Service != nil {
 		d.ServiceName, d.Service = ex.Service.Name, ex.ServiceYAML
 	}
-	e.progress("committing %s to bucket %s", key, c.Bucket)
-	r, err := state.NewCommitter(store, e.commitOptions()).Deploy(ctx, d)
+	r, err := state.NewCommitter(store, e.clusterCommitOptions(c)).Deploy(ctx, d)
 	if err != nil {
 		return DeployResult{}, e.explain(c, err)
+	}
+	// Said once the outcome is known: an unchanged deploy commits nothing.
+	if r.Outcome != state.Unchanged {
+		e.progress("committed %s to bucket %s (%s)", key, c.Bucket, r.Outcome)
+	}
+	if r.LostReply {
+		e.progress("the reply to the index write was lost, but the index already holds %s as deployed: nothing more was written", key)
 	}
 	res := DeployResult{
 		Name: ex.Name, NodeGroup: ex.NodeGroup, Namespace: ex.Namespace, Service: d.ServiceName,
@@ -151,9 +190,12 @@ func (e *Env) Delete(ctx context.Context, opts DeleteOptions) (DeleteResult, err
 	if err != nil {
 		return DeleteResult{}, err
 	}
-	r, err := state.NewCommitter(store, e.commitOptions()).Delete(ctx, key)
+	r, err := state.NewCommitter(store, e.clusterCommitOptions(c)).Delete(ctx, key)
 	if err != nil {
 		return DeleteResult{}, e.explain(c, err)
+	}
+	if r.LostReply {
+		e.progress("the reply to the index write was lost, but %s is no longer in the index: nothing more was written", key)
 	}
 	return DeleteResult{Name: key.Name, NodeGroup: key.NodeGroup, Action: string(r.Outcome)}, nil
 }
@@ -175,17 +217,22 @@ type ListEntry struct {
 	// Origin is the built-in install command that created it, if any.
 	Origin string `json:"origin,omitempty"`
 	Pod    string `json:"pod"`
-	// Error is set when the Pod payload could not be read or verified.
+	// Error is set when a payload of the deployment is missing from the
+	// bucket, or could not be read or verified.
 	Error string `json:"error,omitempty"`
 }
 
 // listConcurrency bounds concurrent payload reads.
 const listConcurrency = 16
 
-// List reads the deployment index and its Pod payloads: an inventory of
+// List reads the deployment index and its payloads: an inventory of
 // committed desired state, never runtime status. Rows are sorted by
-// NodeGroup, then name. A payload that cannot be read or verified is
-// reported on its row, not hidden.
+// NodeGroup, then name. Payload presence and identity come from one
+// paginated LIST of each NodeGroup's Pod payload prefix (and of the
+// Service payload prefix): a payload whose listed ETag and size are those
+// the cache recorded when it verified the bytes is served from the cache;
+// any other is read and verified. A payload that is missing, or cannot be
+// read or verified, is reported on its row, not hidden.
 func (e *Env) List(ctx context.Context) ([]ListEntry, error) {
 	c, store, err := e.openCluster(ctx)
 	if err != nil {
@@ -195,8 +242,12 @@ func (e *Env) List(ctx context.Context) ([]ListEntry, error) {
 	if err != nil {
 		return nil, e.explain(c, err)
 	}
-	pc := e.payloadCache()
 	items := ix.Items()
+	listing, err := state.ListPayloads(ctx, store, state.PayloadPrefixes(items))
+	if err != nil {
+		return nil, e.explain(c, err)
+	}
+	pc := e.clusterCache(c)
 	out := make([]ListEntry, len(items))
 	sem := make(chan struct{}, listConcurrency)
 	var wg sync.WaitGroup
@@ -215,7 +266,12 @@ func (e *Env) List(ctx context.Context) ([]ListEntry, error) {
 				return
 			}
 			defer func() { <-sem }()
-			fillFromPod(ctx, store, pc, &out[i])
+			fillFromPod(ctx, store, pc, listing, &out[i])
+			if it.Entry.Service != "" {
+				if err := state.VerifyListed(ctx, store, pc, listing, it.Entry.Service); err != nil {
+					out[i].Error = strings.TrimPrefix(out[i].Error+"; "+err.Error(), "; ")
+				}
+			}
 		}()
 	}
 	wg.Wait()
@@ -225,15 +281,19 @@ func (e *Env) List(ctx context.Context) ([]ListEntry, error) {
 	return out, nil
 }
 
-// fillFromPod reads an entry's verified Pod payload, from the local cache
-// when it holds it, for its namespace and origin.
-func fillFromPod(ctx context.Context, store objstore.Store, pc state.PayloadCache, le *ListEntry) {
-	data, err := state.FetchPayloadCached(ctx, store, pc, le.Pod)
+// fillFromPod reads an entry's verified Pod payload against the listing,
+// for its namespace and origin.
+func fillFromPod(ctx context.Context, store objstore.Store, pc state.PayloadCache, l *state.Listing, le *ListEntry) {
+	data, err := state.ReadListed(ctx, store, pc, l, le.Pod)
 	if err != nil {
 		le.Error = err.Error()
 		return
 	}
-	var pod corev1.Pod
+	// Only the metadata is read: decoding the whole Pod spec cost more
+	// than everything else a list of cached payloads does.
+	var pod struct {
+		metav1.ObjectMeta `json:"metadata"`
+	}
 	if err := yaml.Unmarshal(data, &pod); err != nil {
 		le.Error = fmt.Sprintf("decode Pod payload %s: %v", le.Pod, err)
 		return
@@ -245,4 +305,26 @@ func fillFromPod(ctx context.Context, store objstore.Store, pc state.PayloadCach
 	if o := pod.Annotations[OriginAnnotation]; knownOrigins[o] {
 		le.Origin = o
 	}
+}
+
+// clusterCache is the payload cache seen from the cluster's bucket: bytes
+// are shared by every bucket (they are named by their digest), but the
+// stamps that prove an object intact without reading it are kept per
+// bucket, so one bucket's objects never vouch for another's.
+func (e *Env) clusterCache(c contexts.Context) state.PayloadCache {
+	pc := e.payloadCache()
+	if nc, ok := pc.(state.NotedCache); ok {
+		return state.ScopedCache(nc, strings.Join([]string{c.Provider, c.Region, c.Bucket}, "\n"))
+	}
+	return pc
+}
+
+// clusterCommitOptions are the index commit settings with the cluster's
+// payload cache.
+func (e *Env) clusterCommitOptions(c contexts.Context) state.CommitOptions {
+	o := e.Commit
+	if o.Cache == nil {
+		o.Cache = e.clusterCache(c)
+	}
+	return o
 }

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"podmin.dev/podmin/internal/objstore"
@@ -55,8 +57,9 @@ func TestControlPathRequestsVersityGW(t *testing.T) {
 }
 
 // testControlPathRequests counts the requests of deploy and list through
-// the real operations: an identical re-deploy and a list of unchanged
-// deployments with a warm cache are one request each.
+// the real operations: with a warm cache an identical re-deploy is the
+// index read and a HEAD per payload, and a list is the index read and one
+// LIST per NodeGroup (and one of the Service payloads).
 func testControlPathRequests(t *testing.T, env *Env, provider string) {
 	ctx := context.Background()
 	counts := connectCounting(t, env, provider)
@@ -87,8 +90,8 @@ func testControlPathRequests(t *testing.T, env *Env, provider string) {
 	if res := deploy(0, "hello:v1"); res.Action != "unchanged" {
 		t.Fatalf("re-deploy: %+v", res)
 	}
-	if c := counts.Counts(); c != (faultstore.Counts{Get: 1}) {
-		t.Errorf("identical re-deploy: requests %+v, want one GET", c)
+	if c := counts.Counts(); c != (faultstore.Counts{Get: 1, Head: 2}) {
+		t.Errorf("identical re-deploy: requests %+v, want one GET and a HEAD per payload", c)
 	}
 	counts.ResetCounts()
 	if res := deploy(1, "hello:v2"); res.Action != "updated" || res.ReplacedNamespace != "" {
@@ -111,19 +114,117 @@ func testControlPathRequests(t *testing.T, env *Env, provider string) {
 		}
 		return l
 	}
+	// One NodeGroup, and one deployment with a Service: the index, one
+	// LIST of the NodeGroup's Pods and one of the Services.
+	warm := faultstore.Counts{Get: 1, List: 2}
 	list()
-	if c := counts.Counts(); c != (faultstore.Counts{Get: 1}) {
-		t.Errorf("list with a warm cache: requests %+v, want one GET", c)
+	if c := counts.Counts(); c != warm {
+		t.Errorf("list with a warm cache: requests %+v, want %+v", c, warm)
 	}
 	if err := os.RemoveAll(filepath.Join(env.Dirs.Cache, "objects")); err != nil {
 		t.Fatal(err)
 	}
 	list()
-	if c := counts.Counts(); c != (faultstore.Counts{Get: 1 + n}) {
-		t.Errorf("list with a cold cache: requests %+v, want the index and %d Pods", c, n)
+	if c := counts.Counts(); c != (faultstore.Counts{Get: 1 + n + 1, List: 2}) {
+		t.Errorf("list with a cold cache: requests %+v, want the index, %d Pods and the Service, and the LISTs", c, n)
 	}
 	list()
-	if c := counts.Counts(); c != (faultstore.Counts{Get: 1}) {
-		t.Errorf("list after the cache warmed: requests %+v, want one GET", c)
+	if c := counts.Counts(); c != warm {
+		t.Errorf("list after the cache warmed: requests %+v, want %+v", c, warm)
+	}
+	// A second NodeGroup costs one more LIST.
+	if _, err := env.Deploy(ctx, DeployOptions{ManifestOptions: ManifestOptions{Name: "edge", NodeGroup: "edge", Images: []string{"hello:v1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	counts.ResetCounts()
+	if l, err := env.List(ctx); err != nil || len(l) != n+1 {
+		t.Fatalf("list: %+v, %v", l, err)
+	}
+	if c := counts.Counts(); c != (faultstore.Counts{Get: 1, List: 3}) {
+		t.Errorf("list of two NodeGroups with a warm cache: requests %+v, want 1 GET and 3 LISTs", c)
+	}
+}
+
+func TestMissingOrChangedPayloadsLocal(t *testing.T) {
+	testMissingOrChangedPayloads(t, testEnv(t), "local")
+}
+
+func TestMissingOrChangedPayloadsVersityGW(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a versitygw server: run without -short")
+	}
+	useVersityGW(t)
+	testMissingOrChangedPayloads(t, testEnv(t), "aws")
+}
+
+// testMissingOrChangedPayloads removes and damages payloads in the bucket
+// behind a warm cache: list and preview report them (the cache vouches
+// only for objects still carrying the stamp it verified), and an
+// identical re-deploy repairs them instead of reporting unchanged.
+func testMissingOrChangedPayloads(t *testing.T, env *Env, provider string) {
+	ctx := context.Background()
+	connectCounting(t, env, provider)
+	web, err := env.Deploy(ctx, DeployOptions{ManifestOptions: ManifestOptions{Name: "web", NodeGroup: "workers", Images: []string{"hello:v1"}, Service: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Deploy(ctx, DeployOptions{ManifestOptions: ManifestOptions{Name: "api", NodeGroup: "workers", Images: []string{"hello:v1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	_, store, err := env.openCluster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rowErrors := func() map[string]string {
+		t.Helper()
+		l, err := env.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, e := range l {
+			out[e.Name] = e.Error
+		}
+		return out
+	}
+	if errs := rowErrors(); errs["web"] != "" || errs["api"] != "" {
+		t.Fatalf("list before any damage: %v", errs)
+	}
+	redeploy := func(want string, repaired ...string) {
+		t.Helper()
+		res, err := env.Deploy(ctx, DeployOptions{ManifestOptions: ManifestOptions{Name: "web", NodeGroup: "workers", Images: []string{"hello:v1"}, Service: true}})
+		if err != nil || res.Action != want || !slices.Equal(res.Repaired, repaired) {
+			t.Fatalf("re-deploy: %+v, %v; want %s repairing %q", res, err, want, repaired)
+		}
+	}
+	for _, damage := range []struct {
+		name, path, want string
+		do               func(p string) error
+	}{
+		{"missing Pod", web.Pod, "is not in the bucket", func(p string) error { return store.Delete(ctx, p, "") }},
+		{"corrupt Pod", web.Pod, "does not match", func(p string) error { _, err := store.Put(ctx, p, []byte("bit rot")); return err }},
+		{"missing Service", web.ServicePath, "is not in the bucket", func(p string) error { return store.Delete(ctx, p, "") }},
+		{"corrupt Service", web.ServicePath, "does not match", func(p string) error { _, err := store.Put(ctx, p, []byte("bit rot")); return err }},
+	} {
+		t.Run(damage.name, func(t *testing.T) {
+			if err := damage.do(damage.path); err != nil {
+				t.Fatal(err)
+			}
+			errs := rowErrors()
+			if !strings.Contains(errs["web"], damage.path) || !strings.Contains(errs["web"], damage.want) || errs["api"] != "" {
+				t.Errorf("list after %s: %v", damage.name, errs)
+			}
+			if _, err := env.Preview(ctx, PreviewOptions{NodeGroup: "workers"}); err == nil || !strings.Contains(err.Error(), damage.want) {
+				t.Errorf("preview after %s: %v", damage.name, err)
+			}
+			redeploy("repaired", damage.path)
+			if errs := rowErrors(); errs["web"] != "" {
+				t.Errorf("list after the repair: %v", errs)
+			}
+			if _, err := env.Preview(ctx, PreviewOptions{NodeGroup: "workers"}); err != nil {
+				t.Errorf("preview after the repair: %v", err)
+			}
+			redeploy("unchanged")
+		})
 	}
 }

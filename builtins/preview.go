@@ -57,8 +57,12 @@ type PreviewResult struct {
 
 // Preview renders exactly the static Pod files a node of the NodeGroup
 // would write for the committed desired state, with the same node
-// transformation the agent uses. Payloads are verified against their
-// digests; secret values are never read, only their mount paths shown.
+// transformation the agent uses. Payload presence and identity come from
+// one paginated LIST of the NodeGroup's Pod payload prefix (and of the
+// Service payload prefix): a payload the bucket lacks, or whose bytes do
+// not match its digest, fails the preview naming it, as it would keep a
+// node on its last good state. Secret values are never read, only their
+// mount paths shown.
 func (e *Env) Preview(ctx context.Context, opts PreviewOptions) (PreviewResult, error) {
 	if err := ids.ValidateNodeGroup(opts.NodeGroup); err != nil {
 		return PreviewResult{}, fmt.Errorf("--nodegroup: %w", err)
@@ -71,10 +75,18 @@ func (e *Env) Preview(ctx context.Context, opts PreviewOptions) (PreviewResult, 
 	if err != nil {
 		return PreviewResult{}, e.explain(c, err)
 	}
-	pc := e.payloadCache()
+	items := ix.NodeGroup(opts.NodeGroup)
+	listing, err := state.ListPayloads(ctx, store, state.PayloadPrefixes(items))
+	if err != nil {
+		return PreviewResult{}, e.explain(c, err)
+	}
+	pc := e.clusterCache(c)
 	res := PreviewResult{NodeGroup: opts.NodeGroup, Dir: nodepod.ManifestsDir, Files: []PreviewFile{}}
-	for _, it := range ix.NodeGroup(opts.NodeGroup) {
-		data, err := state.FetchPayloadCached(ctx, store, pc, it.Entry.Pod)
+	for _, it := range items {
+		data, err := state.ReadListed(ctx, store, pc, listing, it.Entry.Pod)
+		if err == nil && it.Entry.Service != "" {
+			err = state.VerifyListed(ctx, store, pc, listing, it.Entry.Service)
+		}
 		if err != nil {
 			return PreviewResult{}, e.explain(c, fmt.Errorf("deployment %s: %w", it.Key, err))
 		}

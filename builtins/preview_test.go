@@ -43,9 +43,11 @@ func TestPreviewRendersTheNodeGroupsStaticPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Deploy left the Pod payloads in the local object cache: one request.
-	if c := counts.Counts(); c.Get != 1 || c.Writes() != 0 {
-		t.Fatalf("preview made %+v: want the index read alone, no writes", c)
+	// Deploy left the Pod payloads and their stamps in the local object
+	// cache: the index, and one LIST of the NodeGroup's Pods and one of
+	// the Services prove the payloads present without reading them.
+	if c := counts.Counts(); c != (faultstore.Counts{Get: 1, List: 2}) {
+		t.Fatalf("preview made %+v: want the index read and two LISTs, no writes", c)
 	}
 	if err := os.RemoveAll(filepath.Join(env.Dirs.Cache, "objects")); err != nil {
 		t.Fatal(err)
@@ -54,8 +56,8 @@ func TestPreviewRendersTheNodeGroupsStaticPods(t *testing.T) {
 	if _, err := env.Preview(ctx, PreviewOptions{NodeGroup: "workers"}); err != nil {
 		t.Fatal(err)
 	}
-	if c := counts.Counts(); c.Get != 3 || c.Writes() != 0 {
-		t.Fatalf("preview with a cold cache made %+v: want the index and two Pod payloads, no writes", c)
+	if c := counts.Counts(); c != (faultstore.Counts{Get: 4, List: 2}) {
+		t.Fatalf("preview with a cold cache made %+v: want the index, two Pod payloads, the Service payload and two LISTs, no writes", c)
 	}
 	if len(res.Files) != 2 || res.Files[0].File != "api.yaml" || res.Files[1].File != "web.yaml" || res.Dir != "/etc/podmin/manifests" {
 		t.Fatalf("files %+v", res.Files)

@@ -37,8 +37,9 @@ func deploymentsFamily() []*Builtin {
 Same as "podmin deploy". Without file the built-in minimal DaemonSet is used,
 shaped by the other arguments. Returns deployment(name, nodegroup, namespace,
 service, action, pod, service_path, replaced_namespace, repaired, bucket, planned); action
-is created, updated or unchanged. Success means the desired state was committed,
-not that a Pod runs.`,
+is created, updated, unchanged or repaired (a payload the committed entry names was
+missing or corrupt in the bucket and was rewritten). Success means the desired
+state was committed, not that a Pod runs.`,
 			impl: func(c *call) (star.Value, error) {
 				var o builtins.DeployOptions
 				if err := c.unpackManifest(&o.ManifestOptions, &o.File); err != nil {
@@ -108,7 +109,7 @@ Built on list. Without default, absence is an error.`,
 				if def != nil {
 					return def, nil
 				}
-				return nil, c.fail(fmt.Errorf("deployment %s/%s does not exist: pass default= to handle absence", ng, name))
+				return nil, c.fail(notFoundf("deployment %s/%s does not exist: pass default= to handle absence", ng, name))
 			},
 		},
 		{
@@ -133,7 +134,7 @@ action is deleted, or absent with ignore_not_found=True.`,
 					return nil, c.fail(err)
 				}
 				if res.Action == "absent" && !ignore {
-					return nil, c.fail(fmt.Errorf("deployment %s/%s does not exist: nothing was changed; pass ignore_not_found=True to accept that", res.NodeGroup, res.Name))
+					return nil, c.fail(notFoundf("deployment %s/%s does not exist: nothing was changed; pass ignore_not_found=True to accept that", res.NodeGroup, res.Name))
 				}
 				return result("deletion", str("name", res.Name), str("nodegroup", res.NodeGroup), str("action", res.Action),
 					boolean("planned", c.host.planned())), nil

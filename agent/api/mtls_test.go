@@ -31,12 +31,40 @@ import (
 
 const cluster = "prod"
 
-// fakeBackend records what the server lets through.
+// fakeBackend records what the server lets through; its registrations
+// are a plain map (conflicts are the coordinator's, tested there).
 type fakeBackend struct {
 	mu      sync.Mutex
 	leading bool
+	nodes   map[string]api.Node
 	reports map[string][]api.Endpoint
+	left    []string
 	indexes []string
+}
+
+func (b *fakeBackend) Register(_ context.Context, n api.Node) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.nodes == nil {
+		b.nodes = map[string]api.Node{}
+	}
+	b.nodes[n.ID] = n
+	return nil
+}
+
+func (b *fakeBackend) Registered(id string) (api.Node, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n, ok := b.nodes[id]
+	return n, ok
+}
+
+func (b *fakeBackend) Leave(_ context.Context, n api.Node) (api.Position, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.nodes, n.ID)
+	b.left = append(b.left, n.ID)
+	return api.Position{Term: 1, Generation: 1, Revision: 2}, nil
 }
 
 func (b *fakeBackend) Leader() (api.Leader, bool) {
@@ -45,11 +73,11 @@ func (b *fakeBackend) Leader() (api.Leader, bool) {
 	return api.Leader{ID: "n1", Addr: "[2001:db8::1]:8081"}, b.leading
 }
 
-func (b *fakeBackend) Report(_ context.Context, node string, eps []api.Endpoint) (uint64, uint64, error) {
+func (b *fakeBackend) Report(_ context.Context, n api.Node, eps []api.Endpoint) (api.Position, []string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.reports[node] = eps
-	return 1, uint64(len(b.reports)), nil
+	b.reports[n.ID] = eps
+	return api.Position{Term: 1, Generation: 1, Revision: uint64(len(b.reports))}, nil, nil
 }
 
 func (b *fakeBackend) Snapshot(context.Context) (*pb.ServiceSnapshot, error) {
@@ -65,7 +93,7 @@ func (b *fakeBackend) IndexChanged(etag string) {
 func (b *fakeBackend) calls() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return len(b.reports) + len(b.indexes)
+	return len(b.reports) + len(b.indexes) + len(b.left)
 }
 
 func newCA(t *testing.T) pki.ClusterCA {
@@ -377,5 +405,43 @@ func TestLeaderPushesHints(t *testing.T) {
 	h.server.EndWatches()
 	if _, err := w2.Recv(); status.Code(err) != codes.Unavailable {
 		t.Errorf("watch after leadership ended: %v, want Unavailable", err)
+	}
+}
+
+// TestHelloMustMatchTheCertificate: a Hello naming another node ID or
+// address than its certificate's is refused before it reaches the
+// coordinator; the matching one is registered with the certificate's
+// NodeGroup, and Leave removes it.
+func TestHelloMustMatchTheCertificate(t *testing.T) {
+	h := newHarness(t)
+	c, err := api.Dial("[2001:db8::1]:8081", "n1", newNode(t, h.ca, "n2", "2001:db8::2"), h.dial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := t.Context()
+	for name, req := range map[string]*pb.HelloRequest{
+		"another node ID": {PodPrefix: "2001:db8:2:0:7::/80", NodeId: "n3", Address: "2001:db8::2"},
+		"another address": {PodPrefix: "2001:db8:2:0:7::/80", NodeId: "n2", Address: "2001:db8::3"},
+	} {
+		if _, err := c.Hello(ctx, req); status.Code(err) != codes.PermissionDenied {
+			t.Errorf("%s: %v, want PermissionDenied", name, err)
+		}
+	}
+	if _, ok := h.backend.Registered("n2"); ok {
+		t.Fatal("a refused Hello was registered")
+	}
+	if _, err := c.Hello(ctx, &pb.HelloRequest{PodPrefix: "2001:db8:2:0:7::/80", NodeId: "n2", Address: "2001:db8::2"}); err != nil {
+		t.Fatal(err)
+	}
+	n, ok := h.backend.Registered("n2")
+	if !ok || n.NodeGroup != "workers" || n.Addr != netip.MustParseAddr("2001:db8::2") || n.PodPrefix != netip.MustParsePrefix("2001:db8:2:0:7::/80") {
+		t.Fatalf("registered %+v, %v", n, ok)
+	}
+	if r, err := c.Leave(ctx, &pb.LeaveRequest{}); err != nil || r.Revision != 2 {
+		t.Fatalf("Leave = %v, %v", r, err)
+	}
+	if _, ok := h.backend.Registered("n2"); ok {
+		t.Fatal("still registered after Leave")
 	}
 }

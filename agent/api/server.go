@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -41,15 +42,46 @@ type Leader struct {
 	ID, Addr string
 }
 
+// Node is a node as its Hello claims it, bound to its certificate: the ID
+// and NodeGroup of its SPIFFE URI, the address of its IP SAN, and the Pod
+// /80 it reported.
+type Node struct {
+	ID, NodeGroup string
+	Addr          netip.Addr
+	PodPrefix     netip.Prefix
+}
+
+// Position names a written snapshot.
+type Position struct {
+	Term, Generation, Revision uint64
+}
+
+// ErrConflict reports a Hello that claims what another live node holds: its
+// node ID (two agents share one), its address or its Pod prefix. The
+// server refuses it and logs it at ERROR.
+var ErrConflict = errors.New("node identity conflict")
+
+// ErrUnregistered reports a node that has no live registration: it must
+// send Hello (again).
+var ErrUnregistered = errors.New("node not registered")
+
 // Backend is what the server needs from the coordinator.
 type Backend interface {
 	// Leader returns the leader this node knows of and whether it is this
 	// node.
 	Leader() (l Leader, leading bool)
-	// Report replaces nodeID's endpoints (already checked against its
-	// /80) and returns the snapshot generation and revision that will
-	// carry them.
-	Report(ctx context.Context, nodeID string, eps []Endpoint) (generation, revision uint64, err error)
+	// Register records a Hello (checked against the certificate); an
+	// error wrapping ErrConflict refuses it.
+	Register(ctx context.Context, n Node) error
+	// Registered returns the node's live registration, if any.
+	Registered(nodeID string) (Node, bool)
+	// Report replaces the node's endpoints (already checked against its
+	// /80) and returns the snapshot position that will carry them and the
+	// endpoints it refused, each with its reason.
+	Report(ctx context.Context, n Node, eps []Endpoint) (Position, []string, error)
+	// Leave removes the node's endpoints and registration and returns once
+	// a snapshot without them is written.
+	Leave(ctx context.Context, n Node) (Position, error)
 	// Snapshot returns the current Service snapshot.
 	Snapshot(ctx context.Context) (*pb.ServiceSnapshot, error)
 	// IndexChanged is told that a node saw deployments/index.json change.
@@ -71,8 +103,9 @@ type Server struct {
 	grpc    *grpc.Server
 
 	mu       sync.Mutex
-	prefixes map[string]netip.Prefix // node ID → Pod /80 from its Hello
 	watchers map[chan *pb.Hint]struct{}
+	// refused is when each refusal was last logged at ERROR.
+	refused map[string]time.Time
 }
 
 // NewServer returns a server that authenticates with tlsConfig (a TLS 1.3
@@ -82,7 +115,7 @@ func NewServer(tlsConfig *tls.Config, auth Authenticator, backend Backend, log *
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{backend: backend, auth: auth, log: log, prefixes: map[string]netip.Prefix{}, watchers: map[chan *pb.Hint]struct{}{}}
+	s := &Server{backend: backend, auth: auth, log: log, watchers: map[chan *pb.Hint]struct{}{}, refused: map[string]time.Time{}}
 	s.grpc = grpc.NewServer(
 		grpc.Creds(credentials.NewTLS(tlsConfig)),
 		grpc.ChainUnaryInterceptor(s.authorizeUnary),
@@ -167,18 +200,59 @@ func ParsePodPrefix(s string) (netip.Prefix, error) {
 	return p, nil
 }
 
-// Hello registers the caller's Pod /80 and names the leader.
+// Hello registers the caller with the leader and names the leader. Its
+// node ID and address must be those of its certificate; the leader
+// refuses a claim on another live node's ID, address or Pod prefix.
 func (s *Server) Hello(ctx context.Context, req *pb.HelloRequest) (*pb.HelloResponse, error) {
-	node := caller(ctx)
+	peer := caller(ctx)
 	p, err := ParsePodPrefix(req.GetPodPrefix())
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	s.mu.Lock()
-	s.prefixes[node.NodeID] = p
-	s.mu.Unlock()
+	if id := req.GetNodeId(); id != "" && id != peer.NodeID {
+		return nil, s.refuse(peer, fmt.Errorf("the Hello names node %q, but the certificate is node %s's", id, peer.NodeID))
+	}
+	if a := req.GetAddress(); a != "" && a != peer.Addr.String() {
+		return nil, s.refuse(peer, fmt.Errorf("the Hello names address %q, but the certificate's IP SAN is %s", a, peer.Addr))
+	}
 	l, leading := s.backend.Leader()
+	if leading {
+		n := Node{ID: peer.NodeID, NodeGroup: peer.NodeGroup, Addr: peer.Addr, PodPrefix: p}
+		if err := s.backend.Register(ctx, n); err != nil {
+			if errors.Is(err, ErrConflict) {
+				return nil, s.refuse(peer, err)
+			}
+			return nil, status.Error(codes.Unavailable, err.Error())
+		}
+	}
 	return &pb.HelloResponse{Leader: leading, LeaderId: l.ID, LeaderAddr: l.Addr}, nil
+}
+
+// refuse logs a refused identity claim at ERROR (once a minute for the
+// same peer and reason, DEBUG in between) and returns its status.
+func (s *Server) refuse(peer identity.Peer, err error) error {
+	key := peer.NodeID + "\x00" + peer.Addr.String() + "\x00" + err.Error()
+	now := time.Now()
+	s.mu.Lock()
+	loud := now.Sub(s.refused[key]) >= time.Minute
+	if loud {
+		if len(s.refused) >= 1024 {
+			for k, at := range s.refused {
+				if now.Sub(at) >= time.Minute {
+					delete(s.refused, k)
+				}
+			}
+		}
+		s.refused[key] = now
+	}
+	s.mu.Unlock()
+	level := slog.LevelDebug
+	if loud {
+		level = slog.LevelError
+	}
+	s.log.Log(context.Background(), level, "refused a node's identity claim", "peer", peer.NodeID, "peer_nodegroup", peer.NodeGroup,
+		"peer_addr", peer.Addr.String(), "err", err)
+	return status.Error(codes.PermissionDenied, err.Error())
 }
 
 func (s *Server) requireLeader() error {
@@ -194,13 +268,11 @@ func (s *Server) ReportEndpoints(ctx context.Context, req *pb.EndpointReport) (*
 	if err := s.requireLeader(); err != nil {
 		return nil, err
 	}
-	node := caller(ctx)
-	s.mu.Lock()
-	prefix, ok := s.prefixes[node.NodeID]
-	s.mu.Unlock()
-	if !ok {
-		return nil, status.Errorf(codes.FailedPrecondition, "node %s sent no Hello with its Pod prefix: send Hello first", node.NodeID)
+	node, err := s.registered(ctx)
+	if err != nil {
+		return nil, err
 	}
+	prefix := node.PodPrefix
 	eps := make([]Endpoint, 0, len(req.GetEndpoints()))
 	for _, e := range req.GetEndpoints() {
 		addr, err := netip.ParseAddr(e.GetAddress())
@@ -208,18 +280,57 @@ func (s *Server) ReportEndpoints(ctx context.Context, req *pb.EndpointReport) (*
 			return nil, status.Errorf(codes.InvalidArgument, "endpoint address %q is not a canonical IPv6 address", e.GetAddress())
 		}
 		if !prefix.Contains(addr) {
-			return nil, status.Errorf(codes.PermissionDenied, "endpoint %s of %s/%s is outside node %s's Pod prefix %s", addr, e.GetNamespace(), e.GetService(), node.NodeID, prefix)
+			return nil, status.Errorf(codes.PermissionDenied, "endpoint %s of %s/%s is outside node %s's Pod prefix %s", addr, e.GetNamespace(), e.GetService(), node.ID, prefix)
 		}
 		if e.GetNamespace() == "" || e.GetService() == "" {
 			return nil, status.Errorf(codes.InvalidArgument, "endpoint %s names no namespaced Service", addr)
 		}
 		eps = append(eps, Endpoint{Namespace: e.GetNamespace(), Service: e.GetService(), Addr: addr})
 	}
-	gen, rev, err := s.backend.Report(ctx, node.NodeID, eps)
+	pos, refused, err := s.backend.Report(ctx, node, eps)
+	if errors.Is(err, ErrUnregistered) {
+		return nil, status.Errorf(codes.FailedPrecondition, "%v: send Hello first", err)
+	}
 	if err != nil {
 		return nil, status.Error(codes.Unavailable, err.Error())
 	}
-	return &pb.ReportResponse{Generation: gen, Revision: rev}, nil
+	return &pb.ReportResponse{Term: pos.Term, Generation: pos.Generation, Revision: pos.Revision, Refused: refused}, nil
+}
+
+// registered returns the caller's live registration, which must be the
+// one of its certificate.
+func (s *Server) registered(ctx context.Context) (Node, error) {
+	peer := caller(ctx)
+	n, ok := s.backend.Registered(peer.NodeID)
+	if !ok {
+		return Node{}, status.Errorf(codes.FailedPrecondition, "node %s sent no Hello with its Pod prefix: send Hello first", peer.NodeID)
+	}
+	if n.Addr != peer.Addr || n.NodeGroup != peer.NodeGroup {
+		return Node{}, s.refuse(peer, fmt.Errorf("%w: node %s is registered at %s in NodeGroup %s, not at %s in %s", ErrConflict,
+			peer.NodeID, n.Addr, n.NodeGroup, peer.Addr, peer.NodeGroup))
+	}
+	return n, nil
+}
+
+// Leave drains the caller: the leader writes a snapshot without its
+// endpoints before answering.
+func (s *Server) Leave(ctx context.Context, _ *pb.LeaveRequest) (*pb.LeaveResponse, error) {
+	if err := s.requireLeader(); err != nil {
+		return nil, err
+	}
+	peer := caller(ctx)
+	n, ok := s.backend.Registered(peer.NodeID)
+	if ok && (n.Addr != peer.Addr || n.NodeGroup != peer.NodeGroup) {
+		return nil, s.refuse(peer, fmt.Errorf("%w: node %s is registered at %s, not at %s: only it may leave", ErrConflict, peer.NodeID, n.Addr, peer.Addr))
+	}
+	if !ok {
+		n = Node{ID: peer.NodeID, NodeGroup: peer.NodeGroup, Addr: peer.Addr}
+	}
+	pos, err := s.backend.Leave(ctx, n)
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	return &pb.LeaveResponse{Term: pos.Term, Generation: pos.Generation, Revision: pos.Revision}, nil
 }
 
 // Snapshot returns the leader's Service snapshot.

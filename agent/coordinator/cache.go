@@ -25,6 +25,9 @@ type Cache struct {
 	mu        sync.Mutex
 	snap      *pb.ServiceSnapshot
 	confirmed time.Time
+	// restored reports that snap came from durable storage (identities
+	// only): a leader's snapshot of the same position replaces it.
+	restored bool
 }
 
 // NewCache returns an empty cache with the given retention (Retention in
@@ -34,17 +37,41 @@ func NewCache(retention time.Duration) *Cache {
 }
 
 // Update stores s if it is a later write than the current snapshot (a
-// higher generation, or a higher revision of the same one) and renews the
+// higher term, generation or revision, in that order) and renews the
 // backends' lease at now. It reports whether s replaced the snapshot.
 func (c *Cache) Update(s *pb.ServiceSnapshot, now time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.confirmed = now
-	if s == nil || !newer(s, c.snap) {
+	if s == nil || !(newer(s, c.snap) || c.restored && !newer(c.snap, s)) {
 		return false
 	}
-	c.snap = s
+	c.snap, c.restored = s, false
 	return true
+}
+
+// Adopt stores s, the snapshot of the leadership the lease names now,
+// unless the current snapshot is a later write of that same leadership,
+// and renews the backends' lease at now. Numbers never freeze a node: a
+// snapshot remembered from a lease history that was since reset (a
+// higher term than the lease's) gives way to the lease holder's.
+func (c *Cache) Adopt(s *pb.ServiceSnapshot, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.confirmed = now
+	if s == nil || c.snap != nil && !c.restored && sameLeadership(s, c.snap) && !newer(s, c.snap) {
+		return false
+	}
+	c.snap, c.restored = s, false
+	return true
+}
+
+// Snapshot returns the current snapshot (nil before any) and when a
+// leader last confirmed it.
+func (c *Cache) Snapshot() (*pb.ServiceSnapshot, time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.snap, c.confirmed
 }
 
 // Confirm renews the backends' lease at now: a leader was heard and the
@@ -61,7 +88,7 @@ func (c *Cache) Restore(s *pb.ServiceSnapshot) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if s != nil && newer(s, c.snap) {
-		c.snap = WithoutBackends(s)
+		c.snap, c.restored = WithoutBackends(s), true
 	}
 }
 
@@ -98,7 +125,7 @@ func LoadDurable(ctx context.Context, store Store) (*pb.ServiceSnapshot, error) 
 	}
 	s, err := Unmarshal(obj.Data)
 	if err != nil {
-		return nil, fmt.Errorf("%s is corrupt: %w: the leader rewrites it", SnapshotKey, err)
+		return nil, fmt.Errorf("%s is corrupt: %w: the leader rewrites it within one renew interval", SnapshotKey, err)
 	}
 	return WithoutBackends(s), nil
 }

@@ -56,10 +56,12 @@ func TestIndexServices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slices.SortFunc(got, func(a, b coordinator.ServiceID) int {
-		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	slices.SortFunc(got, func(a, b coordinator.IndexService) int {
+		return strings.Compare(a.ID.Namespace+"/"+a.ID.Name, b.ID.Namespace+"/"+b.ID.Name)
 	})
-	if want := []coordinator.ServiceID{{Namespace: "edge", Name: "api"}, {Namespace: "product", Name: "web"}}; !slices.Equal(got, want) {
+	want := []coordinator.IndexService{{ID: coordinator.ServiceID{Namespace: "edge", Name: "api"}, NodeGroup: "workers"},
+		{ID: coordinator.ServiceID{Namespace: "product", Name: "web"}, NodeGroup: "workers"}}
+	if !slices.Equal(got, want) {
 		t.Errorf("Services = %v, want %v", got, want)
 	}
 }

@@ -34,8 +34,9 @@ type NodeIdentity interface {
 
 // Options configure a Coordinator.
 type Options struct {
-	// NodeID is this node's ID, as in its identity's SPIFFE URI.
-	NodeID string
+	// NodeID and NodeGroup are this node's, as in its identity's SPIFFE
+	// URI.
+	NodeID, NodeGroup string
 	// Advertise is the node's global IPv6 address and API port
 	// ([addr]:8081), published in the lease while it leads. Its address
 	// must be the identity's IP SAN.
@@ -52,10 +53,11 @@ type Options struct {
 	Store Store
 	// Identity is the node's mTLS identity.
 	Identity NodeIdentity
-	// Services returns the namespaced Services of the deployment index; the
-	// leader gives DNS identities to exactly these. Nil means the Services
-	// that have endpoints.
-	Services func(ctx context.Context) ([]ServiceID, error)
+	// Services returns the namespaced Services of the deployment index
+	// with the NodeGroup defining each; the leader gives DNS identities to
+	// exactly these and accepts endpoints for each only from nodes of its
+	// NodeGroup. Nil means the Services that have endpoints, from any node.
+	Services func(ctx context.Context) ([]IndexService, error)
 	// OnView receives the snapshot DNS and the dataplane should use,
 	// whenever it changes (also when a lapsed lease clears backends).
 	OnView func(*pb.ServiceSnapshot)
@@ -89,6 +91,10 @@ type Coordinator struct {
 	local    []Endpoint
 	leader   *leaderState
 	lastView *pb.ServiceSnapshot
+	// draining is set by Drain: this node's endpoints stay withdrawn.
+	draining bool
+	// refusals logs the leader's refusals of this node's Hello.
+	refusals errorLog
 }
 
 type realClock struct{}
@@ -120,11 +126,13 @@ func New(opts Options) (*Coordinator, error) {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
+	// The election names the node in its own log lines.
+	elog := c.log
 	c.log = c.log.With("node", opts.NodeID)
 	c.cache = NewCache(c.opts.Retention)
 	c.server = api.NewServer(opts.Identity.ServerConfig(), opts.Identity, c, c.log)
 	el, err := election.New(election.Options{
-		ID: opts.NodeID, Addr: opts.Advertise.String(), Store: opts.Store, Clock: c.clock, Timing: c.timing, Log: c.log,
+		ID: opts.NodeID, Addr: opts.Advertise.String(), Store: opts.Store, Clock: c.clock, Timing: c.timing, Log: elog,
 		OnAcquire: c.acquire,
 		OnLose:    c.lose,
 		OnObserve: func(election.Record) { c.poke() },
@@ -148,6 +156,10 @@ func (c *Coordinator) SetEndpoints(eps []Endpoint) error {
 		}
 	}
 	c.mu.Lock()
+	if c.draining {
+		c.mu.Unlock()
+		return nil // the node is leaving: its endpoints stay withdrawn
+	}
 	c.local = append([]Endpoint(nil), eps...)
 	l := c.leader
 	c.mu.Unlock()
@@ -168,6 +180,8 @@ func (c *Coordinator) Restore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// A leadership of this node must claim a term above the stored one.
+	c.elector.RaiseTerm(s.GetTerm())
 	c.cache.Restore(s)
 	c.publishView()
 	return nil
@@ -256,30 +270,11 @@ func (c *Coordinator) Leader() (api.Leader, bool) {
 	return api.Leader{ID: rec.LeaderID, Addr: rec.LeaderAddr}, c.elector.IsLeader()
 }
 
-// Report implements api.Backend.
-func (c *Coordinator) Report(_ context.Context, nodeID string, eps []api.Endpoint) (uint64, uint64, error) {
-	c.mu.Lock()
-	l := c.leader
-	c.mu.Unlock()
-	if l == nil {
-		return 0, 0, errors.New("this node does not lead")
-	}
-	out := make([]Endpoint, len(eps))
-	for i, e := range eps {
-		out[i] = Endpoint{Service: ServiceID{Namespace: e.Namespace, Name: e.Service}, Addr: e.Addr}
-	}
-	l.report(nodeID, out, c.clock.Now())
-	gen, rev := l.position()
-	return gen, rev, nil
-}
-
 // Snapshot implements api.Backend.
 func (c *Coordinator) Snapshot(context.Context) (*pb.ServiceSnapshot, error) {
-	c.mu.Lock()
-	l := c.leader
-	c.mu.Unlock()
-	if l == nil {
-		return nil, errors.New("this node does not lead")
+	l, err := c.leading()
+	if err != nil {
+		return nil, err
 	}
 	s := l.current()
 	if s == nil {
@@ -293,4 +288,61 @@ func (c *Coordinator) IndexChanged(etag string) {
 	if c.opts.OnIndexHint != nil {
 		c.opts.OnIndexHint(etag)
 	}
+}
+
+// Drain takes this node's endpoints out of the cluster's snapshot before
+// the node stops (SIGTERM): they stay withdrawn, and a follower asks the
+// leader to Leave and waits until the leader wrote a snapshot without
+// them; a leader writes that snapshot itself before it resigns. It is
+// bounded by ctx; a node that cannot drain leaves its endpoints to expire
+// after the lease window.
+func (c *Coordinator) Drain(ctx context.Context) error {
+	c.mu.Lock()
+	c.draining, c.local = true, nil
+	l := c.leader
+	c.mu.Unlock()
+	if l != nil && c.elector.IsLeader() {
+		written, err := c.publish(ctx, l, false)
+		if err != nil {
+			return fmt.Errorf("drain: write the snapshot without this node's endpoints: %w", err)
+		}
+		c.log.Info("drained: the snapshot without this node's endpoints is written", "term", written.Term, "generation", written.Generation, "revision", written.Revision)
+		return nil
+	}
+	rec, ok := c.elector.Leader()
+	if !ok {
+		return errors.New("drain: no leader is known: this node's endpoints expire from the snapshot after the lease window")
+	}
+	cl, err := api.Dial(rec.LeaderAddr, rec.LeaderID, c.opts.Identity, c.opts.Dial)
+	if err != nil {
+		return fmt.Errorf("drain: %w", err)
+	}
+	defer cl.Close()
+	resp, err := cl.Leave(ctx, &pb.LeaveRequest{})
+	if err != nil {
+		return fmt.Errorf("drain: leader %s: %w", rec.LeaderID, err)
+	}
+	c.log.Info("drained: the leader wrote a snapshot without this node's endpoints", "leader", rec.LeaderID,
+		"term", resp.GetTerm(), "generation", resp.GetGeneration(), "revision", resp.GetRevision())
+	return nil
+}
+
+// Status is the coordinator's state for the agent's metrics.
+type Status struct {
+	// Leading reports whether this node leads; Term is the lease term it
+	// holds or last observed.
+	Leading bool
+	Term    uint64
+	// Snapshot is the snapshot DNS and the dataplane use (nil before any)
+	// and Confirmed when a leader last confirmed it.
+	Snapshot  *pb.ServiceSnapshot
+	Confirmed time.Time
+}
+
+// Status returns the coordinator's state now.
+func (c *Coordinator) Status() Status {
+	term, leading := c.elector.Term()
+	rec, _ := c.elector.Leader()
+	snap, confirmed := c.cache.Snapshot()
+	return Status{Leading: leading, Term: max(term.Record.Term, rec.Term), Snapshot: snap, Confirmed: confirmed}
 }

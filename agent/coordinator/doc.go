@@ -5,10 +5,22 @@
 // Package coordinator is the cluster-wide coordination of Service
 // endpoints: one agent, elected on the bucket (package election), collects
 // every node's ready endpoints, builds deterministic Service snapshots and
-// persists them to dns/services.pb with generation/revision writes that
-// fence a superseded leader. Followers keep their last snapshot for the
-// lease window during a partition, then clear leased backends while
-// keeping Service DNS identities.
+// persists them to dns/services.pb. Each snapshot carries the leader's
+// lease term, and writes are fenced by term, generation and revision, so a
+// superseded leader's write is refused; nodes order snapshots by term and
+// adopt the one of the leadership the lease names, and the leader rewrites
+// a corrupt or deleted object, so a damaged snapshot never freezes a node.
+// Followers keep their last snapshot for the lease window during a
+// partition, then clear leased backends while keeping Service DNS
+// identities.
+//
+// The leader binds node IDs to the NodeGroup, address and Pod prefix of
+// their first live Hello (checked against the certificate) and publishes
+// that registry in the snapshot; it refuses a second agent under a live
+// node ID and any claim on another node's address or prefix, and accepts
+// endpoints only for Services the node's NodeGroup defines. A leaving node
+// drains (Drain, Leave): the snapshot without its endpoints is written
+// before it stops.
 //
 // A node's endpoints come from its own reconciler (the Coordinator is the
 // static-Pod reconciler's Publisher of Services) and the kubelet Pods API

@@ -6,7 +6,12 @@ package coordinator
 
 import (
 	"context"
+	"log/slog"
+	"sync"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"podmin.dev/podmin/agent/api"
 	pb "podmin.dev/podmin/agent/api/coordinationpb"
@@ -46,8 +51,11 @@ func (c *Coordinator) follow(ctx context.Context) {
 		case <-c.clock.After(min(c.timing.Retry, c.opts.Retention/4)):
 		}
 		rec, known := c.elector.Leader()
+		c.mu.Lock()
+		draining := c.draining
+		c.mu.Unlock()
 		switch {
-		case c.elector.IsLeader() || !known || rec.LeaderID == c.opts.NodeID:
+		case c.elector.IsLeader() || !known || draining || rec.LeaderID == c.opts.NodeID && rec.LeaderAddr == c.opts.Advertise.String():
 			s.close()
 			s = nil
 		default:
@@ -55,6 +63,8 @@ func (c *Coordinator) follow(ctx context.Context) {
 				s.close()
 				s = c.connect(ctx, rec)
 				kicked = true
+			} else {
+				s.leader = rec // the same node may lead again under a new term
 			}
 			if s != nil && (kicked || c.clock.Now().Sub(lastSync) >= c.timing.Renew) {
 				lastSync = c.clock.Now()
@@ -82,10 +92,16 @@ func (c *Coordinator) sync(ctx context.Context, s *leaderLink) {
 	ctx, cancel := context.WithTimeout(ctx, election.RequestTimeout)
 	defer cancel()
 	if !s.hello {
-		if _, err := s.client.Hello(ctx, &pb.HelloRequest{PodPrefix: c.opts.PodPrefix.String()}); err != nil {
+		_, err := s.client.Hello(ctx, &pb.HelloRequest{PodPrefix: c.opts.PodPrefix.String(), NodeId: c.opts.NodeID, Address: c.opts.Advertise.Addr().String()})
+		if status.Code(err) == codes.PermissionDenied {
+			c.refusals.report(c.log, "the leader refused this node's identity: its endpoints are not served", "leader", s.leader.LeaderID, "err", err)
+			return
+		}
+		if err != nil {
 			c.log.Warn("hello to the leader failed", "leader", s.leader.LeaderID, "err", err)
 			return
 		}
+		c.refusals.reset()
 		s.hello = true
 	}
 	c.mu.Lock()
@@ -95,14 +111,24 @@ func (c *Coordinator) sync(ctx context.Context, s *leaderLink) {
 	for _, e := range local {
 		rep.Endpoints = append(rep.Endpoints, &pb.ReportedEndpoint{Namespace: e.Service.Namespace, Service: e.Service.Name, Address: e.Addr.String()})
 	}
-	if _, err := s.client.ReportEndpoints(ctx, rep); err != nil {
-		s.hello = false // a new leader process forgets prefixes
+	resp, err := s.client.ReportEndpoints(ctx, rep)
+	if err != nil {
+		s.hello = false // a new leader process forgets registrations
 		c.log.Warn("reporting endpoints failed", "leader", s.leader.LeaderID, "err", err)
 		return
+	}
+	if len(resp.GetRefused()) > 0 {
+		c.log.Warn("the leader refused endpoints of Services this node's NodeGroup does not define", "leader", s.leader.LeaderID, "refused", resp.GetRefused())
 	}
 	snap, err := s.client.Snapshot(ctx, &pb.SnapshotRequest{})
 	if err != nil {
 		c.log.Warn("fetching the snapshot failed", "leader", s.leader.LeaderID, "err", err)
+		return
+	}
+	if snap.GetLeaderId() == s.leader.LeaderID && snap.GetTerm() == s.leader.Term {
+		// The leadership the lease names now: adopted whatever this node
+		// remembers, so a reset lease history never freezes it.
+		c.cache.Adopt(snap, c.clock.Now())
 		return
 	}
 	c.cache.Update(snap, c.clock.Now())
@@ -131,4 +157,39 @@ func (c *Coordinator) watch(ctx context.Context, cl *api.Client) {
 		case <-c.clock.After(c.timing.Retry):
 		}
 	}
+}
+
+// errorLog logs a repeating error at ERROR when it is new or a minute
+// after it was last logged, and at DEBUG in between, so a misconfiguration
+// is loud without flooding the log every renew interval.
+type errorLog struct {
+	mu   sync.Mutex
+	last string
+	at   time.Time
+}
+
+func (e *errorLog) report(log *slog.Logger, msg string, args ...any) {
+	key := msg
+	for _, a := range args {
+		if err, ok := a.(error); ok {
+			key += err.Error()
+		}
+	}
+	e.mu.Lock()
+	loud := key != e.last || time.Since(e.at) >= time.Minute
+	if loud {
+		e.last, e.at = key, time.Now()
+	}
+	e.mu.Unlock()
+	level := slog.LevelDebug
+	if loud {
+		level = slog.LevelError
+	}
+	log.Log(context.Background(), level, msg, args...)
+}
+
+func (e *errorLog) reset() {
+	e.mu.Lock()
+	e.last = ""
+	e.mu.Unlock()
 }

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -35,11 +36,12 @@ const fastRetention = time.Second
 
 // localAgent is one agent of local node mode.
 type localAgent struct {
-	id     string
-	coord  *coordinator.Coordinator
-	prefix netip.Prefix
-	cancel context.CancelFunc
-	done   chan struct{}
+	id        string
+	coord     *coordinator.Coordinator
+	prefix    netip.Prefix
+	advertise netip.AddrPort
+	cancel    context.CancelFunc
+	done      chan struct{}
 
 	mu     sync.Mutex
 	view   *pb.ServiceSnapshot
@@ -86,6 +88,37 @@ func startLocal(t testing.TB, store objstore.Store, n int, services []coordinato
 // (a fault store per agent, say). Each agent logs into its own buffer.
 func startLocalEach(t testing.TB, storeFor func(i int) objstore.Store, n int, services []coordinator.ServiceID) []*localAgent {
 	t.Helper()
+	c := newLocalCluster(t, fastTiming, fastRetention, inNodeGroup("workers", services...))
+	var agents []*localAgent
+	for i := range n {
+		agents = append(agents, c.start(t, c.spec(i, storeFor(i))))
+	}
+	return agents
+}
+
+// inNodeGroup is an Options.Services of fixed Services, all defined by
+// NodeGroup ng.
+func inNodeGroup(ng string, services ...coordinator.ServiceID) func(context.Context) ([]coordinator.IndexService, error) {
+	return func(context.Context) ([]coordinator.IndexService, error) {
+		var out []coordinator.IndexService
+		for _, s := range services {
+			out = append(out, coordinator.IndexService{ID: s, NodeGroup: ng})
+		}
+		return out, nil
+	}
+}
+
+// localCluster is the shared part of local agents: one cluster CA, the
+// timing and the Services of the index.
+type localCluster struct {
+	ca        pki.ClusterCA
+	timing    election.Timing
+	retention time.Duration
+	services  func(context.Context) ([]coordinator.IndexService, error)
+}
+
+func newLocalCluster(t testing.TB, timing election.Timing, retention time.Duration, services func(context.Context) ([]coordinator.IndexService, error)) *localCluster {
+	t.Helper()
 	v, err := pki.GenerateClusterCA(rand.Reader, "local", time.Now().Add(-time.Hour))
 	if err != nil {
 		t.Fatal(err)
@@ -94,60 +127,78 @@ func startLocalEach(t testing.TB, storeFor func(i int) objstore.Store, n int, se
 	if err != nil {
 		t.Fatal(err)
 	}
-	var agents []*localAgent
-	for i := range n {
-		lis, err := net.Listen("tcp", "[::1]:0")
-		if err != nil {
-			t.Skipf("no IPv6 loopback: %v", err)
-		}
-		port := uint16(lis.Addr().(*net.TCPAddr).Port)
-		addr := netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 15: byte(i + 1)})
-		id, err := identity.New(identity.Options{CA: ca, Cluster: "local", NodeGroup: "workers", NodeID: fmt.Sprintf("node-%d", i), Addr: addr})
-		if err != nil {
-			t.Fatal(err)
-		}
-		a := &localAgent{id: fmt.Sprintf("node-%d", i), prefix: netip.MustParsePrefix(fmt.Sprintf("2001:db8:%x::/80", 0x100+i)), done: make(chan struct{})}
-		a.coord, err = coordinator.New(coordinator.Options{
-			NodeID: a.id, Advertise: netip.AddrPortFrom(addr, port), Listener: lis, Dial: api.LoopbackDial,
-			PodPrefix: a.prefix, Store: storeFor(i), Identity: id,
-			Log:      slog.New(slog.NewTextHandler(&a.logs, nil)),
-			Services: func(context.Context) ([]coordinator.ServiceID, error) { return services, nil },
-			OnView: func(s *pb.ServiceSnapshot) {
-				a.mu.Lock()
-				a.view = s
-				a.mu.Unlock()
-			},
-			OnIndexHint: func(etag string) {
-				a.mu.Lock()
-				a.hints = append(a.hints, etag)
-				trigger := a.onHint
-				a.mu.Unlock()
-				if trigger != nil {
-					trigger()
-				}
-			},
-			Timing: fastTiming, Retention: fastRetention,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		a.cancel = cancel
-		go func() {
-			defer close(a.done)
-			if err := a.coord.Run(ctx); err != nil {
-				t.Errorf("%s: %v", a.id, err)
-			}
-		}()
-		agents = append(agents, a)
+	return &localCluster{ca: ca, timing: timing, retention: retention, services: services}
+}
+
+// agentSpec is one local agent's identity and bucket.
+type agentSpec struct {
+	id, nodegroup string
+	addr          netip.Addr
+	prefix        netip.Prefix
+	store         objstore.Store
+}
+
+// spec is the i-th agent of NodeGroup workers: node-<i>, 2001:db8::<i+1>
+// and its own /80.
+func (c *localCluster) spec(i int, store objstore.Store) agentSpec {
+	return agentSpec{id: fmt.Sprintf("node-%d", i), nodegroup: "workers", store: store,
+		addr:   netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 15: byte(i + 1)}),
+		prefix: netip.MustParsePrefix(fmt.Sprintf("2001:db8:%x::/80", 0x100+i))}
+}
+
+// identity issues a node identity of the cluster for spec.
+func (c *localCluster) identity(t testing.TB, spec agentSpec) *identity.Identity {
+	t.Helper()
+	id, err := identity.New(identity.Options{CA: c.ca, Cluster: "local", NodeGroup: spec.nodegroup, NodeID: spec.id, Addr: spec.addr})
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		for _, a := range agents {
-			a.cancel()
-			<-a.done
-		}
+	return id
+}
+
+// start runs one agent until the test ends (or its stop).
+func (c *localCluster) start(t testing.TB, spec agentSpec) *localAgent {
+	t.Helper()
+	lis, err := net.Listen("tcp", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	}
+	port := uint16(lis.Addr().(*net.TCPAddr).Port)
+	a := &localAgent{id: spec.id, prefix: spec.prefix, done: make(chan struct{}), advertise: netip.AddrPortFrom(spec.addr, port)}
+	a.coord, err = coordinator.New(coordinator.Options{
+		NodeID: spec.id, NodeGroup: spec.nodegroup, Advertise: a.advertise, Listener: lis, Dial: api.LoopbackDial,
+		PodPrefix: spec.prefix, Store: spec.store, Identity: c.identity(t, spec),
+		Log:      slog.New(slog.NewTextHandler(&a.logs, nil)),
+		Services: c.services,
+		OnView: func(s *pb.ServiceSnapshot) {
+			a.mu.Lock()
+			a.view = s
+			a.mu.Unlock()
+		},
+		OnIndexHint: func(etag string) {
+			a.mu.Lock()
+			a.hints = append(a.hints, etag)
+			trigger := a.onHint
+			a.mu.Unlock()
+			if trigger != nil {
+				trigger()
+			}
+		},
+		Timing: c.timing, Retention: c.retention,
 	})
-	return agents
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	a.cancel = cancel
+	go func() {
+		defer close(a.done)
+		if err := a.coord.Run(ctx); err != nil {
+			t.Errorf("%s: %v", a.id, err)
+		}
+	}()
+	t.Cleanup(a.stop)
+	return a
 }
 
 // eventually polls cond until it holds or the deadline passes.
@@ -237,6 +288,20 @@ func TestLocalNodesElectAndExchangeEndpoints(t *testing.T) {
 	t.Logf("takeover %s after the leader stopped (renew interval %s)", time.Since(stopped), fastTiming.Renew)
 	wantRest := slices.DeleteFunc(slices.Clone(want), func(s string) bool { return s == agents[l].prefix.Addr().Next().String() })
 	eventually(t, 5*time.Second, "the remaining agents converge", all(rest, wantRest))
+	// Every line names its node once; a normal stop is no warning.
+	for _, a := range agents {
+		for _, line := range strings.Split(a.logs.String(), "\n") {
+			if strings.Count(line, " node=") > 1 {
+				t.Errorf("%s logged node= twice: %s", a.id, line)
+			}
+			if strings.Contains(line, "lost the lease") && strings.Contains(line, "shutting down") && !strings.Contains(line, "level=INFO") {
+				t.Errorf("%s: a resignation on shutdown is not INFO: %s", a.id, line)
+			}
+		}
+	}
+	if !strings.Contains(agents[l].logs.String(), `level=INFO msg="lost the lease" node=`+agents[l].id+` reason="shutting down"`) {
+		t.Errorf("the stopped leader did not log its resignation at INFO:\n%s", agents[l].logs.String())
+	}
 }
 
 // TestFollowerClearsBackendsAfterTheLeaseWindow partitions a follower

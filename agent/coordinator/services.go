@@ -6,26 +6,103 @@ package coordinator
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync"
 
+	"podmin.dev/podmin/agent/staticpod"
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/state"
 )
 
+// IndexService is a Service of the deployment index with the NodeGroup
+// whose deployment defines it: only nodes of that NodeGroup may report
+// endpoints for it.
+type IndexService struct {
+	ID        ServiceID
+	NodeGroup string
+}
+
+// IndexCache reads deployments/index.json conditionally: while its ETag is
+// unchanged a read costs one GET answered 304 and returns the index decoded
+// last. An absent index is an empty one only until an index was read;
+// afterwards it is an error (a bucket being deleted loses its index first),
+// so that no reader takes a vanishing bucket for a cluster without
+// Services. It is safe for concurrent use.
+type IndexCache struct {
+	store objstore.Store
+
+	mu   sync.Mutex
+	ix   *state.Index
+	etag string
+	seen bool
+}
+
+// NewIndexCache returns a cache that has read nothing yet.
+func NewIndexCache(store objstore.Store) *IndexCache {
+	return &IndexCache{store: store}
+}
+
+// Read returns the current index and its ETag (empty for the empty index
+// of a bucket that never had one).
+func (c *IndexCache) Read(ctx context.Context) (*state.Index, string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	opts := objstore.GetOptions{}
+	if c.ix != nil && c.etag != "" {
+		opts.IfNoneMatch = c.etag
+	}
+	obj, err := c.store.Get(ctx, state.IndexPath, opts)
+	switch {
+	case errors.Is(err, objstore.ErrNotModified):
+		return c.ix, c.etag, nil
+	case errors.Is(err, objstore.ErrNotFound) && !c.seen:
+		c.ix, c.etag = state.NewIndex(), ""
+		return c.ix, "", nil
+	case errors.Is(err, objstore.ErrNotFound):
+		return nil, "", fmt.Errorf("%w: %s was read at ETag %s and has vanished: the bucket is being deleted or damaged", staticpod.ErrIndexMissing, state.IndexPath, c.etag)
+	case err != nil:
+		return nil, "", fmt.Errorf("read %s: %w", state.IndexPath, err)
+	}
+	if len(obj.Data) > staticpod.MaxIndexBytes {
+		return nil, "", fmt.Errorf("%s holds %d bytes, more than the %d byte limit: %w", state.IndexPath, len(obj.Data), staticpod.MaxIndexBytes, staticpod.ErrTooLarge)
+	}
+	ix, err := state.DecodeIndex(obj.Data)
+	if err != nil {
+		return nil, "", err
+	}
+	c.ix, c.etag, c.seen = ix, obj.ETag, true
+	return ix, obj.ETag, nil
+}
+
 // IndexServices returns an Options.Services that reads the namespaced
-// Services of every NodeGroup from deployments/index.json: the DNS
-// identities the leader publishes. A missing index has no Services.
-func IndexServices(store objstore.Store) func(ctx context.Context) ([]ServiceID, error) {
-	return func(ctx context.Context) ([]ServiceID, error) {
-		ix, _, err := state.ReadIndex(ctx, store)
+// Services of every NodeGroup from deployments/index.json through an
+// IndexCache: the DNS identities the leader publishes and the NodeGroups
+// allowed to back them.
+func IndexServices(store objstore.Store) func(ctx context.Context) ([]IndexService, error) {
+	cache := NewIndexCache(store)
+	var (
+		mu      sync.Mutex
+		lastIx  *state.Index
+		lastOut []IndexService
+	)
+	return func(ctx context.Context) ([]IndexService, error) {
+		ix, _, err := cache.Read(ctx)
 		if err != nil {
 			return nil, err
 		}
-		var out []ServiceID
+		mu.Lock()
+		defer mu.Unlock()
+		if ix == lastIx {
+			return lastOut, nil // unchanged: answered 304
+		}
+		var out []IndexService
 		for _, it := range ix.Items() {
 			if id, ok := it.Entry.ServiceID(); ok {
-				out = append(out, ServiceID{Namespace: id.Namespace, Name: id.Name})
+				out = append(out, IndexService{ID: ServiceID{Namespace: id.Namespace, Name: id.Name}, NodeGroup: it.Key.NodeGroup})
 			}
 		}
+		lastIx, lastOut = ix, out
 		return out, nil
 	}
 }

@@ -96,29 +96,37 @@ func Unmarshal(data []byte) (*pb.ServiceSnapshot, error) {
 	return s, nil
 }
 
-// sameServices reports whether two snapshots carry the same Services and
-// endpoints, whatever their generation and revision.
-func sameServices(a, b *pb.ServiceSnapshot) bool {
+// sameContent reports whether two snapshots carry the same Services,
+// endpoints and nodes, whatever their term, generation and revision.
+func sameContent(a, b *pb.ServiceSnapshot) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return proto.Equal(&pb.ServiceSnapshot{Services: a.Services}, &pb.ServiceSnapshot{Services: b.Services})
+	return proto.Equal(&pb.ServiceSnapshot{Services: a.Services, Nodes: a.Nodes}, &pb.ServiceSnapshot{Services: b.Services, Nodes: b.Nodes})
 }
 
 // WithoutBackends returns a copy of s that keeps every Service's DNS
 // identity and drops its leased backends.
 func WithoutBackends(s *pb.ServiceSnapshot) *pb.ServiceSnapshot {
-	out := &pb.ServiceSnapshot{Generation: s.GetGeneration(), Revision: s.GetRevision(), LeaderId: s.GetLeaderId()}
+	out := &pb.ServiceSnapshot{Term: s.GetTerm(), Generation: s.GetGeneration(), Revision: s.GetRevision(), LeaderId: s.GetLeaderId()}
 	for _, svc := range s.GetServices() {
 		out.Services = append(out.Services, &pb.Service{Namespace: svc.Namespace, Name: svc.Name})
 	}
 	return out
 }
 
-// newer reports whether a is a later write than b.
+// newer reports whether a is a later write than b: a higher lease term,
+// within one term a higher generation, within one generation a higher
+// revision.
 func newer(a, b *pb.ServiceSnapshot) bool {
 	if b == nil {
 		return true
 	}
-	return a.Generation > b.Generation || a.Generation == b.Generation && a.Revision > b.Revision
+	return cmp.Or(cmp.Compare(a.GetTerm(), b.GetTerm()), cmp.Compare(a.GetGeneration(), b.GetGeneration()),
+		cmp.Compare(a.GetRevision(), b.GetRevision())) > 0
+}
+
+// sameLeadership reports whether a and b were written by one leadership.
+func sameLeadership(a, b *pb.ServiceSnapshot) bool {
+	return a.GetTerm() == b.GetTerm() && a.GetGeneration() == b.GetGeneration() && a.GetLeaderId() == b.GetLeaderId()
 }

@@ -106,7 +106,7 @@ func TestSupersededLeaderWriteIsRefused(t *testing.T) {
 	ctx := t.Context()
 	b := newBucket(t)
 	old := coordinator.NewWriter(b, "n1")
-	if _, err := old.Begin(ctx); err != nil {
+	if _, err := old.Begin(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
 	s1 := coordinator.BuildSnapshot([]coordinator.ServiceID{web}, sampleReports())
@@ -123,7 +123,7 @@ func TestSupersededLeaderWriteIsRefused(t *testing.T) {
 	}
 
 	next := coordinator.NewWriter(b, "n2")
-	prev, err := next.Begin(ctx)
+	prev, err := next.Begin(ctx, 2)
 	if err != nil || prev.Generation != 1 || next.Generation() != 2 {
 		t.Fatalf("Begin = %v, %v, generation %d; want to find generation 1 and claim 2", prev, err, next.Generation())
 	}
@@ -150,11 +150,11 @@ func TestStaleWriteBetweenBeginAndWrite(t *testing.T) {
 	ctx := t.Context()
 	b := newBucket(t)
 	old := coordinator.NewWriter(b, "n1")
-	old.Begin(ctx)
+	old.Begin(ctx, 1)
 	s := coordinator.BuildSnapshot([]coordinator.ServiceID{web}, nil)
 	old.Write(ctx, s)
 	next := coordinator.NewWriter(b, "n2")
-	next.Begin(ctx)
+	next.Begin(ctx, 2)
 	if _, err := old.Write(ctx, coordinator.BuildSnapshot([]coordinator.ServiceID{db}, nil)); err != nil {
 		t.Fatalf("the old leader's write before any fence: %v", err)
 	}
@@ -173,7 +173,7 @@ func TestWriterUnderAmbiguousWrites(t *testing.T) {
 	b := newBucket(t)
 	fs := faultstore.New(b, faultstore.WithRules(faultstore.Rule{Action: faultstore.Ambiguous, Ops: faultstore.WriteOps(), Probability: 0.5}))
 	w := coordinator.NewWriter(fs, "n1")
-	if _, err := w.Begin(ctx); err != nil {
+	if _, err := w.Begin(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 20 {
@@ -229,7 +229,7 @@ func TestLoadDurableDropsBackends(t *testing.T) {
 		t.Fatalf("LoadDurable on an empty bucket = %v, %v", s, err)
 	}
 	w := coordinator.NewWriter(b, "n1")
-	w.Begin(ctx)
+	w.Begin(ctx, 1)
 	w.Write(ctx, coordinator.BuildSnapshot([]coordinator.ServiceID{web}, sampleReports()))
 	s, err := coordinator.LoadDurable(ctx, b)
 	if err != nil || len(s.Services) != 1 || len(s.Services[0].Endpoints) != 0 {
@@ -248,7 +248,7 @@ func BenchmarkSnapshotWrite(b *testing.B) { benchSnapshotWrite(b, newBucket(b)) 
 
 func benchSnapshotWrite(b *testing.B, bucket objstore.Store) {
 	w := coordinator.NewWriter(bucket, "n1")
-	if _, err := w.Begin(b.Context()); err != nil {
+	if _, err := w.Begin(b.Context(), 1); err != nil {
 		b.Fatal(err)
 	}
 	var services []coordinator.ServiceID

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"strconv"
 	"testing"
 	"time"
 
@@ -77,8 +78,8 @@ func BenchmarkVIP(b *testing.B) {
 				n++
 			}
 			b.ReportMetric(float64(n)/time.Since(start).Seconds(), "conns/s")
-			if s, err := dp.Stats(); err == nil && (s.NATExhausted > 0 || s.NoFlow > 0) {
-				b.Logf("dataplane drops so far: %d without a free NAT port, %d without a flow", s.NATExhausted, s.NoFlow)
+			if s, err := dp.Stats(); err == nil && (s.Drops[DropNATExhausted] > 0 || s.Drops[DropNoFlow] > 0) {
+				b.Logf("dataplane drops so far: %d without a free NAT port, %d without a flow", s.Drops[DropNATExhausted], s.Drops[DropNoFlow])
 			}
 		})
 	}
@@ -88,23 +89,32 @@ func benchTopology(b *testing.B, tag string) (*topology, *Dataplane) {
 	requireRoot(b)
 	tp := newTopology(b, tag)
 	tp.serve(b, tp.b1, "b1")
+	// The backend ignores resets in TIME_WAIT, which makes a NAT port
+	// given to a new client too early a failed connect.
+	run(b, "ip", "netns", "exec", tp.b1, "sysctl", "-qw", "net.ipv4.tcp_rfc1337=1")
 	dp, err := New(Config{NodeAddr: nodeIP, PodPrefix: podPrefix, NetNS: tp.nsPath(tp.node)})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = dp.Stop() })
-	if err := dp.Apply(b.Context(), []Service{service(backend1)}); err != nil {
+	svc := service(backend1)
+	svc.Ports = append(svc.Ports, Port{Protocol: UDP, Port: udpSinkPort, TargetPort: udpSinkPort})
+	if err := dp.Apply(b.Context(), []Service{svc}); err != nil {
 		b.Fatal(err)
 	}
 	return tp, dp
 }
 
 // BenchmarkVIPInterleaved alternates the direct and the VIP path in short
-// slices (one slice of each per iteration, the first path alternating),
-// so that load from elsewhere on the machine hits both alike, and reports
-// both rates and their ratio (VIP / direct):
+// slices (one slice of each per measurement and iteration, the first path
+// alternating), so that load from elsewhere on the machine hits both
+// alike, and reports both rates and their ratio (VIP / direct) for bulk
+// TCP, bulk UDP (what the backend received), connections the client
+// closes first and connections the server closes first (which leave the
+// backend in TIME_WAIT; failed ones are counted, with a 3 s timeout), and
+// the program's cost per packet:
 //
-//	go test ./agent/dataplane -run '^$' -bench VIPInterleaved -benchtime 20x
+//	go test ./agent/dataplane -run '^$' -bench VIPInterleaved -benchtime 100x
 func BenchmarkVIPInterleaved(b *testing.B) {
 	tp, dp := benchTopology(b, "I")
 	const slice = 100 * time.Millisecond
@@ -123,13 +133,22 @@ func BenchmarkVIPInterleaved(b *testing.B) {
 		}
 		return c
 	}
-	// Throughput: one long-lived connection per path, written in turns.
+	targets := [2]netip.Addr{backend1, vip}
+	// Throughput: one long-lived connection and one UDP socket per path,
+	// written in turns.
 	streams := [2]net.Conn{dialOrFail(netip.AddrPortFrom(backend1, ackPort)), dialOrFail(netip.AddrPortFrom(vip, ackPort))}
 	defer streams[0].Close()
 	defer streams[1].Close()
-	targets := [2]netip.Addr{backend1, vip}
-	var bytes, conns [2]float64
-	var streamTime, connTime [2]time.Duration
+	var datagrams [2]*net.UDPConn
+	for i, a := range targets {
+		tp.in(b, tp.client, func() (err error) {
+			datagrams[i], err = net.DialUDP("udp6", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, udpSinkPort)))
+			return err
+		})
+		defer datagrams[i].Close()
+	}
+	var bytes, udpBytes, conns, closes, closeFailed [2]float64
+	var streamTime, udpTime, connTime, closeTime [2]time.Duration
 	// A slice ends when the backend acknowledged every MiB written in it,
 	// so no data of one path is still in flight during the other's slice.
 	buf := make([]byte, 1<<20)
@@ -159,32 +178,106 @@ func BenchmarkVIPInterleaved(b *testing.B) {
 			streamTime[i] += time.Since(start)
 		}
 		for _, i := range order {
+			got, took := udpSlice(b, datagrams[i], slice)
+			udpBytes[i] += float64(got)
+			udpTime[i] += took
+		}
+		for _, i := range order {
 			to := netip.AddrPortFrom(targets[i], pingPort)
-			start := time.Now()
-			for time.Since(start) < slice {
-				c := dialOrFail(to)
-				var one [1]byte
-				if _, err := c.Write(one[:]); err != nil {
-					b.Fatal(err)
+			tp.in(b, tp.client, func() error {
+				start := time.Now()
+				for time.Since(start) < slice {
+					c, err := net.DialTimeout("tcp6", to.String(), 3*time.Second)
+					if err != nil {
+						return err
+					}
+					var one [1]byte
+					if _, err := c.Write(one[:]); err != nil {
+						return err
+					}
+					if _, err := io.ReadFull(c, one[:]); err != nil {
+						return err
+					}
+					c.Close()
+					conns[i]++
 				}
-				if _, err := io.ReadFull(c, one[:]); err != nil {
-					b.Fatal(err)
+				connTime[i] += time.Since(start)
+				return nil
+			})
+		}
+		for _, i := range order {
+			to := netip.AddrPortFrom(targets[i], closerPort)
+			tp.in(b, tp.client, func() error {
+				start := time.Now()
+				for time.Since(start) < slice {
+					if err := shortConnection(to); err != nil {
+						closeFailed[i]++
+					}
+					closes[i]++
 				}
-				c.Close()
-				conns[i]++
-			}
-			connTime[i] += time.Since(start)
+				closeTime[i] += time.Since(start)
+				return nil
+			})
 		}
 	}
-	mbps := func(i int) float64 { return bytes[i] / streamTime[i].Seconds() / 1e6 }
-	cps := func(i int) float64 { return conns[i] / connTime[i].Seconds() }
-	b.ReportMetric(mbps(0), "direct-MB/s")
-	b.ReportMetric(mbps(1), "vip-MB/s")
-	b.ReportMetric(mbps(1)/mbps(0), "throughput-ratio")
-	b.ReportMetric(cps(0), "direct-conns/s")
-	b.ReportMetric(cps(1), "vip-conns/s")
-	b.ReportMetric(cps(1)/cps(0), "conns-ratio")
+	rate := func(v [2]float64, d [2]time.Duration, i int) float64 { return v[i] / d[i].Seconds() }
+	report := func(name, unit string, v [2]float64, d [2]time.Duration, scale float64) {
+		b.ReportMetric(rate(v, d, 0)/scale, "direct-"+unit)
+		b.ReportMetric(rate(v, d, 1)/scale, "vip-"+unit)
+		b.ReportMetric(rate(v, d, 1)/rate(v, d, 0), name+"-ratio")
+	}
+	report("tcp", "tcp-MB/s", bytes, streamTime, 1e6)
+	report("udp", "udp-MB/s", udpBytes, udpTime, 1e6)
+	report("conns", "conns/s", conns, connTime, 1)
+	report("server-closes", "server-closes/s", closes, closeTime, 1)
+	b.ReportMetric(closes[1], "vip-server-closes")
+	b.ReportMetric(closeFailed[0], "direct-server-closes-failed")
+	b.ReportMetric(closeFailed[1], "vip-server-closes-failed")
 	if after, err := dp.objs.PodminVip.Stats(); err == nil && after.RunCount > before.RunCount {
 		b.ReportMetric(float64(after.Runtime-before.Runtime)/float64(after.RunCount-before.RunCount), "prog-ns/run")
 	}
+	if s, err := dp.Stats(); err == nil && (s.Drops[DropNATExhausted] > 0 || s.Drops[DropNoFlow] > 0) {
+		b.Logf("dataplane drops: %d without a free NAT port, %d without a flow", s.Drops[DropNATExhausted], s.Drops[DropNoFlow])
+	}
+}
+
+// udpSlice sends 1400-byte datagrams on c for d and returns how many
+// bytes the sink received meanwhile and how long it took, asking the sink
+// for its count before and after.
+func udpSlice(b *testing.B, c *net.UDPConn, d time.Duration) (int, time.Duration) {
+	before := udpSinkCount(b, c)
+	payload := make([]byte, 1400)
+	start := time.Now()
+	for time.Since(start) < d {
+		if _, err := c.Write(payload); err != nil {
+			b.Fatal(err)
+		}
+	}
+	after := udpSinkCount(b, c)
+	return after - before, time.Since(start)
+}
+
+// udpSinkCount asks the UDP sink behind c for the bytes it received,
+// asking again when a question or answer is lost.
+func udpSinkCount(b *testing.B, c *net.UDPConn) int {
+	buf := make([]byte, 64)
+	for range 10 {
+		if _, err := c.Write([]byte("?")); err != nil {
+			b.Fatal(err)
+		}
+		if err := c.SetReadDeadline(time.Now().Add(time.Second)); err != nil {
+			b.Fatal(err)
+		}
+		n, err := c.Read(buf)
+		if err != nil {
+			continue
+		}
+		v, err := strconv.Atoi(string(buf[:n]))
+		if err != nil {
+			b.Fatalf("the UDP sink answered %q", buf[:n])
+		}
+		return v
+	}
+	b.Fatal("the UDP sink did not answer")
+	return 0
 }

@@ -6,7 +6,6 @@ package dataplane
 
 import (
 	"net/netip"
-	"strings"
 	"testing"
 
 	"podmin.dev/podmin/bpf"
@@ -28,33 +27,49 @@ func TestCompileRejects(t *testing.T) {
 		{"no node address", []Service{good}, netip.Addr{}, "the node IPv6 address is unknown (invalid IP): the dataplane source-NATs Service traffic to it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := compile(tc.svcs, tc.node, newState())
+			_, err := compile(tc.svcs, tc.node, bpf.MaxLimits, newState())
 			if err == nil || err.Error() != tc.want {
 				t.Fatalf("got %v, want %q", err, tc.want)
 			}
 		})
 	}
 	// No Services need no node address.
-	if _, err := compile(nil, netip.Addr{}, newState()); err != nil {
+	if _, err := compile(nil, netip.Addr{}, bpf.MaxLimits, newState()); err != nil {
 		t.Fatalf("empty state without a node address: %v", err)
 	}
 }
 
+// TestCompileLimits refuses Service ports and backend entries beyond the
+// configured limits, and takes everything up to them.
 func TestCompileLimits(t *testing.T) {
 	var svcs []Service
 	base := vip.As16()
-	for i := range bpf.MaxVIPs + 1 {
+	for i := range bpf.MaxLimits.Services + 1 {
 		a := base
 		a[14], a[15] = byte(i>>8), byte(i)
 		a[13] = byte(i >> 16)
 		svcs = append(svcs, Service{Namespace: "n", Name: "s", VIP: netip.AddrFrom16(a), Ports: []Port{{Protocol: TCP, Port: 80, TargetPort: 80}}})
 	}
-	_, err := compile(svcs, nodeIP, newState())
-	if err == nil || !strings.Contains(err.Error(), "exceed the dataplane limit of 65536") {
-		t.Fatalf("65537 Services: %v", err)
+	_, err := compile(svcs, nodeIP, bpf.MaxLimits, newState())
+	if want := "65537 Service ports exceed the dataplane limit of 65536 Service keys (at most 65536 can be configured)"; err == nil || err.Error() != want {
+		t.Fatalf("65537 Services: %v, want %q", err, want)
 	}
-	if _, err := compile(svcs[:bpf.MaxVIPs], nodeIP, newState()); err != nil {
+	if _, err := compile(svcs[:bpf.MaxLimits.Services], nodeIP, bpf.MaxLimits, newState()); err != nil {
 		t.Fatalf("65536 Services: %v", err)
+	}
+
+	small := bpf.Limits{Services: 6, Backends: 11, Flows: 1}
+	if _, err := compile([]Service{service(backend1)}, nodeIP, small, newState()); err != nil {
+		t.Fatalf("6 ports with a backend each within limits of 6 and 11: %v", err)
+	}
+	_, err = compile([]Service{service(backend1, backend2)}, nodeIP, small, newState())
+	if want := "12 backend entries exceed the dataplane limit of 11 (at most 65536 can be configured)"; err == nil || err.Error() != want {
+		t.Fatalf("12 backend entries: %v, want %q", err, want)
+	}
+	small.Services = 5
+	_, err = compile([]Service{service(backend1)}, nodeIP, small, newState())
+	if want := "6 Service ports exceed the dataplane limit of 5 Service keys (at most 65536 can be configured)"; err == nil || err.Error() != want {
+		t.Fatalf("6 Service ports: %v, want %q", err, want)
 	}
 }
 
@@ -62,11 +77,11 @@ func TestCompileLimits(t *testing.T) {
 // ready set, whatever order the backends arrive in, and keeps ids of
 // surviving Service keys.
 func TestCompileDeterministic(t *testing.T) {
-	a, err := compile([]Service{service(backend2, backend1, backend2)}, nodeIP, newState())
+	a, err := compile([]Service{service(backend2, backend1, backend2)}, nodeIP, bpf.MaxLimits, newState())
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := compile([]Service{service(backend1, backend2)}, nodeIP, newState())
+	b, err := compile([]Service{service(backend1, backend2)}, nodeIP, bpf.MaxLimits, newState())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +95,7 @@ func TestCompileDeterministic(t *testing.T) {
 	}
 
 	other := Service{Namespace: "a", Name: "other", VIP: netip.MustParseAddr("fd50:6f64:6d69::1"), Ports: []Port{{Protocol: UDP, Port: 53, TargetPort: 53}}, Backends: []netip.Addr{backend1}}
-	c, err := compile([]Service{service(backend1, backend2), other}, nodeIP, a)
+	c, err := compile([]Service{service(backend1, backend2), other}, nodeIP, bpf.MaxLimits, a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,8 +115,8 @@ func TestCompileDeterministic(t *testing.T) {
 }
 
 func TestDiffOrder(t *testing.T) {
-	two, _ := compile([]Service{service(backend1, backend2)}, nodeIP, newState())
-	one, _ := compile([]Service{service(backend2)}, nodeIP, two)
+	two, _ := compile([]Service{service(backend1, backend2)}, nodeIP, bpf.MaxLimits, newState())
+	one, _ := compile([]Service{service(backend2)}, nodeIP, bpf.MaxLimits, two)
 	// Lowering the count must come before deleting the slot it exposed.
 	ups := diff(two, one)
 	lowered, deleted := -1, -1
@@ -123,16 +138,16 @@ func TestDiffOrder(t *testing.T) {
 // whatever part of the failed update reached the kernel.
 func TestUnknownRewritesEverything(t *testing.T) {
 	other := Service{Namespace: "a", Name: "old", VIP: netip.MustParseAddr("fd50:6f64:6d69::9"), Ports: []Port{{Protocol: TCP, Port: 1, TargetPort: 1}}, Backends: []netip.Addr{backend2}}
-	prev, err := compile([]Service{other, service(backend1)}, nodeIP, newState())
+	prev, err := compile([]Service{other, service(backend1)}, nodeIP, bpf.MaxLimits, newState())
 	if err != nil {
 		t.Fatal(err)
 	}
-	next, err := compile([]Service{service(backend1, backend2)}, nodeIP, prev)
+	next, err := compile([]Service{service(backend1, backend2)}, nodeIP, bpf.MaxLimits, prev)
 	if err != nil {
 		t.Fatal(err)
 	}
 	u := unknown(prev, next)
-	again, err := compile([]Service{service(backend1, backend2)}, nodeIP, u)
+	again, err := compile([]Service{service(backend1, backend2)}, nodeIP, bpf.MaxLimits, u)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,8 +39,18 @@ type Config struct {
 	NetNS string
 	// ReconcileInterval defaults to DefaultReconcileInterval.
 	ReconcileInterval time.Duration
+	// Limits size the program's maps, which the kernel allocates whole
+	// at load: see bpf.Limits and bpf.Memory. Zero means
+	// bpf.DefaultLimits.
+	Limits bpf.Limits
+	// Health, when set, receives Health's result after every
+	// reconciliation in Run: nil, or the backend ports that ran out of
+	// source-NAT ports recently. The agent reports it in /readyz.
+	Health func(error)
 	// Log receives attach and detach events; nil discards them.
 	Log *slog.Logger
+	// Now is the clock of Health's window; nil means time.Now.
+	Now func() time.Time
 }
 
 // Dataplane owns the loaded program, its maps and its TCX links.
@@ -49,13 +59,15 @@ type Dataplane struct {
 	log   *slog.Logger
 	hints chan struct{}
 
-	mu       sync.Mutex
-	objs     *bpf.VipObjects
-	current  *state
-	links    map[int]attachment
-	writes   int // map writes so far, for tests of minimal updates
-	services int // Service ports currently programmed
-	stopped  bool
+	mu         sync.Mutex
+	objs       *bpf.VipObjects
+	locked     uint64 // bytes of kernel memory the maps hold
+	current    *state
+	links      map[int]attachment
+	writes     int // map writes so far, for tests of minimal updates
+	services   int // Service ports currently programmed
+	exhaustion map[exhaustionKey]exhaustionSeen
+	stopped    bool
 }
 
 type attachment struct {
@@ -63,11 +75,18 @@ type attachment struct {
 	link link.Link
 }
 
-// New loads the program and its empty maps into the kernel. Nothing is
-// attached until Apply programs a Service.
+// New loads the program and its empty maps into the kernel and logs the
+// kernel memory they hold. Nothing is attached until Apply programs a
+// Service.
 func New(cfg Config) (*Dataplane, error) {
 	if cfg.ReconcileInterval <= 0 {
 		cfg.ReconcileInterval = DefaultReconcileInterval
+	}
+	if cfg.Limits == (bpf.Limits{}) {
+		cfg.Limits = bpf.DefaultLimits
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	log := cfg.Log
 	if log == nil {
@@ -76,23 +95,46 @@ func New(cfg Config) (*Dataplane, error) {
 	if err := bpf.Built(); err != nil {
 		return nil, fmt.Errorf("load the eBPF dataplane: %w", err)
 	}
-	objs := new(bpf.VipObjects)
-	if err := bpf.LoadVipObjects(objs, nil); err != nil {
+	if err := cfg.Limits.Check(); err != nil {
+		return nil, err
+	}
+	csumIPv6, err := bpf.CsumIPv6Supported()
+	if err != nil {
+		return nil, fmt.Errorf("load the eBPF dataplane (needs root or CAP_BPF and CAP_NET_ADMIN): %w", err)
+	}
+	objs, err := bpf.Load(bpf.LoadOptions{Limits: cfg.Limits, CsumIPv6: csumIPv6})
+	if err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("load the eBPF dataplane: the kernel verifier rejected it: %w", err)
 		}
 		return nil, fmt.Errorf("load the eBPF dataplane (needs root or CAP_BPF and CAP_NET_ADMIN): %w", err)
 	}
+	locked, err := bpf.LockedMemory(objs)
+	if err != nil {
+		objs.Close()
+		return nil, fmt.Errorf("load the eBPF dataplane: %w", err)
+	}
+	log.Info("dataplane loaded", "locked_bytes", locked, "service_keys", cfg.Limits.Services,
+		"backend_entries", cfg.Limits.Backends, "flows", cfg.Limits.Flows, "csum_ipv6_flag", csumIPv6)
 	return &Dataplane{
-		cfg:     cfg,
-		log:     log,
-		hints:   make(chan struct{}, 1),
-		objs:    objs,
-		current: newState(),
-		links:   map[int]attachment{},
+		cfg:        cfg,
+		log:        log,
+		hints:      make(chan struct{}, 1),
+		objs:       objs,
+		locked:     locked,
+		current:    newState(),
+		links:      map[int]attachment{},
+		exhaustion: map[exhaustionKey]exhaustionSeen{},
 	}, nil
 }
+
+// LockedMemory returns the bytes of kernel memory the program's maps
+// hold, as the kernel accounted them at load; they hold it whole from the
+// start, Services or not.
+func (d *Dataplane) LockedMemory() uint64 { return d.locked }
+
+func (d *Dataplane) now() time.Time { return d.cfg.Now() }
 
 // Apply programs exactly services, writing only the map entries that
 // change, and attaches or detaches the program when Services appear or
@@ -105,7 +147,7 @@ func (d *Dataplane) Apply(ctx context.Context, services []Service) error {
 	if d.stopped {
 		return errors.New("the dataplane is stopped")
 	}
-	next, err := compile(services, d.cfg.NodeAddr, d.current)
+	next, err := compile(services, d.cfg.NodeAddr, d.cfg.Limits, d.current)
 	if err != nil {
 		return err
 	}
@@ -180,8 +222,9 @@ func (d *Dataplane) Refresh() {
 	}
 }
 
-// Run reconciles interfaces on every hint and every ReconcileInterval
-// until ctx ends, then stops the dataplane.
+// Run reconciles interfaces on every hint and every ReconcileInterval,
+// and then reports Health to Config.Health, until ctx ends; then it stops
+// the dataplane.
 func (d *Dataplane) Run(ctx context.Context) error {
 	t := time.NewTicker(d.cfg.ReconcileInterval)
 	defer t.Stop()
@@ -195,6 +238,9 @@ func (d *Dataplane) Run(ctx context.Context) error {
 		}
 		if err := d.Reconcile(); err != nil {
 			d.log.Warn("dataplane interface reconciliation failed", "err", err)
+		}
+		if d.cfg.Health != nil {
+			d.cfg.Health(d.Health())
 		}
 	}
 }
@@ -300,36 +346,4 @@ func (d *Dataplane) Stop() error {
 		d.detach(idx)
 	}
 	return d.objs.Close()
-}
-
-// Stats are the program's counters summed over CPUs.
-type Stats struct {
-	NewFlows, Forwarded, Reversed uint64
-	// Drops by reason.
-	NoBackend, NoService, Unsupported, NATExhausted, NoFlow uint64
-}
-
-// Stats reads the program's counters.
-func (d *Dataplane) Stats() (Stats, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.stopped {
-		return Stats{}, errors.New("the dataplane is stopped")
-	}
-	var v [bpf.StatCount]uint64
-	for i := range v {
-		var per []uint64
-		if err := d.objs.Stats.Lookup(uint32(i), &per); err != nil {
-			return Stats{}, fmt.Errorf("read dataplane counters: %w", err)
-		}
-		for _, n := range per {
-			v[i] += n
-		}
-	}
-	return Stats{
-		NewFlows: v[bpf.StatNewFlow], Forwarded: v[bpf.StatForward], Reversed: v[bpf.StatReverse],
-		NoBackend: v[bpf.StatNoBackend], NoService: v[bpf.StatNoService],
-		Unsupported: v[bpf.StatUnsupported], NATExhausted: v[bpf.StatNATExhausted],
-		NoFlow: v[bpf.StatNoFlow],
-	}, nil
 }

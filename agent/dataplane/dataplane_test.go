@@ -5,10 +5,12 @@
 package dataplane
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/netip"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -46,6 +48,7 @@ func service(backends ...netip.Addr) Service {
 			{Protocol: TCP, Port: sinkPort, TargetPort: sinkPort},
 			{Protocol: TCP, Port: pingPort, TargetPort: pingPort},
 			{Protocol: TCP, Port: ackPort, TargetPort: ackPort},
+			{Protocol: TCP, Port: closerPort, TargetPort: closerPort},
 		},
 		Backends: backends,
 	}
@@ -102,10 +105,10 @@ func TestTCPAndUDPThroughVIP(t *testing.T) {
 	f := newFixture(t, "a")
 	f.apply(t, service(backend1, backend2))
 
-	if got := names(f.dp.Interfaces()); !slices.Equal(got, []string{"hb1", "hb2", "hc"}) {
-		t.Fatalf("attached to %v, want the three Pod veths", got)
+	if got := names(f.dp.Interfaces()); !slices.Equal(got, []string{"hb1", "hb2", "hc", "lo"}) {
+		t.Fatalf("attached to %v, want the three Pod veths and loopback", got)
 	}
-	for _, ifc := range []string{"hb1", "hb2", "hc"} {
+	for _, ifc := range []string{"hb1", "hb2", "hc", "lo"} {
 		if n := f.attachedPrograms(t, ifc); n != 1 {
 			t.Errorf("%s has %d TCX ingress programs, want 1", ifc, n)
 		}
@@ -291,8 +294,8 @@ func TestNoReadyBackendFailsClosed(t *testing.T) {
 		t.Fatal("a TCP connection to a port the Service does not have succeeded")
 	}
 	after := f.stats(t)
-	if after.NoBackend <= before.NoBackend || after.NoService <= before.NoService {
-		t.Errorf("drop counters went from %+v to %+v, want NoBackend and NoService to grow", before, after)
+	if after.Drops[DropNoBackend] <= before.Drops[DropNoBackend] || after.Drops[DropNoService] <= before.Drops[DropNoService] {
+		t.Errorf("drop counters went from %v to %v, want no_backend and no_service to grow", before.Drops, after.Drops)
 	}
 
 	// Backends becoming ready open the Service.
@@ -322,8 +325,8 @@ func TestFragmentsDropped(t *testing.T) {
 		t.Fatalf("fragmented datagram to the VIP: %v, want it dropped", err)
 	}
 	after := f.stats(t)
-	if after.Unsupported < before.Unsupported+2 {
-		t.Errorf("unsupported drops went from %d to %d, want both fragments counted", before.Unsupported, after.Unsupported)
+	if after.Drops[DropFragment] < before.Drops[DropFragment]+2 {
+		t.Errorf("fragment drops went from %d to %d, want both fragments counted", before.Drops[DropFragment], after.Drops[DropFragment])
 	}
 	// Fragments to a backend's own address are none of the dataplane's
 	// business and pass.
@@ -355,12 +358,36 @@ func TestNATPortExhaustion(t *testing.T) {
 		t.Errorf("the refused connection took %v", d)
 	}
 	after := f.stats(t)
-	if after.NATExhausted <= before.NATExhausted {
-		t.Errorf("NAT exhaustion counter stayed at %d", after.NATExhausted)
+	if after.Drops[DropNATExhausted] <= before.Drops[DropNATExhausted] {
+		t.Errorf("NAT exhaustion counter stayed at %d", after.Drops[DropNATExhausted])
+	}
+	if want := (Exhaustion{netip.AddrPortFrom(backend1, linePort), TCP, after.Drops[DropNATExhausted]}); len(after.Exhausted) != 1 || after.Exhausted[0] != want {
+		t.Errorf("exhausted backend ports %+v, want %+v", after.Exhausted, want)
+	}
+	// Health names the backend port until a minute passes without a
+	// refused flow.
+	clock := time.Unix(1000, 0)
+	f.dp.cfg.Now = func() time.Time { return clock }
+	refused := regexp.MustCompile(`^source-NAT ports exhausted within the last 1m0s: refused (\d+) new flows to \[2001:db8:1:2::b1\]:8080 TCP; each backend port has 2768 NAT ports per node`)
+	if m := refused.FindStringSubmatch(fmt.Sprint(f.dp.Health())); m == nil || m[1] != fmt.Sprint(after.Drops[DropNATExhausted]) {
+		t.Errorf("health %v, want %d refused flows to b1:8080 reported", f.dp.Health(), after.Drops[DropNATExhausted])
+	}
+	clock = clock.Add(NATExhaustionWindow + time.Second)
+	if err := f.dp.Health(); err != nil {
+		t.Errorf("health a minute after the last refusal: %v", err)
 	}
 	// Other traffic is unaffected: UDP has its own ports.
 	if _, _, err := askUDP(f.udpSocket(t), vipUDP, []byte("q"), 3*time.Second); err != nil {
 		t.Fatalf("UDP while TCP ports are exhausted: %v", err)
+	}
+	// A refusal later is reported again, on its own.
+	if c, err := f.dial(t, vipTCP, 500*time.Millisecond); err == nil {
+		c.Close()
+		t.Fatal("a connection got a NAT port although all were taken")
+	}
+	later := f.stats(t).Drops[DropNATExhausted]
+	if m := refused.FindStringSubmatch(fmt.Sprint(f.dp.Health())); m == nil || m[1] != fmt.Sprint(later-after.Drops[DropNATExhausted]) {
+		t.Errorf("health %v, want the %d newly refused flows reported", f.dp.Health(), later-after.Drops[DropNATExhausted])
 	}
 
 	// Once the flows are gone, ports are free again.
@@ -373,6 +400,26 @@ func TestNATPortExhaustion(t *testing.T) {
 	}
 	defer c.Close()
 	if _, err := ask(c); err != nil {
+		t.Fatal(err)
+	}
+
+	// Run passes Health to Config.Health after every reconciliation.
+	reports := make(chan error, 100)
+	f.dp.cfg.Health = func(err error) { reports <- err }
+	f.dp.cfg.ReconcileInterval = 10 * time.Millisecond
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- f.dp.Run(ctx) }()
+	select {
+	case err := <-reports:
+		if m := refused.FindStringSubmatch(fmt.Sprint(err)); m == nil {
+			t.Errorf("Run reported %v, want the refused flows", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("Run reported no health within 10s")
+	}
+	cancel()
+	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 }
@@ -401,7 +448,7 @@ func TestClosedFlowsFreePorts(t *testing.T) {
 		}
 		c.Close()
 	}
-	if s := f.stats(t); s.NATExhausted != 0 || s.NewFlows != 3200 {
+	if s := f.stats(t); s.Drops[DropNATExhausted] != 0 || s.NewFlows != 3200 {
 		t.Errorf("stats %+v, want 3200 new flows and no NAT exhaustion", s)
 	}
 }
@@ -430,8 +477,8 @@ func TestExtensionHeadersDropped(t *testing.T) {
 	if _, _, err := askUDP(u, vipUDP, []byte("q"), 500*time.Millisecond); !isTimeout(err) {
 		t.Fatalf("datagram with an extension header to the VIP: %v, want it dropped", err)
 	}
-	if after := f.stats(t); after.Unsupported <= before.Unsupported {
-		t.Errorf("unsupported drops stayed at %d", after.Unsupported)
+	if after := f.stats(t); after.Drops[DropExtensionHeader] <= before.Drops[DropExtensionHeader] {
+		t.Errorf("extension header drops stayed at %d", after.Drops[DropExtensionHeader])
 	}
 	// The same socket reaches a backend directly: the header itself is fine.
 	if _, _, err := askUDP(u, netip.AddrPortFrom(backend1, udpPort), []byte("q"), 3*time.Second); err != nil {

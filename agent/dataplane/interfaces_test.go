@@ -34,7 +34,7 @@ func TestDiscovery(t *testing.T) {
 		got, err = discover(podPrefix, "")
 		return err
 	})
-	if want := []string{"eni0", "hb1", "hb2", "hc", "up0"}; !slices.Equal(names(got), want) {
+	if want := []string{"eni0", "hb1", "hb2", "hc", "lo", "up0"}; !slices.Equal(names(got), want) {
 		t.Errorf("discovered %v, want %v", names(got), want)
 	}
 
@@ -43,7 +43,7 @@ func TestDiscovery(t *testing.T) {
 		got, err = discover(podPrefix, "up1p")
 		return err
 	})
-	if want := []string{"hb1", "hb2", "hc", "up0", "up1p"}; !slices.Equal(names(got), want) {
+	if want := []string{"hb1", "hb2", "hc", "lo", "up0", "up1p"}; !slices.Equal(names(got), want) {
 		t.Errorf("with the Pod ENI named: discovered %v, want %v", names(got), want)
 	}
 }
@@ -122,7 +122,7 @@ func TestDetachWithoutServices(t *testing.T) {
 	if got := f.dp.Interfaces(); len(got) != 0 {
 		t.Errorf("attached to %v with no Services", names(got))
 	}
-	for _, ifc := range []string{"hb1", "hb2", "hc"} {
+	for _, ifc := range []string{"hb1", "hb2", "hc", "lo"} {
 		if n := f.attachedPrograms(t, ifc); n != 0 {
 			t.Errorf("%s has %d programs with no Services, want 0", ifc, n)
 		}
@@ -146,7 +146,7 @@ func TestDetachWithoutServices(t *testing.T) {
 	if err := f.dp.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	for _, ifc := range []string{"hb1", "hb2", "hc"} {
+	for _, ifc := range []string{"hb1", "hb2", "hc", "lo"} {
 		if n := f.attachedPrograms(t, ifc); n != 0 {
 			t.Errorf("%s has %d programs after Stop, want 0", ifc, n)
 		}
@@ -163,9 +163,9 @@ func TestDetachWithoutServices(t *testing.T) {
 func TestApplyWritesOnlyChanges(t *testing.T) {
 	f := newFixture(t, "w")
 	f.apply(t, service(backend1, backend2))
-	// config, 5 ports x 2 backends, 5 service keys, 1 VIP
-	if f.dp.writes != 1+10+5+1 {
-		t.Errorf("first Apply made %d writes, want 17", f.dp.writes)
+	// config, 6 ports x 2 backends, 6 service keys, 1 VIP
+	if f.dp.writes != 1+12+6+1 {
+		t.Errorf("first Apply made %d writes, want 20", f.dp.writes)
 	}
 	w := f.dp.writes
 	f.apply(t, service(backend2, backend1)) // same set, other order
@@ -175,8 +175,8 @@ func TestApplyWritesOnlyChanges(t *testing.T) {
 	w = f.dp.writes
 	f.apply(t, service(backend1))
 	// per port: slot 1 deleted, count lowered (slot 0 already b1)
-	if f.dp.writes-w != 10 {
-		t.Errorf("removing a backend made %d writes, want 10", f.dp.writes-w)
+	if f.dp.writes-w != 12 {
+		t.Errorf("removing a backend made %d writes, want 12", f.dp.writes-w)
 	}
 }
 

@@ -92,8 +92,11 @@ func routes() ([]route, error) {
 // thread's network namespace: host-side Pod veths (the interfaces of the
 // main table's /128 routes inside podPrefix), the Pod ENI (podENI when
 // named, otherwise the interfaces of default routes in policy tables,
-// which is how delegated-prefix sources leave through it) and the
-// lowest-metric default-route interface of the main table.
+// which is how delegated-prefix sources leave through it), the
+// lowest-metric default-route interface of the main table, and the
+// loopback device, where the ICMPv6 errors the node raises about packets
+// it forwards for the program arrive (they are addressed to the node,
+// the source the program gave those packets).
 func discover(podPrefix netip.Prefix, podENI string) ([]Interface, error) {
 	rs, err := routes()
 	if err != nil {
@@ -130,9 +133,18 @@ func discover(podPrefix netip.Prefix, podENI string) ([]Interface, error) {
 	for idx := range want {
 		ifc, err := net.InterfaceByIndex(idx)
 		if err != nil || ifc.Flags&net.FlagLoopback != 0 {
-			continue // gone since the dump, or not a real link
+			continue // gone since the dump, or routes through loopback
 		}
 		out = append(out, Interface{Index: ifc.Index, Name: ifc.Name})
+	}
+	ifcs, err := net.Interfaces()
+	if err != nil {
+		return nil, fmt.Errorf("list interfaces: %w", err)
+	}
+	for _, ifc := range ifcs {
+		if ifc.Flags&net.FlagLoopback != 0 {
+			out = append(out, Interface{Index: ifc.Index, Name: ifc.Name})
+		}
 	}
 	slices.SortFunc(out, func(a, b Interface) int { return a.Index - b.Index })
 	return out, nil

@@ -94,10 +94,11 @@ func port(p uint16) uint16 {
 	return binary.NativeEndian.Uint16(binary.BigEndian.AppendUint16(nil, p))
 }
 
-// compile turns services into map state. Service keys that exist in prev
-// keep their ids, so an unchanged Service causes no writes; backends are
-// sorted, so every node maps a flow to the same backend.
-func compile(services []Service, node netip.Addr, prev *state) (*state, error) {
+// compile turns services into map state within the map sizes of limits.
+// Service keys that exist in prev keep their ids, so an unchanged Service
+// causes no writes; backends are sorted, so every node maps a flow to the
+// same backend.
+func compile(services []Service, node netip.Addr, limits bpf.Limits, prev *state) (*state, error) {
 	next := newState()
 	type entry struct {
 		key      bpf.VipServiceKey
@@ -140,13 +141,13 @@ func compile(services []Service, node netip.Addr, prev *state) (*state, error) {
 	if len(entries) > 0 && (!node.Is6() || node.Is4In6() || node.IsUnspecified()) {
 		return nil, fmt.Errorf("the node IPv6 address is unknown (%v): the dataplane source-NATs Service traffic to it", node)
 	}
+	// Every VIP has a port, so the VIP map, as large as the Service-key
+	// map, cannot overflow first.
 	switch {
-	case len(entries) > bpf.MaxServices:
-		return nil, fmt.Errorf("%d Service ports exceed the dataplane limit of %d", len(entries), bpf.MaxServices)
-	case nbackends > bpf.MaxBackends:
-		return nil, fmt.Errorf("%d backend entries exceed the dataplane limit of %d", nbackends, bpf.MaxBackends)
-	case len(next.vips) > bpf.MaxVIPs:
-		return nil, fmt.Errorf("%d VIPs exceed the dataplane limit of %d", len(next.vips), bpf.MaxVIPs)
+	case len(entries) > int(limits.Services):
+		return nil, fmt.Errorf("%d Service ports exceed the dataplane limit of %d Service keys (at most %d can be configured)", len(entries), limits.Services, bpf.MaxLimits.Services)
+	case nbackends > int(limits.Backends):
+		return nil, fmt.Errorf("%d backend entries exceed the dataplane limit of %d (at most %d can be configured)", nbackends, limits.Backends, bpf.MaxLimits.Backends)
 	}
 	if len(entries) > 0 {
 		next.node = bpf.VipConfig{Node: addr(node)}

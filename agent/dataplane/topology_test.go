@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -42,7 +43,9 @@ const (
 	sinkPort    = 9000 // TCP: discards until EOF, then answers "ok"
 	pingPort    = 9001 // TCP: echoes one byte, then waits for EOF
 	ackPort     = 9002 // TCP: discards, answering one byte per MiB received
+	closerPort  = 9003 // TCP: writes one byte and closes first
 	udpPort     = 5353 // UDP: answers every datagram with "<name> <client address>"
+	udpSinkPort = 5354 // UDP: counts the bytes it receives, answers "?" with the count
 	servicePort = 80
 	dnsPort     = 53
 )
@@ -122,8 +125,8 @@ func (tp *topology) in(tb testing.TB, ns string, fn func() error) {
 // serve starts the backend servers in a backend namespace.
 func (tp *topology) serve(tb testing.TB, ns, name string) {
 	tb.Helper()
-	var lines, sink, ping, acks net.Listener
-	var udp net.PacketConn
+	var lines, sink, ping, acks, closer net.Listener
+	var udp, udpSink net.PacketConn
 	tp.in(tb, ns, func() (err error) {
 		if lines, err = net.Listen("tcp6", fmt.Sprintf("[::]:%d", linePort)); err != nil {
 			return err
@@ -137,7 +140,13 @@ func (tp *topology) serve(tb testing.TB, ns, name string) {
 		if acks, err = net.Listen("tcp6", fmt.Sprintf("[::]:%d", ackPort)); err != nil {
 			return err
 		}
-		udp, err = net.ListenPacket("udp6", fmt.Sprintf("[::]:%d", udpPort))
+		if closer, err = net.Listen("tcp6", fmt.Sprintf("[::]:%d", closerPort)); err != nil {
+			return err
+		}
+		if udp, err = net.ListenPacket("udp6", fmt.Sprintf("[::]:%d", udpPort)); err != nil {
+			return err
+		}
+		udpSink, err = net.ListenPacket("udp6", fmt.Sprintf("[::]:%d", udpSinkPort))
 		return err
 	})
 	var wg sync.WaitGroup
@@ -146,7 +155,9 @@ func (tp *topology) serve(tb testing.TB, ns, name string) {
 		sink.Close()
 		ping.Close()
 		acks.Close()
+		closer.Close()
 		udp.Close()
+		udpSink.Close()
 		wg.Wait()
 	})
 	accept := func(l net.Listener, handle func(net.Conn)) {
@@ -212,6 +223,26 @@ func (tp *topology) serve(tb testing.TB, ns, name string) {
 			}
 		}
 	})
+	accept(closer, func(c net.Conn) {
+		_, _ = c.Write([]byte{'x'})
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		buf := make([]byte, 65536)
+		total := 0
+		for {
+			n, from, err := udpSink.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			if n == 1 && buf[0] == '?' {
+				_, _ = udpSink.WriteTo(strconv.AppendInt(nil, int64(total), 10), from)
+				continue
+			}
+			total += n
+		}
+	}()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()

@@ -60,8 +60,14 @@ func Fetch(ctx context.Context, readers map[string]Reader, cluster string, p *no
 				return nil, fmt.Errorf("pod %s: podmin.dev/%s key %q: %w", p.Name, m.Provider, key, err)
 			}
 			data, err := r.Get(ctx, name.String())
+			if errors.Is(err, secrets.ErrNotFound) {
+				// The provider's own advice names the CLI's flags; this is
+				// the node's view of the problem.
+				return nil, fmt.Errorf("pod %s: value %s does not exist in %s: %w: create it with \"podmin secret\" for Pod %s in namespace %s, or remove key %s from the Pod's podmin.dev/%s annotation",
+					p.Name, name, m.Provider, secrets.ErrNotFound, p.Name, p.Namespace, key, m.Provider)
+			}
 			if err != nil {
-				return nil, fmt.Errorf("pod %s: fetch %s from %s: %w: create it with \"podmin secret\" or remove the key from the annotation", p.Name, name, m.Provider, err)
+				return nil, fmt.Errorf("pod %s: fetch %s from %s: %w", p.Name, name, m.Provider, err)
 			}
 			v[m.Provider][key] = data
 		}

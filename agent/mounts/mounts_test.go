@@ -7,6 +7,7 @@ package mounts_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -81,5 +82,32 @@ func TestFetchAndWrite(t *testing.T) {
 	_, err = mounts.Fetch(ctx, readers, "demo", podWith(nodepod.Mount{Provider: "local", Keys: []string{"missing"}}))
 	if !errors.Is(err, secrets.ErrNotFound) {
 		t.Fatalf("missing key: %v", err)
+	}
+}
+
+// cliReader answers every read as a provider does for a missing value,
+// with advice for the CLI's flags.
+type cliReader struct{}
+
+func (cliReader) Get(_ context.Context, name string) ([]byte, error) {
+	return nil, fmt.Errorf("parameter-store: read %s: %w: check --for, --namespace and --provider: ParameterNotFound", name, secrets.ErrNotFound)
+}
+
+// The agent reports a missing value in the node's terms: the value's name,
+// the Pod and namespace and the annotation; never the CLI's flags.
+func TestMissingValueSpeaksOfTheNode(t *testing.T) {
+	_, err := mounts.Fetch(context.Background(), map[string]mounts.Reader{"aws-parameter-store": cliReader{}}, "demo",
+		podWith(nodepod.Mount{Provider: "aws-parameter-store", Keys: []string{"token"}}))
+	if !errors.Is(err, secrets.ErrNotFound) {
+		t.Fatalf("err %v, want ErrNotFound", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{"/demo/product/web/token", "Pod web in namespace product", "podmin.dev/aws-parameter-store annotation"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("%q lacks %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "--") {
+		t.Errorf("%q names command-line flags the agent does not have", msg)
 	}
 }

@@ -62,7 +62,13 @@ type Server struct {
 	udp, tcp *dns.Server
 	addr     netip.AddrPort
 	done     chan error
+
+	// answers counts the responses sent, by response code.
+	answers [maxRcode + 1]atomic.Uint64
 }
+
+// maxRcode is the highest response code the server sends (BADVERS).
+const maxRcode = dns.RcodeBadVers
 
 // New returns a Server with an empty record set; Start restores the durable
 // one.
@@ -142,8 +148,8 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	s.addr = netip.MustParseAddrPort(l.Addr().String())
 	// UDPSize is the read buffer: room for any query a client may send.
-	s.udp = &dns.Server{PacketConn: pc, Handler: s, UDPSize: 4096, MsgAcceptFunc: acceptQuery}
-	s.tcp = &dns.Server{Listener: l, Handler: s, MsgAcceptFunc: acceptQuery, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second,
+	s.udp = &dns.Server{PacketConn: pc, Handler: s, UDPSize: 4096, MsgAcceptFunc: s.accept}
+	s.tcp = &dns.Server{Listener: l, Handler: s, MsgAcceptFunc: s.accept, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second,
 		IdleTimeout: func() time.Duration { return 10 * time.Second }, MaxTCPQueries: 1000}
 	s.done = make(chan error, 2)
 	for _, srv := range []*dns.Server{s.udp, s.tcp} {
@@ -192,6 +198,30 @@ func (s *Server) Stop(ctx context.Context) error {
 	return errors.Join(s.udp.ShutdownContext(ctx), s.tcp.ShutdownContext(ctx))
 }
 
+// accept is acceptQuery counting the rejections the DNS library answers.
+func (s *Server) accept(h dns.Header) dns.MsgAcceptAction {
+	a := acceptQuery(h)
+	switch a {
+	case dns.MsgReject:
+		s.answers[dns.RcodeFormatError].Add(1)
+	case dns.MsgRejectNotImplemented:
+		s.answers[dns.RcodeNotImplemented].Add(1)
+	}
+	return a
+}
+
+// Answers returns the responses sent since Start, by response code name
+// (NOERROR, NXDOMAIN, REFUSED, ...); codes never sent are left out.
+func (s *Server) Answers() map[string]uint64 {
+	out := map[string]uint64{}
+	for code := range s.answers {
+		if n := s.answers[code].Load(); n > 0 {
+			out[dns.RcodeToString[code]] = n
+		}
+	}
+	return out
+}
+
 // acceptQuery screens a message by its header before it is parsed: replies
 // are dropped unanswered (answering them could loop between servers or
 // amplify spoofed traffic), other opcodes are not implemented, and a query
@@ -233,6 +263,9 @@ func (s *Server) reply(r *dns.Msg, udp bool) []byte {
 			s.log.Warn("service DNS cannot pack a truncated reply", "err", err)
 			return nil
 		}
+	}
+	if m.Rcode >= 0 && m.Rcode <= maxRcode {
+		s.answers[m.Rcode].Add(1)
 	}
 	return buf
 }

@@ -280,3 +280,32 @@ func TestTCPPipelinedQueries(t *testing.T) {
 		}
 	}
 }
+
+// Every response is counted by its code, also the rejections the DNS
+// library sends for the server (NOTIMP for another opcode).
+func TestAnswersAreCountedByRcode(t *testing.T) {
+	s := startServer(t, service.Config{})
+	if err := s.Update(services([2]string{"product", "database"})); err != nil {
+		t.Fatal(err)
+	}
+	query(t, "udp", s.Addr(), "database.product.svc.cluster.local.", dns.TypeAAAA, false)
+	query(t, "tcp", s.Addr(), "database.product.svc.cluster.local.", dns.TypeAAAA, false)
+	query(t, "udp", s.Addr(), "nothing.product.svc.cluster.local.", dns.TypeAAAA, false)
+	query(t, "udp", s.Addr(), "example.com.", dns.TypeAAAA, false)
+	notify := new(dns.Msg)
+	notify.SetQuestion("database.product.svc.cluster.local.", dns.TypeSOA)
+	notify.Opcode = dns.OpcodeNotify
+	if r := exchange(t, "udp", s.Addr(), notify); r.Rcode != dns.RcodeNotImplemented {
+		t.Fatalf("NOTIFY answered %s", dns.RcodeToString[r.Rcode])
+	}
+	got := s.Answers()
+	want := map[string]uint64{"NOERROR": 2, "NXDOMAIN": 1, "REFUSED": 1, "NOTIMP": 1}
+	if len(got) != len(want) {
+		t.Fatalf("answers %v, want %v", got, want)
+	}
+	for code, n := range want {
+		if got[code] != n {
+			t.Fatalf("answers %v, want %v", got, want)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"maps"
 	"sync"
+	"time"
 )
 
 // Counters are the Reconciler's monotonic counts since the process
@@ -22,12 +23,19 @@ type Counters struct {
 	// PodFailures counts, per Pod, the passes that kept it at its last
 	// valid state.
 	PodFailures map[string]uint64
+	// LastSuccess is when the last pass that published everything ended
+	// (zero before the first); IndexConfirmed when a pass last confirmed
+	// that the applied index is the committed one (also a pass that kept
+	// some Pods at their last valid state).
+	LastSuccess, IndexConfirmed time.Time
 }
 
 type counters struct {
 	mu                         sync.Mutex
+	now                        func() time.Time
 	passes, failures, restarts uint64
 	pods                       map[string]uint64
+	lastSuccess, confirmed     time.Time
 }
 
 func (c *counters) add(n *uint64) {
@@ -44,6 +52,13 @@ func (c *counters) passed(err error) {
 	if err != nil && !errors.As(err, &pf) && !errors.Is(err, ErrIndexChanged) {
 		c.failures++
 	}
+	now := c.now()
+	if err == nil {
+		c.lastSuccess = now
+	}
+	if err == nil || errors.As(err, &pf) {
+		c.confirmed = now
+	}
 }
 
 func (c *counters) podFailures(fs []PodFailure) {
@@ -59,5 +74,6 @@ func (r *Reconciler) Counters() Counters {
 	c := &r.counters
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return Counters{Passes: c.passes, Failures: c.failures, Restarts: c.restarts, PodFailures: maps.Clone(c.pods)}
+	return Counters{Passes: c.passes, Failures: c.failures, Restarts: c.restarts, PodFailures: maps.Clone(c.pods),
+		LastSuccess: c.lastSuccess, IndexConfirmed: c.confirmed}
 }

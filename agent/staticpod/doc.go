@@ -4,8 +4,8 @@
 
 // Package staticpod reconciles one NodeGroup's committed desired state into
 // kubelet's static Pod directory, exactly in the order the specification
-// gives: read the complete deployments/index.json and its ETag (absent from
-// an existing bucket means empty), keep this NodeGroup's entries, fetch only their immutable
+// gives: read the complete deployments/index.json and its ETag, keep this
+// NodeGroup's entries, fetch only their immutable
 // payloads (each verified against its SHA-512), transform and stage the
 // complete candidate set (Pods, secret values, Services), pre-pull the
 // images the set adds to the node (Options.Prepull, so that kubelet's stop
@@ -26,8 +26,14 @@
 // old or new (never partial, since temporary files are short hidden dot
 // files kubelet ignores) and converges on the next attempt.
 //
-// Only an index absent from an existing bucket is empty desired state; a
-// missing bucket is ErrBucketMissing and removes nothing. An index that
+// Nothing desired is an explicit empty index ({}), which podmin delete
+// leaves when it removes the last deployment. A missing bucket is
+// ErrBucketMissing, and an index absent after this node had a desired state
+// (an index read by this process, or static Pods of an earlier run on disk)
+// is ErrIndexMissing: a bucket being deleted key by key loses its index
+// first. Both remove nothing. Only a node that never had a desired state
+// reads an absent index in an existing bucket as empty (a new cluster). An
+// index that
 // changes during a pass restarts the pass at once (bounded); that is no
 // failure. Work is serialized: one Reconciler owns one NodeGroup's
 // directory.

@@ -66,8 +66,8 @@ func TestOneBadPodNeverBlocksTheNodeGroup(t *testing.T) {
 
 // A missing bucket is never empty desired state: every published Pod and
 // Service stays, the pass fails naming the bucket, and the node recovers
-// when the bucket returns. An index absent from an existing bucket is
-// empty desired state.
+// when the bucket returns. Neither is an index absent from an existing
+// bucket once the node had one; an explicit empty index is.
 func TestMissingBucketKeepsThePublishedState(t *testing.T) {
 	f := newFixture(t)
 	f.deploy(t, "workers", "web", "web:v1", true)
@@ -101,13 +101,23 @@ func TestMissingBucketKeepsThePublishedState(t *testing.T) {
 		t.Fatalf("after the bucket returned: %q", got)
 	}
 
-	// The index removed from an existing bucket: empty desired state.
+	// The index removed from an existing bucket is no empty desired state
+	// either: only an explicit empty index is.
 	if err := os.Remove(filepath.Join(f.bucket.Dir(), "deployments", "index.json")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(context.Background()); !errors.Is(err, staticpod.ErrIndexMissing) {
+		t.Fatalf("index removed: err %v, want ErrIndexMissing", err)
+	}
+	if got := names(visible(f.files(t))); !slices.Equal(got, []string{"api.yaml", "web.yaml"}) {
+		t.Fatalf("index removed: %q", got)
+	}
+	if _, err := f.bucket.Put(context.Background(), "deployments/index.json", []byte("{}\n")); err != nil {
 		t.Fatal(err)
 	}
 	mustReconcile(t, r)
 	if got := visible(f.files(t)); len(got) != 0 {
-		t.Fatalf("index absent from an existing bucket left %q", names(got))
+		t.Fatalf("an explicit empty index left %q", names(got))
 	}
 }
 

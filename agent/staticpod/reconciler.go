@@ -8,7 +8,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -38,6 +40,9 @@ const (
 	StepRename Step = "rename"
 	// StepCleanup precedes removing one stale file.
 	StepCleanup Step = "cleanup"
+	// StepSync precedes the one sync of the static Pod directory that
+	// makes a pass's renames and removals durable.
+	StepSync Step = "sync"
 	// StepPublish precedes publishing the Service desired state.
 	StepPublish Step = "publish"
 )
@@ -74,8 +79,9 @@ type Options struct {
 	Step func(step Step, file string) error
 	// FetchConcurrency bounds concurrent payload reads; 0 means 16.
 	FetchConcurrency int
-	// BucketExists, when set, is asked whenever the index is absent: only
-	// an index absent from an existing bucket means empty desired state.
+	// BucketExists, when set, is asked whenever the index is absent: an
+	// absent bucket is ErrBucketMissing, also on a store that reports a
+	// deleted bucket as a plain missing object.
 	BucketExists func(ctx context.Context) (bool, error)
 	// Identity, when set, gives every Pod its workload identity before its
 	// file is written (the podmin.dev/identity-revision annotation) and
@@ -105,6 +111,9 @@ type Reconciler struct {
 	mu          sync.Mutex // serializes passes
 	applied     bool       // the index at appliedETag is fully published
 	appliedETag string
+	// seenETag is the last index object this process read (empty before
+	// the first): once one was seen, an absent index is ErrIndexMissing.
+	seenETag string
 	// forced makes the next pass re-read the index in full even when its
 	// ETag is the applied one (identity changes, for milestone 2).
 	forced bool
@@ -117,8 +126,13 @@ type Reconciler struct {
 	retry bool
 	// published is the last published Service of each deployment.
 	published map[state.Key]Service
-	counters  counters
-	fmu       sync.Mutex
+	// unsynced reports renames or removals in the static Pod directory
+	// that no directory sync has made durable yet. A new Reconciler
+	// starts with it set: a process that died before its sync left
+	// files whose bytes match, which no later rename would sync.
+	unsynced bool
+	counters counters
+	fmu      sync.Mutex
 }
 
 // New checks the options and returns a Reconciler that has published
@@ -148,7 +162,8 @@ func New(opts Options) (*Reconciler, error) {
 		opts: opts, log: log.With("nodegroup", opts.NodeGroup),
 		manifests: filepath.Join(opts.Root, filepath.FromSlash(nodepod.ManifestsDir)),
 		payloads:  map[string][]byte{}, loaded: map[string]string{}, published: map[state.Key]Service{},
-		counters: counters{pods: map[string]uint64{}},
+		unsynced: true,
+		counters: counters{pods: map[string]uint64{}, now: time.Now},
 	}, nil
 }
 
@@ -246,8 +261,8 @@ func (r *Reconciler) Reconcile(ctx context.Context) (Result, error) {
 }
 
 // readIndex reads the index, conditionally on the applied ETag unless a
-// full pass is needed. Only an index absent from a bucket that exists is
-// empty desired state (with an empty ETag); an absent bucket is an error.
+// full pass is needed. An absent index is empty desired state (with an
+// empty ETag) only for a node that has never had any: see absentIndex.
 func (r *Reconciler) readIndex(ctx context.Context, full bool) (*state.Index, string, bool, error) {
 	opts := objstore.GetOptions{}
 	if r.applied && !full && r.appliedETag != "" {
@@ -256,11 +271,12 @@ func (r *Reconciler) readIndex(ctx context.Context, full bool) (*state.Index, st
 	obj, err := r.opts.Store.Get(ctx, state.IndexPath, opts)
 	switch {
 	case errors.Is(err, objstore.ErrNotModified):
+		r.seenETag = r.appliedETag
 		return nil, r.appliedETag, true, nil
 	case errors.Is(err, objstore.ErrBucketNotFound):
 		return nil, "", false, bucketMissing(err)
 	case errors.Is(err, objstore.ErrNotFound):
-		if err := r.checkBucket(ctx); err != nil {
+		if err := r.absentIndex(ctx); err != nil {
 			return nil, "", false, err
 		}
 		unchanged := r.applied && !full && r.appliedETag == ""
@@ -268,6 +284,7 @@ func (r *Reconciler) readIndex(ctx context.Context, full bool) (*state.Index, st
 	case err != nil:
 		return nil, "", false, fmt.Errorf("read %s: %w: check the bucket and the node's access to it", state.IndexPath, err)
 	}
+	r.seenETag = obj.ETag
 	if len(obj.Data) > MaxIndexBytes {
 		return nil, "", false, tooLarge(state.IndexPath, int64(len(obj.Data)), MaxIndexBytes)
 	}
@@ -282,21 +299,74 @@ func (r *Reconciler) readIndex(ctx context.Context, full bool) (*state.Index, st
 // node keeps everything it published and retries.
 var ErrBucketMissing = errors.New("the cluster bucket does not exist")
 
+// ErrIndexMissing reports that deployments/index.json is absent although
+// this node has had a desired state: an index this process read, or static
+// Pods an earlier run published. Nothing desired is an explicit empty
+// index ({}), which podmin delete writes when it removes the last
+// deployment; an index that vanishes is a bucket being deleted (S3 deletes
+// in key order, deployments/ before nodegroups/) or damaged. The node keeps
+// everything it published and retries.
+var ErrIndexMissing = errors.New("the deployment index is absent")
+
 // bucketMissing is the error for a read that found no bucket
 // (objstore.ErrBucketNotFound).
 func bucketMissing(err error) error {
 	return fmt.Errorf("%w: keeping every published Pod and Service until it is back: %w", ErrBucketMissing, err)
 }
 
-// checkBucket tells an index absent from an existing bucket (empty desired
-// state) from an absent bucket (an outage: nothing may be removed).
+// absentIndex decides what an absent index means. An absent bucket (also
+// on a store that answers a read from a deleted bucket with a plain
+// missing object) is ErrBucketMissing; an index absent after this node had
+// a desired state is ErrIndexMissing; only a node that has never had one
+// reads it as empty desired state (a new cluster).
+func (r *Reconciler) absentIndex(ctx context.Context) error {
+	if err := r.checkBucket(ctx); err != nil {
+		return err
+	}
+	const keep = "keeping every published Pod and Service: a cluster with nothing desired has an explicit empty index ({}), " +
+		"so this is a bucket being deleted or damaged; restore the index (podmin deploy writes it, and podmin delete of the last deployment leaves {})"
+	if r.seenETag != "" {
+		return fmt.Errorf("%w: %s was read at ETag %s and has vanished: %s", ErrIndexMissing, state.IndexPath, r.seenETag, keep)
+	}
+	published, err := r.publishedFiles()
+	if err != nil {
+		return fmt.Errorf("%w and the node's own static Pods cannot be listed: %w: keeping the published state", ErrIndexMissing, err)
+	}
+	if len(published) > 0 {
+		return fmt.Errorf("%w, but %d static Pod(s) published by an earlier run are in %s (%s): %s",
+			ErrIndexMissing, len(published), r.manifests, strings.Join(published, ", "), keep)
+	}
+	return nil
+}
+
+// publishedFiles lists the static Pod files of the Podmin-owned directory
+// (this node's NodeGroup is the only one that writes there).
+func (r *Reconciler) publishedFiles() ([]string, error) {
+	entries, err := os.ReadDir(r.manifests)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if name := e.Name(); e.Type().IsRegular() && strings.HasSuffix(name, ".yaml") && !strings.HasPrefix(name, ".") {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
+// checkBucket tells an index absent from an existing bucket from an absent
+// bucket (an outage: nothing may be removed).
 func (r *Reconciler) checkBucket(ctx context.Context) error {
 	if r.opts.BucketExists == nil {
 		return nil
 	}
 	ok, err := r.opts.BucketExists(ctx)
 	if err != nil {
-		return fmt.Errorf("read %s: the index is absent and the bucket could not be checked: %w: keeping the published state", state.IndexPath, err)
+		return fmt.Errorf("read %s: the index is absent and the bucket could not be checked: %w: keeping every published Pod and Service", state.IndexPath, err)
 	}
 	if !ok {
 		return fmt.Errorf("%w: keeping every published Pod and Service until it is back: check the bucket name and the node's access to it", ErrBucketMissing)
@@ -317,7 +387,7 @@ func (r *Reconciler) confirm(ctx context.Context, etag string) error {
 	case errors.Is(err, objstore.ErrBucketNotFound):
 		return bucketMissing(err)
 	case etag == "" && errors.Is(err, objstore.ErrNotFound):
-		return r.checkBucket(ctx)
+		return r.absentIndex(ctx)
 	case errors.Is(err, objstore.ErrNotModified):
 		return nil
 	case err == nil && etag == "":

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -218,8 +219,9 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool, l
 // endpoints (from a kubelet Pods API beneath each root) over mTLS into the
 // leader's snapshot, resolve the Service's VIP through each agent's DNS, and
 // give the Service's Pod its workload identity; a Service deployed later
-// reaches every agent through the leader, and a SIGTERMed leader resigns
-// to a follower.
+// reaches every agent through the leader, a SIGTERMed follower drains its
+// endpoint out of the leader's snapshot, and a SIGTERMed leader resigns to
+// a follower.
 func TestLocalClusterEndToEnd(t *testing.T) {
 	if runtime.GOOS != "linux" && runtime.GOOS != "darwin" {
 		t.Skip("local node mode runs on Linux and macOS")
@@ -366,7 +368,8 @@ func TestLocalClusterEndToEnd(t *testing.T) {
 		}, allLogs)
 	}
 
-	// SIGTERM the leader: it resigns and another agent takes the lease.
+	// SIGTERM a follower: it drains, so its endpoint leaves the leader's
+	// snapshot within the 5 s shutdown rather than after the lease window.
 	var leader *clusterAgent
 	var rest []*clusterAgent
 	for _, a := range agents {
@@ -376,6 +379,43 @@ func TestLocalClusterEndToEnd(t *testing.T) {
 			rest = append(rest, a)
 		}
 	}
+	leaving := rest[0]
+	rest = rest[1:]
+	leavingIP := podIP(slices.Index(agents, leaving))
+	signalled := time.Now()
+	_ = leaving.cmd.Process.Signal(syscall.SIGTERM)
+	waitFor(t, 5*time.Second, leaving.name+"'s endpoint leaves dns/services.pb", func() bool {
+		b, err := os.ReadFile(filepath.Join(n.bucket, filepath.FromSlash(coordinator.SnapshotKey)))
+		if err != nil {
+			return false
+		}
+		snap, err := coordinator.Unmarshal(b)
+		if err != nil {
+			return false
+		}
+		for _, s := range snap.Services {
+			for _, e := range s.Endpoints {
+				if e.Address == leavingIP {
+					return false
+				}
+			}
+		}
+		return len(snap.Services) == 2
+	}, allLogs)
+	t.Logf("SIGTERM of follower %s: its endpoint left the leader's snapshot %s after the signal", leaving.name, time.Since(signalled))
+	select {
+	case err := <-leaving.exited:
+		if err != nil {
+			t.Fatalf("%s exited with %v\n%s", leaving.name, err, leaving.log())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not exit on SIGTERM\n%s", leaving.name, leaving.log())
+	}
+	if !strings.Contains(leaving.log(), "drained: the leader wrote a snapshot without this node's endpoints") {
+		t.Fatalf("%s did not drain:\n%s", leaving.name, leaving.log())
+	}
+
+	// SIGTERM the leader: it resigns and another agent takes the lease.
 	_ = leader.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-leader.exited:

@@ -30,8 +30,9 @@ enables container log export (setup --otel-logs), it renders Fluent Bit's
 configuration, installs the exporter CA bundle and maintains Fluent Bit's
 client certificate, restarting Fluent Bit when they change.
 It runs until SIGTERM (or SIGINT) and exits 1 when its configuration is invalid.
-On SIGTERM it stops reconciling, waits the DNS TTL margin, resigns the lease,
-detaches the dataplane and exits.
+On SIGTERM it stops reconciling, takes its endpoints out of the leader's
+Service snapshot (drain), waits the rest of the DNS TTL margin, resigns the
+lease, detaches the dataplane and exits.
 
 Usage:
   podmin-agent --provider aws|local --bucket BUCKET --region REGION \
@@ -87,7 +88,13 @@ Environment (settings of the process, not of the node):
                                address outside the Pod prefix; local:
                                2001:db8::<API port>)
   %-28[21]s auto, on or off: load the eBPF dataplane (auto: on for
-                               aws as root on Linux, off in local node mode)
+                               aws as root on Linux, off in local node mode;
+                               on in local node mode needs %[20]s)
+  %-28[27]s window over which the Pod restarts that new workload
+                               certificates cause are spread, each Pod at its
+                               own point (from NodeGroup, node ID and Pod name);
+                               a CA bundle change restarts none (default 30m,
+                               at most 5h; 0: at once)
   %[23]s
                                command restarting Fluent Bit after its
                                configuration, CA bundle or client certificate
@@ -120,13 +127,19 @@ Host paths (beneath %[1]s):
 Endpoints (loopback only):
   /healthz   200 while the process serves
   /readyz    200 when the NodeGroup is published; 503 with one reason per line,
-             naming every Pod kept at its last valid state and any log export
+             naming every Pod kept at its last valid state, a missing bucket or
+             vanished index (every published Pod is kept), and any log export
              failure (which never holds Pods back)
-  /metrics   counters of passes, failures, restarts and per-Pod failures
+  /metrics   reconcile passes, failures, restarts and per-Pod failures, the last
+             successful pass and the index age; leadership and lease term; the
+             Service snapshot's term, generation, revision and age; Service DNS
+             answers by response code; the dataplane's packets, drops by reason,
+             NAT-port exhaustion and map memory; registry bytes served and
+             refusals by reason
 `, agent.EnvRoot, agent.EnvOnce, agent.EnvPollInterval, agent.DefaultPollInterval, agent.EnvHealthAddr, agent.DefaultHealthAddr,
 		agent.EnvRegistryAddr, registry.DefaultAddress, agent.EnvTTLMargin, agent.DefaultTTLMargin,
 		nodepod.ManifestsDir, nodepod.WorkloadsDir, pods.SocketPath, "XDG_DATA_HOME, HOME", "AWS_*",
 		agent.EnvDNSAddr, service.DefaultAddr, agent.EnvAPIAddr, agent.EnvNodeID, agent.EnvNodeAddr, agent.EnvDataplane,
 		service.DefaultStatePath, agent.EnvFluentBitRestart, agent.DefaultFluentBitRestart,
-		agent.FluentBitConfigPath, agent.TelemetryDir)
+		agent.FluentBitConfigPath, agent.TelemetryDir, agent.EnvRestartWindow)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"podmin.dev/podmin/builtins"
+	"podmin.dev/podmin/internal/state"
 )
 
 func newDeployCmd(env *builtins.Env) *cobra.Command {
@@ -31,12 +32,19 @@ asserts that the manifest has a Service) apply.
 
 Success means the desired state was committed to the bucket. Nodes discover and
 reconcile it asynchronously: deploy does not claim that a Pod is running or ready.
-It reports created, updated or unchanged; an identical re-deploy writes nothing.
+It reports created, updated or unchanged; an identical re-deploy writes nothing,
+unless a payload the index names is missing or corrupt in the bucket: then it
+rewrites it and reports repaired.
+
+A write whose reply was lost is resolved by reading the index back; when that
+cannot prove whether it landed (other writers changed the index meanwhile), deploy
+exits 6 and writes nothing more: run "podmin list" to check, then repeat it if
+needed.
 
 Deployment identity is NODEGROUP/NAME: deploying a same-named DaemonSet from
 another namespace replaces the entry, and deploy warns when it does.`,
 		Example: `  podmin deploy web -g workers --image hello:v1 --service
-  podmin deploy app -g workers -f daemonset.yaml --image web=hello:v2`,
+  podmin deploy web -g workers -f daemonset.yaml --image web=hello:v2`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(out); err != nil {
@@ -48,7 +56,7 @@ another namespace replaces the entry, and deploy warns when it does.`,
 				return err
 			}
 			for _, p := range res.Repaired {
-				fmt.Fprintf(cmd.ErrOrStderr(), "repaired %s: its bytes did not match the SHA-512 in its name, so it was replaced with the deployed bytes (conditionally on the corrupt object's ETag)\n", p)
+				fmt.Fprintf(cmd.ErrOrStderr(), "repaired %s: it was missing from the bucket, or its bytes did not match the SHA-512 in its name, so the deployed bytes were written (conditionally on the object's ETag, or create-only)\n", p)
 			}
 			if res.ReplacedNamespace != "" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "warning: this replaced DaemonSet %s of namespace %s in NodeGroup %s: deployment identity is NODEGROUP/NAME, so same-named DaemonSets of different namespaces cannot coexist in one NodeGroup\n",
@@ -59,6 +67,8 @@ another namespace replaces the entry, and deploy warns when it does.`,
 				switch res.Action {
 				case "unchanged":
 					fmt.Fprintf(w, "%s unchanged: the committed desired state already matches; nothing was written\n", target)
+				case "repaired":
+					fmt.Fprintf(w, "%s repaired: the committed desired state already matches; its missing or corrupt payloads were rewritten in bucket %s\n", target, res.Bucket)
 				default:
 					fmt.Fprintf(w, "%s %s: desired state committed to deployments/index.json in bucket %s\n", target, res.Action, res.Bucket)
 				}
@@ -72,6 +82,12 @@ another namespace replaces the entry, and deploy warns when it does.`,
 	f.StringVar(&opts.Namespace, "namespace", "", "namespace of the built-in DaemonSet and its Service (default \"default\")")
 	f.StringVarP(&opts.File, "file", "f", "", "deploy this manifest instead of the built-in one (- reads standard input)")
 	addOutputFlag(cmd, &out)
+	requireFlags(cmd, "nodegroup")
+	checkUsage(cmd, func(args []string) error {
+		o := opts
+		o.Name = args[0]
+		return env.CheckDeploy(o)
+	})
 	return cmd
 }
 
@@ -83,6 +99,14 @@ func newListCmd(env *builtins.Env) *cobra.Command {
 		Long: `List reads the cluster's deployments/index.json and the Pod payloads it
 references, and shows each deployment's name, namespace, NodeGroup, optional
 Service and, for Pods made by a built-in install command, its origin.
+
+It checks that every payload the index names is in the bucket, with one
+paginated LIST of each NodeGroup's Pod payloads (and of the Service payloads),
+without reading bodies: a payload whose ETag and size are those the object cache
+recorded when it verified the bytes is served from the cache; any other is read
+and verified. A missing or corrupt payload is reported on its row (and in the
+"error" field of -o json), and list exits 1; an identical "podmin deploy"
+rewrites it.
 
 This is an inventory of committed desired state. It is not runtime status or
 health: a listed deployment may not be running yet, or at all.`,
@@ -123,7 +147,7 @@ health: a listed deployment may not be running yet, or at all.`,
 				}
 			}
 			if bad > 0 {
-				return fmt.Errorf("%d of %d Pod payloads could not be read or verified: nodes keep their last good state for them; delete those deployments and deploy them again, which rewrites their payloads", bad, len(list))
+				return fmt.Errorf("%d of %d deployments have payloads that are missing or could not be read or verified: nodes keep their last good state for them; deploy them again (an identical deploy rewrites a missing or corrupt payload)", bad, len(list))
 			}
 			return nil
 		},
@@ -193,5 +217,10 @@ terminal (exit status 4 otherwise).`,
 	f.BoolVar(&ignoreNotFound, "ignore-not-found", false, "succeed when the deployment does not exist")
 	destructive(cmd, &yes)
 	addOutputFlag(cmd, &out)
+	requireFlags(cmd, "nodegroup")
+	checkUsage(cmd, func(args []string) error {
+		_, err := state.NewKey(opts.NodeGroup, args[0])
+		return err
+	})
 	return cmd
 }

@@ -133,6 +133,7 @@ func TestREADMEDocumentsTheJSONSchemas(t *testing.T) {
 	golden["install cloudflared"] = []string{"install-cloudflared", "install-cloudflared-unchanged"}
 	golden["uninstall cloudflared"] = []string{"uninstall-cloudflared", "uninstall-cloudflared-absent"}
 	golden["fetch"] = []string{"fetch"}
+	golden["index rebuild"] = []string{"index-rebuild"}
 	row := regexp.MustCompile("(?m)^\\| (`[^|]+) \\| `([^`]+)`")
 	seen := map[string]bool{}
 	for _, m := range row.FindAllStringSubmatch(section, -1) {

@@ -5,6 +5,7 @@
 package cache
 
 import (
+	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/hex"
 	"errors"
@@ -122,6 +123,18 @@ func (c *Cache) Put(digest string, data []byte) error {
 	if _, err := os.Stat(p); err == nil {
 		return nil
 	}
+	// Another process may rename the same bytes into place first; the
+	// rename then replaces equal content, which is harmless.
+	if err := writeAtomic(p, data); err != nil {
+		return err
+	}
+	c.noteAdded(int64(len(data)))
+	return nil
+}
+
+// writeAtomic writes data to p by renaming a complete temporary file in
+// the same directory over it, so a reader sees the old file or the new one.
+func writeAtomic(p string, data []byte) error {
 	dir := filepath.Dir(p)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("cache: %w", err)
@@ -136,16 +149,52 @@ func (c *Cache) Put(digest string, data []byte) error {
 		werr = cerr
 	}
 	if werr == nil {
-		// Another process may have renamed the same bytes into place
-		// first; the rename then replaces equal content, which is harmless.
 		werr = os.Rename(tmp.Name(), p)
 	}
 	if werr != nil {
 		_ = os.Remove(tmp.Name())
 		return fmt.Errorf("cache: %w", werr)
 	}
-	c.noteAdded(int64(len(data)))
 	return nil
+}
+
+// maxNoteLen bounds a note's value: notes are small facts, not objects.
+const maxNoteLen = 4 << 10
+
+// notePath is <dir>/notes/<first two>/<digest>/<SHA-256 of name>: a
+// note's name may be any string, and the notes of one object share a
+// directory so they can be dropped with it.
+func (c *Cache) notePath(digest, name string) string {
+	h := sha256.Sum256([]byte(name))
+	return filepath.Join(c.dir, "notes", digest[:2], digest, hex.EncodeToString(h[:]))
+}
+
+// SetNote attaches a small value to the object named digest under name,
+// replacing an earlier value of that name. The cache does not interpret
+// notes; its callers record facts about the object in them (such as where
+// its bytes were verified). The object itself need not be cached. Notes
+// of an object that is evicted are removed with it by Prune.
+func (c *Cache) SetNote(digest, name, value string) error {
+	if !validDigest(digest) {
+		return fmt.Errorf("cache: invalid SHA-512 digest %q", digest)
+	}
+	if len(value) > maxNoteLen {
+		return fmt.Errorf("cache: note of %d bytes is longer than %d", len(value), maxNoteLen)
+	}
+	return writeAtomic(c.notePath(digest, name), []byte(value))
+}
+
+// Note returns the value SetNote stored for the object named digest under
+// name. A missing or unreadable note is a miss.
+func (c *Cache) Note(digest, name string) (string, bool) {
+	if !validDigest(digest) {
+		return "", false
+	}
+	data, err := os.ReadFile(c.notePath(digest, name))
+	if err != nil || len(data) > maxNoteLen {
+		return "", false
+	}
+	return string(data), true
 }
 
 // noteAdded triggers a size check on the first write of this process and
@@ -203,16 +252,45 @@ func (c *Cache) Prune() error {
 	if err != nil {
 		return fmt.Errorf("cache: prune %s: %w", c.dir, err)
 	}
-	if total <= c.maxBytes {
-		return nil
-	}
-	slices.SortFunc(files, func(a, b file) int { return a.used.Compare(b.used) })
-	for _, f := range files {
-		if total <= c.maxBytes*3/4 {
-			break
+	if total > c.maxBytes {
+		slices.SortFunc(files, func(a, b file) int { return a.used.Compare(b.used) })
+		for _, f := range files {
+			if total <= c.maxBytes*3/4 {
+				break
+			}
+			if err := os.Remove(f.path); err == nil || errors.Is(err, fs.ErrNotExist) {
+				total -= f.size
+			}
 		}
-		if err := os.Remove(f.path); err == nil || errors.Is(err, fs.ErrNotExist) {
-			total -= f.size
+	}
+	return c.pruneNotes()
+}
+
+// pruneNotes removes the notes of objects that are no longer cached, so
+// notes never outgrow the objects they describe. A note written for an
+// object that is stored only afterwards may be dropped here: a note is a
+// hint its caller can always recompute.
+func (c *Cache) pruneNotes() error {
+	root := filepath.Join(c.dir, "notes")
+	fans, err := os.ReadDir(root)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("cache: prune notes: %w", err)
+	}
+	for _, fan := range fans {
+		objs, err := os.ReadDir(filepath.Join(root, fan.Name()))
+		if err != nil {
+			continue // removed meanwhile
+		}
+		for _, o := range objs {
+			if !validDigest(o.Name()) {
+				continue
+			}
+			if _, err := os.Stat(c.path(o.Name())); errors.Is(err, fs.ErrNotExist) {
+				_ = os.RemoveAll(filepath.Join(root, fan.Name(), o.Name()))
+			}
 		}
 	}
 	return nil

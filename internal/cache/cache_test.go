@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -180,5 +181,57 @@ func child(t *testing.T, dir string) {
 				t.Fatal(err)
 			}
 		}
+	}
+}
+
+// Notes are stored per object and name, replaced by a later value, and
+// removed when Prune evicts their object.
+func TestNotes(t *testing.T) {
+	dir := t.TempDir()
+	clock := time.Unix(1_700_000_000, 0)
+	c := cache.Open(dir, 3000, cache.WithClock(func() time.Time { clock = clock.Add(time.Second); return clock }))
+	old := bytes.Repeat([]byte("o"), 1000)
+	od := cache.Sum(old)
+	if _, ok := c.Note(od, "where"); ok {
+		t.Fatal("note before any was set")
+	}
+	if err := c.SetNote("../../etc", "where", "x"); err == nil {
+		t.Fatal("SetNote accepted a path as digest")
+	}
+	if err := c.SetNote(od, "where", strings.Repeat("x", 5000)); err == nil {
+		t.Fatal("SetNote accepted a note larger than the bound")
+	}
+	if err := c.Put(od, old); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"bucket a", "bucket b"} {
+		if err := c.SetNote(od, "where", v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.SetNote(od, "other\nname", "v"); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := c.Note(od, "where"); !ok || v != "bucket b" {
+		t.Fatalf("Note = %q, %v; want the later value", v, ok)
+	}
+	if v, ok := c.Note(od, "other\nname"); !ok || v != "v" {
+		t.Fatalf("second note = %q, %v", v, ok)
+	}
+	// Newer objects push the old one out; its notes go with it.
+	for i := range 4 {
+		data := bytes.Repeat([]byte{byte('a' + i)}, 1000)
+		if err := c.Put(cache.Sum(data), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Prune(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.Get(od); ok {
+		t.Fatal("the oldest object survived the bound")
+	}
+	if v, ok := c.Note(od, "where"); ok {
+		t.Fatalf("the evicted object's note survived: %q", v)
 	}
 }

@@ -17,6 +17,10 @@
 // every tenth of the bound it has written, so the bound is exceeded by at
 // most that tenth per writing process.
 //
-// The cache must not know what the objects mean or where they came from;
-// callers decide which content addresses are worth caching.
+// An object may carry small notes, named values its callers attach to it
+// (where its bytes were verified, for example). Notes are written the same
+// atomic way and removed when their object is evicted.
+//
+// The cache must not know what the objects or notes mean or where they
+// came from; callers decide which content addresses are worth caching.
 package cache

@@ -30,6 +30,11 @@ var (
 	// ErrBucketExists reports that CreateBucket found the bucket already there.
 	// It says nothing about who owns it: ownership is proven by tags only.
 	ErrBucketExists = errors.New("bucket already exists")
+	// ErrNotApplied reports a write that the store certainly did not
+	// apply: the request never reached it (no connection could be made) or
+	// its body ended before it was complete. A failed write without it
+	// may have been applied, and only reading the object can tell.
+	ErrNotApplied = errors.New("the request was not applied")
 )
 
 // Object is the content of one object with the ETag it was read at.

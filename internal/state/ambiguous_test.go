@@ -8,8 +8,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
+	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/objstore/faultstore"
 	"podmin.dev/podmin/internal/state"
 )
@@ -37,19 +39,37 @@ func TestAmbiguousWriteThatLanded(t *testing.T) {
 	}
 }
 
-// A write that failed without landing leaves the key at its pre-image; the
-// mutation is applied again to the fresh index.
+// A write whose reply was lost, read back while the index is still the
+// version it replaced (same write ID), provably did not land: the mutation
+// is applied again.
 func TestAmbiguousWriteThatDidNotLand(t *testing.T) {
+	ctx := context.Background()
+	b := newLocal(t)
+	h := &fakeInterleaving{Store: b, before: func(n int) error {
+		if n == 1 {
+			return errLost
+		}
+		return nil
+	}}
+	res, err := committer(h, 4).Deploy(ctx, deployment("workers", "web", "default", "example/web:v1", ""))
+	if err != nil || res.Outcome != state.Created || res.LostReply || h.n != 2 {
+		t.Fatalf("%+v, %v after %d index writes", res, err, h.n)
+	}
+}
+
+// A write the store certainly did not apply (the request never reached
+// it) needs no proof: it is retried like a lost race, whatever other
+// writers did meanwhile.
+func TestWriteNotAppliedIsRetried(t *testing.T) {
 	ctx := context.Background()
 	b := newLocal(t)
 	other := committer(b, 4)
 	h := &fakeInterleaving{Store: b, before: func(n int) error {
 		if n == 1 {
-			// Meanwhile another deployment lands; it must survive the retry.
 			if _, err := other.Deploy(ctx, deployment("workers", "api", "default", "example/api:v1", "")); err != nil {
 				return err
 			}
-			return errLost
+			return fmt.Errorf("dial tcp: connection refused: %w", objstore.ErrNotApplied)
 		}
 		return nil
 	}}
@@ -62,10 +82,43 @@ func TestAmbiguousWriteThatDidNotLand(t *testing.T) {
 	}
 }
 
+// A lost reply followed by another writer's commit cannot be resolved: the
+// later version's chain of write IDs may have been written by a stale
+// writer over a version whose content returned to an earlier one, so it is
+// no proof that this write is absent. The outcome is unknown, and the
+// mutation is not applied again.
+func TestAmbiguousWriteAfterAnotherWriter(t *testing.T) {
+	ctx := context.Background()
+	b := newLocal(t)
+	other := committer(b, 4)
+	if _, err := other.Deploy(ctx, deployment("workers", "db", "default", "example/db:v1", "")); err != nil {
+		t.Fatal(err)
+	}
+	h := &fakeInterleaving{Store: b, before: func(n int) error {
+		if n == 1 {
+			if _, err := other.Deploy(ctx, deployment("workers", "api", "default", "example/api:v1", "")); err != nil {
+				return err
+			}
+			return errLost
+		}
+		return nil
+	}}
+	_, err := committer(h, 4).Deploy(ctx, deployment("workers", "web", "default", "example/web:v1", ""))
+	checkErr(t, "Deploy", err, `deploy "workers/web": outcome of the index write is unknown: another writer changed the index before the failed write could be confirmed`)
+	checkErr(t, "Deploy", err, `run "podmin list" to see whether it was applied and repeat the command if not`)
+	if !errors.Is(err, state.ErrOutcomeUnknown) || !errors.Is(err, errLost) || h.n != 1 {
+		t.Fatalf("err %v after %d index writes", err, h.n)
+	}
+	ix := readIndex(t, b)
+	if _, ok := ix.Lookup(state.Key{NodeGroup: "workers", Name: "web"}); ok || ix.Len() != 2 {
+		t.Fatalf("index has %d entries, web among them: %v", ix.Len(), ok)
+	}
+}
+
 // Another writer committing exactly the same entry while our write is lost
-// (not applied) is resolved by the write IDs, not by content: ours did not
-// land, and applying the mutation again finds the entry already there, so
-// the deploy is unchanged (the other writer created it).
+// (not applied) leaves the outcome of our write unprovable, but the index
+// read afterwards already holds the entry: the deploy succeeds as unchanged
+// without writing again, and says that its reply was lost.
 func TestAmbiguousWriteSameChangeByAnother(t *testing.T) {
 	ctx := context.Background()
 	b := newLocal(t)
@@ -80,7 +133,7 @@ func TestAmbiguousWriteSameChangeByAnother(t *testing.T) {
 		return nil
 	}}
 	res, err := committer(h, 4).Deploy(ctx, d)
-	if err != nil || res.Outcome != state.Unchanged || h.n != 1 {
+	if err != nil || res.Outcome != state.Unchanged || !res.LostReply || h.n != 1 {
 		t.Fatalf("%+v, %v after %d index writes", res, err, h.n)
 	}
 }
@@ -145,27 +198,42 @@ func TestAmbiguousWriteRestoredPreImage(t *testing.T) {
 
 // When more writes followed a lost reply than the index records IDs of,
 // nothing can be proven either way: the outcome is reported unknown and
-// nothing is re-applied.
+// nothing is re-applied. When the index then still holds the deployed
+// entry, the deploy is done whoever wrote it.
 func TestAmbiguousWriteBeyondTheChain(t *testing.T) {
 	ctx := context.Background()
-	b := newLocal(t)
-	h := &fakeInterleaving{Store: b, after: func(n int) error {
-		if n == 1 {
-			other := committer(b, 4)
-			for i := range 120 {
-				if _, err := other.Deploy(ctx, deployment("workers", "api", "default", fmt.Sprintf("example/api:v%d", i), "")); err != nil {
-					return err
+	for _, deleteAfter := range []bool{true, false} {
+		b := newLocal(t)
+		web := deployment("workers", "web", "default", "example/web:v1", "")
+		h := &fakeInterleaving{Store: b, after: func(n int) error {
+			if n == 1 {
+				other := committer(b, 4)
+				for i := range 120 {
+					if _, err := other.Deploy(ctx, deployment("workers", "api", "default", fmt.Sprintf("example/api:v%d", i), "")); err != nil {
+						return err
+					}
 				}
+				if deleteAfter {
+					if _, err := other.Delete(ctx, web.Key); err != nil {
+						return err
+					}
+				}
+				return errLost
 			}
-			return errLost
+			return nil
+		}}
+		res, err := committer(h, 4).Deploy(ctx, web)
+		if !deleteAfter {
+			if err != nil || res.Outcome != state.Unchanged || !res.LostReply || h.n != 1 {
+				t.Fatalf("entry still there: %+v, %v after %d index writes", res, err, h.n)
+			}
+			continue
 		}
-		return nil
-	}}
-	_, err := committer(h, 4).Deploy(ctx, deployment("workers", "web", "default", "example/web:v1", ""))
-	checkErr(t, "Deploy", err, `deploy "workers/web": outcome of the index write is unknown: more than 95 index writes followed the failed write`)
-	checkErr(t, "Deploy", err, `run "podmin list" to see whether it was applied and repeat the command if not`)
-	if !errors.Is(err, state.ErrOutcomeUnknown) || !errors.Is(err, errLost) || h.n != 1 {
-		t.Fatalf("err %v after %d index writes", err, h.n)
+		checkErr(t, "Deploy", err, `deploy "workers/web": outcome of the index write is unknown: the index records the IDs of the last 95 writes, and neither the failed write's nor that of the version it replaced is among them`)
+		checkErr(t, "Deploy", err, `run "podmin list" to see whether it was applied and repeat the command if not`)
+		if !errors.Is(err, state.ErrOutcomeUnknown) || !errors.Is(err, errLost) || h.n != 1 {
+			t.Fatalf("err %v after %d index writes", err, h.n)
+		}
 	}
 }
 
@@ -204,5 +272,85 @@ func TestAmbiguousWriteAtLastAttempt(t *testing.T) {
 	res, err = committer(h, 1).Deploy(ctx, d)
 	if err != nil || res.Outcome != state.Created {
 		t.Fatalf("superseded last write: %+v, %v", res, err)
+	}
+}
+
+func TestLostReplyWithContentEqualReturnLocal(t *testing.T) {
+	testLostReplyWithContentEqualReturn(t, newLocal(t))
+}
+
+// testLostReplyWithContentEqualReturn is the sequence that once applied a
+// deploy twice. W1's deploy of a3 lands and its reply is lost. W8 deletes
+// a3, which returns the index to the exact bytes of the version W1
+// replaced. W2, which read that version before W1 wrote, deletes a1 with
+// If-Match on its ETag: ETags are hashes of the body, so the condition
+// holds again, and W2's write records the old version's chain of write
+// IDs, erasing W1's and W8's. Reading "the base's ID without mine" as "did
+// not land" would apply a3 a second time, after W8 deleted it. W1 must
+// report an unknown outcome and write nothing more.
+func testLostReplyWithContentEqualReturn(t *testing.T, b objstore.Store) {
+	ctx := context.Background()
+	setup := committer(b, 4)
+	for _, name := range []string{"a1", "a2"} {
+		if _, err := setup.Deploy(ctx, deployment("workers", name, "default", "example/"+name+":v1", "")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a1, a3 := state.Key{NodeGroup: "workers", Name: "a1"}, state.Key{NodeGroup: "workers", Name: "a3"}
+
+	// W2 reads the index, then waits inside its write until released.
+	read, release, w2done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	w2store := &fakeInterleaving{Store: b, before: func(n int) error {
+		if n == 1 {
+			close(read)
+			<-release
+		}
+		return nil
+	}}
+	var w2 state.DeleteResult
+	var w2err error
+	go func() {
+		defer close(w2done)
+		w2, w2err = committer(w2store, 4).Delete(ctx, a1)
+	}()
+	<-read
+
+	var w8 state.DeleteResult
+	var w8err error
+	w1store := &fakeInterleaving{Store: b, after: func(n int) error {
+		if n != 1 {
+			return nil
+		}
+		w8, w8err = committer(b, 4).Delete(ctx, a3)
+		close(release)
+		<-w2done
+		return errLost
+	}}
+	const w1ID = "00000000000000a3" // the ID of W1's first write; later ones differ
+	writes := 0
+	w1 := state.NewCommitter(w1store, state.CommitOptions{MaxAttempts: 4, Sleep: noSleep, NewWriteID: func() string {
+		writes++
+		return fmt.Sprintf("%014x%02x", 0, 0xa2+writes)
+	}})
+	_, err := w1.Deploy(ctx, deployment("workers", "a3", "default", "example/a3:v1", ""))
+
+	if w8err != nil || w8.Outcome != state.Deleted || w2err != nil || w2.Outcome != state.Deleted {
+		t.Fatalf("W8 %+v, %v; W2 %+v, %v", w8, w8err, w2, w2err)
+	}
+	// The premise: W2's stale write landed and erased W1's write ID.
+	obj, gerr := b.Get(ctx, state.IndexPath, objstore.GetOptions{})
+	if gerr != nil {
+		t.Fatal(gerr)
+	}
+	if strings.Contains(obj.Metadata[state.WriteIDMeta]+obj.Metadata[state.WriteChainMeta], w1ID) {
+		t.Fatalf("W1's write ID survived (%v): the sequence did not reproduce the erasure", obj.Metadata)
+	}
+	if !errors.Is(err, state.ErrOutcomeUnknown) || w1store.n != 1 {
+		t.Fatalf("W1: %v after %d index writes; want an unknown outcome and no second write", err, w1store.n)
+	}
+	checkErr(t, "W1", err, "another writer changed the index before the failed write could be confirmed")
+	ix := readIndex(t, b)
+	if _, ok := ix.Lookup(a3); ok || ix.Len() != 1 {
+		t.Fatalf("index %s: a3 is back after W8 deleted it, or W2's delete was lost", ix.Encode())
 	}
 }

@@ -59,7 +59,7 @@ func (ix *Index) Encode() []byte {
 func DecodeIndex(data []byte) (*Index, error) {
 	ix, err := decodeIndex(data)
 	if err != nil {
-		return nil, fmt.Errorf("%w %s: %w: restore a valid index (or fix the named entry) before deploying", ErrInvalidIndex, IndexPath, err)
+		return nil, fmt.Errorf("%w %s: %w: nothing acts on it until it is repaired: run \"podmin index rebuild\" to rebuild it from its readable entries and the payloads in the bucket", ErrInvalidIndex, IndexPath, err)
 	}
 	return ix, nil
 }

@@ -144,7 +144,7 @@ func TestDecodeStrict(t *testing.T) {
 			if err != nil && !errors.Is(err, state.ErrInvalidIndex) {
 				t.Errorf("error %v does not wrap ErrInvalidIndex", err)
 			}
-			if err != nil && !strings.Contains(err.Error(), "restore a valid index") {
+			if err != nil && !strings.Contains(err.Error(), "run \"podmin index rebuild\"") {
 				t.Errorf("error %q does not say what to do", err)
 			}
 		})

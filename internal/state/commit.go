@@ -62,11 +62,14 @@ type CommitOptions struct {
 	// function that records the delay and returns at once.
 	Sleep func(ctx context.Context, d time.Duration) error
 	// NewWriteID returns a fresh, unpredictable write ID for each index
-	// write. Nil uses 16 bytes from crypto/rand as lowercase hex.
+	// write: 16 lowercase hex characters. Nil uses 8 bytes from
+	// crypto/rand.
 	NewWriteID func() string
 	// Cache, when set, keeps verified payload bytes on local disk: deploy
 	// stores what it writes there and reads the namespace of a replaced
-	// entry from it instead of the bucket.
+	// entry from it instead of the bucket. A cache that keeps
+	// PayloadStamps (ScopedCache) also lets deploy prove a payload present
+	// and intact with one Head instead of a read of its bytes.
 	Cache PayloadCache
 }
 
@@ -124,14 +127,34 @@ func ReadIndex(ctx context.Context, store objstore.Store) (*Index, string, error
 	return v.ix, v.etag, nil
 }
 
-// mutation is one change to one key. apply mutates ix and reports whether
-// it changed anything; it runs once per round against a fresh index, so all
-// rules are checked against the version the write replaces.
+// mutation is one change to one key.
 type mutation struct {
-	op    string
-	key   Key
-	apply func(ctx context.Context, ix *Index) (changed bool, err error)
+	op  string
+	key Key
+	// holds reports whether ix already has the mutation's effect, so that
+	// nothing is to be written. It has no side effects.
+	holds func(ix *Index) bool
+	// apply stores whatever the new version will reference (payloads) and
+	// then changes ix; it runs only when holds is false, once per round,
+	// against a fresh index, so all rules are checked against the version
+	// the write replaces.
+	apply func(ctx context.Context, ix *Index) error
 }
+
+// commitResult says how a commit that did not fail ended.
+type commitResult int
+
+const (
+	// wrote: this commit's write landed, proven by its write ID.
+	wrote commitResult = iota
+	// held: the index already had the effect; nothing was written.
+	held
+	// heldAfterLostReply: a write of this commit lost its reply and the
+	// index read afterwards could not prove whether it landed, but that
+	// index has the effect, so nothing more is written. Whether this
+	// commit or another writer produced it is not known.
+	heldAfterLostReply
+)
 
 // pendingWrite is an index write whose reply was lost: it may or may not
 // have been applied.
@@ -142,7 +165,7 @@ type pendingWrite struct {
 
 // commit runs the read-modify-write loop for m until it lands, is refused,
 // or the attempts run out.
-func (c *Committer) commit(ctx context.Context, m mutation) error {
+func (c *Committer) commit(ctx context.Context, m mutation) (commitResult, error) {
 	var (
 		lastErr error
 		pending *pendingWrite
@@ -164,13 +187,13 @@ func (c *Committer) commit(ctx context.Context, m mutation) error {
 		// write rather than report it as unknown.
 		last := round > c.opts.MaxAttempts
 		if last && (pending == nil || round > c.opts.MaxAttempts+1) {
-			return giveUp()
+			return 0, giveUp()
 		}
 		// A lost reply is resolved by reading at once: the sooner the
-		// read, the fewer writes can have followed.
+		// read, the likelier the index is still the version it replaced.
 		if round > 1 && !resolveNow {
 			if err := c.opts.Sleep(ctx, c.backoff(round, slot)); err != nil {
-				return fail(err)
+				return 0, fail(err)
 			}
 		}
 		resolveNow = false
@@ -178,40 +201,47 @@ func (c *Committer) commit(ctx context.Context, m mutation) error {
 		cur, err := readIndexVersion(ctx, c.store)
 		if err != nil {
 			if !retryableRead(err) || ctx.Err() != nil {
-				return fail(err)
+				return 0, fail(err)
 			}
 			lastErr = err
 			continue
 		}
 		if pending != nil {
-			switch resolveWrite(pending.id, pending.base, cur) {
+			switch r := resolveWrite(pending.id, pending.base, cur); r {
 			case writeLanded:
-				return nil
-			case writeUnknown:
-				return fail(fmt.Errorf("more than %d index writes followed the failed write, so its write ID is no longer recorded: %w", maxWriteChain-1, lastErr))
+				return wrote, nil
+			case writeNotLanded:
+				pending = nil // it did not land: apply the mutation again
+			default:
+				if m.holds(cur.ix) {
+					return heldAfterLostReply, nil
+				}
+				return 0, fail(fmt.Errorf("%s: %w", r.reason(), lastErr))
 			}
-			pending = nil // it did not land: apply the mutation again
 		}
 		if last {
-			return giveUp()
+			return 0, giveUp()
 		}
-		changed, err := m.apply(ctx, cur.ix)
-		if err != nil {
-			return fmt.Errorf("%s %q: %w", m.op, m.key, err)
+		if m.holds(cur.ix) {
+			return held, nil
 		}
-		if !changed {
-			return nil
+		if err := m.apply(ctx, cur.ix); err != nil {
+			return 0, fmt.Errorf("%s %q: %w", m.op, m.key, err)
 		}
 		id := c.opts.NewWriteID()
 		err = c.writeIndex(ctx, cur, cur.ix.Encode(), id)
 		switch {
 		case err == nil:
-			return nil
+			return wrote, nil
 		case errors.Is(err, objstore.ErrBucketNotFound):
 			// The bucket is gone: this write wrote nothing.
-			return fail(fmt.Errorf("write %s: %w", IndexPath, err))
+			return 0, fail(fmt.Errorf("write %s: %w", IndexPath, err))
 		case errors.Is(err, objstore.ErrPrecondition), errors.Is(err, objstore.ErrNotFound):
 			lastErr = fmt.Errorf("another writer changed %s: %w", IndexPath, err)
+			slot = time.Since(roundStart)
+		case errors.Is(err, objstore.ErrNotApplied):
+			// The store certainly did not apply it: nothing to resolve.
+			lastErr = fmt.Errorf("write %s: %w", IndexPath, err)
 			slot = time.Since(roundStart)
 		default:
 			lastErr = fmt.Errorf("write %s: %w", IndexPath, err)

@@ -10,9 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
+	"podmin.dev/podmin/internal/cache"
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/objstore/faultstore"
 	"podmin.dev/podmin/internal/objstore/local"
@@ -185,6 +187,64 @@ func TestCorruptExistingPayload(t *testing.T) {
 		t.Fatalf("after the repair: %v", err)
 	}
 	checkBucket(t, b)
+}
+
+// An identical re-deploy proves the payloads the entry names present and
+// intact: with their stamps one Head each, without them one read each. A
+// payload deleted or damaged in the bucket is rewritten and the outcome
+// is repaired, never unchanged.
+func TestIdenticalRedeployRepairsPayloads(t *testing.T) {
+	ctx := context.Background()
+	for _, warm := range []bool{true, false} {
+		t.Run(map[bool]string{true: "stamps", false: "no cache"}[warm], func(t *testing.T) {
+			b := newLocal(t)
+			fs := faultstore.New(b)
+			opts := state.CommitOptions{MaxAttempts: 4, Sleep: noSleep}
+			if warm {
+				opts.Cache = state.ScopedCache(cache.Open(t.TempDir(), 0), "test bucket")
+			}
+			c := state.NewCommitter(fs, opts)
+			d := deployment("workers", "web", "product", "example/web:v1", "frontend")
+			first, err := c.Deploy(ctx, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pod, svc := first.Entry.Pod, first.Entry.Service
+			redeploy := func(want state.Outcome, repaired []string, requests faultstore.Counts) {
+				t.Helper()
+				fs.ResetCounts()
+				res, err := c.Deploy(ctx, d)
+				if err != nil || res.Outcome != want || !slices.Equal(res.Repaired, repaired) {
+					t.Fatalf("re-deploy: %+v, %v; want %s repairing %q", res, err, want, repaired)
+				}
+				if got := fs.Counts(); got != requests {
+					t.Errorf("re-deploy: requests %+v, want %+v", got, requests)
+				}
+				checkBucket(t, b)
+			}
+			if warm {
+				redeploy(state.Unchanged, nil, faultstore.Counts{Get: 1, Head: 2})
+			} else {
+				redeploy(state.Unchanged, nil, faultstore.Counts{Get: 3, Head: 2})
+			}
+			if err := b.Delete(ctx, pod, ""); err != nil {
+				t.Fatal(err)
+			}
+			want := faultstore.Counts{Get: 1, Head: 2, PutIfAbsent: 1}
+			if !warm {
+				want.Get++ // the Service payload is read to verify it
+			}
+			redeploy(state.Repaired, []string{pod}, want)
+			if _, err := b.Put(ctx, svc, []byte("bit rot")); err != nil {
+				t.Fatal(err)
+			}
+			want = faultstore.Counts{Get: 2, Head: 2, PutIfMatch: 1}
+			if !warm {
+				want.Get++ // the Pod payload is read to verify it
+			}
+			redeploy(state.Repaired, []string{svc}, want)
+		})
+	}
 }
 
 // The repair is conditional: a writer that replaced the corrupt object in

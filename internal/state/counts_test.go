@@ -24,7 +24,7 @@ func TestRequestCountsLocal(t *testing.T) {
 func testRequestCounts(t *testing.T, newStore func(t *testing.T) objstore.Store) {
 	ctx := context.Background()
 	fs := faultstore.New(newStore(t))
-	c := state.NewCommitter(fs, state.CommitOptions{MaxAttempts: 4, Sleep: noSleep, Cache: cache.Open(t.TempDir(), 0)})
+	c := state.NewCommitter(fs, state.CommitOptions{MaxAttempts: 4, Sleep: noSleep, Cache: state.ScopedCache(cache.Open(t.TempDir(), 0), "test bucket")})
 	step := func(name string, want faultstore.Counts, run func() (state.Outcome, error), outcome state.Outcome) {
 		t.Helper()
 		fs.ResetCounts()
@@ -55,14 +55,17 @@ func testRequestCounts(t *testing.T, newStore func(t *testing.T) objstore.Store)
 	// A second new deployment: one read, two payload writes, one If-Match write.
 	step("new deployment", faultstore.Counts{Get: 1, PutIfAbsent: 2, PutIfMatch: 1},
 		deploy(deployment("workers", "api", "product", "example/api:v1", "api")), state.Created)
-	// Identical re-deploy: the index read alone proves it; no payload request.
-	step("identical re-deploy", faultstore.Counts{Get: 1}, deploy(web), state.Unchanged)
-	// New Pod, same Service: the index references the Service payload, so
-	// only the new Pod is created; the old Pod is never read.
-	step("update", faultstore.Counts{Get: 1, PutIfAbsent: 1, PutIfMatch: 1},
+	// Identical re-deploy: the index read, and one Head per payload whose
+	// stamp matches the one recorded when it was written.
+	step("identical re-deploy", faultstore.Counts{Get: 1, Head: 2}, deploy(web), state.Unchanged)
+	// New Pod, same Service: only the new Pod is created; the Service
+	// payload the index references is proven present by a Head; the old
+	// Pod is never read.
+	step("update", faultstore.Counts{Get: 1, Head: 1, PutIfAbsent: 1, PutIfMatch: 1},
 		deploy(deployment("workers", "web", "product", "example/web:v2", "frontend")), state.Updated)
-	// Dropping the Service reuses the v2 Pod payload the index references.
-	step("drop Service", faultstore.Counts{Get: 1, PutIfMatch: 1},
+	// Dropping the Service drops the Pod's podmin.dev/service annotation:
+	// a new Pod payload.
+	step("drop Service", faultstore.Counts{Get: 1, PutIfAbsent: 1, PutIfMatch: 1},
 		deploy(deployment("workers", "web", "product", "example/web:v2", "")), state.Updated)
 	// A same-named DaemonSet from another namespace, old entry without a
 	// Service: the old namespace comes from the local payload cache.
@@ -75,6 +78,12 @@ func testRequestCounts(t *testing.T, newStore func(t *testing.T) objstore.Store)
 	if replaced == nil || replaced.Namespace != "product" {
 		t.Errorf("other namespace: replaced %+v, want namespace product", replaced)
 	}
+	// A rollback to a payload no entry references any more: its stamp
+	// from when it was written makes one Head enough.
+	step("rollback", faultstore.Counts{Get: 1, Head: 1, PutIfMatch: 1},
+		deploy(deployment("workers", "web", "product", "example/web:v2", "")), state.Updated)
+	step("forward again", faultstore.Counts{Get: 1, Head: 1, PutIfMatch: 1},
+		deploy(deployment("workers", "web", "staging", "example/web:v2", "")), state.Updated)
 	// Delete: one read and one write; an absent entry is read only.
 	step("delete", faultstore.Counts{Get: 1, PutIfMatch: 1}, del("workers", "web"), state.Deleted)
 	step("delete absent", faultstore.Counts{Get: 1}, del("workers", "web"), state.Absent)
@@ -92,6 +101,15 @@ func testRequestCounts(t *testing.T, newStore func(t *testing.T) objstore.Store)
 	}
 	if got := cold.Counts(); got != (faultstore.Counts{Get: 2, PutIfAbsent: 1, PutIfMatch: 1}) {
 		t.Errorf("cold cache replacement: requests %+v", got)
+	}
+	// Without stamps a rollback verifies the existing payload's bytes (and,
+	// without a cache, reads the replaced Pod for its namespace).
+	cold.ResetCounts()
+	if r, err := cc.Deploy(ctx, deployment("workers", "web", "product", "example/web:v1", "")); err != nil || r.Outcome != state.Updated {
+		t.Fatalf("cold rollback: %+v, %v", r, err)
+	}
+	if got := cold.Counts(); got != (faultstore.Counts{Get: 3, PutIfAbsent: 1, PutIfMatch: 1}) {
+		t.Errorf("cold rollback: requests %+v", got)
 	}
 	fresh := faultstore.New(newStore(t))
 	if r, err := committer(fresh, 4).Delete(ctx, web.Key); err != nil || r.Outcome != state.Absent {

@@ -23,9 +23,13 @@ const (
 	Created Outcome = "created"
 	// Updated: the deployment's entry changed.
 	Updated Outcome = "updated"
-	// Unchanged: the entry already equalled the deployed one; the index was
-	// not written.
+	// Unchanged: the entry already equalled the deployed one and its
+	// payloads were present and intact; the index was not written.
 	Unchanged Outcome = "unchanged"
+	// Repaired: the entry already equalled the deployed one, but a payload
+	// it names was missing from the bucket or held other bytes, and was
+	// rewritten; the index was not written.
+	Repaired Outcome = "repaired"
 	// Deleted: the entry was removed.
 	Deleted Outcome = "deleted"
 	// Absent: there was no entry to delete; the index was not written.
@@ -63,29 +67,38 @@ type Replacement struct {
 type DeployResult struct {
 	// Key is the deployment.
 	Key Key
-	// Outcome is Created, Updated or Unchanged.
+	// Outcome is Created, Updated, Unchanged or Repaired.
 	Outcome Outcome
 	// Entry is the deployment's entry in the index after the commit.
 	Entry Entry
 	// Replaced is set when a DaemonSet of another namespace was replaced.
 	Replaced *Replacement
-	// Repaired lists payload paths whose object held bytes that did not
-	// match the digest in its name and was replaced with the right bytes.
+	// Repaired lists payload paths whose object was missing although the
+	// index named it, or held bytes that did not match the digest in its
+	// name, and was rewritten with the right bytes.
 	Repaired []string
+	// LostReply is set when an index write of this call lost its reply and
+	// could not be proven to have landed or not, but the index read
+	// afterwards already held the entry (Outcome Unchanged or Repaired):
+	// the desired state is committed, by this call or by another writer.
+	LostReply bool
 }
 
 // Deploy stores the deployment's payloads and commits its index entry.
-// Success means the index held the entry when Deploy returned; nodes
-// converge asynchronously. A Service identity owned by another deployment
-// fails with ErrConflict, and nothing is written to the index then.
+// Success means the index held the entry, and the bucket its payloads,
+// when Deploy returned; nodes converge asynchronously. A Service identity
+// owned by another deployment fails with ErrConflict, and nothing is
+// written to the index then.
 //
-// The index is read first: an entry that already equals the target is
-// Unchanged after that one request. Otherwise each payload the index does
-// not reference yet is created (create-only), and then the index is written
-// with compare-and-swap. The namespace of a replaced entry is resolved after
+// The index is read first. An entry that already equals the target is
+// Unchanged once its payloads are proven present and intact (one Head each
+// with a warm cache); a missing or corrupt one is rewritten and the
+// outcome is Repaired. Otherwise each payload is made present (created
+// create-only, or proven by a Head) and then the index is written with
+// compare-and-swap. The namespace of a replaced entry is resolved after
 // the commit, from the payload cache when it holds the old Pod, so no
-// request falls between the index read and its conditional write beyond the
-// payload writes themselves.
+// request falls between the index read and its conditional write beyond
+// the payload requests themselves.
 func (c *Committer) Deploy(ctx context.Context, d Deployment) (DeployResult, error) {
 	entry, err := d.entry()
 	if err != nil {
@@ -103,44 +116,59 @@ func (c *Committer) Deploy(ctx context.Context, d Deployment) (DeployResult, err
 	}
 	res := DeployResult{Key: d.Key, Entry: entry}
 	present := map[string]bool{} // payloads this call has written or verified
+	ensure := func(ctx context.Context, referenced func(string) bool) error {
+		for _, p := range payloads {
+			if present[p.path] {
+				continue
+			}
+			repaired, err := c.ensurePayload(ctx, p.path, p.data, referenced(p.path))
+			if err != nil {
+				return err
+			}
+			present[p.path] = true
+			if repaired {
+				res.Repaired = append(res.Repaired, p.path)
+			}
+		}
+		return nil
+	}
 	var prev Entry
-	err = c.commit(ctx, mutation{
+	r, err := c.commit(ctx, mutation{
 		op:  "deploy",
 		key: d.Key,
-		apply: func(ctx context.Context, ix *Index) (bool, error) {
-			res.Outcome = Unchanged
-			old, existed := ix.Lookup(d.Key)
-			if existed && old == entry {
-				return false, nil
-			}
-			// A payload the index references exists: payloads are written
-			// before the index that names them and never deleted.
-			for _, p := range payloads {
-				if present[p.path] || ix.references(p.path) {
-					continue
-				}
-				repaired, err := c.ensurePayload(ctx, p.path, p.data)
-				if err != nil {
-					return false, err
-				}
-				present[p.path] = true
-				if repaired {
-					res.Repaired = append(res.Repaired, p.path)
-				}
+		holds: func(ix *Index) bool {
+			old, ok := ix.Lookup(d.Key)
+			return ok && old == entry
+		},
+		apply: func(ctx context.Context, ix *Index) error {
+			if err := ensure(ctx, ix.references); err != nil {
+				return err
 			}
 			old, existed, err := ix.Set(d.Key, entry)
 			if err != nil {
-				return false, err
+				return err
 			}
 			res.Outcome, prev = Created, old
 			if existed {
 				res.Outcome = Updated
 			}
-			return true, nil
+			return nil
 		},
 	})
 	if err != nil {
 		return DeployResult{}, err
+	}
+	if r != wrote {
+		// The index names these payloads already: prove them present and
+		// intact, and rewrite one that is not.
+		res.LostReply = r == heldAfterLostReply
+		if err := ensure(ctx, func(string) bool { return true }); err != nil {
+			return DeployResult{}, fmt.Errorf("deploy %q: the index already holds this deployment, but: %w", d.Key, err)
+		}
+		res.Outcome = Unchanged
+		if len(res.Repaired) > 0 {
+			res.Outcome = Repaired
+		}
 	}
 	for _, p := range payloads {
 		c.cachePayload(p.path, p.data)
@@ -162,6 +190,10 @@ type DeleteResult struct {
 	Outcome Outcome
 	// Entry is the removed entry when Outcome is Deleted.
 	Entry Entry
+	// LostReply is set when an index write of this call lost its reply and
+	// could not be proven to have landed or not, but the index read
+	// afterwards no longer held the entry (Outcome Absent).
+	LostReply bool
 }
 
 // Delete removes the deployment's index entry. Payloads stay where they are.
@@ -170,20 +202,24 @@ func (c *Committer) Delete(ctx context.Context, k Key) (DeleteResult, error) {
 		return DeleteResult{}, err
 	}
 	res := DeleteResult{Key: k}
-	err := c.commit(ctx, mutation{
+	r, err := c.commit(ctx, mutation{
 		op:  "delete",
 		key: k,
-		apply: func(_ context.Context, ix *Index) (bool, error) {
-			prev, existed := ix.Remove(k)
-			res.Outcome, res.Entry = Absent, Entry{}
-			if existed {
-				res.Outcome, res.Entry = Deleted, prev
-			}
-			return existed, nil
+		holds: func(ix *Index) bool {
+			_, ok := ix.Lookup(k)
+			return !ok
+		},
+		apply: func(_ context.Context, ix *Index) error {
+			res.Entry, _ = ix.Remove(k)
+			return nil
 		},
 	})
 	if err != nil {
 		return DeleteResult{}, err
+	}
+	res.Outcome = Deleted
+	if r != wrote {
+		res.Outcome, res.Entry, res.LostReply = Absent, Entry{}, r == heldAfterLostReply
 	}
 	return res, nil
 }
@@ -221,26 +257,52 @@ func (d Deployment) entry() (Entry, error) {
 	return e, nil
 }
 
-// ensurePayload creates a payload object unless it exists, and reports
-// whether it had to replace a corrupt one. An existing object is verified
-// instead of rewritten. Because its path is the SHA-512 of its bytes, an
-// object whose bytes do not match is garbage whoever wrote it: it is
-// replaced with a write conditional on that object's ETag, so a concurrent
-// repair or rewrite is never overwritten blindly. Any failure aborts before
-// the index is written, and a half-written payload is invisible because
-// nothing references it.
-func (c *Committer) ensurePayload(ctx context.Context, p string, data []byte) (repaired bool, err error) {
+// ensurePayload makes the payload object at p hold data, and reports
+// whether it had to repair it: rewrite an object that held other bytes, or
+// one that was missing although the index references it. Because p is the
+// SHA-512 of its bytes, an object whose bytes do not match is garbage
+// whoever wrote it: it is replaced with a write conditional on that
+// object's ETag, so a concurrent repair or rewrite is never overwritten
+// blindly. Any failure aborts before the index is written, and a
+// half-written payload is invisible because nothing references it.
+//
+// A payload expected to exist (the index references it, or the cache has
+// a stamp of it from an earlier verification) is looked at with one Head:
+// the recorded stamp proves it intact without reading it, and any other
+// stamp gets its bytes read and verified. Any other payload is created
+// create-only, and an object already there is read and verified.
+func (c *Committer) ensurePayload(ctx context.Context, p string, data []byte, referenced bool) (repaired bool, err error) {
 	fail := func(err error) (bool, error) {
 		return false, fmt.Errorf("write payload %q: %w: the deployment index was not changed; run deploy again", p, err)
 	}
+	known, stamped := stampedIn(c.opts.Cache, p)
+	create := true
+	if referenced || stamped {
+		info, err := c.store.Head(ctx, p)
+		switch {
+		case err == nil && stamped && known.Matches(stampOf(info)):
+			return false, nil
+		case err == nil:
+			create = false // there, but not known to be intact: read it
+		case errors.Is(err, objstore.ErrNotFound):
+			repaired = referenced
+		default:
+			return false, fmt.Errorf("check payload %q: %w: the deployment index was not changed; run deploy again", p, err)
+		}
+	}
 	for range 3 {
-		_, err := c.store.PutIfAbsent(ctx, p, data)
-		if err == nil {
-			return repaired, nil
+		if create {
+			etag, err := c.store.PutIfAbsent(ctx, p, data)
+			if err == nil {
+				recordVerified(c.opts.Cache, p, data, Stamp{ETag: etag, Size: int64(len(data))})
+				return repaired, nil
+			}
+			if !errors.Is(err, objstore.ErrPrecondition) {
+				return fail(err)
+			}
+			repaired = false // another writer created it meanwhile
 		}
-		if !errors.Is(err, objstore.ErrPrecondition) {
-			return fail(err)
-		}
+		create = true
 		obj, err := c.store.Get(ctx, p, objstore.GetOptions{})
 		switch {
 		case errors.Is(err, objstore.ErrNotFound):
@@ -249,14 +311,16 @@ func (c *Committer) ensurePayload(ctx context.Context, p string, data []byte) (r
 			return false, fmt.Errorf("verify existing payload %q: %w: the deployment index was not changed; run deploy again", p, err)
 		}
 		if VerifyPayload(p, obj.Data) == nil {
+			recordVerified(c.opts.Cache, p, obj.Data, Stamp{ETag: obj.ETag, Size: int64(len(obj.Data))})
 			return repaired, nil
 		}
-		_, err = c.store.PutIfMatch(ctx, p, data, obj.ETag)
+		etag, err := c.store.PutIfMatch(ctx, p, data, obj.ETag)
 		switch {
 		case err == nil:
+			recordVerified(c.opts.Cache, p, data, Stamp{ETag: etag, Size: int64(len(data))})
 			return true, nil
 		case errors.Is(err, objstore.ErrPrecondition), errors.Is(err, objstore.ErrNotFound):
-			repaired = false // changed under us: look again
+			// changed under us: look again
 		default:
 			return false, fmt.Errorf("replace corrupt payload %q: %w: the deployment index was not changed; run deploy again", p, err)
 		}

@@ -58,7 +58,7 @@ func VerifyPayload(p string, data []byte) error {
 		return err
 	}
 	if got := sha512Hex(data); got != want {
-		return fmt.Errorf("%w: object %q hashes to sha512 %s…, not the digest in its path: delete the deployment and deploy it again, which replaces the object",
+		return fmt.Errorf("%w: object %q hashes to sha512 %s…, not the digest in its path: deploy it again (an identical deploy replaces the object)",
 			ErrCorruptPayload, p, got[:16])
 	}
 	return nil
@@ -90,8 +90,12 @@ type PayloadCache interface {
 	Put(digest string, data []byte) error
 }
 
-// FetchPayloadCached is FetchPayload through a payload cache: a hit costs no
-// request, and a miss is fetched, verified and stored. A nil cache fetches.
+// FetchPayloadCached returns the bytes payload path p names, through a
+// payload cache: a hit costs no request, and a miss is fetched, verified
+// and stored (with its stamp, when the cache keeps them). A nil cache
+// fetches. A hit says nothing about the bucket: it serves what the bytes
+// say (a namespace, a name), never whether the object is still there or
+// intact; ReadListed answers that.
 func FetchPayloadCached(ctx context.Context, store objstore.Store, cache PayloadCache, p string) ([]byte, error) {
 	digest, err := payloadDigest(p)
 	if err != nil {
@@ -102,12 +106,5 @@ func FetchPayloadCached(ctx context.Context, store objstore.Store, cache Payload
 			return data, nil
 		}
 	}
-	data, err := FetchPayload(ctx, store, p)
-	if err != nil {
-		return nil, err
-	}
-	if cache != nil {
-		_ = cache.Put(digest, data) // best effort: a miss next time costs one read
-	}
-	return data, nil
+	return fetchVerified(ctx, store, cache, p)
 }

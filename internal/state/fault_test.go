@@ -131,9 +131,11 @@ func assertModel(t *testing.T, when string, s objstore.Store, m *model) {
 }
 
 // TestFaultsConcurrentWriters runs 8 writers at once, each deploying and
-// deleting its own key 25 times under the same faults. Ambiguous writes are
-// resolved per key, so other writers' commits in between never turn into an
-// unknown outcome, and every key ends as its writer's sequential model.
+// deleting its own key 25 times under the same faults. Every ambiguous
+// write here landed, so its re-read finds its write ID, or, when a stale
+// write over a content-equal version erased the ID, still finds the
+// writer's own key as it left it (nobody else writes that key): no outcome
+// is unknown, and every key ends as its writer's sequential model.
 func TestFaultsConcurrentWriters(t *testing.T) {
 	ctx := context.Background()
 	b := newLocal(t)

@@ -5,6 +5,7 @@
 package state_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -47,7 +48,9 @@ func serviceYAML(ns, name string, port int) []byte {
 		name, ns, port, name)
 }
 
-// deployment builds a Deployment; service "" means none.
+// deployment builds a Deployment; service "" means none. As extraction
+// does, a Pod with a Service names it in its podmin.dev/service
+// annotation.
 func deployment(ng, name, ns, image, service string) state.Deployment {
 	d := state.Deployment{
 		Key:       state.Key{NodeGroup: ng, Name: name},
@@ -55,6 +58,7 @@ func deployment(ng, name, ns, image, service string) state.Deployment {
 		Pod:       podYAML(ns, name, image),
 	}
 	if service != "" {
+		d.Pod = bytes.Replace(d.Pod, []byte("\nspec:"), fmt.Appendf(nil, "\n  annotations:\n    podmin.dev/service: %s\nspec:", service), 1)
 		d.ServiceName, d.Service = service, serviceYAML(ns, service, 443)
 	}
 	return d
@@ -129,4 +133,5 @@ var errLost = errors.New("connection reset: response lost")
 var (
 	_ objstore.Streamer = (*fakeInterleaving)(nil)
 	_ objstore.Streamer = (*fakeHistory)(nil)
+	_ objstore.Streamer = (*lateLoss)(nil)
 )

@@ -216,7 +216,7 @@ func TestVerifyPayload(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = state.VerifyPayload(p, append(data, '\n'))
-	checkErr(t, "VerifyPayload(changed)", err, "delete the deployment and deploy it again, which replaces the object")
+	checkErr(t, "VerifyPayload(changed)", err, "deploy it again (an identical deploy replaces the object)")
 	if !errorsIs(err, state.ErrCorruptPayload) {
 		t.Errorf("error %v does not wrap ErrCorruptPayload", err)
 	}

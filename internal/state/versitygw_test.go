@@ -28,13 +28,15 @@ func TestS3(t *testing.T) {
 	t.Run("ConcurrentDistinctKeysProductionBackoff", func(t *testing.T) {
 		testConcurrentDistinctKeys(t, bucket(t), productionCommitter)
 	})
-	t.Run("LostRepliesLinearizable", func(t *testing.T) { runLostReplies(t, bucket(t), 8, 130) })
+	t.Run("LostRepliesLinearizable", func(t *testing.T) { runLostReplies(t, bucket(t), lostReplyOps(t, 400)) })
+	t.Run("LostReplyWithContentEqualReturn", func(t *testing.T) { testLostReplyWithContentEqualReturn(t, bucket(t)) })
 	t.Run("ConcurrentServiceClaim", func(t *testing.T) {
 		for range 5 {
 			testConcurrentServiceClaim(t, bucket(t))
 		}
 	})
 	t.Run("Faults", func(t *testing.T) { runFaults(t, 1, bucket(t)) })
+	t.Run("Rebuild", func(t *testing.T) { testRebuild(t, bucket(t)) })
 }
 
 // BenchmarkCommitVersityGW is BenchmarkCommit against a real S3 server.

@@ -28,11 +28,12 @@ const (
 	// maxWriteChain bounds the IDs one version records, its own included:
 	// 96 IDs of 16 hex characters (1,631 bytes with their commas) stay
 	// inside S3's 2 KiB of user metadata. The deeper the chain, the more
-	// concurrent commits may follow a lost reply before its outcome can no
-	// longer be proven; 64 random bits keep an accidental match among 96
+	// commits may follow a landed write whose reply was lost before it can
+	// no longer be found; 64 random bits keep an accidental match among 96
 	// IDs below 1 in 10^15.
 	maxWriteChain = 96
-	writeIDLen    = 16
+	// writeIDLen is the length of a write ID: 8 random bytes in hex.
+	writeIDLen = 16
 )
 
 // randomWriteID is 8 bytes from crypto/rand in lowercase hex.
@@ -100,41 +101,61 @@ type writeResolution int
 const (
 	writeNotLanded writeResolution = iota
 	writeLanded
-	writeUnknown
+	// The write may or may not have landed:
+	// unknownFork: the index changed since the write's base;
+	unknownFork
+	// unknownOverflow: more writes followed than a chain records;
+	unknownOverflow
+	// unknownNoID: the base carries no write ID to compare with.
+	unknownNoID
 )
 
+// reason explains an unknown resolution to the operator.
+func (r writeResolution) reason() string {
+	switch r {
+	case unknownOverflow:
+		return fmt.Sprintf("the index records the IDs of the last %d writes, and neither the failed write's nor that of the version it replaced is among them: more index writes followed than that, or a stale write recorded an older history", maxWriteChain-1)
+	case unknownNoID:
+		return "the index version the failed write replaced carries no write ID, so it cannot be told from a later version with the same content"
+	}
+	return "another writer changed the index before the failed write could be confirmed, and an index whose content returns to an earlier version's (a deploy and a delete of the same entry, say) lets a stale write land without a trace of this one"
+}
+
 // resolveWrite decides whether the write with ID id, conditional on base,
-// is part of the history that led to cur. Every index write is conditional
-// on the version it read, so the versions form one chain, and a write that
-// landed is the direct successor of its base. So:
+// landed, judging by the version cur read after it. Content and ETags are
+// never compared: both are functions of the body, and the body returns to
+// earlier bytes whenever writers undo each other. So:
 //
-//   - id is in cur's chain: it landed (and may have been built upon since);
-//   - base's own ID is in cur's chain but id is not: base's successor is
-//     someone else's write, so this one did not land;
-//   - base had no ID (a new index) and cur's chain is complete back to the
-//     first write with an ID (shorter than the bound) without id: it did not
-//     land;
-//   - the index is gone: a landed write would be there, since Podmin never
-//     deletes the index;
-//   - otherwise more writes followed than the chain records: unknown.
-//
-// Content is never compared: a same-key writer restoring the pre-image
-// inside the window (the ABA case) has its own ID and cannot pass for this
-// write, nor hide it.
+//   - id is in cur's chain: it landed (and may have been built upon
+//     since). Only the write with that ID records it, and only a version
+//     that existed can be read and built upon.
+//   - cur's own ID is base's own ID: cur is base itself, the very version
+//     the write was conditional on, so nothing has replaced it; the write
+//     did not land. (Each ID is written by exactly one request.)
+//   - base and cur are both absent: the create-only write did not land,
+//     because nothing deletes the index.
+//   - otherwise it is unknown, even when base's ID is in cur's chain. An
+//     If-Match write lands on any version whose ETag equals the one it
+//     read, and ETags are hashes of the body: when the body returns to the
+//     bytes of an earlier version, a writer that read that earlier version
+//     overwrites the current one and records the earlier version's chain,
+//     erasing the IDs in between, this write's among them. What cur's
+//     chain says about the history before its newest ID cannot be trusted
+//     to mean this write is absent.
 func resolveWrite(id string, base, cur indexVersion) writeResolution {
 	switch {
 	case slices.Contains(cur.chain, id):
 		return writeLanded
-	case !cur.exists:
+	case !base.exists && !cur.exists:
 		return writeNotLanded
-	case len(base.chain) > 0 && slices.Contains(cur.chain, base.chain[0]):
+	case base.exists && len(base.chain) == 0:
+		return unknownNoID
+	case base.exists && len(cur.chain) > 0 && cur.chain[0] == base.chain[0]:
 		return writeNotLanded
-	case len(base.chain) == 0 && len(cur.chain) > 0 && len(cur.chain) < maxWriteChain:
-		return writeNotLanded
-	case len(base.chain) == 0 && len(cur.chain) == 0 && base.exists && cur.etag == base.etag:
-		return writeNotLanded // nothing has been written since
+	case len(cur.chain) == maxWriteChain && (!base.exists || !slices.Contains(cur.chain, base.chain[0])):
+		return unknownOverflow
 	}
-	return writeUnknown
+	return unknownFork
 }
 
 // retryableRead reports whether a failed index read is worth another round.

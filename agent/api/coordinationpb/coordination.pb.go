@@ -76,7 +76,7 @@ func (x Hint_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Hint_Kind.Descriptor instead.
 func (Hint_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_coordination_proto_rawDescGZIP(), []int{10, 0}
+	return file_coordination_proto_rawDescGZIP(), []int{13, 0}
 }
 
 // ServiceSnapshot is the leader's view of every namespaced Service and its
@@ -86,13 +86,23 @@ func (Hint_Kind) EnumDescriptor() ([]byte, []int) {
 type ServiceSnapshot struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// generation increases with every leadership that writes a snapshot; a
-	// leader never writes over a higher generation.
+	// leader never writes over a higher term, nor over a higher generation
+	// or the same generation of another leader within its own term.
 	Generation uint64 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
 	// revision counts the writes within one generation.
 	Revision uint64 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
 	// leader_id is the node that wrote the snapshot.
-	LeaderId      string     `protobuf:"bytes,3,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
-	Services      []*Service `protobuf:"bytes,4,rep,name=services,proto3" json:"services,omitempty"`
+	LeaderId string     `protobuf:"bytes,3,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	Services []*Service `protobuf:"bytes,4,rep,name=services,proto3" json:"services,omitempty"`
+	// term is the writer's lease term (dns/leader.json), which increases
+	// with every leadership. Agents order snapshots by term first, so a
+	// leader that finds the stored snapshot corrupt or deleted (and starts
+	// its generations again) is still newer than what they remember.
+	Term uint64 `protobuf:"varint,5,opt,name=term,proto3" json:"term,omitempty"`
+	// nodes are the nodes the leader has registered (Hello), sorted by ID:
+	// the published binding of each node ID to its NodeGroup, address and
+	// Pod prefix, which the next leader keeps.
+	Nodes         []*Node `protobuf:"bytes,6,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -155,6 +165,91 @@ func (x *ServiceSnapshot) GetServices() []*Service {
 	return nil
 }
 
+func (x *ServiceSnapshot) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *ServiceSnapshot) GetNodes() []*Node {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+// Node is one registered node.
+type Node struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	NodeId    string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Nodegroup string                 `protobuf:"bytes,2,opt,name=nodegroup,proto3" json:"nodegroup,omitempty"`
+	// address is the node's global IPv6 address (its certificate's IP SAN).
+	Address string `protobuf:"bytes,3,opt,name=address,proto3" json:"address,omitempty"`
+	// pod_prefix is the node's canonical Pod /80.
+	PodPrefix     string `protobuf:"bytes,4,opt,name=pod_prefix,json=podPrefix,proto3" json:"pod_prefix,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Node) Reset() {
+	*x = Node{}
+	mi := &file_coordination_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Node) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Node) ProtoMessage() {}
+
+func (x *Node) ProtoReflect() protoreflect.Message {
+	mi := &file_coordination_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Node.ProtoReflect.Descriptor instead.
+func (*Node) Descriptor() ([]byte, []int) {
+	return file_coordination_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Node) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *Node) GetNodegroup() string {
+	if x != nil {
+		return x.Nodegroup
+	}
+	return ""
+}
+
+func (x *Node) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *Node) GetPodPrefix() string {
+	if x != nil {
+		return x.PodPrefix
+	}
+	return ""
+}
+
 // Service is one namespaced Service: its DNS identity and its backends.
 type Service struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -167,7 +262,7 @@ type Service struct {
 
 func (x *Service) Reset() {
 	*x = Service{}
-	mi := &file_coordination_proto_msgTypes[1]
+	mi := &file_coordination_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -179,7 +274,7 @@ func (x *Service) String() string {
 func (*Service) ProtoMessage() {}
 
 func (x *Service) ProtoReflect() protoreflect.Message {
-	mi := &file_coordination_proto_msgTypes[1]
+	mi := &file_coordination_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -192,7 +287,7 @@ func (x *Service) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Service.ProtoReflect.Descriptor instead.
 func (*Service) Descriptor() ([]byte, []int) {
-	return file_coordination_proto_rawDescGZIP(), []int{1}
+	return file_coordination_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Service) GetNamespace() string {
@@ -228,7 +323,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_coordination_proto_msgTypes[2]
+	mi := &file_coordination_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -240,7 +335,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_coordination_proto_msgTypes[2]
+	mi := &file_coordination_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -253,7 +348,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_coordination_proto_rawDescGZIP(), []int{2}
+	return file_coordination_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Endpoint) GetAddress() string {
@@ -273,14 +368,18 @@ func (x *Endpoint) GetNodeId() string {
 type HelloRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// pod_prefix is the node's canonical global-unicast IPv6 /80 for Pods.
-	PodPrefix     string `protobuf:"bytes,1,opt,name=pod_prefix,json=podPrefix,proto3" json:"pod_prefix,omitempty"`
+	PodPrefix string `protobuf:"bytes,1,opt,name=pod_prefix,json=podPrefix,proto3" json:"pod_prefix,omitempty"`
+	// node_id and address must be the caller certificate's node ID (SPIFFE
+	// URI) and IP SAN; empty means "as in the certificate".
+	NodeId        string `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Address       string `protobuf:"bytes,3,opt,name=address,proto3" json:"address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HelloRequest) Reset() {
 	*x = HelloRequest{}
-	mi := &file_coordination_proto_msgTypes[3]
+	mi := &file_coordination_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -292,7 +391,7 @@ func (x *HelloRequest) String() string {
 func (*HelloRequest) ProtoMessage() {}
 
 func (x *HelloRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordination_proto_msgTypes[3]
+	mi := &file_coordination_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -305,12 +404,26 @@ func (x *HelloRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HelloRequest.ProtoReflect.Descriptor instead.
 func (*HelloRequest) Descriptor() ([]byte, []int) {
-	return file_coordination_proto_rawDescGZIP(), []int{3}
+	return file_coordination_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *HelloRequest) GetPodPrefix() string {
 	if x != nil {
 		return x.PodPrefix
+	}
+	return ""
+}
+
+func (x *HelloRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *HelloRequest) GetAddress() string {
+	if x != nil {
+		return x.Address
 	}
 	return ""
 }
@@ -328,7 +441,7 @@ type HelloResponse struct {
 
 func (x *HelloResponse) Reset() {
 	*x = HelloResponse{}
-	mi := &file_coordination_proto_msgTypes[4]
+	mi := &file_coordination_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -340,7 +453,7 @@ func (x *HelloResponse) String() string {
 func (*HelloResponse) ProtoMessage() {}
 
 func (x *HelloResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordination_proto_msgTypes[4]
+	mi := &file_coordination_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -353,7 +466,7 @@ func (x *HelloResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HelloResponse.ProtoReflect.Descriptor instead.
 func (*HelloResponse) Descriptor() ([]byte, []int) {
-	return file_coordination_proto_rawDescGZIP(), []int{4}
+	return file_coordination_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *HelloResponse) GetLeader() bool {
@@ -387,7 +500,7 @@ type EndpointReport struct {
 
 func (x *EndpointReport) Reset() {
 	*x = EndpointReport{}
-	mi := &file_coordination_proto_msgTypes[5]
+	mi := &file_coordination_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -399,7 +512,7 @@ func (x *EndpointReport) String() string {
 func (*EndpointReport) ProtoMessage() {}
 
 func (x *EndpointReport) ProtoReflect() protoreflect.Message {
-	mi := &file_coordination_proto_msgTypes[5]
+	mi := &file_coordination_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -412,7 +525,7 @@ func (x *EndpointReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointReport.ProtoReflect.Descriptor instead.
 func (*EndpointReport) Descriptor() ([]byte, []int) {
-	return file_coordination_proto_rawDescGZIP(), []int{5}
+	return file_coordination_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *EndpointReport) GetEndpoints() []*ReportedEndpoint {
@@ -433,7 +546,7 @@ type ReportedEndpoint struct {
 
 func (x *ReportedEndpoint) Reset() {
 	*x = ReportedEndpoint{}
-	mi := &file_coordination_proto_msgTypes[6]
+	mi := &file_coordination_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -445,7 +558,7 @@ func (x *ReportedEndpoint) String() string {
 func (*ReportedEndpoint) ProtoMessage() {}
 
 func (x *ReportedEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_coordination_proto_msgTypes[6]
+	mi := &file_coordination_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -458,7 +571,7 @@ func (x *ReportedEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportedEndpoint.ProtoReflect.Descriptor instead.
 func (*ReportedEndpoint) Descriptor() ([]byte, []int) {
-	return file_coordination_proto_rawDescGZIP(), []int{6}
+	return file_coordination_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ReportedEndpoint) GetNamespace() string {
@@ -483,16 +596,20 @@ func (x *ReportedEndpoint) GetAddress() string {
 }
 
 type ReportResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Generation    uint64                 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
-	Revision      uint64                 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Generation uint64                 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	Revision   uint64                 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	// refused names each endpoint the leader did not accept and why (its
+	// Service is not defined by the node's NodeGroup); the rest were.
+	Refused       []string `protobuf:"bytes,3,rep,name=refused,proto3" json:"refused,omitempty"`
+	Term          uint64   `protobuf:"varint,4,opt,name=term,proto3" json:"term,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReportResponse) Reset() {
 	*x = ReportResponse{}
-	mi := &file_coordination_proto_msgTypes[7]
+	mi := &file_coordination_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -504,7 +621,7 @@ func (x *ReportResponse) String() string {
 func (*ReportResponse) ProtoMessage() {}
 
 func (x *ReportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordination_proto_msgTypes[7]
+	mi := &file_coordination_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -517,7 +634,7 @@ func (x *ReportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportResponse.ProtoReflect.Descriptor instead.
 func (*ReportResponse) Descriptor() ([]byte, []int) {
-	return file_coordination_proto_rawDescGZIP(), []int{7}
+	return file_coordination_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ReportResponse) GetGeneration() uint64 {
@@ -534,6 +651,117 @@ func (x *ReportResponse) GetRevision() uint64 {
 	return 0
 }
 
+func (x *ReportResponse) GetRefused() []string {
+	if x != nil {
+		return x.Refused
+	}
+	return nil
+}
+
+func (x *ReportResponse) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+type LeaveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaveRequest) Reset() {
+	*x = LeaveRequest{}
+	mi := &file_coordination_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaveRequest) ProtoMessage() {}
+
+func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coordination_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
+func (*LeaveRequest) Descriptor() ([]byte, []int) {
+	return file_coordination_proto_rawDescGZIP(), []int{9}
+}
+
+// LeaveResponse names the snapshot written without the leaving node.
+type LeaveResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Term          uint64                 `protobuf:"varint,1,opt,name=term,proto3" json:"term,omitempty"`
+	Generation    uint64                 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	Revision      uint64                 `protobuf:"varint,3,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaveResponse) Reset() {
+	*x = LeaveResponse{}
+	mi := &file_coordination_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaveResponse) ProtoMessage() {}
+
+func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coordination_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
+func (*LeaveResponse) Descriptor() ([]byte, []int) {
+	return file_coordination_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *LeaveResponse) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *LeaveResponse) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *LeaveResponse) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
 type SnapshotRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -542,7 +770,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_coordination_proto_msgTypes[8]
+	mi := &file_coordination_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -554,7 +782,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordination_proto_msgTypes[8]
+	mi := &file_coordination_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -567,7 +795,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_coordination_proto_rawDescGZIP(), []int{8}
+	return file_coordination_proto_rawDescGZIP(), []int{11}
 }
 
 type WatchRequest struct {
@@ -578,7 +806,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_coordination_proto_msgTypes[9]
+	mi := &file_coordination_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -590,7 +818,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordination_proto_msgTypes[9]
+	mi := &file_coordination_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -603,7 +831,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_coordination_proto_rawDescGZIP(), []int{9}
+	return file_coordination_proto_rawDescGZIP(), []int{12}
 }
 
 // Hint tells a follower to act now rather than at its next poll; polling
@@ -621,7 +849,7 @@ type Hint struct {
 
 func (x *Hint) Reset() {
 	*x = Hint{}
-	mi := &file_coordination_proto_msgTypes[10]
+	mi := &file_coordination_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -633,7 +861,7 @@ func (x *Hint) String() string {
 func (*Hint) ProtoMessage() {}
 
 func (x *Hint) ProtoReflect() protoreflect.Message {
-	mi := &file_coordination_proto_msgTypes[10]
+	mi := &file_coordination_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -646,7 +874,7 @@ func (x *Hint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hint.ProtoReflect.Descriptor instead.
 func (*Hint) Descriptor() ([]byte, []int) {
-	return file_coordination_proto_rawDescGZIP(), []int{10}
+	return file_coordination_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Hint) GetKind() Hint_Kind {
@@ -686,7 +914,7 @@ type NotifyRequest struct {
 
 func (x *NotifyRequest) Reset() {
 	*x = NotifyRequest{}
-	mi := &file_coordination_proto_msgTypes[11]
+	mi := &file_coordination_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -698,7 +926,7 @@ func (x *NotifyRequest) String() string {
 func (*NotifyRequest) ProtoMessage() {}
 
 func (x *NotifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordination_proto_msgTypes[11]
+	mi := &file_coordination_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -711,7 +939,7 @@ func (x *NotifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyRequest.ProtoReflect.Descriptor instead.
 func (*NotifyRequest) Descriptor() ([]byte, []int) {
-	return file_coordination_proto_rawDescGZIP(), []int{11}
+	return file_coordination_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *NotifyRequest) GetIndexEtag() string {
@@ -729,7 +957,7 @@ type NotifyResponse struct {
 
 func (x *NotifyResponse) Reset() {
 	*x = NotifyResponse{}
-	mi := &file_coordination_proto_msgTypes[12]
+	mi := &file_coordination_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -741,7 +969,7 @@ func (x *NotifyResponse) String() string {
 func (*NotifyResponse) ProtoMessage() {}
 
 func (x *NotifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordination_proto_msgTypes[12]
+	mi := &file_coordination_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -754,31 +982,41 @@ func (x *NotifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyResponse.ProtoReflect.Descriptor instead.
 func (*NotifyResponse) Descriptor() ([]byte, []int) {
-	return file_coordination_proto_rawDescGZIP(), []int{12}
+	return file_coordination_proto_rawDescGZIP(), []int{15}
 }
 
 var File_coordination_proto protoreflect.FileDescriptor
 
 const file_coordination_proto_rawDesc = "" +
 	"\n" +
-	"\x12coordination.proto\x12\x16podmin.coordination.v1\"\xa7\x01\n" +
+	"\x12coordination.proto\x12\x16podmin.coordination.v1\"\xef\x01\n" +
 	"\x0fServiceSnapshot\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
 	"generation\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\x04R\brevision\x12\x1b\n" +
 	"\tleader_id\x18\x03 \x01(\tR\bleaderId\x12;\n" +
-	"\bservices\x18\x04 \x03(\v2\x1f.podmin.coordination.v1.ServiceR\bservices\"{\n" +
+	"\bservices\x18\x04 \x03(\v2\x1f.podmin.coordination.v1.ServiceR\bservices\x12\x12\n" +
+	"\x04term\x18\x05 \x01(\x04R\x04term\x122\n" +
+	"\x05nodes\x18\x06 \x03(\v2\x1c.podmin.coordination.v1.NodeR\x05nodes\"v\n" +
+	"\x04Node\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1c\n" +
+	"\tnodegroup\x18\x02 \x01(\tR\tnodegroup\x12\x18\n" +
+	"\aaddress\x18\x03 \x01(\tR\aaddress\x12\x1d\n" +
+	"\n" +
+	"pod_prefix\x18\x04 \x01(\tR\tpodPrefix\"{\n" +
 	"\aService\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12>\n" +
 	"\tendpoints\x18\x03 \x03(\v2 .podmin.coordination.v1.EndpointR\tendpoints\"=\n" +
 	"\bEndpoint\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x17\n" +
-	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"-\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"`\n" +
 	"\fHelloRequest\x12\x1d\n" +
 	"\n" +
-	"pod_prefix\x18\x01 \x01(\tR\tpodPrefix\"e\n" +
+	"pod_prefix\x18\x01 \x01(\tR\tpodPrefix\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x18\n" +
+	"\aaddress\x18\x03 \x01(\tR\aaddress\"e\n" +
 	"\rHelloResponse\x12\x16\n" +
 	"\x06leader\x18\x01 \x01(\bR\x06leader\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12\x1f\n" +
@@ -789,12 +1027,21 @@ const file_coordination_proto_rawDesc = "" +
 	"\x10ReportedEndpoint\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\tR\aservice\x12\x18\n" +
-	"\aaddress\x18\x03 \x01(\tR\aaddress\"L\n" +
+	"\aaddress\x18\x03 \x01(\tR\aaddress\"z\n" +
 	"\x0eReportResponse\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
 	"generation\x12\x1a\n" +
-	"\brevision\x18\x02 \x01(\x04R\brevision\"\x11\n" +
+	"\brevision\x18\x02 \x01(\x04R\brevision\x12\x18\n" +
+	"\arefused\x18\x03 \x03(\tR\arefused\x12\x12\n" +
+	"\x04term\x18\x04 \x01(\x04R\x04term\"\x0e\n" +
+	"\fLeaveRequest\"_\n" +
+	"\rLeaveResponse\x12\x12\n" +
+	"\x04term\x18\x01 \x01(\x04R\x04term\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\x04R\n" +
+	"generation\x12\x1a\n" +
+	"\brevision\x18\x03 \x01(\x04R\brevision\"\x11\n" +
 	"\x0fSnapshotRequest\"\x0e\n" +
 	"\fWatchRequest\"\xdf\x01\n" +
 	"\x04Hint\x125\n" +
@@ -812,13 +1059,14 @@ const file_coordination_proto_rawDesc = "" +
 	"\rNotifyRequest\x12\x1d\n" +
 	"\n" +
 	"index_etag\x18\x01 \x01(\tR\tindexEtag\"\x10\n" +
-	"\x0eNotifyResponse2\xd9\x03\n" +
+	"\x0eNotifyResponse2\xaf\x04\n" +
 	"\fCoordination\x12T\n" +
 	"\x05Hello\x12$.podmin.coordination.v1.HelloRequest\x1a%.podmin.coordination.v1.HelloResponse\x12a\n" +
 	"\x0fReportEndpoints\x12&.podmin.coordination.v1.EndpointReport\x1a&.podmin.coordination.v1.ReportResponse\x12\\\n" +
 	"\bSnapshot\x12'.podmin.coordination.v1.SnapshotRequest\x1a'.podmin.coordination.v1.ServiceSnapshot\x12M\n" +
 	"\x05Watch\x12$.podmin.coordination.v1.WatchRequest\x1a\x1c.podmin.coordination.v1.Hint0\x01\x12c\n" +
-	"\x12NotifyIndexChanged\x12%.podmin.coordination.v1.NotifyRequest\x1a&.podmin.coordination.v1.NotifyResponseB,Z*podmin.dev/podmin/agent/api/coordinationpbb\x06proto3"
+	"\x12NotifyIndexChanged\x12%.podmin.coordination.v1.NotifyRequest\x1a&.podmin.coordination.v1.NotifyResponse\x12T\n" +
+	"\x05Leave\x12$.podmin.coordination.v1.LeaveRequest\x1a%.podmin.coordination.v1.LeaveResponseB,Z*podmin.dev/podmin/agent/api/coordinationpbb\x06proto3"
 
 var (
 	file_coordination_proto_rawDescOnce sync.Once
@@ -833,43 +1081,49 @@ func file_coordination_proto_rawDescGZIP() []byte {
 }
 
 var file_coordination_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_coordination_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_coordination_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_coordination_proto_goTypes = []any{
 	(Hint_Kind)(0),           // 0: podmin.coordination.v1.Hint.Kind
 	(*ServiceSnapshot)(nil),  // 1: podmin.coordination.v1.ServiceSnapshot
-	(*Service)(nil),          // 2: podmin.coordination.v1.Service
-	(*Endpoint)(nil),         // 3: podmin.coordination.v1.Endpoint
-	(*HelloRequest)(nil),     // 4: podmin.coordination.v1.HelloRequest
-	(*HelloResponse)(nil),    // 5: podmin.coordination.v1.HelloResponse
-	(*EndpointReport)(nil),   // 6: podmin.coordination.v1.EndpointReport
-	(*ReportedEndpoint)(nil), // 7: podmin.coordination.v1.ReportedEndpoint
-	(*ReportResponse)(nil),   // 8: podmin.coordination.v1.ReportResponse
-	(*SnapshotRequest)(nil),  // 9: podmin.coordination.v1.SnapshotRequest
-	(*WatchRequest)(nil),     // 10: podmin.coordination.v1.WatchRequest
-	(*Hint)(nil),             // 11: podmin.coordination.v1.Hint
-	(*NotifyRequest)(nil),    // 12: podmin.coordination.v1.NotifyRequest
-	(*NotifyResponse)(nil),   // 13: podmin.coordination.v1.NotifyResponse
+	(*Node)(nil),             // 2: podmin.coordination.v1.Node
+	(*Service)(nil),          // 3: podmin.coordination.v1.Service
+	(*Endpoint)(nil),         // 4: podmin.coordination.v1.Endpoint
+	(*HelloRequest)(nil),     // 5: podmin.coordination.v1.HelloRequest
+	(*HelloResponse)(nil),    // 6: podmin.coordination.v1.HelloResponse
+	(*EndpointReport)(nil),   // 7: podmin.coordination.v1.EndpointReport
+	(*ReportedEndpoint)(nil), // 8: podmin.coordination.v1.ReportedEndpoint
+	(*ReportResponse)(nil),   // 9: podmin.coordination.v1.ReportResponse
+	(*LeaveRequest)(nil),     // 10: podmin.coordination.v1.LeaveRequest
+	(*LeaveResponse)(nil),    // 11: podmin.coordination.v1.LeaveResponse
+	(*SnapshotRequest)(nil),  // 12: podmin.coordination.v1.SnapshotRequest
+	(*WatchRequest)(nil),     // 13: podmin.coordination.v1.WatchRequest
+	(*Hint)(nil),             // 14: podmin.coordination.v1.Hint
+	(*NotifyRequest)(nil),    // 15: podmin.coordination.v1.NotifyRequest
+	(*NotifyResponse)(nil),   // 16: podmin.coordination.v1.NotifyResponse
 }
 var file_coordination_proto_depIdxs = []int32{
-	2,  // 0: podmin.coordination.v1.ServiceSnapshot.services:type_name -> podmin.coordination.v1.Service
-	3,  // 1: podmin.coordination.v1.Service.endpoints:type_name -> podmin.coordination.v1.Endpoint
-	7,  // 2: podmin.coordination.v1.EndpointReport.endpoints:type_name -> podmin.coordination.v1.ReportedEndpoint
-	0,  // 3: podmin.coordination.v1.Hint.kind:type_name -> podmin.coordination.v1.Hint.Kind
-	4,  // 4: podmin.coordination.v1.Coordination.Hello:input_type -> podmin.coordination.v1.HelloRequest
-	6,  // 5: podmin.coordination.v1.Coordination.ReportEndpoints:input_type -> podmin.coordination.v1.EndpointReport
-	9,  // 6: podmin.coordination.v1.Coordination.Snapshot:input_type -> podmin.coordination.v1.SnapshotRequest
-	10, // 7: podmin.coordination.v1.Coordination.Watch:input_type -> podmin.coordination.v1.WatchRequest
-	12, // 8: podmin.coordination.v1.Coordination.NotifyIndexChanged:input_type -> podmin.coordination.v1.NotifyRequest
-	5,  // 9: podmin.coordination.v1.Coordination.Hello:output_type -> podmin.coordination.v1.HelloResponse
-	8,  // 10: podmin.coordination.v1.Coordination.ReportEndpoints:output_type -> podmin.coordination.v1.ReportResponse
-	1,  // 11: podmin.coordination.v1.Coordination.Snapshot:output_type -> podmin.coordination.v1.ServiceSnapshot
-	11, // 12: podmin.coordination.v1.Coordination.Watch:output_type -> podmin.coordination.v1.Hint
-	13, // 13: podmin.coordination.v1.Coordination.NotifyIndexChanged:output_type -> podmin.coordination.v1.NotifyResponse
-	9,  // [9:14] is the sub-list for method output_type
-	4,  // [4:9] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	3,  // 0: podmin.coordination.v1.ServiceSnapshot.services:type_name -> podmin.coordination.v1.Service
+	2,  // 1: podmin.coordination.v1.ServiceSnapshot.nodes:type_name -> podmin.coordination.v1.Node
+	4,  // 2: podmin.coordination.v1.Service.endpoints:type_name -> podmin.coordination.v1.Endpoint
+	8,  // 3: podmin.coordination.v1.EndpointReport.endpoints:type_name -> podmin.coordination.v1.ReportedEndpoint
+	0,  // 4: podmin.coordination.v1.Hint.kind:type_name -> podmin.coordination.v1.Hint.Kind
+	5,  // 5: podmin.coordination.v1.Coordination.Hello:input_type -> podmin.coordination.v1.HelloRequest
+	7,  // 6: podmin.coordination.v1.Coordination.ReportEndpoints:input_type -> podmin.coordination.v1.EndpointReport
+	12, // 7: podmin.coordination.v1.Coordination.Snapshot:input_type -> podmin.coordination.v1.SnapshotRequest
+	13, // 8: podmin.coordination.v1.Coordination.Watch:input_type -> podmin.coordination.v1.WatchRequest
+	15, // 9: podmin.coordination.v1.Coordination.NotifyIndexChanged:input_type -> podmin.coordination.v1.NotifyRequest
+	10, // 10: podmin.coordination.v1.Coordination.Leave:input_type -> podmin.coordination.v1.LeaveRequest
+	6,  // 11: podmin.coordination.v1.Coordination.Hello:output_type -> podmin.coordination.v1.HelloResponse
+	9,  // 12: podmin.coordination.v1.Coordination.ReportEndpoints:output_type -> podmin.coordination.v1.ReportResponse
+	1,  // 13: podmin.coordination.v1.Coordination.Snapshot:output_type -> podmin.coordination.v1.ServiceSnapshot
+	14, // 14: podmin.coordination.v1.Coordination.Watch:output_type -> podmin.coordination.v1.Hint
+	16, // 15: podmin.coordination.v1.Coordination.NotifyIndexChanged:output_type -> podmin.coordination.v1.NotifyResponse
+	11, // 16: podmin.coordination.v1.Coordination.Leave:output_type -> podmin.coordination.v1.LeaveResponse
+	11, // [11:17] is the sub-list for method output_type
+	5,  // [5:11] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_coordination_proto_init() }
@@ -883,7 +1137,7 @@ func file_coordination_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_coordination_proto_rawDesc), len(file_coordination_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   13,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -31,6 +31,7 @@ const (
 	Coordination_Snapshot_FullMethodName           = "/podmin.coordination.v1.Coordination/Snapshot"
 	Coordination_Watch_FullMethodName              = "/podmin.coordination.v1.Coordination/Watch"
 	Coordination_NotifyIndexChanged_FullMethodName = "/podmin.coordination.v1.Coordination/NotifyIndexChanged"
+	Coordination_Leave_FullMethodName              = "/podmin.coordination.v1.Coordination/Leave"
 )
 
 // CoordinationClient is the client API for Coordination service.
@@ -41,7 +42,8 @@ const (
 // 8081, over TLS 1.3 with mutual authentication under the cluster CA.
 // Only the leader accepts reports and notifications.
 type CoordinationClient interface {
-	// Hello registers the caller's Pod /80 and tells it who leads.
+	// Hello registers the caller's node ID, address and Pod /80 and tells
+	// it who leads.
 	Hello(ctx context.Context, in *HelloRequest, opts ...grpc.CallOption) (*HelloResponse, error)
 	// ReportEndpoints replaces the caller's ready endpoints.
 	ReportEndpoints(ctx context.Context, in *EndpointReport, opts ...grpc.CallOption) (*ReportResponse, error)
@@ -51,6 +53,9 @@ type CoordinationClient interface {
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Hint], error)
 	// NotifyIndexChanged asks the leader to hint every follower.
 	NotifyIndexChanged(ctx context.Context, in *NotifyRequest, opts ...grpc.CallOption) (*NotifyResponse, error)
+	// Leave drains the caller: its endpoints and registration leave the
+	// snapshot, which is written before the call returns.
+	Leave(ctx context.Context, in *LeaveRequest, opts ...grpc.CallOption) (*LeaveResponse, error)
 }
 
 type coordinationClient struct {
@@ -120,6 +125,16 @@ func (c *coordinationClient) NotifyIndexChanged(ctx context.Context, in *NotifyR
 	return out, nil
 }
 
+func (c *coordinationClient) Leave(ctx context.Context, in *LeaveRequest, opts ...grpc.CallOption) (*LeaveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LeaveResponse)
+	err := c.cc.Invoke(ctx, Coordination_Leave_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CoordinationServer is the server API for Coordination service.
 // All implementations must embed UnimplementedCoordinationServer
 // for forward compatibility.
@@ -128,7 +143,8 @@ func (c *coordinationClient) NotifyIndexChanged(ctx context.Context, in *NotifyR
 // 8081, over TLS 1.3 with mutual authentication under the cluster CA.
 // Only the leader accepts reports and notifications.
 type CoordinationServer interface {
-	// Hello registers the caller's Pod /80 and tells it who leads.
+	// Hello registers the caller's node ID, address and Pod /80 and tells
+	// it who leads.
 	Hello(context.Context, *HelloRequest) (*HelloResponse, error)
 	// ReportEndpoints replaces the caller's ready endpoints.
 	ReportEndpoints(context.Context, *EndpointReport) (*ReportResponse, error)
@@ -138,6 +154,9 @@ type CoordinationServer interface {
 	Watch(*WatchRequest, grpc.ServerStreamingServer[Hint]) error
 	// NotifyIndexChanged asks the leader to hint every follower.
 	NotifyIndexChanged(context.Context, *NotifyRequest) (*NotifyResponse, error)
+	// Leave drains the caller: its endpoints and registration leave the
+	// snapshot, which is written before the call returns.
+	Leave(context.Context, *LeaveRequest) (*LeaveResponse, error)
 	mustEmbedUnimplementedCoordinationServer()
 }
 
@@ -162,6 +181,9 @@ func (UnimplementedCoordinationServer) Watch(*WatchRequest, grpc.ServerStreaming
 }
 func (UnimplementedCoordinationServer) NotifyIndexChanged(context.Context, *NotifyRequest) (*NotifyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method NotifyIndexChanged not implemented")
+}
+func (UnimplementedCoordinationServer) Leave(context.Context, *LeaveRequest) (*LeaveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Leave not implemented")
 }
 func (UnimplementedCoordinationServer) mustEmbedUnimplementedCoordinationServer() {}
 func (UnimplementedCoordinationServer) testEmbeddedByValue()                      {}
@@ -267,6 +289,24 @@ func _Coordination_NotifyIndexChanged_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Coordination_Leave_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LeaveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinationServer).Leave(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Coordination_Leave_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinationServer).Leave(ctx, req.(*LeaveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Coordination_ServiceDesc is the grpc.ServiceDesc for Coordination service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -289,6 +329,10 @@ var Coordination_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "NotifyIndexChanged",
 			Handler:    _Coordination_NotifyIndexChanged_Handler,
+		},
+		{
+			MethodName: "Leave",
+			Handler:    _Coordination_Leave_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -41,6 +41,11 @@ type Record struct {
 	LeaderID    string    `json:"leaderID"`
 	LeaderAddr  string    `json:"leaderAddr"`
 	LastUpdated time.Time `json:"lastUpdated"`
+	// Term numbers the leadership: every acquisition claims a term above
+	// every term this agent has seen (in the lease, or raised by
+	// RaiseTerm), renewals keep it, and a resignation leaves it in the
+	// vacant record. Snapshot writers are fenced by it.
+	Term uint64 `json:"term,omitempty"`
 }
 
 // Term describes one leadership: the record as last written and its ETag.
@@ -123,6 +128,11 @@ type Elector struct {
 	validUntil time.Time
 	cancel     context.CancelFunc
 	observed   Record
+	// maxTerm is the highest term this agent has seen or held.
+	maxTerm uint64
+	// twin is the address of another agent last seen holding the lease
+	// under this agent's ID, reported once per address.
+	twin string
 
 	// follower state, touched only by Run's goroutine
 	seenETag  string
@@ -181,6 +191,15 @@ func (e *Elector) ValidUntil() time.Time {
 	return e.validUntil
 }
 
+// RaiseTerm makes the next acquisition claim a term above t: a snapshot
+// written under a term this agent's lease history never showed (the lease
+// object was deleted or reset) must not look newer than its own.
+func (e *Elector) RaiseTerm(t uint64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.maxTerm = max(e.maxTerm, t)
+}
+
 // Leader returns the leader this agent last observed (itself while it
 // leads); ok is false when the lease is vacant or unknown.
 func (e *Elector) Leader() (Record, bool) {
@@ -197,7 +216,7 @@ func (e *Elector) Run(ctx context.Context) error {
 		wait := e.step(ctx)
 		select {
 		case <-ctx.Done():
-			e.resign("shutting down")
+			e.resign(shutdownReason)
 			return nil
 		case <-e.clock.After(wait):
 		}
@@ -214,10 +233,13 @@ func (e *Elector) step(ctx context.Context) time.Duration {
 	return e.observe(ctx)
 }
 
+// shutdownReason is the reason of the resignation when Run's context ends.
+const shutdownReason = "shutting down"
+
 // record encodes a record stamped later than the previous one, so every
 // write changes the ETag even when the clock did not move.
-func (e *Elector) record(id, addr string, now time.Time) ([]byte, Record) {
-	r := Record{LeaderID: id, LeaderAddr: addr, LastUpdated: now.Round(0).UTC()}
+func (e *Elector) record(id, addr string, term uint64, now time.Time) ([]byte, Record) {
+	r := Record{LeaderID: id, LeaderAddr: addr, LastUpdated: now.Round(0).UTC(), Term: term}
 	e.mu.Lock()
 	if !r.LastUpdated.After(e.term.Record.LastUpdated) {
 		r.LastUpdated = e.term.Record.LastUpdated.Add(time.Nanosecond)
@@ -237,13 +259,13 @@ func (e *Elector) get(ctx context.Context) (objstore.Object, error) {
 func (e *Elector) renew(ctx context.Context) time.Duration {
 	sent := e.clock.Now()
 	e.mu.Lock()
-	etag, valid := e.term.ETag, e.validUntil
+	etag, valid, term := e.term.ETag, e.validUntil, e.term.Record.Term
 	e.mu.Unlock()
 	if !sent.Before(valid) {
 		e.lose("the lease lapsed before a renewal succeeded")
 		return 0
 	}
-	data, rec := e.record(e.opts.ID, e.opts.Addr, sent)
+	data, rec := e.record(e.opts.ID, e.opts.Addr, term, sent)
 	rctx, cancel := context.WithTimeout(ctx, RequestTimeout)
 	newETag, err := e.opts.Store.PutIfMatch(rctx, e.key, data, etag)
 	cancel()
@@ -283,7 +305,7 @@ func (e *Elector) observe(ctx context.Context) time.Duration {
 		if now.Before(e.backoff) {
 			return e.backoff.Sub(now)
 		}
-		return e.acquire(ctx, func(ctx context.Context, data []byte) (string, error) {
+		return e.acquire(ctx, 0, func(ctx context.Context, data []byte) (string, error) {
 			return e.opts.Store.PutIfAbsent(ctx, e.key, data)
 		})
 	}
@@ -299,28 +321,42 @@ func (e *Elector) observe(ctx context.Context) time.Duration {
 		rec = Record{LeaderID: "?"}
 		e.setObserved(Record{})
 	} else {
+		e.RaiseTerm(rec.Term)
 		e.setObserved(rec)
 	}
 	if obj.ETag != e.seenETag {
 		e.seenETag, e.firstSeen = obj.ETag, now
 	}
 	stale := now.Sub(e.firstSeen) > e.t.Timeout
-	if !(rec.LeaderID == "" || rec.LeaderID == e.opts.ID || stale) {
+	// The record is this agent's own (left by its previous run) only when
+	// its address is this agent's too: another agent under the same node
+	// ID is a foreign leader, never taken over before it expires.
+	own := rec.LeaderID == e.opts.ID && rec.LeaderAddr == e.opts.Addr
+	if rec.LeaderID == e.opts.ID && !own && rec.LeaderAddr != e.twin {
+		e.twin = rec.LeaderAddr
+		e.log.Error("another agent holds the lease under this node's ID: two agents share one node ID; give each its own node ID",
+			"other", rec.LeaderAddr, "addr", e.opts.Addr)
+	}
+	if !(rec.LeaderID == "" || own || stale) {
 		return min(e.t.Renew, e.firstSeen.Add(e.t.Timeout+time.Millisecond).Sub(now))
 	}
 	if now.Before(e.backoff) {
 		return min(e.t.Renew, e.backoff.Sub(now))
 	}
 	etag := obj.ETag
-	return e.acquire(ctx, func(ctx context.Context, data []byte) (string, error) {
+	return e.acquire(ctx, rec.Term, func(ctx context.Context, data []byte) (string, error) {
 		return e.opts.Store.PutIfMatch(ctx, e.key, data, etag)
 	})
 }
 
-// acquire tries to write the lease and, when it wins, runs OnAcquire.
-func (e *Elector) acquire(ctx context.Context, write func(context.Context, []byte) (string, error)) time.Duration {
+// acquire tries to write the lease, claiming a term above base and every
+// term seen, and when it wins, runs OnAcquire.
+func (e *Elector) acquire(ctx context.Context, base uint64, write func(context.Context, []byte) (string, error)) time.Duration {
 	sent := e.clock.Now()
-	data, rec := e.record(e.opts.ID, e.opts.Addr, sent)
+	e.mu.Lock()
+	next := max(base, e.maxTerm) + 1
+	e.mu.Unlock()
+	data, rec := e.record(e.opts.ID, e.opts.Addr, next, sent)
 	rctx, cancel := context.WithTimeout(ctx, RequestTimeout)
 	etag, err := write(rctx, data)
 	cancel()
@@ -340,10 +376,11 @@ func (e *Elector) acquire(ctx context.Context, write func(context.Context, []byt
 	lctx, lcancel := context.WithCancel(context.WithoutCancel(ctx))
 	e.mu.Lock()
 	e.leading, e.term, e.written, e.validUntil, e.cancel = true, term, data, sent.Add(e.t.Hold), lcancel
+	e.maxTerm = max(e.maxTerm, rec.Term)
 	e.seenETag, e.firstSeen = etag, sent
 	e.observed = rec
 	e.mu.Unlock()
-	e.log.Info("acquired the lease", "etag", etag)
+	e.log.Info("acquired the lease", "etag", etag, "term", rec.Term)
 	if e.opts.OnObserve != nil {
 		e.opts.OnObserve(rec)
 	}
@@ -381,7 +418,11 @@ func (e *Elector) lose(reason string) {
 	e.leading, e.validUntil, e.cancel = false, time.Time{}, nil
 	e.mu.Unlock()
 	cancel()
-	e.log.Warn("lost the lease", "reason", reason)
+	level := slog.LevelWarn
+	if reason == shutdownReason {
+		level = slog.LevelInfo // a normal stop, not a fault
+	}
+	e.log.Log(context.Background(), level, "lost the lease", "reason", reason, "term", term.Record.Term)
 	if e.opts.OnLose != nil {
 		e.opts.OnLose(term, reason)
 	}
@@ -391,13 +432,15 @@ func (e *Elector) lose(reason string) {
 // compare-and-swap so a follower need not wait for the lease to expire.
 func (e *Elector) resign(reason string) {
 	e.mu.Lock()
-	leading, etag := e.leading, e.term.ETag
+	leading, etag, term := e.leading, e.term.ETag, max(e.term.Record.Term, e.maxTerm)
 	e.mu.Unlock()
 	if !leading {
 		return
 	}
 	e.lose(reason)
-	data, _ := e.record("", "", e.clock.Now())
+	// The vacant record keeps the term, so the next leader claims a
+	// higher one.
+	data, _ := e.record("", "", term, e.clock.Now())
 	ctx, cancel := context.WithTimeout(context.Background(), RequestTimeout)
 	defer cancel()
 	if _, err := e.opts.Store.PutIfMatch(ctx, e.key, data, etag); err != nil {

@@ -44,6 +44,51 @@ type cluster struct {
 	mu     sync.Mutex
 	events []event
 	broken []string // lease-arithmetic violations seen in callbacks
+	seen   []sighting
+}
+
+// sighting is one lease read by an agent: when (on the shared clock,
+// after the response) and which version it saw.
+type sighting struct {
+	agent int
+	at    time.Time
+	etag  string
+}
+
+// observedStore records an agent's lease reads.
+type observedStore struct {
+	objstore.Store
+	c     *cluster
+	agent int
+}
+
+func (o observedStore) Get(ctx context.Context, key string, opts objstore.GetOptions) (objstore.Object, error) {
+	obj, err := o.Store.Get(ctx, key, opts)
+	if err == nil && key == election.Key {
+		o.c.mu.Lock()
+		o.c.seen = append(o.c.seen, sighting{agent: o.agent, at: o.c.clock.Now(), etag: obj.ETag})
+		o.c.mu.Unlock()
+	}
+	return obj, err
+}
+
+// firstSeen is when agent first read the lease version it read last
+// before t.
+func (c *cluster) firstSeen(agent int, t time.Time) (time.Time, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var etag string
+	for _, s := range c.seen {
+		if s.agent == agent && s.at.Before(t) {
+			etag = s.etag
+		}
+	}
+	for _, s := range c.seen {
+		if s.agent == agent && s.etag == etag {
+			return s.at, etag
+		}
+	}
+	return time.Time{}, ""
 }
 
 func newCluster(t *testing.T, n int, seed uint64, hook func(c *cluster, i int) error) *cluster {
@@ -64,7 +109,7 @@ func newClusterOn(t *testing.T, b objstore.Store, n int, seed uint64, hook func(
 		fs := faultstore.New(b, faultstore.WithSeed(seed+uint64(i)), faultstore.WithSleep(ac.sleep))
 		e, err := election.New(election.Options{
 			ID: fmt.Sprintf("node-%d", i), Addr: fmt.Sprintf("[2001:db8::%d]:8081", i+1),
-			Store: fs, Clock: ac,
+			Store: observedStore{Store: fs, c: c, agent: i}, Clock: ac,
 			OnAcquire: func(ctx context.Context, term election.Term) error {
 				c.acquired(i, term)
 				if hook != nil {
@@ -249,9 +294,15 @@ func TestOneLeaderIsElectedAndPublished(t *testing.T) {
 
 // TestFailoverWithinBound partitions the leader from the bucket: it must
 // stop leading after Hold and a follower must take over within
-// Timeout + RenewInterval of the last renewal.
+// Timeout + RenewInterval of the last renewal, and never before it has
+// seen the last renewal's version unchanged for more than Timeout.
+// Requests take a few milliseconds, as real ones do, so a takeover a
+// poll early is not hidden by exact arithmetic on the simulated clock.
 func TestFailoverWithinBound(t *testing.T) {
 	c := newCluster(t, 5, 2, nil)
+	for _, s := range c.stores {
+		s.SetRules(faultstore.Rule{Action: faultstore.Delay, Latency: 3 * time.Millisecond})
+	}
 	old := c.waitLeader(time.Second)
 	c.run(7*time.Second, 10*time.Millisecond)
 	lastRenewal := c.agents[old].ValidUntil().Add(-election.Hold)
@@ -274,6 +325,11 @@ func TestFailoverWithinBound(t *testing.T) {
 	t.Logf("failover %s after the last renewal (bound %s)", failover, bound)
 	if failover <= election.Timeout || failover > bound {
 		t.Errorf("failover took %s, want more than %s and at most %s", failover, election.Timeout, bound)
+	}
+	first, etag := c.firstSeen(next, term.Since)
+	t.Logf("node-%d first saw the last renewal %s (%s) %s before it took over", next, etag, first, term.Since.Sub(first))
+	if first.IsZero() || term.Since.Sub(first) <= election.Timeout {
+		t.Errorf("node-%d took over %s after it first saw the last renewal, want more than %s", next, term.Since.Sub(first), election.Timeout)
 	}
 	// The partitioned leader stepped down by itself, before the takeover.
 	if c.agents[old].IsLeader() {

@@ -119,12 +119,12 @@ func (b *Bucket) conditionalError(op, key string, err error) error {
 	if errors.Is(err, objstore.ErrSizeMismatch) {
 		// The body failed before it was complete: S3 stores no object
 		// from a request whose body fell short of its Content-Length.
-		return fmt.Errorf("s3 %s s3://%s/%s: nothing was written: %w", op, b.bucket, key, err)
+		return fmt.Errorf("s3 %s s3://%s/%s: nothing was written: %w: %w", op, b.bucket, key, objstore.ErrNotApplied, err)
 	}
 	if notSent(err) == aws.TrueTernary {
 		// Only unsent attempts and throttling are retried, so no attempt
 		// was applied.
-		return fmt.Errorf("s3 %s s3://%s/%s: cannot reach S3, the request was not applied: %w", op, b.bucket, key, err)
+		return fmt.Errorf("s3 %s s3://%s/%s: cannot reach S3: %w: %w", op, b.bucket, key, objstore.ErrNotApplied, err)
 	}
 	return fmt.Errorf("s3 %s s3://%s/%s: no answer from S3, the request may or may not have been applied: read the object to find out: %w",
 		op, b.bucket, key, err)

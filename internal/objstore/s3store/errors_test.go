@@ -91,7 +91,8 @@ func TestMapError(t *testing.T) {
 		want: "s3 put-if-absent s3://state/k: no answer from S3, the request may or may not have been applied: read the object to find out: %s",
 	}, {
 		name: "conditional unreachable", conditional: true, op: "put-if-match", key: "k", err: dialErr,
-		want: "s3 put-if-match s3://state/k: cannot reach S3, the request was not applied: %s",
+		sentinel: objstore.ErrNotApplied,
+		want:     "s3 put-if-match s3://state/k: cannot reach S3: the request was not applied: %s",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got error
@@ -107,7 +108,7 @@ func TestMapError(t *testing.T) {
 			if got.Error() != want {
 				t.Errorf("error text\n got %s\nwant %s", got, want)
 			}
-			for _, s := range []error{objstore.ErrNotFound, objstore.ErrBucketNotFound, objstore.ErrPrecondition, objstore.ErrNotModified, objstore.ErrBucketExists} {
+			for _, s := range []error{objstore.ErrNotFound, objstore.ErrBucketNotFound, objstore.ErrPrecondition, objstore.ErrNotModified, objstore.ErrBucketExists, objstore.ErrNotApplied} {
 				if errors.Is(got, s) != (s == tc.sentinel) {
 					t.Errorf("errors.Is(%v, %v) = %v", got, s, !(s == tc.sentinel))
 				}

@@ -1,0 +1,106 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"podmin.dev/podmin/builtins"
+	"podmin.dev/podmin/internal/state"
+)
+
+func newIndexCmd(env *builtins.Env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "index",
+		Short: "Repair the cluster's deployments index",
+		Long: `Commands on deployments/index.json, the cluster's single commit point of
+desired state. Every other command refuses to act on an index that does not
+decode (and leaves its bytes alone); "podmin index rebuild" is the way back.`,
+		Example: `  podmin index rebuild
+  podmin index rebuild --pick workers/web=3f2a9c1e --pick edge/old=none -y`,
+	}
+	cmd.AddCommand(newIndexRebuildCmd(env))
+	return cmd
+}
+
+func newIndexRebuildCmd(env *builtins.Env) *cobra.Command {
+	var opts builtins.IndexRebuildOptions
+	var yes bool
+	var out string
+	cmd := &cobra.Command{
+		Use:   "rebuild [--pick CHOICE]... [-y]",
+		Short: "Rebuild a corrupt deployments/index.json from its readable entries and the payloads",
+		Long: `Rebuild reconstructs deployments/index.json when it no longer decodes (or is
+missing), from two sources:
+
+  - the entries of the corrupt index that can still be read one by one, kept
+    when their Pod and Service payloads are present and intact;
+  - for every other name, the Pod payloads in the bucket
+    (nodegroups/<ng>/pods/sha512/*.yaml, each read and verified against its
+    digest; its metadata.name is the deployment's name), with the Service
+    payload (services/<ns>/<svc>/sha512/*.yaml) its podmin.dev/service
+    annotation names.
+
+Payloads are never deleted, so the bucket also holds earlier versions and the
+payloads of deleted deployments. Where it holds more than one Pod payload for a
+name, or more than one payload of a Service, or two deployments claim one
+Service, rebuild writes nothing and lists the choices with the --pick that
+settles each: --pick NODEGROUP/NAME=DIGEST (that Pod payload; a unique prefix of
+at least 8 characters is enough), --pick NODEGROUP/NAME=none (leave the
+deployment out, e.g. one that had been deleted) or
+--pick service:NAMESPACE/SERVICE=DIGEST.
+
+The plan is shown as a diff before anything is written: " " a readable entry
+kept, "+" an entry restored from the payloads, "-" one left out (with why).
+Rebuild is destructive: on a terminal it asks you to type the cluster ID;
+--yes/-y confirms without asking and is needed when standard input is not a
+terminal (without it the plan is shown and nothing is written, exit status 4).
+The write is conditional on the corrupt object's ETag, so an index that changed
+since the plan is not overwritten. A valid index is refused (rebuilding it from
+the payloads would bring back deleted deployments).`,
+		Example: `  podmin index rebuild
+  podmin index rebuild --pick workers/web=3f2a9c1e --pick service:default/web=77ab01c2 -y
+  podmin index rebuild --pick edge/old=none -y -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(out); err != nil {
+				return err
+			}
+			c, err := env.CurrentContext()
+			if err != nil {
+				return err
+			}
+			opts.Confirm = func(plan builtins.IndexRebuildResult) error {
+				fmt.Fprint(cmd.ErrOrStderr(), plan.Diff())
+				what := fmt.Sprintf("rebuilding replaces deployments/index.json of cluster %s with these %d entries; nodes then run exactly these deployments", c.Cluster, len(plan.Entries))
+				return confirm(cmd, env, yes, what, c.Cluster)
+			}
+			res, err := env.RebuildIndex(cmd.Context(), opts)
+			if err != nil {
+				return err
+			}
+			return printResult(cmd.OutOrStdout(), out, res, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "deployments/index.json rebuilt with %d entries in bucket %s; run \"podmin list\" to check them\n", len(res.Entries), res.Bucket)
+				return err
+			})
+		},
+	}
+	// A malformed --pick is bad usage, told before the bucket is read.
+	checkUsage(cmd, func([]string) error {
+		for _, p := range opts.Pick {
+			if _, err := state.ParsePick(p); err != nil {
+				return fmt.Errorf("--pick: %w", err)
+			}
+		}
+		return nil
+	})
+	cmd.Flags().StringArrayVar(&opts.Pick, "pick", nil, "settle a choice: NODEGROUP/NAME=DIGEST, NODEGROUP/NAME=none or service:NAMESPACE/SERVICE=DIGEST (repeatable)")
+	destructive(cmd, &yes)
+	addOutputFlag(cmd, &out)
+	return cmd
+}

@@ -1,0 +1,627 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package state
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"podmin.dev/podmin/internal/manifest"
+	"podmin.dev/podmin/internal/objstore"
+)
+
+var (
+	// ErrIndexValid reports a rebuild of an index that decodes: there is
+	// nothing to rebuild, and rebuilding from the payloads would bring back
+	// deployments that were deleted.
+	ErrIndexValid = errors.New("the deployments index is valid")
+	// ErrRebuildAmbiguous reports payloads that allow more than one index:
+	// the operator must choose (see AmbiguousError).
+	ErrRebuildAmbiguous = errors.New("the payloads in the bucket allow more than one index")
+	// ErrNothingToRebuild reports a bucket with neither an index nor any
+	// payload.
+	ErrNothingToRebuild = errors.New("nothing to rebuild")
+)
+
+// minPickDigest is the shortest digest prefix a pick may use.
+const minPickDigest = 8
+
+// Pick is one choice an operator makes for a rebuild, parsed from
+// "<nodegroup>/<name>=<digest>" (that Pod payload for the deployment),
+// "<nodegroup>/<name>=none" (leave the deployment out) or
+// "service:<namespace>/<service>=<digest>" (that Service payload). A
+// digest may be shortened to a unique prefix of at least 8 characters.
+type Pick struct {
+	// Key is the deployment a Pod pick is for.
+	Key Key
+	// Service is the identity a Service pick is for.
+	Service ServiceID
+	// IsService marks a Service pick.
+	IsService bool
+	// Digest is the chosen payload's SHA-512, or a prefix of it.
+	Digest string
+	// None leaves the deployment out.
+	None bool
+}
+
+// String is the pick as the operator writes it.
+func (p Pick) String() string {
+	v := p.Digest
+	if p.None {
+		v = "none"
+	}
+	if p.IsService {
+		return "service:" + p.Service.String() + "=" + v
+	}
+	return p.Key.String() + "=" + v
+}
+
+// ParsePick parses one pick (see Pick).
+func ParsePick(s string) (Pick, error) {
+	subject, v, ok := strings.Cut(s, "=")
+	if !ok || v == "" {
+		return Pick{}, fmt.Errorf("pick %q: want <nodegroup>/<name>=<digest>, <nodegroup>/<name>=none or service:<namespace>/<service>=<digest>", s)
+	}
+	var p Pick
+	if rest, ok := strings.CutPrefix(subject, "service:"); ok {
+		ns, name, _ := strings.Cut(rest, "/")
+		if _, err := ServicePath(ns, name, strings.Repeat("0", SHA512HexLen)); err != nil {
+			return Pick{}, fmt.Errorf("pick %q: %w", s, err)
+		}
+		p.IsService, p.Service = true, ServiceID{Namespace: ns, Name: name}
+	} else {
+		k, err := ParseKey(subject)
+		if err != nil {
+			return Pick{}, fmt.Errorf("pick %q: %w", s, err)
+		}
+		p.Key = k
+	}
+	if v == "none" {
+		if p.IsService {
+			return Pick{}, fmt.Errorf("pick %q: a Service cannot be left out on its own: leave its deployment out with <nodegroup>/<name>=none", s)
+		}
+		p.None = true
+		return p, nil
+	}
+	v = strings.TrimPrefix(v, "sha512:")
+	if len(v) < minPickDigest || len(v) > SHA512HexLen || validateHex("sha512", v, len(v)) != nil {
+		return Pick{}, fmt.Errorf("pick %q: the digest must be %d to %d lowercase hex characters of a payload's SHA-512", s, minPickDigest, SHA512HexLen)
+	}
+	p.Digest = v
+	return p, nil
+}
+
+// Where a planned entry comes from.
+const (
+	// FromIndex: a readable entry of the corrupt index.
+	FromIndex = "index"
+	// FromPayloads: the only Pod payload in the bucket for its name.
+	FromPayloads = "payloads"
+	// FromPick: the payload the operator picked.
+	FromPick = "pick"
+)
+
+// RebuildEntry is one entry of a rebuilt index.
+type RebuildEntry struct {
+	Key   Key
+	Entry Entry
+	// Source is FromIndex, FromPayloads or FromPick.
+	Source string
+	// Images are the container images of its Pod, to tell versions apart.
+	Images []string
+}
+
+// DroppedEntry is a deployment a rebuild leaves out, and why.
+type DroppedEntry struct {
+	// Deployment is "<nodegroup>/<name>", or the unreadable text.
+	Deployment string
+	Reason     string
+}
+
+// Candidate is one payload a name could be rebuilt from.
+type Candidate struct {
+	Path   string
+	Digest string
+	// Written is when the object was last written.
+	Written time.Time
+	// Images are the container images of a Pod payload.
+	Images []string
+}
+
+// Ambiguity is one choice the payloads leave open.
+type Ambiguity struct {
+	// Subject is "<nodegroup>/<name>" or "service:<namespace>/<service>",
+	// the left side of the pick that settles it.
+	Subject string
+	// Reason says what is ambiguous.
+	Reason string
+	// Candidates are the payloads to choose from (none when the only
+	// choice is to leave the deployment out).
+	Candidates []Candidate
+	// LeaveOut lists deployments one of which may be left out instead.
+	LeaveOut []Key
+}
+
+// AmbiguousError lists every choice a rebuild needs; it wraps
+// ErrRebuildAmbiguous.
+type AmbiguousError struct {
+	Ambiguities []Ambiguity
+}
+
+func (e *AmbiguousError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v: choose with --pick (pick= in recipes), then run the rebuild again:", ErrRebuildAmbiguous)
+	for _, a := range e.Ambiguities {
+		fmt.Fprintf(&b, "\n  %s: %s", a.Subject, a.Reason)
+		for _, c := range a.Candidates {
+			fmt.Fprintf(&b, "\n    --pick %s=%s", a.Subject, c.Digest[:16])
+			if !c.Written.IsZero() {
+				fmt.Fprintf(&b, "  written %s", c.Written.UTC().Format(time.RFC3339))
+			}
+			if len(c.Images) > 0 {
+				fmt.Fprintf(&b, "  images %s", strings.Join(c.Images, ","))
+			}
+		}
+		for _, k := range a.LeaveOut {
+			fmt.Fprintf(&b, "\n    --pick %s=none", k)
+		}
+	}
+	return b.String()
+}
+
+func (e *AmbiguousError) Unwrap() error { return ErrRebuildAmbiguous }
+
+// RebuildPlan is the index a rebuild would write, and how it was derived.
+type RebuildPlan struct {
+	// Problem is why the index needs rebuilding: its decode error, or that
+	// it is missing.
+	Problem string
+	// Missing is set when there is no index object at all.
+	Missing bool
+	// Entries are the rebuilt index's entries in key order.
+	Entries []RebuildEntry
+	// Dropped are deployments of the corrupt index, or found in payloads,
+	// that the rebuild leaves out, with the reason.
+	Dropped []DroppedEntry
+	// Skipped are payload objects that were not used because they are not
+	// what their path says (corrupt, unreadable, not a payload path).
+	Skipped []string
+	// Index is the index the rebuild writes.
+	Index *Index
+	// base is the version the write is conditional on.
+	base indexVersion
+}
+
+// podCandidate is a verified Pod payload with what its bytes say.
+type podCandidate struct {
+	Candidate
+	key       Key
+	namespace string
+	service   string // the podmin.dev/service annotation
+}
+
+// PlanRebuild works out the index a rebuild would write from a corrupt (or
+// missing) deployments/index.json: the entries of the corrupt index that
+// can still be read and whose payloads are present and intact, plus, for
+// every other name, the Pod payload found in the bucket (with the Service
+// payload its podmin.dev/service annotation names). Every Pod payload is
+// read and verified against its digest (through cache when its stamp
+// matches); Service payloads are listed, and the chosen ones verified.
+// Where the bucket holds several payloads for one name, or a Service is
+// claimed twice, the plan is refused with an *AmbiguousError naming the
+// picks that settle it. A valid index is refused with ErrIndexValid.
+func PlanRebuild(ctx context.Context, store objstore.Store, cache PayloadCache, picks []Pick) (*RebuildPlan, error) {
+	plan := &RebuildPlan{}
+	obj, err := store.Get(ctx, IndexPath, objstore.GetOptions{})
+	switch {
+	case errors.Is(err, objstore.ErrNotFound):
+		plan.Missing, plan.Problem = true, IndexPath+" does not exist"
+		plan.base = indexVersion{ix: NewIndex()}
+	case err != nil:
+		return nil, fmt.Errorf("read %s: %w", IndexPath, err)
+	default:
+		if ix, derr := DecodeIndex(obj.Data); derr == nil {
+			return nil, fmt.Errorf("%w: %s decodes with %d deployments: rebuild only replaces an index that does not decode, and rebuilding from the payloads would bring back deleted deployments; nothing was written",
+				ErrIndexValid, IndexPath, ix.Len())
+		}
+		_, perr := decodeIndex(obj.Data)
+		plan.Problem = fmt.Sprintf("%s does not decode: %v", IndexPath, perr)
+		plan.base = indexVersion{etag: obj.ETag, exists: true, chain: chainFrom(obj.Metadata)}
+	}
+	readable, dropped := salvageEntries(obj.Data)
+	plan.Dropped = dropped
+
+	listing, err := ListPayloads(ctx, store, []string{NodeGroupsPrefix, ServicesPrefix})
+	if err != nil {
+		return nil, err
+	}
+	pods, skipped := readPodCandidates(ctx, store, cache, listing)
+	plan.Skipped = skipped
+	byKey := map[Key][]podCandidate{}
+	byPath := map[string]podCandidate{}
+	for _, c := range pods {
+		byKey[c.key] = append(byKey[c.key], c)
+		byPath[c.Path] = c
+	}
+	if plan.Missing && len(readable) == 0 && len(byKey) == 0 {
+		return nil, fmt.Errorf("%w: there is no index and no Pod payload in the bucket", ErrNothingToRebuild)
+	}
+
+	podPicks, svcPicks := map[Key]Pick{}, map[ServiceID]Pick{}
+	used := map[string]bool{}
+	for _, p := range picks {
+		if p.IsService {
+			svcPicks[p.Service] = p
+		} else {
+			podPicks[p.Key] = p
+		}
+	}
+	var amb []Ambiguity
+	keys := map[Key]bool{}
+	for k := range readable {
+		keys[k] = true
+	}
+	for k := range byKey {
+		keys[k] = true
+	}
+	for _, k := range sortedKeys(keys) {
+		pick, picked := podPicks[k]
+		if picked {
+			used[pick.String()] = true
+		}
+		if picked && pick.None {
+			plan.Dropped = append(plan.Dropped, DroppedEntry{Deployment: k.String(), Reason: "left out by --pick " + pick.String()})
+			continue
+		}
+		cands := byKey[k]
+		slices.SortFunc(cands, func(a, b podCandidate) int { return b.Written.Compare(a.Written) })
+		var chosen *podCandidate
+		source := FromPayloads
+		switch {
+		case picked:
+			var matches []podCandidate
+			for _, c := range cands {
+				if strings.HasPrefix(c.Digest, pick.Digest) {
+					matches = append(matches, c)
+				}
+			}
+			if len(matches) != 1 {
+				reason := fmt.Sprintf("--pick %s matches %d of its %d Pod payloads", pick, len(matches), len(cands))
+				amb = append(amb, Ambiguity{Subject: k.String(), Reason: reason, Candidates: candidatesOf(cands)})
+				continue
+			}
+			chosen, source = &matches[0], FromPick
+		case readable[k] != nil:
+			e := *readable[k]
+			if reason := checkReadable(ctx, store, cache, listing, byPath, k, e); reason != "" {
+				plan.Dropped = append(plan.Dropped, DroppedEntry{Deployment: k.String(), Reason: "readable entry not used: " + reason})
+				break
+			}
+			plan.Entries = append(plan.Entries, RebuildEntry{Key: k, Entry: e, Source: FromIndex, Images: byPath[e.Pod].Images})
+			continue
+		}
+		if chosen == nil {
+			switch len(cands) {
+			case 0:
+				continue // a readable entry that could not be used, and no payload
+			case 1:
+				chosen = &cands[0]
+			default:
+				amb = append(amb, Ambiguity{Subject: k.String(), Reason: fmt.Sprintf("%d Pod payloads name it", len(cands)), Candidates: candidatesOf(cands)})
+				continue
+			}
+		}
+		entry := Entry{Pod: chosen.Path}
+		if chosen.service != "" {
+			id := ServiceID{Namespace: chosen.namespace, Name: chosen.service}
+			svc, a := chooseService(ctx, store, cache, listing, id, svcPicks, used, k)
+			if a != nil {
+				amb = append(amb, *a)
+				continue
+			}
+			entry.Service = svc
+		}
+		plan.Entries = append(plan.Entries, RebuildEntry{Key: k, Entry: entry, Source: source, Images: chosen.Images})
+	}
+	for _, p := range picks {
+		if !used[p.String()] {
+			return nil, fmt.Errorf("--pick %s matches nothing to choose: the payloads of the bucket do not need it (or name it differently)", p)
+		}
+	}
+	// One owner per Service identity.
+	ix := NewIndex()
+	owners := map[ServiceID][]Key{}
+	for _, e := range plan.Entries {
+		if id, ok := e.Entry.ServiceID(); ok {
+			owners[id] = append(owners[id], e.Key)
+		}
+	}
+	for id, ks := range owners {
+		if len(ks) > 1 {
+			amb = append(amb, Ambiguity{Subject: "service:" + id.String(), Reason: fmt.Sprintf("claimed by %d deployments; leave all but one out", len(ks)), LeaveOut: ks})
+		}
+	}
+	if len(amb) > 0 {
+		slices.SortFunc(amb, func(a, b Ambiguity) int { return strings.Compare(a.Subject, b.Subject) })
+		return plan, &AmbiguousError{Ambiguities: amb}
+	}
+	for _, e := range plan.Entries {
+		if _, _, err := ix.Set(e.Key, e.Entry); err != nil {
+			return nil, err
+		}
+	}
+	plan.Index = ix
+	return plan, nil
+}
+
+// chooseService picks the Service payload of identity id for deployment k:
+// the picked one, or the only one listed, verified.
+func chooseService(ctx context.Context, store objstore.Store, cache PayloadCache, l *Listing, id ServiceID, picks map[ServiceID]Pick, used map[string]bool, k Key) (string, *Ambiguity) {
+	prefix := ServicesPrefix + id.Namespace + "/" + id.Name + "/sha512/"
+	var cands []Candidate
+	for _, p := range l.Keys(prefix) {
+		_, d, err := ParseServicePath(p)
+		if err != nil {
+			continue
+		}
+		cands = append(cands, Candidate{Path: p, Digest: d, Written: l.objects[p].LastModified})
+	}
+	slices.SortFunc(cands, func(a, b Candidate) int { return b.Written.Compare(a.Written) })
+	subject := "service:" + id.String()
+	pick, picked := picks[id]
+	if picked {
+		used[pick.String()] = true
+		var matches []Candidate
+		for _, c := range cands {
+			if strings.HasPrefix(c.Digest, pick.Digest) {
+				matches = append(matches, c)
+			}
+		}
+		if len(matches) != 1 {
+			return "", &Ambiguity{Subject: subject, Reason: fmt.Sprintf("--pick %s matches %d of its %d payloads", pick, len(matches), len(cands)), Candidates: cands}
+		}
+		cands = matches
+	}
+	switch len(cands) {
+	case 0:
+		return "", &Ambiguity{Subject: k.String(), Reason: fmt.Sprintf("its Pod names Service %s, which has no payload in the bucket; leave the deployment out", id), LeaveOut: []Key{k}}
+	case 1:
+	default:
+		return "", &Ambiguity{Subject: subject, Reason: fmt.Sprintf("%d Service payloads (for %s)", len(cands), k), Candidates: cands}
+	}
+	if err := VerifyListed(ctx, store, cache, l, cands[0].Path); err != nil {
+		return "", &Ambiguity{Subject: k.String(), Reason: fmt.Sprintf("the only payload of Service %s is unusable (%v); leave the deployment out", id, err), LeaveOut: []Key{k}}
+	}
+	return cands[0].Path, nil
+}
+
+// checkReadable says why a readable entry of the corrupt index cannot be
+// kept, or "" when its payloads are present and intact.
+func checkReadable(ctx context.Context, store objstore.Store, cache PayloadCache, l *Listing, pods map[string]podCandidate, k Key, e Entry) string {
+	c, ok := pods[e.Pod]
+	if !ok {
+		if _, listed := l.objects[e.Pod]; listed {
+			return fmt.Sprintf("its Pod payload %s is corrupt", e.Pod)
+		}
+		return fmt.Sprintf("its Pod payload %s is missing from the bucket", e.Pod)
+	}
+	if c.key != k {
+		return fmt.Sprintf("its Pod payload %s is Pod %s", e.Pod, c.key.Name)
+	}
+	if e.Service != "" {
+		if err := VerifyListed(ctx, store, cache, l, e.Service); err != nil {
+			return err.Error()
+		}
+	}
+	return ""
+}
+
+func candidatesOf(cs []podCandidate) []Candidate {
+	out := make([]Candidate, len(cs))
+	for i, c := range cs {
+		out[i] = c.Candidate
+	}
+	return out
+}
+
+func sortedKeys(m map[Key]bool) []Key {
+	out := make([]Key, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.SortFunc(out, func(a, b Key) int { return strings.Compare(a.String(), b.String()) })
+	return out
+}
+
+// readPodCandidates reads and verifies every listed Pod payload, at most
+// 16 at once, and returns what each says; objects that are not verified
+// Pod payloads are returned as skipped, with the reason.
+func readPodCandidates(ctx context.Context, store objstore.Store, cache PayloadCache, l *Listing) ([]podCandidate, []string) {
+	paths := l.Keys(NodeGroupsPrefix)
+	out := make([]*podCandidate, len(paths))
+	reasons := make([]string, len(paths))
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for i, p := range paths {
+		ng, digest, err := ParsePodPath(p)
+		if err != nil {
+			reasons[i] = fmt.Sprintf("%s: not a Pod payload path", p)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			data, err := ReadListed(ctx, store, cache, l, p)
+			if err != nil {
+				reasons[i] = fmt.Sprintf("%s: %v", p, err)
+				return
+			}
+			meta, err := podMeta(data)
+			if err != nil {
+				reasons[i] = fmt.Sprintf("%s: %v", p, err)
+				return
+			}
+			k, err := NewKey(ng, meta.name)
+			if err != nil {
+				reasons[i] = fmt.Sprintf("%s: %v", p, err)
+				return
+			}
+			out[i] = &podCandidate{
+				Candidate: Candidate{Path: p, Digest: digest, Written: l.objects[p].LastModified, Images: meta.images},
+				key:       k, namespace: meta.namespace, service: meta.service,
+			}
+		}()
+	}
+	wg.Wait()
+	var cands []podCandidate
+	var skipped []string
+	for i := range paths {
+		switch {
+		case out[i] != nil:
+			cands = append(cands, *out[i])
+		case reasons[i] != "":
+			skipped = append(skipped, reasons[i])
+		}
+	}
+	return cands, skipped
+}
+
+// podInfo is what a rebuild needs from a Pod payload.
+type podInfo struct {
+	name, namespace, service string
+	images                   []string
+}
+
+// podMeta reads a Pod payload's name, namespace (default when omitted),
+// Service annotation and container images.
+func podMeta(data []byte) (podInfo, error) {
+	var pod struct {
+		Metadata struct {
+			Name        string            `json:"name"`
+			Namespace   string            `json:"namespace"`
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+		Spec struct {
+			Containers []struct {
+				Image string `json:"image"`
+			} `json:"containers"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(data, &pod); err != nil {
+		return podInfo{}, fmt.Errorf("decode Pod payload: %w", err)
+	}
+	info := podInfo{name: pod.Metadata.Name, namespace: pod.Metadata.Namespace, service: pod.Metadata.Annotations[manifest.ServiceAnnotation]}
+	if info.namespace == "" {
+		info.namespace = "default"
+	}
+	for _, c := range pod.Spec.Containers {
+		info.images = append(info.images, c.Image)
+	}
+	return info, nil
+}
+
+// entryPattern finds "<key>": {<fields>} pairs in an index that may not
+// parse as a whole. Keys and paths are validated to a character set
+// without quotes, braces or backslashes, so a readable entry matches
+// exactly.
+var entryPattern = regexp.MustCompile(`"([^"\\{}\n]{1,400})"\s*:\s*(\{[^{}]*\})`)
+
+// salvageEntries returns the entries of a corrupt index that can still be
+// read one by one, each decoded and validated as strictly as DecodeIndex
+// does, and the ones that cannot (a key that appears twice with different
+// entries is dropped in both places, as it proves nothing).
+func salvageEntries(data []byte) (map[Key]*Entry, []DroppedEntry) {
+	out := map[Key]*Entry{}
+	var dropped []DroppedEntry
+	conflicting := map[Key]bool{}
+	for _, m := range entryPattern.FindAllSubmatch(data, -1) {
+		raw := string(m[1])
+		k, err := ParseKey(raw)
+		if err != nil {
+			if strings.Contains(raw, "/") {
+				dropped = append(dropped, DroppedEntry{Deployment: raw, Reason: err.Error()})
+			}
+			continue
+		}
+		dec := json.NewDecoder(bytes.NewReader(m[2]))
+		e, err := decodeEntry(dec, raw)
+		if err == nil {
+			err = e.Validate(k)
+		}
+		if err != nil {
+			dropped = append(dropped, DroppedEntry{Deployment: raw, Reason: err.Error()})
+			continue
+		}
+		if prev, ok := out[k]; ok && *prev != e {
+			conflicting[k] = true
+		}
+		out[k] = &e
+	}
+	for k := range conflicting {
+		delete(out, k)
+		dropped = append(dropped, DroppedEntry{Deployment: k.String(), Reason: "appears more than once with different entries"})
+	}
+	slices.SortFunc(dropped, func(a, b DroppedEntry) int { return strings.Compare(a.Deployment, b.Deployment) })
+	return out, dropped
+}
+
+// WriteRebuild writes a plan's index, conditional on the version the plan
+// was made from: If-Match on the corrupt object's ETag (create-only when
+// there was none), with a fresh write ID. A changed index fails: the plan
+// is stale. A write whose reply is lost is resolved by reading back: its
+// write ID proves it landed; the corrupt object still there (same write
+// ID, or without IDs the same ETag and still undecodable: no Podmin writer
+// writes an index that does not decode) proves it did not, and it is
+// written again; anything else is ErrOutcomeUnknown.
+func (c *Committer) WriteRebuild(ctx context.Context, plan *RebuildPlan) error {
+	if plan.Index == nil {
+		return errors.New("the rebuild plan is incomplete: settle its choices first")
+	}
+	data := plan.Index.Encode()
+	var lastErr error
+	for range 3 {
+		id := c.opts.NewWriteID()
+		err := c.writeIndex(ctx, plan.base, data, id)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, objstore.ErrPrecondition), errors.Is(err, objstore.ErrNotFound):
+			return fmt.Errorf("write %s: the index changed since the plan was made, so nothing was written: run the rebuild again to plan against it: %w", IndexPath, err)
+		case errors.Is(err, objstore.ErrNotApplied):
+			return fmt.Errorf("write %s: %w: nothing was written; run the rebuild again", IndexPath, err)
+		}
+		lastErr = err
+		obj, rerr := c.store.Get(ctx, IndexPath, objstore.GetOptions{})
+		switch {
+		case errors.Is(rerr, objstore.ErrNotFound) && !plan.base.exists:
+			continue // still absent: it did not land
+		case rerr != nil:
+			return fmt.Errorf("write %s: %w: %w; reading it back failed too (%w): run \"podmin list\" to see whether it was rebuilt", IndexPath, ErrOutcomeUnknown, err, rerr)
+		}
+		chain := chainFrom(obj.Metadata)
+		if slices.Contains(chain, id) {
+			return nil
+		}
+		if _, derr := DecodeIndex(obj.Data); derr != nil && plan.base.exists &&
+			(len(plan.base.chain) > 0 && len(chain) > 0 && chain[0] == plan.base.chain[0] ||
+				len(plan.base.chain) == 0 && objstore.SameETag(obj.ETag, plan.base.etag)) {
+			continue // the corrupt version is still there: it did not land
+		}
+		return fmt.Errorf("write %s: %w: %w: another writer changed the index meanwhile: run \"podmin list\" to see whether it was rebuilt", IndexPath, ErrOutcomeUnknown, err)
+	}
+	return fmt.Errorf("write %s: gave up after 3 attempts, none of which landed: %w", IndexPath, lastErr)
+}
