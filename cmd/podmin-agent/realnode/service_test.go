@@ -162,6 +162,14 @@ func (r *run) rollout(p *proof) {
 	if v1AfterV2 > 0 {
 		p.Errorf("%d v1 answers after the first v2 answer", v1AfterV2)
 	}
+	steps, err := parseReplacement(r.daemon("containerd").logText(), r.daemon("kubelet").logText(), staticName("web"), start, time.Local)
+	if err != nil {
+		p.Fatal(err)
+	}
+	p.figure("where the gap goes, from kubelet's and containerd's logs: %s", steps.describe(start))
+	if !steps.oldStopped.IsZero() && !steps.newRequested.IsZero() && steps.newRequested.Before(steps.oldStopped) {
+		p.Errorf("kubelet asked for the new sandbox before the old one had stopped")
+	}
 	l := r.agent().logText()[logStart:]
 	pulled := regexp.MustCompile(`msg="images pre-pulled before the Pods change".*apps/hello:v2.*duration=(\S+)`).FindStringSubmatch(l)
 	written := strings.Index(l, `msg="static Pod written"`)
