@@ -31,7 +31,7 @@ NODE := $(BIN)/tools
 NODE_TOOLS := $(NODE)/kubelet $(NODE)/containerd $(NODE)/ctr $(NODE)/runsc $(NODE)/containerd-shim-runsc-v1 \
 	$(NODE)/cni/ptp $(NODE)/cni/host-local $(NODE)/cni/loopback
 
-.PHONY: help build test lint bench generate clean quickstart tools prereqs bpf e2e
+.PHONY: help build test lint bench generate clean quickstart tools node-tools prereqs bpf e2e
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -41,6 +41,8 @@ build: bpf ## build bin/podmin and bin/podmin-agent with version metadata
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/podmin-agent ./cmd/podmin-agent
 
 tools: $(VERSITYGW) $(BIN)/tools/coredns $(NODE_TOOLS) ## build the test-only programs pinned under tools/ (test servers, the real node)
+
+node-tools: $(BIN)/tools/coredns $(NODE_TOOLS) ## build only what make e2e runs: the real node's programs and CoreDNS
 
 $(VERSITYGW): tools/go.mod tools/go.sum
 	cd tools && $(GO) build -o $(abspath $@) github.com/versity/versitygw/cmd/versitygw

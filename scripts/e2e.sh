@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # The real-node end-to-end test (make e2e): builds the node's programs
-# (make tools), runs cmd/podmin-agent/realnode's TestRealNode as root, and
+# (make node-tools), runs cmd/podmin-agent/realnode's TestRealNode as root, and
 # prints the seven proofs with their figures. Its last line, also written
 # to bin/e2e-summary.txt, says what passed, what failed and what could not
 # run here and why; nothing is skipped silently. Exits non-zero only when
@@ -41,8 +41,8 @@ if ! command -v ip >/dev/null; then
 fi
 
 tools_start=$SECONDS
-make --no-print-directory tools
-echo "make tools: $((SECONDS - tools_start)) s"
+make --no-print-directory node-tools
+echo "make node-tools: $((SECONDS - tools_start)) s"
 
 status=0
 PODMIN_E2E_TOOLS="$PWD/bin/tools" PODMIN_E2E_REPORT="$PWD/$report" \
@@ -67,4 +67,4 @@ if ((${#notrun[@]} > 0)); then
   say "e2e: passed $passed of 7 proofs in $took; NOT RUN here: ${notrun[*]}"
   exit 0
 fi
-say "e2e: passed 7 of 7 proofs in $took (make tools included); log: $log"
+say "e2e: passed 7 of 7 proofs in $took (tool builds included); log: $log"
