@@ -88,6 +88,11 @@ type Options struct {
 	// forgets the identities of Pods that left. Without it the reconciler
 	// only creates the identity directory kubelet's hostPath needs.
 	Identity Identity
+	// Prepull, when set, fetches the images a pass adds to the node before
+	// any file changes; PrepullTimeout bounds it (0 means
+	// DefaultPrepullTimeout).
+	Prepull        Prepuller
+	PrepullTimeout time.Duration
 }
 
 // Identity is the workload identity the reconciler needs
@@ -428,6 +433,7 @@ func (r *Reconciler) pass(ctx context.Context, forced bool) (Result, error) {
 	if err != nil {
 		return Result{ETag: etag}, err
 	}
+	r.prepull(ctx, c)
 	if err := r.confirm(ctx, etag); err != nil {
 		return Result{ETag: etag}, err
 	}
