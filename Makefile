@@ -96,8 +96,9 @@ e2e: prereqs bpf ## run a real node here (root): kubelet, containerd and gVisor 
 prereqs: ## install ShellCheck when missing (apt-get as root, else prints the command)
 	scripts/prereqs.sh
 
-test: prereqs lint $(TEST_TOOLS) bpf size-check ## run lint, the release-binary check and every test with the race detector (real S3 server included)
+test: prereqs lint $(TEST_TOOLS) bpf size-check ## run lint, the release-binary check, every test with the race detector (real S3 server included), then the real node (make e2e; as root)
 	PODMIN_VERSITYGW=$(PODMIN_VERSITYGW) scripts/test.sh
+	scripts/e2e.sh
 
 lint: ## gofmt, go vet, license headers, no committed binaries or files over 1 MiB, shellcheck
 	scripts/lint.sh
