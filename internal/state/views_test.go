@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/objstore/faultstore"
 	"podmin.dev/podmin/internal/state"
 )
 
@@ -194,5 +195,89 @@ func TestReadViewRefusesWhatTheIndexDoesNotVouchFor(t *testing.T) {
 	// both are empty.
 	if state.ViewDigest("a", []byte("{}\n")) == state.ViewDigest("b", []byte("{}\n")) {
 		t.Error("empty views of two NodeGroups have one digest")
+	}
+}
+
+// The keeper rewrites a view the committer did not write, a view edited by
+// hand and a stale one; a NodeGroup that left the index gets an empty
+// view; a view found right is not read again until a full check, which
+// reads it conditionally.
+func TestViewKeeperRepairsViews(t *testing.T) {
+	ctx := context.Background()
+	b := newLocal(t)
+	fs := faultstore.New(b)
+	// The committer stops before each view write.
+	fs.SetRules(faultstore.Rule{Action: faultstore.Fail, Ops: []faultstore.Op{faultstore.OpPut}, Prefix: state.ViewsPrefix})
+	c := committer(fs, 4)
+	for _, d := range []state.Deployment{
+		deployment("workers", "web", "default", "web:v1", "web"),
+		deployment("edge", "proxy", "default", "proxy:v1", ""),
+		deployment("batch", "job", "default", "job:v1", ""),
+	} {
+		if _, err := c.Deploy(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fs.SetRules()
+	viewOf := func(ng string) string {
+		p, _ := state.ViewPath(ng)
+		obj, err := b.Get(ctx, p, objstore.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		return string(obj.Data)
+	}
+	if v := viewOf("workers"); !strings.Contains(v, "not found") {
+		t.Fatalf("the committer wrote a view: %s", v)
+	}
+	k := state.NewViewKeeper(fs)
+	sync := func(full bool) (state.ViewSync, *state.Index) {
+		t.Helper()
+		meta, ix := headVersion(t, b)
+		res, err := k.Sync(ctx, ix, meta.WriteID(), full)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ng := range []string{"workers", "edge", "batch"} {
+			if got, want := viewOf(ng), string(ix.NodeGroupView(ng)); got != want {
+				t.Fatalf("view of %s:\n%s\nwant:\n%s", ng, got, want)
+			}
+			if p := meta.NodeGroup(ng, ""); p.Digest != "" {
+				if _, err := state.ReadView(ctx, b, ng, p.Digest, 1<<20); err != nil {
+					t.Fatalf("the repaired view of %s is not vouched for: %v", ng, err)
+				}
+			}
+		}
+		return res, ix
+	}
+	if res, _ := sync(false); res.Rewritten != 3 {
+		t.Fatalf("first sync %+v, want 3 views written", res)
+	}
+	fs.ResetCounts()
+	if res, _ := sync(false); res.Checked != 0 || fs.Counts().Total() != 0 {
+		t.Fatalf("second sync %+v, %+v: nothing should be read", res, fs.Counts())
+	}
+	// A hand edit, then a full check: every view read conditionally, the
+	// edited one rewritten.
+	p, _ := state.ViewPath("edge")
+	if _, err := b.Put(ctx, p, []byte("{}\n")); err != nil {
+		t.Fatal(err)
+	}
+	fs.ResetCounts()
+	if res, _ := sync(true); res.Checked != 3 || res.Rewritten != 1 || fs.Counts().Get != 3 {
+		t.Fatalf("full sync %+v, %+v", res, fs.Counts())
+	}
+	// A stale view after a commit whose view write was lost; a
+	// NodeGroup emptied by a delete.
+	fs.SetRules(faultstore.Rule{Action: faultstore.Fail, Ops: []faultstore.Op{faultstore.OpPut}, Prefix: state.ViewsPrefix})
+	if _, err := c.Deploy(ctx, deployment("workers", "web", "default", "web:v2", "web")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Delete(ctx, state.Key{NodeGroup: "batch", Name: "job"}); err != nil {
+		t.Fatal(err)
+	}
+	fs.SetRules()
+	if res, ix := sync(false); res.Rewritten != 2 || string(ix.NodeGroupView("batch")) != "{}\n" {
+		t.Fatalf("sync after the commits %+v", res)
 	}
 }
