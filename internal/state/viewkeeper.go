@@ -96,6 +96,10 @@ func (k *ViewKeeper) Sync(ctx context.Context, ix *Index, source string, full bo
 			put.Metadata = nil
 		}
 		etag, err := objstore.PutWithOptions(ctx, k.store, p, want, put)
+		if errors.Is(err, objstore.ErrMetadataUnsupported) {
+			put.Metadata = nil
+			etag, err = objstore.PutWithOptions(ctx, k.store, p, want, put)
+		}
 		switch {
 		case errors.Is(err, objstore.ErrPrecondition), errors.Is(err, objstore.ErrNotFound):
 			k.good[ng] = viewStamp{} // another writer: look again next time
