@@ -24,8 +24,9 @@ type Counters struct {
 	// valid state.
 	PodFailures map[string]uint64
 	// Reads counts passes by how they learned the NodeGroup's desired
-	// state (Result.Read); StaleViews the views that failed their digest
-	// (the pass then read the index).
+	// state (Result.Read); StaleViews the passes that found their view
+	// failing its digest (the pass then waited briefly for it or read the
+	// index).
 	Reads      map[string]uint64
 	StaleViews uint64
 	// LastSuccess is when the last pass that published everything ended

@@ -77,6 +77,10 @@ type Options struct {
 	Step func(step Step, file string) error
 	// FetchConcurrency bounds concurrent payload reads; 0 means 16.
 	FetchConcurrency int
+	// ViewWait bounds the wait for a stale NodeGroup view to catch up
+	// with its index before the index is read instead; 0 means
+	// DefaultViewWait, a negative value reads the index at once.
+	ViewWait time.Duration
 	// BucketExists, when set, is asked whenever the index is absent: an
 	// absent bucket is ErrBucketMissing, also on a store that reports a
 	// deleted bucket as a plain missing object.
@@ -143,6 +147,9 @@ func New(opts Options) (*Reconciler, error) {
 	}
 	if opts.FetchConcurrency <= 0 {
 		opts.FetchConcurrency = 16
+	}
+	if opts.ViewWait == 0 {
+		opts.ViewWait = DefaultViewWait
 	}
 	log := opts.Log
 	if log == nil {

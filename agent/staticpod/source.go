@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/state"
@@ -76,19 +77,66 @@ func (r *Reconciler) readDesired(ctx context.Context, restage bool) (desired, er
 		}
 	}
 	if p := meta.NodeGroup(ng, ""); p.Digest != "" {
-		items, err := state.ReadView(ctx, r.opts.Store, ng, p.Digest, MaxIndexBytes)
+		items, err := r.readView(ctx, p.Digest, info.ETag)
 		if err == nil {
 			return desired{etag: info.ETag, writeID: meta.WriteID(), digest: p.Digest, items: items, read: ReadView}, nil
 		}
-		if errors.Is(err, objstore.ErrBucketNotFound) {
-			return desired{}, bucketMissing(err)
+		switch {
+		case errors.Is(err, ErrBucketMissing) || ctx.Err() != nil:
+			return desired{}, err
+		case errors.Is(err, state.ErrViewStale):
+			r.log.Debug("NodeGroup view not usable: reading the index", "etag", info.ETag, "err", err)
+		default:
+			// A view is only a shortcut: failing to read it never
+			// stops a pass that the index can answer.
+			r.log.Warn("NodeGroup view unreadable: reading the index", "etag", info.ETag, "err", err)
 		}
-		// A view trails its index write, so a stale one is expected
-		// right after a commit; the index answers.
-		r.counters.add(&r.counters.staleViews)
-		r.log.Debug("NodeGroup view not usable: reading the index", "etag", info.ETag, "err", err)
 	}
 	return r.readIndex(ctx)
+}
+
+// DefaultViewWait bounds how long a pass waits for a NodeGroup view to
+// catch up with its index before it reads the index instead. A committer
+// writes the view right after the index, and the leader rewrites a view
+// that is still stale within about a second, so a short wait usually
+// saves reading the whole index.
+const DefaultViewWait = 1500 * time.Millisecond
+
+// readView reads the NodeGroup's view with the digest the index version
+// etag records. A stale view is read again after 100 ms, then after
+// three times as long each time, while the index is still at etag and
+// Options.ViewWait allows. Every error but a missing bucket leaves the
+// caller to read the index; a pass counts a stale view once.
+func (r *Reconciler) readView(ctx context.Context, digest, etag string) ([]state.Item, error) {
+	wait, waited := 100*time.Millisecond, time.Duration(0)
+	for {
+		items, err := state.ReadView(ctx, r.opts.Store, r.opts.NodeGroup, digest, MaxIndexBytes)
+		switch {
+		case err == nil:
+			return items, nil
+		case errors.Is(err, objstore.ErrBucketNotFound):
+			return nil, bucketMissing(err)
+		case !errors.Is(err, state.ErrViewStale):
+			return nil, err
+		}
+		if waited == 0 {
+			r.counters.add(&r.counters.staleViews)
+		}
+		if waited+wait > r.opts.ViewWait {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+		waited += wait
+		wait *= 3
+		// A newer index makes this view moot: its digest is stale.
+		if info, herr := r.opts.Store.Head(ctx, state.IndexPath); herr != nil || !objstore.SameETag(info.ETag, etag) {
+			return nil, err
+		}
+	}
 }
 
 // readIndex reads the complete index: the version it returns may be newer

@@ -78,7 +78,7 @@ func (b *byteStore) take() map[string]int {
 func nodeOn(t testing.TB, store objstore.Store, root string) *staticpod.Reconciler {
 	t.Helper()
 	r, err := staticpod.New(staticpod.Options{Store: store, Cluster: "demo", NodeGroup: "workers", Root: root,
-		Secrets: map[string]mounts.Reader{}, Publisher: &staticpod.Recorder{}})
+		Secrets: map[string]mounts.Reader{}, Publisher: &staticpod.Recorder{}, ViewWait: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,4 +268,63 @@ func (h *headHook) Head(ctx context.Context, key string) (objstore.Info, error) 
 		h.after()
 	}
 	return info, err
+}
+
+// A view that trails its index write is waited for: the pass reads it
+// again once it is written, and does not read the index.
+func TestAStaleViewIsWaitedForBriefly(t *testing.T) {
+	f := newFixture(t)
+	f.deploy(t, "workers", "web", "web:v1", false)
+	counted := &byteStore{Store: f.store}
+	r, err := staticpod.New(staticpod.Options{Store: counted, Cluster: "demo", NodeGroup: "workers", Root: f.root,
+		Secrets: map[string]mounts.Reader{}, Publisher: &staticpod.Recorder{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustReconcile(t, r)
+	// The committer writes the index and stops before the view; the view
+	// arrives while the node waits (here: written by the first retry's
+	// HEAD, as the leader would write it).
+	lossy := faultstore.New(f.bucket, faultstore.WithRules(faultstore.Rule{Action: faultstore.Fail, Ops: []faultstore.Op{faultstore.OpPut}, Prefix: state.ViewsPrefix}))
+	if _, err := state.NewCommitter(lossy, state.CommitOptions{}).Deploy(context.Background(), deployment(t, "workers", "web", "web:v2", false)); err != nil {
+		t.Fatal(err)
+	}
+	heads := 0
+	r2, err := staticpod.New(staticpod.Options{Store: &headHook{Store: counted, after: func() {
+		heads++
+		if heads == 2 {
+			meta, ix := indexNow(t, f.bucket)
+			if _, err := state.NewViewKeeper(f.bucket).Sync(context.Background(), ix, meta.WriteID(), false); err != nil {
+				t.Error(err)
+			}
+		}
+	}}, Cluster: "demo", NodeGroup: "workers", Root: f.root, Secrets: map[string]mounts.Reader{}, Publisher: &staticpod.Recorder{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counted.take()
+	res := mustReconcile(t, r2)
+	if res.Read != staticpod.ReadView || !strings.Contains(f.files(t)["web.yaml"], "web:v2") {
+		t.Fatalf("%+v", res)
+	}
+	if b := counted.take(); b["index"] != 0 {
+		t.Fatalf("read %v bytes: the index was read", b)
+	}
+	if c := r2.Counters(); c.StaleViews != 1 {
+		t.Fatalf("stale views %d, want 1", c.StaleViews)
+	}
+}
+
+// indexNow reads the index with its metadata.
+func indexNow(t *testing.T, store objstore.Store) (state.IndexMeta, *state.Index) {
+	t.Helper()
+	obj, err := store.Get(context.Background(), state.IndexPath, objstore.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, err := state.DecodeIndex(obj.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return state.ParseIndexMeta(obj.Metadata), ix
 }
