@@ -83,7 +83,7 @@ func (c *Coordinator) pollIndex(ctx context.Context, l *leaderState) {
 func (c *Coordinator) hintIndex(v IndexVersion) {
 	c.indexSeen.Store(&v)
 	c.IndexChanged(v.ETag)
-	c.server.Broadcast(&pb.Hint{Kind: pb.Hint_INDEX_CHANGED, IndexEtag: v.ETag, IndexWriteId: v.Meta.WriteID()})
+	c.server.Broadcast(&pb.Hint{Kind: pb.Hint_INDEX_CHANGED, IndexEtag: v.ETag, IndexWriteId: v.Meta.WriteID(), IndexPolled: true})
 }
 
 // Hinted reports whether the leader's index hints reach this node now: it

@@ -847,10 +847,11 @@ type Hint struct {
 	// (its podmin-write-id metadata), when known: for logs and tracing; a
 	// follower still reads the index metadata itself before acting.
 	IndexWriteId string `protobuf:"bytes,100,opt,name=index_write_id,json=indexWriteId,proto3" json:"index_write_id,omitempty"`
-	// index_polled, in the first message of a watch, says that the leader
-	// polls the index itself and hints every change of it, so the follower
-	// may poll slowly while the watch lasts; that message then also names
-	// the index version the leader last read (kind INDEX_CHANGED).
+	// index_polled says that the leader polls the index itself and hints
+	// every change of it, so the follower may poll slowly while the watch
+	// lasts. The leader's index hints carry it, and so does the first
+	// message of a watch once the leader has read the index (kind
+	// INDEX_CHANGED, naming the version it last read).
 	IndexPolled   bool `protobuf:"varint,101,opt,name=index_polled,json=indexPolled,proto3" json:"index_polled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
