@@ -41,6 +41,9 @@ const (
 	StepRename Step = "rename"
 	// StepCleanup precedes removing one stale file.
 	StepCleanup Step = "cleanup"
+	// StepSync precedes the one sync of the static Pod directory that
+	// makes a pass's renames and removals durable.
+	StepSync Step = "sync"
 	// StepPublish precedes publishing the Service desired state.
 	StepPublish Step = "publish"
 )
@@ -125,8 +128,13 @@ type Reconciler struct {
 	retry bool
 	// published is the last published Service of each deployment.
 	published map[state.Key]Service
-	counters  counters
-	fmu       sync.Mutex
+	// unsynced reports renames or removals in the static Pod directory
+	// that no directory sync has made durable yet. A new Reconciler
+	// starts with it set: a process that died before its sync left
+	// files whose bytes match, which no later rename would sync.
+	unsynced bool
+	counters counters
+	fmu      sync.Mutex
 }
 
 // New checks the options and returns a Reconciler that has published
@@ -159,6 +167,7 @@ func New(opts Options) (*Reconciler, error) {
 		opts: opts, log: log.With("nodegroup", opts.NodeGroup),
 		manifests: filepath.Join(opts.Root, filepath.FromSlash(nodepod.ManifestsDir)),
 		payloads:  map[string][]byte{}, loaded: map[string]string{}, published: map[state.Key]Service{},
+		unsynced: true,
 		counters: counters{pods: map[string]uint64{}, now: time.Now},
 	}, nil
 }
