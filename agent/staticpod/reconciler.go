@@ -121,6 +121,8 @@ type Reconciler struct {
 	forced bool
 	// payloads caches verified payload bytes by content-addressed path.
 	payloads map[string][]byte
+	// transformed caches the last pass's transformations by deployment.
+	transformed map[state.Key]transformed
 	// loaded is the revision whose values are on the tmpfs, by Pod.
 	loaded map[string]string
 	// retry makes the next pass read the index in full: the last pass
@@ -452,6 +454,7 @@ func (r *Reconciler) pass(ctx context.Context, forced bool) (Result, error) {
 	}
 	r.setApplied(d)
 	r.keepPayloads(c)
+	r.transformed = c.transformed
 	res.Failed = c.failures
 	r.retry = len(c.failures) > 0
 	r.counters.podFailures(c.failures)
