@@ -60,8 +60,12 @@ func decodeCanonical(data []byte) (*Index, bool) {
 	if !sc.lit("{\n") {
 		return nil, false
 	}
-	ix := NewIndex()
-	raw := &rawIndex{text: s}
+	// Every member of canonical text has one "pod" line and at most one
+	// "service" line: sizing the tables for them up front saves growing
+	// them entry by entry.
+	n, services := strings.Count(s, "\n    \"pod\": "), strings.Count(s, "\n    \"service\": ")
+	ix := &Index{entries: make(map[Key]Entry, n), services: make(map[ServiceID]Key, services)}
+	raw := &rawIndex{text: s, keys: make([]string, 0, n), parsed: make([]Key, 0, n), spans: make([][2]int, 0, n)}
 	for {
 		start := sc.i
 		if !sc.lit(`  "`) {
