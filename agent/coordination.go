@@ -52,9 +52,9 @@ type coordination struct {
 	dns    *service.Server
 	feed   *dataplaneFeed
 
-	// trigger starts a reconcile pass; set once the loop exists, before
-	// anything runs.
-	trigger func()
+	// hint hands the leader's index hints to the reconcile loop; set once
+	// the loop exists, before anything runs.
+	hint func(etag string)
 }
 
 // localMode reports whether the agent runs in local node mode.
@@ -102,9 +102,12 @@ func newCoordination(ctx context.Context, cfg Config, opts Options, r identity.S
 	copts := coordinator.Options{
 		NodeID: nodeID, NodeGroup: cfg.NodeGroup, Advertise: advertise, Listener: lis,
 		PodPrefix: cfg.IPv6Prefix, Store: store, Identity: id,
-		Services:    coordinator.IndexServices(store),
+		// The leader polls the index, hints every node, takes the
+		// Services from it and keeps the NodeGroup views.
+		Index:       coordinator.NewIndexCache(store),
+		Views:       state.NewViewKeeper(store),
 		OnView:      c.view,
-		OnIndexHint: func(string) { c.trigger() },
+		OnIndexHint: func(etag string) { c.hint(etag) },
 		Log:         clog,
 	}
 	if localMode(cfg) {

@@ -108,6 +108,11 @@ func (r reconcileMetrics) writeMetrics(w *promWriter) {
 	for _, p := range slices.Sorted(maps.Keys(c.PodFailures)) {
 		w.sample("podmin_agent_pod_failures_total", float64(c.PodFailures[p]), label("pod", p))
 	}
+	w.family("podmin_agent_reconcile_reads_total", "counter", "Passes by what they read to learn the NodeGroup's desired state.")
+	for _, how := range []string{staticpod.ReadNone, staticpod.ReadMetadata, staticpod.ReadView, staticpod.ReadIndex} {
+		w.sample("podmin_agent_reconcile_reads_total", float64(c.Reads[how]), label("read", how))
+	}
+	w.one("podmin_agent_reconcile_stale_views_total", "counter", "Passes that found the NodeGroup view not matching the index.", float64(c.StaleViews))
 	w.one("podmin_agent_reconcile_last_success_timestamp_seconds", "gauge",
 		"When the last pass that published the whole NodeGroup ended, in seconds since the epoch (0: none yet).", unix(c.LastSuccess))
 	w.one("podmin_agent_index_age_seconds", "gauge",

@@ -106,10 +106,14 @@ func TestMetricsCoverEverySubsystem(t *testing.T) {
 	m := scrape(t, a)
 	ng := `nodegroup="workers"`
 	checks := map[string]func(map[string]float64) bool{
-		"podmin_agent_reconcile_passes_total":                   func(s map[string]float64) bool { return s[ng] >= 1 },
-		"podmin_agent_reconcile_failures_total":                 func(s map[string]float64) bool { _, ok := s[ng]; return ok },
-		"podmin_agent_reconcile_restarts_total":                 func(s map[string]float64) bool { _, ok := s[ng]; return ok },
-		"podmin_agent_pod_failures_total":                       func(s map[string]float64) bool { return len(s) == 0 },
+		"podmin_agent_reconcile_passes_total":   func(s map[string]float64) bool { return s[ng] >= 1 },
+		"podmin_agent_reconcile_failures_total": func(s map[string]float64) bool { _, ok := s[ng]; return ok },
+		"podmin_agent_reconcile_restarts_total": func(s map[string]float64) bool { _, ok := s[ng]; return ok },
+		"podmin_agent_pod_failures_total":       func(s map[string]float64) bool { return len(s) == 0 },
+		"podmin_agent_reconcile_reads_total": func(s map[string]float64) bool {
+			return len(s) == 4 && s[ng+`,read="index"`]+s[ng+`,read="view"`] >= 1
+		},
+		"podmin_agent_reconcile_stale_views_total":              func(s map[string]float64) bool { _, ok := s[ng]; return ok },
 		"podmin_agent_reconcile_last_success_timestamp_seconds": func(s map[string]float64) bool { return time.Since(time.Unix(int64(s[ng]), 0)) < time.Minute },
 		"podmin_agent_index_age_seconds":                        func(s map[string]float64) bool { return s[ng] >= 0 && s[ng] < 10 },
 		"podmin_agent_leader":                                   func(s map[string]float64) bool { return s[ng] == 1 },

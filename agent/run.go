@@ -139,7 +139,12 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	}
 	m := newMetrics(cfg.NodeGroup, append([]metricSource{reconcileMetrics{rec}}, co.metricSources()...)...)
 	hs := &healthServer{addr: opts.HealthAddr, health: health, metrics: m}
-	loop := staticpod.NewLoop(rec, staticpod.LoopOptions{Interval: opts.PollInterval, Health: health})
+	lopts := staticpod.LoopOptions{Interval: opts.PollInterval, Health: health}
+	if co != nil {
+		// While the leader's hints arrive, polling is only a safety net.
+		lopts.Hinted = co.coord.Hinted
+	}
+	loop := staticpod.NewLoop(rec, lopts)
 	d := &Daemon{
 		Serving:     []Component{hs},
 		Reconcilers: []Component{NewLoopComponent(staticpod.Component, loop.Run)},
@@ -148,7 +153,7 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	if co != nil {
 		// Startup order: durable Service DNS is restored and served and
 		// the leader discovered before the NodeGroup is reconciled.
-		co.trigger = loop.Trigger
+		co.hint = loop.Hint
 		d.Serving = append(d.Serving, co.serving(health)...)
 	}
 	if identities != nil {

@@ -77,10 +77,11 @@ func testControlPathRequests(t *testing.T, env *Env, provider string) {
 	for i := range n {
 		counts.ResetCounts()
 		deploy(i, "hello:v1")
-		want := faultstore.Counts{Get: 1, PutIfMatch: 1, PutIfAbsent: 1}
+		// The index write is followed by the NodeGroup view's.
+		want := faultstore.Counts{Get: 1, PutIfMatch: 1, PutIfAbsent: 1, Put: 1}
 		switch i {
 		case 0: // first index, and a Service payload
-			want = faultstore.Counts{Get: 1, PutIfAbsent: 3}
+			want = faultstore.Counts{Get: 1, PutIfAbsent: 3, Put: 1}
 		}
 		if c := counts.Counts(); c != want {
 			t.Errorf("new deployment %d: requests %+v, want %+v", i, c, want)
@@ -97,8 +98,8 @@ func testControlPathRequests(t *testing.T, env *Env, provider string) {
 	if res := deploy(1, "hello:v2"); res.Action != "updated" || res.ReplacedNamespace != "" {
 		t.Fatalf("update: %+v", res)
 	}
-	if c := counts.Counts(); c != (faultstore.Counts{Get: 1, PutIfAbsent: 1, PutIfMatch: 1}) {
-		t.Errorf("update: requests %+v, want 1 GET + 1 payload PUT + 1 index PUT", c)
+	if c := counts.Counts(); c != (faultstore.Counts{Get: 1, PutIfAbsent: 1, PutIfMatch: 1, Put: 1}) {
+		t.Errorf("update: requests %+v, want 1 GET + 1 payload PUT + 1 index PUT + 1 view PUT", c)
 	}
 	list := func() []ListEntry {
 		t.Helper()

@@ -88,6 +88,15 @@ type Backend interface {
 	IndexChanged(etag string)
 }
 
+// IndexPoller is a Backend that polls the deployment index while it leads
+// and hints every change to the watching followers.
+type IndexPoller interface {
+	// IndexHint is the first message of a watch: a Hint of kind
+	// INDEX_CHANGED with IndexPolled set and the index version last read,
+	// or nil when this node does not poll the index now.
+	IndexHint() *pb.Hint
+}
+
 // Authenticator extracts the node identity from a verified connection;
 // *identity.Identity is one.
 type Authenticator interface {
@@ -369,8 +378,15 @@ func (s *Server) Watch(_ *pb.WatchRequest, stream pb.Coordination_WatchServer) e
 		delete(s.watchers, ch)
 		s.mu.Unlock()
 	}()
-	// An empty first message tells the follower the watch is established.
-	if err := stream.Send(&pb.Hint{}); err != nil {
+	// The first message tells the follower the watch is established, and
+	// a leader that polls the index says so with its current version.
+	first := &pb.Hint{}
+	if p, ok := s.backend.(IndexPoller); ok {
+		if h := p.IndexHint(); h != nil {
+			first = h
+		}
+	}
+	if err := stream.Send(first); err != nil {
 		return err
 	}
 	for {

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -23,6 +24,7 @@ import (
 	"podmin.dev/podmin/agent/coordinator/election"
 	"podmin.dev/podmin/agent/identity"
 	"podmin.dev/podmin/agent/staticpod"
+	"podmin.dev/podmin/internal/state"
 )
 
 // NodeIdentity is the node's mTLS identity; *identity.Identity is one.
@@ -63,7 +65,20 @@ type Options struct {
 	OnView func(*pb.ServiceSnapshot)
 	// OnIndexHint is told that deployments/index.json changed, so the
 	// reconciler can start at once; polling stays the correctness path.
+	// The ETag names the new version ("" when unknown).
 	OnIndexHint func(etag string)
+	// Index, when set, is the deployment index as this node reads it.
+	// While the node leads it polls it every IndexPoll, hints every
+	// follower (and OnIndexHint) when its version changes, keeps the
+	// NodeGroup views with Views, and takes the Services from it unless
+	// Services is set.
+	Index *IndexCache
+	// Views keeps the NodeGroup views while this node leads; nil leaves
+	// them to the committers.
+	Views *state.ViewKeeper
+	// IndexPoll and ViewCheck default to IndexPollInterval and
+	// ViewCheckInterval.
+	IndexPoll, ViewCheck time.Duration
 	// Clock, Timing and Retention default to the real clock, the
 	// election's defaults and Retention; tests shorten them.
 	Clock     election.Clock
@@ -95,6 +110,14 @@ type Coordinator struct {
 	draining bool
 	// refusals logs the leader's refusals of this node's Hello.
 	refusals errorLog
+	// indexErrors logs the leader's failures to read the index.
+	indexErrors errorLog
+	// watching counts the established watches of a leader that polls the
+	// index (see Hinted).
+	watching atomic.Int32
+	// indexSeen is the last index version the leader's poll read, for the
+	// first message of a watch.
+	indexSeen atomic.Pointer[IndexVersion]
 }
 
 type realClock struct{}
@@ -122,6 +145,16 @@ func New(opts Options) (*Coordinator, error) {
 	}
 	if c.opts.Retention == 0 {
 		c.opts.Retention = Retention
+	}
+	if c.opts.IndexPoll <= 0 {
+		c.opts.IndexPoll = IndexPollInterval
+	}
+	if c.opts.ViewCheck <= 0 {
+		c.opts.ViewCheck = ViewCheckInterval
+	}
+	if c.opts.Index != nil && c.opts.Services == nil {
+		// The poll keeps the cache current: a publish needs no request.
+		c.opts.Services = servicesFrom(c.opts.Index, 2*c.opts.IndexPoll)
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)

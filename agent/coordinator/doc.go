@@ -29,6 +29,16 @@
 // DNS and the dataplane (OnView) and the leader's index hints to the
 // reconcile loop (OnIndexHint).
 //
-// It never writes desired state (deployments/index.json and payloads) and
-// does not serve DNS or program the dataplane: it hands snapshots to them.
+// The leader polls deployments/index.json every second (one conditional
+// GET, 304 while unchanged; Options.Index) and hints every follower over
+// its watch stream with the new ETag and write ID, so a commit reaches
+// every node within about a second while followers poll the bucket only
+// as a slow safety net (Hinted says when they may). The same reads feed
+// the snapshot's Services and the repair of the NodeGroup views
+// (state.ViewKeeper): a view a committer left stale is rewritten within
+// one poll, and every view is checked every ViewCheckInterval.
+//
+// It never writes desired state (deployments/index.json and payloads), only
+// the derived NodeGroup views, and does not serve DNS or program the
+// dataplane: it hands snapshots to them.
 package coordinator

@@ -134,15 +134,22 @@ func (c *Coordinator) sync(ctx context.Context, s *leaderLink) {
 	c.cache.Update(snap, c.clock.Now())
 }
 
-// watch relays the leader's hints until the link ends.
+// watch relays the leader's hints until the link ends. While a watch of
+// a leader that polls the index lasts, this node counts as hinted; when it
+// ends, a pass runs at once, since hints may have been missed.
 func (c *Coordinator) watch(ctx context.Context, cl *api.Client) {
 	for ctx.Err() == nil {
 		stream, err := cl.Watch(ctx, &pb.WatchRequest{})
+		polled := false
 		if err == nil {
 			for {
 				h, rerr := stream.Recv()
 				if rerr != nil {
 					break
+				}
+				if h.IndexPolled && !polled {
+					polled = true
+					c.watching.Add(1)
 				}
 				switch h.Kind {
 				case pb.Hint_INDEX_CHANGED:
@@ -151,6 +158,10 @@ func (c *Coordinator) watch(ctx context.Context, cl *api.Client) {
 					c.poke()
 				}
 			}
+		}
+		if polled {
+			c.watching.Add(-1)
+			c.IndexChanged("")
 		}
 		select {
 		case <-ctx.Done():

@@ -143,6 +143,9 @@ func (c *Coordinator) acquire(ctx context.Context, term election.Term) error {
 	c.mu.Unlock()
 	c.log.Info("leading: collecting endpoints", "term", term.Record.Term, "generation", w.Generation(), "known_nodes", len(stored.GetNodes()))
 	go c.lead(ctx, l)
+	if c.opts.Index != nil {
+		go c.pollIndex(ctx, l)
+	}
 	return nil
 }
 
@@ -151,6 +154,7 @@ func (c *Coordinator) lose(term election.Term, reason string) {
 	c.mu.Lock()
 	c.leader = nil
 	c.mu.Unlock()
+	c.indexSeen.Store(nil)
 	c.server.EndWatches()
 	c.poke()
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"podmin.dev/podmin/agent/staticpod"
 	"podmin.dev/podmin/internal/objstore"
@@ -35,7 +36,10 @@ type IndexCache struct {
 	mu   sync.Mutex
 	ix   *state.Index
 	etag string
+	meta state.IndexMeta
 	seen bool
+	// at is when a read last confirmed ix, on the local clock.
+	at time.Time
 }
 
 // NewIndexCache returns a cache that has read nothing yet.
@@ -46,18 +50,44 @@ func NewIndexCache(store objstore.Store) *IndexCache {
 // Read returns the current index and its ETag (empty for the empty index
 // of a bucket that never had one).
 func (c *IndexCache) Read(ctx context.Context) (*state.Index, string, error) {
+	v, err := c.ReadVersion(ctx, 0)
+	return v.Index, v.ETag, err
+}
+
+// IndexVersion is one version of the index as an IndexCache read it.
+type IndexVersion struct {
+	Index *state.Index
+	ETag  string
+	// Meta is the version's write metadata (empty for an index written
+	// without it, or none).
+	Meta state.IndexMeta
+}
+
+// ReadVersion is Read with the version's metadata. A version confirmed
+// within maxAge is returned without a request.
+func (c *IndexCache) ReadVersion(ctx context.Context, maxAge time.Duration) (IndexVersion, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.ix != nil && maxAge > 0 && time.Since(c.at) < maxAge {
+		return IndexVersion{Index: c.ix, ETag: c.etag, Meta: c.meta}, nil
+	}
+	ix, etag, err := c.read(ctx)
+	return IndexVersion{Index: ix, ETag: etag, Meta: c.meta}, err
+}
+
+func (c *IndexCache) read(ctx context.Context) (*state.Index, string, error) {
 	opts := objstore.GetOptions{}
 	if c.ix != nil && c.etag != "" {
 		opts.IfNoneMatch = c.etag
 	}
+	start := time.Now()
 	obj, err := c.store.Get(ctx, state.IndexPath, opts)
 	switch {
 	case errors.Is(err, objstore.ErrNotModified):
+		c.at = start
 		return c.ix, c.etag, nil
 	case errors.Is(err, objstore.ErrNotFound) && !c.seen:
-		c.ix, c.etag = state.NewIndex(), ""
+		c.ix, c.etag, c.meta, c.at = state.NewIndex(), "", state.IndexMeta{}, start
 		return c.ix, "", nil
 	case errors.Is(err, objstore.ErrNotFound):
 		return nil, "", fmt.Errorf("%w: %s was read at ETag %s and has vanished: the bucket is being deleted or damaged", staticpod.ErrIndexMissing, state.IndexPath, c.etag)
@@ -71,7 +101,7 @@ func (c *IndexCache) Read(ctx context.Context) (*state.Index, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	c.ix, c.etag, c.seen = ix, obj.ETag, true
+	c.ix, c.etag, c.seen, c.meta, c.at = ix, obj.ETag, true, state.ParseIndexMeta(obj.Metadata), start
 	return ix, obj.ETag, nil
 }
 
@@ -80,29 +110,34 @@ func (c *IndexCache) Read(ctx context.Context) (*state.Index, string, error) {
 // IndexCache: the DNS identities the leader publishes and the NodeGroups
 // allowed to back them.
 func IndexServices(store objstore.Store) func(ctx context.Context) ([]IndexService, error) {
-	cache := NewIndexCache(store)
+	return servicesFrom(NewIndexCache(store), 0)
+}
+
+// servicesFrom reads the Services through cache, without a request while
+// the cache confirmed its version within maxAge.
+func servicesFrom(cache *IndexCache, maxAge time.Duration) func(ctx context.Context) ([]IndexService, error) {
 	var (
 		mu      sync.Mutex
 		lastIx  *state.Index
 		lastOut []IndexService
 	)
 	return func(ctx context.Context) ([]IndexService, error) {
-		ix, _, err := cache.Read(ctx)
+		v, err := cache.ReadVersion(ctx, maxAge)
 		if err != nil {
 			return nil, err
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if ix == lastIx {
+		if v.Index == lastIx {
 			return lastOut, nil // unchanged: answered 304
 		}
 		var out []IndexService
-		for _, it := range ix.Items() {
+		for _, it := range v.Index.Items() {
 			if id, ok := it.Entry.ServiceID(); ok {
 				out = append(out, IndexService{ID: ServiceID{Namespace: id.Namespace, Name: id.Name}, NodeGroup: it.Key.NodeGroup})
 			}
 		}
-		lastIx, lastOut = ix, out
+		lastIx, lastOut = v.Index, out
 		return out, nil
 	}
 }

@@ -195,3 +195,29 @@ func newIdentities(b *testing.B, f *fixture, key []byte) *workload.Manager {
 	}
 	return m
 }
+
+// BenchmarkPassAfterOneChange is a pass of a node whose NodeGroup of 100
+// deployments (every fifth with a Service) had one of them changed: the
+// view read, one payload fetched, the Pods staged and one file written
+// (the node root on a tmpfs, so the CPU work shows).
+//
+//	go test ./agent/staticpod -run '^$' -bench PassAfterOneChange
+func BenchmarkPassAfterOneChange(b *testing.B) {
+	f := newFixture(b)
+	for i := range 100 {
+		f.deploy(b, "workers", fmt.Sprintf("app-%03d", i), "app:v0", i%5 == 0)
+	}
+	f.root = tmpfsDir(b)
+	r := f.reconciler(b, nil)
+	mustReconcile(b, r)
+	i := 0
+	for b.Loop() {
+		b.StopTimer()
+		i++
+		f.deploy(b, "workers", fmt.Sprintf("app-%03d", i%100), fmt.Sprintf("app:v%d", i), i%100%5 == 0)
+		b.StartTimer()
+		if res := mustReconcile(b, r); res.Written != 1 {
+			b.Fatalf("%+v", res)
+		}
+	}
+}

@@ -23,6 +23,12 @@ type Counters struct {
 	// PodFailures counts, per Pod, the passes that kept it at its last
 	// valid state.
 	PodFailures map[string]uint64
+	// Reads counts passes by how they learned the NodeGroup's desired
+	// state (Result.Read); StaleViews the passes that found their view
+	// failing its digest (the pass then waited briefly for it or read the
+	// index).
+	Reads      map[string]uint64
+	StaleViews uint64
 	// LastSuccess is when the last pass that published everything ended
 	// (zero before the first); IndexConfirmed when a pass last confirmed
 	// that the applied index is the committed one (also a pass that kept
@@ -36,6 +42,17 @@ type counters struct {
 	passes, failures, restarts uint64
 	pods                       map[string]uint64
 	lastSuccess, confirmed     time.Time
+	reads                      map[string]uint64
+	staleViews                 uint64
+}
+
+func (c *counters) read(how string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reads == nil {
+		c.reads = map[string]uint64{}
+	}
+	c.reads[how]++
 }
 
 func (c *counters) add(n *uint64) {
@@ -75,5 +92,5 @@ func (r *Reconciler) Counters() Counters {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return Counters{Passes: c.passes, Failures: c.failures, Restarts: c.restarts, PodFailures: maps.Clone(c.pods),
-		LastSuccess: c.lastSuccess, IndexConfirmed: c.confirmed}
+		LastSuccess: c.lastSuccess, IndexConfirmed: c.confirmed, Reads: maps.Clone(c.reads), StaleViews: c.staleViews}
 }

@@ -3,15 +3,15 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package staticpod reconciles one NodeGroup's committed desired state into
-// kubelet's static Pod directory, exactly in the order the specification
-// gives: read the complete deployments/index.json and its ETag, keep this
-// NodeGroup's entries, fetch only their immutable
-// payloads (each verified against its SHA-512), transform and stage the
-// complete candidate set (Pods, secret values, Services), pre-pull the
-// images the set adds to the node (Options.Prepull, so that kubelet's stop
-// and start of an updated Pod does not wait for a download; a failed
-// pre-pull only logs), confirm the index ETag is unchanged, then publish:
-// per Pod its values and an atomically renamed file, then removal of stale *.yaml files and the workload
+// kubelet's static Pod directory, in the order the specification gives:
+// read the index version and its ETag, keep this NodeGroup's entries,
+// fetch only their immutable payloads (each verified against its
+// SHA-512), transform and stage the complete candidate set (Pods, secret
+// values, Services), pre-pull the images the set adds to the node
+// (Options.Prepull, so that kubelet's stop and start of an updated Pod
+// does not wait for a download; a failed pre-pull only logs), confirm the
+// index ETag is unchanged, then publish: per Pod its values and an
+// atomically renamed file, then removal of stale *.yaml files and the workload
 // directories of deleted Pods, and only after those the Service desired
 // state.
 //
@@ -38,9 +38,23 @@
 // failure. Work is serialized: one Reconciler owns one NodeGroup's
 // directory.
 //
-// An idle poll costs one conditional index read (If-None-Match) and no
-// payload reads. Payloads are content-addressed, so the ones already staged
-// are reused instead of read again.
+// The NodeGroup's entries are learned as cheaply as the index proves them
+// (state.IndexMeta, "NodeGroup views" in package state): a pass HEADs the
+// index; the same ETag as the applied version ends it (an idle poll is
+// that one request); otherwise the index metadata may prove the
+// NodeGroup's entries unchanged since the applied version (a commit to
+// another NodeGroup: still one request, no body), or give the digest of
+// the NodeGroup's view, which is then read and used only if its bytes
+// have it; without a proof, or when the view fails its digest, the pass
+// reads the complete index. Whatever was read, the pass confirms the
+// ETag before it publishes, so a view stands for exactly the entries the
+// index held; a stale, missing or edited view costs a read of the index
+// and never changes what is published. Payloads are content-addressed,
+// so the ones already staged are reused instead of read again.
+//
+// The loop polls every DefaultInterval, or every DefaultHintedInterval
+// while the leader's index hints reach the node (Loop.Hint runs a pass at
+// once unless it names the applied version).
 //
 // It must not write desired state, and it knows nothing of kubelet beyond
 // its static Pod directory.

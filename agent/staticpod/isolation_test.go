@@ -7,6 +7,7 @@ package staticpod_test
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -121,7 +122,8 @@ func TestMissingBucketKeepsThePublishedState(t *testing.T) {
 	}
 }
 
-// getRecorder records the keys read whole.
+// getRecorder records the keys read whole, and the keys whose streamed
+// body was read at all.
 type getRecorder struct {
 	objstore.Store
 	mu   sync.Mutex
@@ -129,10 +131,39 @@ type getRecorder struct {
 }
 
 func (g *getRecorder) Get(ctx context.Context, key string, opts objstore.GetOptions) (objstore.Object, error) {
+	g.record(key)
+	return g.Store.Get(ctx, key, opts)
+}
+
+func (g *getRecorder) record(key string) {
 	g.mu.Lock()
 	g.gets = append(g.gets, key)
 	g.mu.Unlock()
-	return g.Store.Get(ctx, key, opts)
+}
+
+func (g *getRecorder) Open(ctx context.Context, key string, opts objstore.GetOptions) (*objstore.Reader, error) {
+	r, err := g.Store.(objstore.Streamer).Open(ctx, key, opts)
+	if err != nil {
+		return nil, err
+	}
+	r.ReadCloser = &bodyRecorder{ReadCloser: r.ReadCloser, read: func() { g.record(key) }}
+	return r, nil
+}
+
+func (g *getRecorder) Write(ctx context.Context, key string, body io.Reader, size int64, opts objstore.PutOptions) (string, error) {
+	return g.Store.(objstore.Streamer).Write(ctx, key, body, size, opts)
+}
+
+// bodyRecorder reports the first read of a streamed body.
+type bodyRecorder struct {
+	io.ReadCloser
+	read func()
+	once sync.Once
+}
+
+func (b *bodyRecorder) Read(p []byte) (int, error) {
+	b.once.Do(b.read)
+	return b.ReadCloser.Read(p)
 }
 
 // An oversized payload is refused by its size before it is read, and so is

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 
 	"podmin.dev/podmin/internal/manifest"
 	"podmin.dev/podmin/internal/objstore"
@@ -30,27 +31,30 @@ const (
 // ErrTooLarge reports an object over its size limit.
 var ErrTooLarge = errors.New("object exceeds its size limit")
 
-// fetchPayload reads a Pod or Service payload, refusing it by its size
-// before reading it, and verifies it against the digest in its path.
+// fetchPayload reads a Pod or Service payload with one request, refusing
+// it by the size the store announces before reading its body (and by
+// what arrives, should the body be longer), and verifies it against the
+// digest in its path.
 func fetchPayload(ctx context.Context, store objstore.Store, p string) ([]byte, error) {
-	info, err := store.Head(ctx, p)
+	r, err := objstore.OpenObject(ctx, store, p, objstore.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("read payload %q: %w", p, err)
 	}
-	if info.Size > MaxPayloadBytes {
-		return nil, tooLarge(p, info.Size, MaxPayloadBytes)
+	defer r.Close()
+	if r.Info.Size > MaxPayloadBytes {
+		return nil, tooLarge(p, r.Info.Size, MaxPayloadBytes)
 	}
-	obj, err := store.Get(ctx, p, objstore.GetOptions{})
+	data, err := io.ReadAll(io.LimitReader(r, MaxPayloadBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("read payload %q: %w", p, err)
 	}
-	if len(obj.Data) > MaxPayloadBytes {
-		return nil, tooLarge(p, int64(len(obj.Data)), MaxPayloadBytes)
+	if len(data) > MaxPayloadBytes {
+		return nil, tooLarge(p, int64(len(data)), MaxPayloadBytes)
 	}
-	if err := state.VerifyPayload(p, obj.Data); err != nil {
+	if err := state.VerifyPayload(p, data); err != nil {
 		return nil, err
 	}
-	return obj.Data, nil
+	return data, nil
 }
 
 func tooLarge(key string, size int64, limit int) error {

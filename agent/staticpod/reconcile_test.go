@@ -123,9 +123,9 @@ func TestReconcilePublishesOnlyItsNodeGroup(t *testing.T) {
 	}
 }
 
-// An idle poll is one conditional index read and nothing else; a missing
+// An idle poll is one HEAD of the index and nothing else; a missing
 // index is empty desired state.
-func TestIdlePollsCostOneConditionalRead(t *testing.T) {
+func TestIdlePollsCostOneHead(t *testing.T) {
 	f := newFixture(t)
 	r := f.reconciler(t, nil)
 	mustReconcile(t, r) // missing index: nothing to do, nothing fails
@@ -139,8 +139,8 @@ func TestIdlePollsCostOneConditionalRead(t *testing.T) {
 			t.Fatalf("poll %d: %+v", i, res)
 		}
 	}
-	if c := f.store.Counts(); c.Get != 10 || c.Total() != 10 {
-		t.Fatalf("10 idle polls made %+v, want exactly 10 conditional index reads", c)
+	if c := f.store.Counts(); c.Head != 10 || c.Total() != 10 {
+		t.Fatalf("10 idle polls made %+v, want exactly 10 HEADs of the index", c)
 	}
 }
 
@@ -279,9 +279,15 @@ func TestIndexChangedMidReconcile(t *testing.T) {
 func TestConfirmReadFailure(t *testing.T) {
 	f := newFixture(t)
 	f.deploy(t, "workers", "web", "hello:v1", false)
-	f.store.SetRules(faultstore.Rule{Action: faultstore.Fail, Ops: []faultstore.Op{faultstore.OpGet}, Prefix: state.IndexPath, Skip: 1, Limit: 1})
-	if _, err := f.reconciler(t, nil).Reconcile(context.Background()); !errors.Is(err, faultstore.ErrInjected) {
+	// The pass reads the NodeGroup's view, so its first GET of the index
+	// is the confirming one.
+	f.store.SetRules(faultstore.Rule{Action: faultstore.Fail, Ops: []faultstore.Op{faultstore.OpGet}, Prefix: state.IndexPath, Limit: 1})
+	r := f.reconciler(t, nil)
+	if _, err := r.Reconcile(context.Background()); !errors.Is(err, faultstore.ErrInjected) {
 		t.Fatalf("err %v", err)
+	}
+	if c := r.Counters(); c.Reads[staticpod.ReadView] != 1 {
+		t.Fatalf("the pass did not read the view: %+v", c)
 	}
 	if len(f.files(t)) != 0 {
 		t.Fatal("published without a confirmed index")

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"podmin.dev/podmin/agent/mounts"
@@ -79,6 +80,10 @@ type Options struct {
 	Step func(step Step, file string) error
 	// FetchConcurrency bounds concurrent payload reads; 0 means 16.
 	FetchConcurrency int
+	// ViewWait bounds the wait for a stale NodeGroup view to catch up
+	// with its index before the index is read instead; 0 means
+	// DefaultViewWait, a negative value reads the index at once.
+	ViewWait time.Duration
 	// BucketExists, when set, is asked whenever the index is absent: an
 	// absent bucket is ErrBucketMissing, also on a store that reports a
 	// deleted bucket as a plain missing object.
@@ -109,8 +114,10 @@ type Reconciler struct {
 	manifests   string
 	log         *slog.Logger
 	mu          sync.Mutex // serializes passes
-	applied     bool       // the index at appliedETag is fully published
-	appliedETag string
+	applied     bool       // the index version appliedFrom is fully published
+	appliedFrom applied
+	// appliedETag is appliedFrom.etag for Applied, which runs beside passes.
+	appliedETag atomic.Pointer[string]
 	// seenETag is the last index object this process read (empty before
 	// the first): once one was seen, an absent index is ErrIndexMissing.
 	seenETag string
@@ -119,6 +126,8 @@ type Reconciler struct {
 	forced bool
 	// payloads caches verified payload bytes by content-addressed path.
 	payloads map[string][]byte
+	// transformed caches the last pass's transformations by deployment.
+	transformed map[state.Key]transformed
 	// loaded is the revision whose values are on the tmpfs, by Pod.
 	loaded map[string]string
 	// retry makes the next pass read the index in full: the last pass
@@ -153,6 +162,9 @@ func New(opts Options) (*Reconciler, error) {
 	}
 	if opts.FetchConcurrency <= 0 {
 		opts.FetchConcurrency = 16
+	}
+	if opts.ViewWait == 0 {
+		opts.ViewWait = DefaultViewWait
 	}
 	log := opts.Log
 	if log == nil {
@@ -198,6 +210,9 @@ type Result struct {
 	Unchanged bool
 	// ETag is the index version the pass acted on.
 	ETag string
+	// Read says how the pass learned the NodeGroup's desired state:
+	// ReadNone, ReadMetadata, ReadView or ReadIndex.
+	Read string
 	// Pods counts the NodeGroup's desired Pods; Written the files replaced
 	// and Removed the stale files deleted.
 	Pods, Written, Removed int
@@ -260,39 +275,22 @@ func (r *Reconciler) Reconcile(ctx context.Context) (Result, error) {
 	return res, err
 }
 
-// readIndex reads the index, conditionally on the applied ETag unless a
-// full pass is needed. An absent index is empty desired state (with an
-// empty ETag) only for a node that has never had any: see absentIndex.
-func (r *Reconciler) readIndex(ctx context.Context, full bool) (*state.Index, string, bool, error) {
-	opts := objstore.GetOptions{}
-	if r.applied && !full && r.appliedETag != "" {
-		opts.IfNoneMatch = r.appliedETag
+// setApplied records that the NodeGroup's published state is d's.
+func (r *Reconciler) setApplied(d desired) {
+	r.applied = true
+	r.appliedFrom = applied{etag: d.etag, writeID: d.writeID, digest: d.digest, items: d.items}
+	etag := d.etag
+	r.appliedETag.Store(&etag)
+}
+
+// Applied returns the index ETag whose NodeGroup state is published, and
+// whether any is: a hint naming it asks for nothing new.
+func (r *Reconciler) Applied() (string, bool) {
+	p := r.appliedETag.Load()
+	if p == nil {
+		return "", false
 	}
-	obj, err := r.opts.Store.Get(ctx, state.IndexPath, opts)
-	switch {
-	case errors.Is(err, objstore.ErrNotModified):
-		r.seenETag = r.appliedETag
-		return nil, r.appliedETag, true, nil
-	case errors.Is(err, objstore.ErrBucketNotFound):
-		return nil, "", false, bucketMissing(err)
-	case errors.Is(err, objstore.ErrNotFound):
-		if err := r.absentIndex(ctx); err != nil {
-			return nil, "", false, err
-		}
-		unchanged := r.applied && !full && r.appliedETag == ""
-		return state.NewIndex(), "", unchanged, nil
-	case err != nil:
-		return nil, "", false, fmt.Errorf("read %s: %w: check the bucket and the node's access to it", state.IndexPath, err)
-	}
-	r.seenETag = obj.ETag
-	if len(obj.Data) > MaxIndexBytes {
-		return nil, "", false, tooLarge(state.IndexPath, int64(len(obj.Data)), MaxIndexBytes)
-	}
-	ix, err := state.DecodeIndex(obj.Data)
-	if err != nil {
-		return nil, "", false, err
-	}
-	return ix, obj.ETag, false, nil
+	return *p, true
 }
 
 // ErrBucketMissing reports that the cluster bucket itself is absent: the
@@ -417,18 +415,21 @@ func (r *Reconciler) passRestarting(ctx context.Context, forced bool) (Result, e
 }
 
 func (r *Reconciler) pass(ctx context.Context, forced bool) (Result, error) {
-	ix, etag, unchanged, err := r.readIndex(ctx, forced || r.retry)
+	d, err := r.readDesired(ctx, forced || r.retry)
 	if err != nil {
 		return Result{}, err
 	}
-	if unchanged {
-		return Result{Unchanged: true, ETag: etag}, nil
+	r.counters.read(d.read)
+	etag, items := d.etag, d.items
+	if d.unchanged {
+		// The NodeGroup's published state is this version's.
+		r.setApplied(d)
+		return Result{Unchanged: true, ETag: etag, Read: d.read}, nil
 	}
-	if (!r.applied || etag != r.appliedETag) && r.opts.Hooks.IndexChanged != nil {
+	if (!r.applied || etag != r.appliedFrom.etag) && r.opts.Hooks.IndexChanged != nil {
 		r.opts.Hooks.IndexChanged(etag)
 	}
-	log := r.log.With("etag", etag)
-	items := ix.NodeGroup(r.opts.NodeGroup)
+	log := r.log.With("etag", etag, "read", d.read)
 	c, err := r.stage(ctx, items)
 	if err != nil {
 		return Result{ETag: etag}, err
@@ -440,7 +441,7 @@ func (r *Reconciler) pass(ctx context.Context, forced bool) (Result, error) {
 	if err := r.step(StepConfirmed, ""); err != nil {
 		return Result{ETag: etag}, err
 	}
-	res := Result{ETag: etag, Pods: len(items)}
+	res := Result{ETag: etag, Pods: len(items), Read: d.read}
 	if err := r.publish(ctx, c, &res); err != nil {
 		return res, err
 	}
@@ -457,8 +458,9 @@ func (r *Reconciler) pass(ctx context.Context, forced bool) (Result, error) {
 	for _, s := range services {
 		r.published[s.Deployment] = s
 	}
-	r.applied, r.appliedETag = true, etag
+	r.setApplied(d)
 	r.keepPayloads(c)
+	r.transformed = c.transformed
 	res.Failed = c.failures
 	r.retry = len(c.failures) > 0
 	r.counters.podFailures(c.failures)

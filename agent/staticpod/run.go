@@ -10,11 +10,19 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"podmin.dev/podmin/internal/objstore"
 )
 
-// DefaultInterval is the default poll period: one conditional index read,
-// answered 304 while nothing changed.
+// DefaultInterval is the default poll period: one HEAD of the index while
+// nothing changed.
 const DefaultInterval = 5 * time.Second
+
+// DefaultHintedInterval is the safety poll while the leader's index hints
+// reach this node (LoopOptions.Hinted): the leader polls the index every
+// second and hints every follower, so this poll only bounds how long a
+// lost hint goes unnoticed.
+const DefaultHintedInterval = time.Minute
 
 // Reporter receives the outcome of every pass; nil err means healthy.
 type Reporter interface {
@@ -30,6 +38,12 @@ type LoopOptions struct {
 	// of it, so nodes spread their reads and a commit is seen within one
 	// Interval.
 	Interval time.Duration
+	// Hinted, when set, reports whether the leader's index hints reach
+	// this node now; while they do, the poll is HintedInterval instead.
+	Hinted func() bool
+	// HintedInterval is the safety poll while Hinted; zero means
+	// DefaultHintedInterval.
+	HintedInterval time.Duration
 	// Timeout bounds one pass.
 	Timeout time.Duration
 	// MinBackoff and MaxBackoff bound the jittered exponential wait after
@@ -66,6 +80,9 @@ func NewLoop(r *Reconciler, opts LoopOptions) *Loop {
 	if opts.MaxBackoff < opts.MinBackoff {
 		opts.MaxBackoff = max(30*time.Second, opts.MinBackoff)
 	}
+	if opts.HintedInterval <= 0 {
+		opts.HintedInterval = DefaultHintedInterval
+	}
 	if opts.After == nil {
 		opts.After = time.After
 	}
@@ -81,6 +98,16 @@ func (l *Loop) Trigger() {
 	case l.trigger <- struct{}{}:
 	default:
 	}
+}
+
+// Hint is the leader's word that the index is now at etag: a pass runs
+// now unless that version's NodeGroup state is already published. An
+// empty etag always triggers one.
+func (l *Loop) Hint(etag string) {
+	if applied, ok := l.r.Applied(); ok && etag != "" && objstore.SameETag(applied, etag) {
+		return
+	}
+	l.Trigger()
 }
 
 // IdentityChanged forces a full, index-fenced pass now.
@@ -118,7 +145,11 @@ func (l *Loop) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		wait := time.Duration(float64(l.opts.Interval) * (0.8 + 0.2*l.opts.Rand()))
+		interval := l.opts.Interval
+		if l.opts.Hinted != nil && l.opts.Hinted() {
+			interval = max(interval, l.opts.HintedInterval)
+		}
+		wait := time.Duration(float64(interval) * (0.8 + 0.2*l.opts.Rand()))
 		report := true
 		var pods *PodsFailedError
 		switch {

@@ -51,6 +51,30 @@ type candidate struct {
 	failures []PodFailure
 	// payloads are the verified bytes of every payload read successfully.
 	payloads map[string][]byte
+	// transformed are the pristine transformations of this pass.
+	transformed map[state.Key]transformed
+}
+
+// transformed is one deployment's Pod and Service as transformation
+// produced them from its entry, before publishing annotates the Pod. An
+// entry names its payloads by their SHA-512 and the bytes are verified
+// against it, so the same entry always transforms to the same result: a
+// pass reuses the last pass's instead of decoding every Pod again.
+type transformed struct {
+	entry   state.Entry
+	pod     nodepod.Pod
+	service *Service
+}
+
+// staged returns a fresh staged Pod of t; publishing may change it.
+func (t transformed) staged() stagedPod {
+	pod := t.pod
+	sp := stagedPod{pod: &pod}
+	if t.service != nil {
+		svc := *t.service
+		sp.service = &svc
+	}
+	return sp
 }
 
 // fail records that the deployment's Pod keeps its last valid state.
@@ -60,7 +84,8 @@ func (c *candidate) fail(r *Reconciler, key state.Key, err error) {
 }
 
 // stage fetches and verifies the referenced payloads, transforms every
-// Pod, decodes every Service and fetches the values of Pods whose revision
+// Pod and decodes every Service (reusing the last pass's result for an
+// unchanged entry) and fetches the values of Pods whose revision
 // has none on the tmpfs yet. A problem with one deployment (missing or
 // corrupt payload, invalid content, failed value fetch) keeps only that
 // deployment at its last valid state.
@@ -74,17 +99,24 @@ func (r *Reconciler) stage(ctx context.Context, items []state.Item) (*candidate,
 	if err := r.step(StepFetched, ""); err != nil {
 		return nil, err
 	}
-	staged := make([]stagedPod, len(items))
+	results := make([]transformed, len(items))
 	errs := make([]error, len(items))
 	parallel(len(items), func(i int) {
-		staged[i], errs[i] = transform(items[i], c.payloads, fetchErrs)
+		it := items[i]
+		if t, ok := r.transformed[it.Key]; ok && t.entry == it.Entry {
+			results[i] = t
+			return
+		}
+		results[i], errs[i] = transform(it, c.payloads, fetchErrs)
 	})
+	c.transformed = make(map[state.Key]transformed, len(items))
 	for i, it := range items {
 		if errs[i] != nil {
 			c.fail(r, it.Key, errs[i])
 			continue
 		}
-		sp := staged[i]
+		c.transformed[it.Key] = results[i]
+		sp := results[i].staged()
 		p := sp.pod
 		if len(p.Mounts) > 0 && r.loaded[p.Name] != p.Revision {
 			var err error
@@ -107,29 +139,29 @@ func (r *Reconciler) stage(ctx context.Context, items []state.Item) (*candidate,
 
 // transform turns one deployment's verified payloads into its staged Pod
 // and Service.
-func transform(it state.Item, payloads map[string][]byte, fetchErrs map[string]error) (stagedPod, error) {
+func transform(it state.Item, payloads map[string][]byte, fetchErrs map[string]error) (transformed, error) {
 	if err := fetchErrs[it.Entry.Pod]; err != nil {
-		return stagedPod{}, err
+		return transformed{}, err
 	}
 	if err := fetchErrs[it.Entry.Service]; it.Entry.Service != "" && err != nil {
-		return stagedPod{}, err
+		return transformed{}, err
 	}
 	p, err := nodepod.Transform(it.Key, it.Entry, payloads[it.Entry.Pod])
 	if err != nil {
-		return stagedPod{}, err
+		return transformed{}, err
 	}
-	sp := stagedPod{pod: p}
+	t := transformed{entry: it.Entry, pod: *p}
 	if id, ok := it.Entry.ServiceID(); ok {
 		spec, err := manifest.DecodeService(payloads[it.Entry.Service])
 		if err == nil && (spec.Name != id.Name || spec.Namespace != id.Namespace) {
 			err = fmt.Errorf("it defines %s/%s", spec.Namespace, spec.Name)
 		}
 		if err != nil {
-			return stagedPod{}, fmt.Errorf("invalid Service payload %s of deployment %s: %w: redeploy it", it.Entry.Service, it.Key, err)
+			return transformed{}, fmt.Errorf("invalid Service payload %s of deployment %s: %w: redeploy it", it.Entry.Service, it.Key, err)
 		}
-		sp.service = &Service{Deployment: it.Key, ID: id, Spec: spec, Pod: p.Name, Revision: p.Revision}
+		t.service = &Service{Deployment: it.Key, ID: id, Spec: spec, Pod: p.Name, Revision: p.Revision}
 	}
-	return sp, nil
+	return t, nil
 }
 
 // parallel calls f for every index below n on one goroutine per CPU.

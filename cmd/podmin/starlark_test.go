@@ -81,7 +81,9 @@ podmin.deployments.deploy("web", nodegroup = "workers", image = "hello:v1")
 	for _, ch := range plan.Steps[0].Changes {
 		targets = append(targets, ch.Action+" "+ch.Target)
 	}
-	if len(targets) != 2 || !strings.HasPrefix(targets[0], "created nodegroups/workers/pods/sha512/") || targets[1] != "created deployments/index.json" {
+	// The payload, the index, and the NodeGroup's view derived from it.
+	if len(targets) != 3 || !strings.HasPrefix(targets[0], "created nodegroups/workers/pods/sha512/") || targets[1] != "created deployments/index.json" ||
+		targets[2] != "created deployments/nodegroups/workers.json" {
 		t.Fatalf("changes %q", targets)
 	}
 }

@@ -20,35 +20,36 @@ var ErrInvalidIndex = errors.New("invalid deployments index")
 // when absent, and a trailing newline. An empty index is "{}\n". Equal
 // indexes encode to equal bytes, so an unchanged index is never rewritten
 // with a different ETag.
+//
+// An index decoded from canonical bytes encodes by copying the bytes of
+// the entries that did not change since and encoding only the others.
 func (ix *Index) Encode() []byte {
-	items := ix.Items()
+	if ix.raw != nil {
+		if len(ix.dirty) == 0 {
+			return []byte(ix.raw.text)
+		}
+		return ix.encodeSpliced()
+	}
+	return encodeItems(ix.Items())
+}
+
+// encodeItems is the canonical form of items, which are in key order.
+func encodeItems(items []Item) []byte {
 	if len(items) == 0 {
 		return []byte("{}\n")
 	}
-	var b bytes.Buffer
-	b.Grow(len(items) * 400)
-	b.WriteString("{\n")
+	b := make([]byte, 0, len(items)*400)
+	b = append(b, "{\n"...)
 	for i, it := range items {
 		// Keys and paths are validated to a character set that needs no
 		// JSON escaping (lowercase letters, digits, '-', '.', '/').
-		b.WriteString(`  "`)
-		b.WriteString(it.Key.NodeGroup)
-		b.WriteByte('/')
-		b.WriteString(it.Key.Name)
-		b.WriteString("\": {\n    \"pod\": \"")
-		b.WriteString(it.Entry.Pod)
-		if it.Entry.Service != "" {
-			b.WriteString("\",\n    \"service\": \"")
-			b.WriteString(it.Entry.Service)
-		}
-		b.WriteString("\"\n  }")
+		b = appendMember(b, it.Key.String(), it.Entry)
 		if i < len(items)-1 {
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
-		b.WriteByte('\n')
+		b = append(b, '\n')
 	}
-	b.WriteString("}\n")
-	return b.Bytes()
+	return append(b, "}\n"...)
 }
 
 // DecodeIndex parses deployments/index.json strictly. Whitespace is free,
@@ -57,6 +58,9 @@ func (ix *Index) Encode() []byte {
 // under that NodeGroup and an optional "service" path, no other or repeated
 // fields, and no Service identity owned by two entries.
 func DecodeIndex(data []byte) (*Index, error) {
+	if ix, ok := decodeCanonical(data); ok {
+		return ix, nil
+	}
 	ix, err := decodeIndex(data)
 	if err != nil {
 		return nil, fmt.Errorf("%w %s: %w: nothing acts on it until it is repaired: run \"podmin index rebuild\" to rebuild it from its readable entries and the payloads in the bucket", ErrInvalidIndex, IndexPath, err)

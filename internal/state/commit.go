@@ -229,9 +229,17 @@ func (c *Committer) commit(ctx context.Context, m mutation) (commitResult, error
 			return 0, fmt.Errorf("%s %q: %w", m.op, m.key, err)
 		}
 		id := c.opts.NewWriteID()
-		err = c.writeIndex(ctx, cur, cur.ix.Encode(), id)
+		ng := m.key.NodeGroup
+		view := cur.ix.NodeGroupView(ng)
+		kept, err := c.writeIndex(ctx, cur, cur.ix.Encode(), id, change{views: map[string]string{ng: ViewDigest(ng, view)}})
 		switch {
 		case err == nil:
+			if kept {
+				// The view follows the index it is derived from; a
+				// failure leaves it stale, which readers detect and the
+				// leader repairs.
+				_ = writeView(ctx, c.store, ng, view, id)
+			}
 			return wrote, nil
 		case errors.Is(err, objstore.ErrBucketNotFound):
 			// The bucket is gone: this write wrote nothing.

@@ -179,8 +179,8 @@ func TestCorruptExistingPayload(t *testing.T) {
 		t.Fatalf("%+v, %v", res, err)
 	}
 	// Index read, refused create, read of the corrupt object, conditional
-	// replace, index create.
-	if c := fs.Counts(); c != (faultstore.Counts{Get: 2, PutIfAbsent: 2, PutIfMatch: 1}) {
+	// replace, index create, view write.
+	if c := fs.Counts(); c != (faultstore.Counts{Get: 2, PutIfAbsent: 2, PutIfMatch: 1, Put: 1}) {
 		t.Fatalf("requests %+v", c)
 	}
 	if _, err := state.FetchPayload(ctx, b, p); err != nil {

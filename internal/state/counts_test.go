@@ -50,10 +50,12 @@ func testRequestCounts(t *testing.T, newStore func(t *testing.T) objstore.Store)
 	}
 	web := deployment("workers", "web", "product", "example/web:v1", "frontend")
 
-	// No index yet: one read (404), two payload writes, one create-only index write.
-	step("first deployment", faultstore.Counts{Get: 1, PutIfAbsent: 3}, deploy(web), state.Created)
+	// No index yet: one read (404), two payload writes, one create-only index
+	// write, and the NodeGroup's view after it (every index write below is
+	// followed by its one view write).
+	step("first deployment", faultstore.Counts{Get: 1, PutIfAbsent: 3, Put: 1}, deploy(web), state.Created)
 	// A second new deployment: one read, two payload writes, one If-Match write.
-	step("new deployment", faultstore.Counts{Get: 1, PutIfAbsent: 2, PutIfMatch: 1},
+	step("new deployment", faultstore.Counts{Get: 1, PutIfAbsent: 2, PutIfMatch: 1, Put: 1},
 		deploy(deployment("workers", "api", "product", "example/api:v1", "api")), state.Created)
 	// Identical re-deploy: the index read, and one Head per payload whose
 	// stamp matches the one recorded when it was written.
@@ -61,16 +63,16 @@ func testRequestCounts(t *testing.T, newStore func(t *testing.T) objstore.Store)
 	// New Pod, same Service: only the new Pod is created; the Service
 	// payload the index references is proven present by a Head; the old
 	// Pod is never read.
-	step("update", faultstore.Counts{Get: 1, Head: 1, PutIfAbsent: 1, PutIfMatch: 1},
+	step("update", faultstore.Counts{Get: 1, Head: 1, PutIfAbsent: 1, PutIfMatch: 1, Put: 1},
 		deploy(deployment("workers", "web", "product", "example/web:v2", "frontend")), state.Updated)
 	// Dropping the Service drops the Pod's podmin.dev/service annotation:
 	// a new Pod payload.
-	step("drop Service", faultstore.Counts{Get: 1, PutIfAbsent: 1, PutIfMatch: 1},
+	step("drop Service", faultstore.Counts{Get: 1, PutIfAbsent: 1, PutIfMatch: 1, Put: 1},
 		deploy(deployment("workers", "web", "product", "example/web:v2", "")), state.Updated)
 	// A same-named DaemonSet from another namespace, old entry without a
 	// Service: the old namespace comes from the local payload cache.
 	var replaced *state.Replacement
-	step("other namespace", faultstore.Counts{Get: 1, PutIfAbsent: 1, PutIfMatch: 1}, func() (state.Outcome, error) {
+	step("other namespace", faultstore.Counts{Get: 1, PutIfAbsent: 1, PutIfMatch: 1, Put: 1}, func() (state.Outcome, error) {
 		r, err := c.Deploy(ctx, deployment("workers", "web", "staging", "example/web:v2", ""))
 		replaced = r.Replaced
 		return r.Outcome, err
@@ -80,12 +82,12 @@ func testRequestCounts(t *testing.T, newStore func(t *testing.T) objstore.Store)
 	}
 	// A rollback to a payload no entry references any more: its stamp
 	// from when it was written makes one Head enough.
-	step("rollback", faultstore.Counts{Get: 1, Head: 1, PutIfMatch: 1},
+	step("rollback", faultstore.Counts{Get: 1, Head: 1, PutIfMatch: 1, Put: 1},
 		deploy(deployment("workers", "web", "product", "example/web:v2", "")), state.Updated)
-	step("forward again", faultstore.Counts{Get: 1, Head: 1, PutIfMatch: 1},
+	step("forward again", faultstore.Counts{Get: 1, Head: 1, PutIfMatch: 1, Put: 1},
 		deploy(deployment("workers", "web", "staging", "example/web:v2", "")), state.Updated)
-	// Delete: one read and one write; an absent entry is read only.
-	step("delete", faultstore.Counts{Get: 1, PutIfMatch: 1}, del("workers", "web"), state.Deleted)
+	// Delete: one read, one write and the view; an absent entry is read only.
+	step("delete", faultstore.Counts{Get: 1, PutIfMatch: 1, Put: 1}, del("workers", "web"), state.Deleted)
 	step("delete absent", faultstore.Counts{Get: 1}, del("workers", "web"), state.Absent)
 	// Without a warm cache the replaced namespace costs one read of the old
 	// Pod, after the index write.
@@ -99,7 +101,7 @@ func testRequestCounts(t *testing.T, newStore func(t *testing.T) objstore.Store)
 	if err != nil || r.Replaced == nil || r.Replaced.Namespace != "product" {
 		t.Fatalf("cold cache replacement: %+v, %v", r, err)
 	}
-	if got := cold.Counts(); got != (faultstore.Counts{Get: 2, PutIfAbsent: 1, PutIfMatch: 1}) {
+	if got := cold.Counts(); got != (faultstore.Counts{Get: 2, PutIfAbsent: 1, PutIfMatch: 1, Put: 1}) {
 		t.Errorf("cold cache replacement: requests %+v", got)
 	}
 	// Without stamps a rollback verifies the existing payload's bytes (and,
@@ -108,7 +110,7 @@ func testRequestCounts(t *testing.T, newStore func(t *testing.T) objstore.Store)
 	if r, err := cc.Deploy(ctx, deployment("workers", "web", "product", "example/web:v1", "")); err != nil || r.Outcome != state.Updated {
 		t.Fatalf("cold rollback: %+v, %v", r, err)
 	}
-	if got := cold.Counts(); got != (faultstore.Counts{Get: 3, PutIfAbsent: 1, PutIfMatch: 1}) {
+	if got := cold.Counts(); got != (faultstore.Counts{Get: 3, PutIfAbsent: 1, PutIfMatch: 1, Put: 1}) {
 		t.Errorf("cold rollback: requests %+v", got)
 	}
 	fresh := faultstore.New(newStore(t))

@@ -105,6 +105,71 @@
 // request is gone, and Podmin relies on the store having finished or
 // abandoned the request by then.
 //
+// # NodeGroup views
+//
+// deployments/index.json stays the single commit point, byte-exact in the
+// specification's format. Beside it, deployments/nodegroups/<ng>.json
+// holds each NodeGroup's view: the index restricted to that NodeGroup's
+// entries, in the same canonical form ("{}\n" when it has none), with the
+// write ID of the index version it came from as object metadata
+// (ViewSourceMeta). Views are derived and never authoritative: the
+// committer writes the view of the NodeGroup it changed right after its
+// index write, the leader repairs views, and a reader uses one only when
+// the index vouches for its bytes. A node then reads its NodeGroup's
+// change, not the whole index, and learns that a commit did not concern
+// it without reading any entries at all.
+//
+// What vouches is the index's own metadata, written atomically with the
+// body: next to the write-ID chain, every write records which NodeGroups
+// the recent writes changed (WriteNodeGroupsMeta). For the version's chain
+// C it lists, per recently changed NodeGroup, the position a of the write
+// C[a] that last changed it and the digest (ViewDigest: SHA-256 over the
+// NodeGroup's name and its view's bytes, 64 bits) of its view in this
+// version; and a horizon h such that no write in C[0..h-1] changed a
+// NodeGroup that is not listed. A writer computes its change against the
+// content it read (its base) and carries the base's record forward, one
+// position older; what no longer fits S3's 2 KiB of user metadata beside
+// the 96-ID chain (about 13 NodeGroups) is dropped from the oldest end,
+// pulling the horizon before it. A rebuild, whose base could not be read,
+// starts the horizon again at 0.
+//
+// IndexMeta.NodeGroup turns that into two proofs for a reader that
+// published its NodeGroup from the version with write ID V:
+//
+//   - Unchanged: V is at position j of the chain and the NodeGroup's last
+//     recorded change is at a position >= j (or it is not listed and j <=
+//     h): no write after V changed it. Nothing is read beyond the
+//     metadata (one HEAD of the index).
+//   - Digest: the view's digest in this version. Equal to the digest of
+//     what the reader published, the NodeGroup is unchanged whatever the
+//     chain says; otherwise a view whose bytes have this digest is exactly
+//     the NodeGroup's entries in this version, whoever wrote it and from
+//     whichever version. A missing, stale, foreign or hand-edited view
+//     fails the digest (ErrViewStale) and the reader reads the index.
+//
+// Why the chain can be trusted for this although it cannot prove a lost
+// write absent ("Write IDs and lost replies"): a stale writer's fork
+// erases IDs, it never invents transitions. Its If-Match succeeded only
+// because the body equalled its base's bytes, so the version it replaced
+// had its base's content, and the change it records (computed from that
+// content) is the true change of the version it replaced. The recorded
+// transitions therefore still describe real content changes; the erased
+// versions are simply no longer in the chain, and a reader whose V was
+// erased falls back to the digest, then the view or the index. The
+// NodeGroup is part of the digest because every empty view has the same
+// bytes, and NodeGroups are named in the metadata by 32 bits of SHA-256:
+// two NodeGroups sharing that tag only cost reads, since their digests
+// differ.
+//
+// A reader still confirms, before it publishes, that the index ETag is
+// the one whose metadata it acted on, as the specification requires, so a
+// view stands in for "the complete index filtered to the NodeGroup" of
+// exactly that version. The view write after the index write is not
+// atomic with it: a committer that stops in between, or a slower one that
+// overwrites a newer view, leaves a view that fails its digest until the
+// leader rewrites it; readers meanwhile read the index. Correctness never
+// depends on a view, only cost does.
+//
 // # Namespace replacement
 //
 // Deployment identity is <nodegroup>/<name>, so deploying a same-named

@@ -126,6 +126,10 @@ type Item struct {
 type Index struct {
 	entries  map[Key]Entry
 	services map[ServiceID]Key
+	// raw is the canonical text the index was decoded from, if it was,
+	// and dirty the keys Set or Remove touched since (see canonical.go).
+	raw   *rawIndex
+	dirty map[Key]struct{}
 }
 
 // NewIndex returns an empty index, the meaning of a missing index object.
@@ -144,12 +148,18 @@ func (ix *Index) Lookup(k Key) (Entry, bool) {
 
 // Items lists every entry in key order (the order of the JSON form).
 func (ix *Index) Items() []Item {
+	if items, ok := ix.canonicalItems(""); ok {
+		return items
+	}
 	return ix.sorted(func(Key) bool { return true })
 }
 
 // NodeGroup lists the entries of one NodeGroup in key order: what an agent
 // of that NodeGroup reconciles.
 func (ix *Index) NodeGroup(nodegroup string) []Item {
+	if items, ok := ix.canonicalItems(nodegroup + "/"); ok {
+		return items
+	}
 	return ix.sorted(func(k Key) bool { return k.NodeGroup == nodegroup })
 }
 
@@ -205,6 +215,9 @@ func (ix *Index) Set(k Key, e Entry) (prev Entry, existed bool, err error) {
 	if hasService {
 		ix.services[id] = k
 	}
+	if !existed || prev != e {
+		ix.touch(k)
+	}
 	return prev, existed, nil
 }
 
@@ -218,6 +231,7 @@ func (ix *Index) Remove(k Key) (prev Entry, existed bool) {
 		delete(ix.services, id)
 	}
 	delete(ix.entries, k)
+	ix.touch(k)
 	return prev, true
 }
 

@@ -592,12 +592,21 @@ func (c *Committer) WriteRebuild(ctx context.Context, plan *RebuildPlan) error {
 		return errors.New("the rebuild plan is incomplete: settle its choices first")
 	}
 	data := plan.Index.Encode()
+	// The base could not be read, so which NodeGroups changed is unknown:
+	// the write records the views of the rebuilt ones, but nothing about
+	// the others.
+	ch := changeOf(plan.Index, true, plan.Index.NodeGroups()...)
 	var lastErr error
 	for range 3 {
 		id := c.opts.NewWriteID()
-		err := c.writeIndex(ctx, plan.base, data, id)
+		kept, err := c.writeIndex(ctx, plan.base, data, id, ch)
 		switch {
 		case err == nil:
+			if kept {
+				for _, ng := range plan.Index.NodeGroups() {
+					_ = writeView(ctx, c.store, ng, plan.Index.NodeGroupView(ng), id)
+				}
+			}
 			return nil
 		case errors.Is(err, objstore.ErrPrecondition), errors.Is(err, objstore.ErrNotFound):
 			return fmt.Errorf("write %s: the index changed since the plan was made, so nothing was written: run the rebuild again to plan against it: %w", IndexPath, err)

@@ -64,6 +64,8 @@ type indexVersion struct {
 	// newest first, at most maxWriteChain; empty for an index written
 	// without IDs (or absent).
 	chain []string
+	// hist is which NodeGroups the recent writes changed.
+	hist ngHistory
 }
 
 // chainFrom reads the write IDs from index metadata. A version without a
@@ -85,13 +87,15 @@ func chainFrom(meta map[string]string) []string {
 	return chain
 }
 
-// writeMeta is the metadata of a write with ID id on top of base.
-func writeMeta(id string, base indexVersion) map[string]string {
+// writeMeta is the metadata of a write with ID id on top of base making
+// change c: the chain, and the NodeGroup history as far as it fits.
+func writeMeta(id string, base indexVersion, c change) map[string]string {
 	prev := base.chain[:min(len(base.chain), maxWriteChain-1)]
 	m := map[string]string{WriteIDMeta: id}
 	if len(prev) > 0 {
 		m[WriteChainMeta] = strings.Join(prev, ",")
 	}
+	m[WriteNodeGroupsMeta] = base.hist.next(c, len(base.chain), len(prev)+1).fit(m).encode()
 	return m
 }
 
@@ -179,7 +183,8 @@ func readIndexVersion(ctx context.Context, store objstore.Store) (indexVersion, 
 	if err != nil {
 		return indexVersion{}, err
 	}
-	return indexVersion{ix: ix, etag: obj.ETag, exists: true, chain: chainFrom(obj.Metadata)}, nil
+	m := ParseIndexMeta(obj.Metadata)
+	return indexVersion{ix: ix, etag: obj.ETag, exists: true, chain: m.Chain, hist: m.hist}, nil
 }
 
 // writeIndex writes data conditionally on base (create-only when base did
@@ -189,9 +194,10 @@ func readIndexVersion(ctx context.Context, store objstore.Store) (indexVersion, 
 // the options before sending anything; the write is then made without IDs.
 // Nothing is lost for correctness: without IDs an ambiguous write resolves
 // only when nothing happened since, and is otherwise reported unknown,
-// never applied twice.
-func (c *Committer) writeIndex(ctx context.Context, base indexVersion, data []byte, id string) error {
-	opts := objstore.PutOptions{IfAbsent: !base.exists, Metadata: writeMeta(id, base)}
+// never applied twice. It reports whether the metadata was kept: without
+// it, NodeGroup views could not be checked, so none is written.
+func (c *Committer) writeIndex(ctx context.Context, base indexVersion, data []byte, id string, ch change) (bool, error) {
+	opts := objstore.PutOptions{IfAbsent: !base.exists, Metadata: writeMeta(id, base, ch)}
 	if base.exists {
 		opts.IfMatch = base.etag
 	}
@@ -199,6 +205,7 @@ func (c *Committer) writeIndex(ctx context.Context, base indexVersion, data []by
 	if errors.Is(err, objstore.ErrMetadataUnsupported) {
 		opts.Metadata = nil
 		_, err = objstore.PutWithOptions(ctx, c.store, IndexPath, data, opts)
+		return false, err
 	}
-	return err
+	return true, err
 }

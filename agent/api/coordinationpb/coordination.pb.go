@@ -840,9 +840,19 @@ type Hint struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Kind  Hint_Kind              `protobuf:"varint,1,opt,name=kind,proto3,enum=podmin.coordination.v1.Hint_Kind" json:"kind,omitempty"`
 	// index_etag is the index ETag the hint is about, when known.
-	IndexEtag     string `protobuf:"bytes,2,opt,name=index_etag,json=indexEtag,proto3" json:"index_etag,omitempty"`
-	Generation    uint64 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
-	Revision      uint64 `protobuf:"varint,4,opt,name=revision,proto3" json:"revision,omitempty"`
+	IndexEtag  string `protobuf:"bytes,2,opt,name=index_etag,json=indexEtag,proto3" json:"index_etag,omitempty"`
+	Generation uint64 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	Revision   uint64 `protobuf:"varint,4,opt,name=revision,proto3" json:"revision,omitempty"`
+	// index_write_id is the write ID of the index version index_etag names
+	// (its podmin-write-id metadata), when known: for logs and tracing; a
+	// follower still reads the index metadata itself before acting.
+	IndexWriteId string `protobuf:"bytes,100,opt,name=index_write_id,json=indexWriteId,proto3" json:"index_write_id,omitempty"`
+	// index_polled says that the leader polls the index itself and hints
+	// every change of it, so the follower may poll slowly while the watch
+	// lasts. The leader's index hints carry it, and so does the first
+	// message of a watch once the leader has read the index (kind
+	// INDEX_CHANGED, naming the version it last read).
+	IndexPolled   bool `protobuf:"varint,101,opt,name=index_polled,json=indexPolled,proto3" json:"index_polled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -903,6 +913,20 @@ func (x *Hint) GetRevision() uint64 {
 		return x.Revision
 	}
 	return 0
+}
+
+func (x *Hint) GetIndexWriteId() string {
+	if x != nil {
+		return x.IndexWriteId
+	}
+	return ""
+}
+
+func (x *Hint) GetIndexPolled() bool {
+	if x != nil {
+		return x.IndexPolled
+	}
+	return false
 }
 
 type NotifyRequest struct {
@@ -1043,7 +1067,7 @@ const file_coordination_proto_rawDesc = "" +
 	"generation\x12\x1a\n" +
 	"\brevision\x18\x03 \x01(\x04R\brevision\"\x11\n" +
 	"\x0fSnapshotRequest\"\x0e\n" +
-	"\fWatchRequest\"\xdf\x01\n" +
+	"\fWatchRequest\"\xa8\x02\n" +
 	"\x04Hint\x125\n" +
 	"\x04kind\x18\x01 \x01(\x0e2!.podmin.coordination.v1.Hint.KindR\x04kind\x12\x1d\n" +
 	"\n" +
@@ -1051,7 +1075,9 @@ const file_coordination_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x03 \x01(\x04R\n" +
 	"generation\x12\x1a\n" +
-	"\brevision\x18\x04 \x01(\x04R\brevision\"E\n" +
+	"\brevision\x18\x04 \x01(\x04R\brevision\x12$\n" +
+	"\x0eindex_write_id\x18d \x01(\tR\findexWriteId\x12!\n" +
+	"\findex_polled\x18e \x01(\bR\vindexPolled\"E\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rINDEX_CHANGED\x10\x01\x12\x14\n" +

@@ -45,6 +45,15 @@ locals {
         Resource = ["${local.bucket_arn}/dns/*", "${local.bucket_arn}/identity/*"]
       },
       {
+        # The leader rewrites the derived NodeGroup views, never the index
+        # or a payload; the streaming write it uses aborts a multipart
+        # upload it could not complete.
+        Sid      = "NodeGroupViews"
+        Effect   = "Allow"
+        Action   = ["s3:PutObject", "s3:AbortMultipartUpload"]
+        Resource = ["${local.bucket_arn}/deployments/nodegroups/*"]
+      },
+      {
         # Bootstrap syncs dependencies/; the agent asks HeadBucket when the
         # deployment index is absent, and only with ListBucket does S3
         # answer a missing object with 404 rather than 403, so an absent

@@ -1,0 +1,80 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package staticpod_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"podmin.dev/podmin/agent/staticpod"
+)
+
+// A loop whose leader hints reach it polls at the safety interval, and at
+// the normal interval without them; a hint naming the applied version
+// runs no pass, any other hint runs one at once.
+func TestLoopPacesByHintsAndSkipsHintsItHasApplied(t *testing.T) {
+	f := newFixture(t)
+	f.deploy(t, "workers", "web", "web:v1", false)
+	r := f.reconciler(t, nil)
+	var (
+		mu    sync.Mutex
+		waits []time.Duration
+	)
+	after := func(d time.Duration) <-chan time.Time {
+		mu.Lock()
+		waits = append(waits, d)
+		mu.Unlock()
+		return nil // only a trigger ends the wait
+	}
+	lastWait := func() time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(waits) == 0 {
+			return 0
+		}
+		return waits[len(waits)-1]
+	}
+	var hinted atomic.Bool
+	hinted.Store(true)
+	loop := staticpod.NewLoop(r, staticpod.LoopOptions{Interval: 5 * time.Second, HintedInterval: time.Minute,
+		Hinted: hinted.Load, After: after, Rand: func() float64 { return 1 }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = loop.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	passes := func() uint64 { return r.Counters().Passes }
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("not within 10s: %s", what)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	waitFor("the first pass", func() bool { return passes() == 1 && lastWait() == time.Minute })
+	etag, ok := r.Applied()
+	if !ok || etag == "" {
+		t.Fatalf("applied %q, %v", etag, ok)
+	}
+	// A hint for what is applied runs nothing.
+	loop.Hint(etag)
+	time.Sleep(50 * time.Millisecond) // give a wrongly started pass time to show
+	if passes() != 1 {
+		t.Fatalf("a hint naming the applied version ran a pass: %d passes", passes())
+	}
+	// A new version is hinted: one pass at once, which publishes it.
+	f.deploy(t, "workers", "web", "web:v2", false)
+	hinted.Store(false)
+	loop.Hint(`"another-etag"`)
+	waitFor("the hinted pass", func() bool { return passes() == 2 && lastWait() == 5*time.Second })
+	if etag2, _ := r.Applied(); etag2 == etag {
+		t.Fatal("the hinted pass did not apply the new version")
+	}
+}

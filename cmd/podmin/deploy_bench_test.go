@@ -1,0 +1,124 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/objstore/objstoretest"
+	"podmin.dev/podmin/internal/objstore/s3store/s3storetest"
+	"podmin.dev/podmin/internal/state"
+)
+
+// BenchmarkDeployWholeProcess measures podmin deploy as an operator runs
+// it, a fresh process against an S3 server (versitygw), into an index of
+// 10 and of 10,000 entries (100 NodeGroups, half the entries with a
+// Service). Runs alternate between the two indexes, so whatever else
+// loads the machine weighs on both alike; it reports the median wall time
+// of each and their ratio:
+//
+//	go test ./cmd/podmin -run '^$' -bench DeployWholeProcess -benchtime 1x
+func BenchmarkDeployWholeProcess(b *testing.B) {
+	bin, err := buildPodmin()
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := objstoretest.StartVersityGW(b)
+	type target struct {
+		entries int
+		env     []string
+		times   []time.Duration
+	}
+	var targets []*target
+	for _, n := range []int{10, 10_000} {
+		bucket := s3storetest.NewBucket(b, srv)
+		seedDeployIndex(b, bucket, n)
+		dir := b.TempDir()
+		env := append(xdgEnv(dir), "AWS_ENDPOINT_URL_S3="+srv.Endpoint, "AWS_ACCESS_KEY_ID="+srv.AccessKey,
+			"AWS_SECRET_ACCESS_KEY="+srv.SecretKey, "AWS_REGION="+srv.Region, "AWS_EC2_METADATA_DISABLED=true",
+			"AWS_CONFIG_FILE="+filepath.Join(dir, "none"), "AWS_SHARED_CREDENTIALS_FILE="+filepath.Join(dir, "none"))
+		t := &target{entries: n, env: env}
+		runPodmin(b, bin, env, "connect", "demo", "--provider", "aws", "--bucket", bucket.Name())
+		runPodmin(b, bin, env, "deploy", "web", "-g", "workers", "--image", "hello:v0") // warm the caches
+		targets = append(targets, t)
+	}
+	rounds := max(b.N, 15)
+	b.ResetTimer()
+	for i := range rounds {
+		for _, t := range targets {
+			start := time.Now()
+			out := runPodmin(b, bin, t.env, "deploy", "web", "-g", "workers", "--image", fmt.Sprintf("hello:v%d", i+1))
+			t.times = append(t.times, time.Since(start))
+			if !strings.Contains(out, "workers/web updated") {
+				b.Fatalf("deploy into %d entries: %s", t.entries, out)
+			}
+		}
+	}
+	b.StopTimer()
+	median := func(d []time.Duration) time.Duration {
+		d = slices.Clone(d)
+		slices.Sort(d)
+		return d[len(d)/2]
+	}
+	small, large := median(targets[0].times), median(targets[1].times)
+	b.ReportMetric(float64(small.Microseconds())/1000, "ms/deploy-10-entries")
+	b.ReportMetric(float64(large.Microseconds())/1000, "ms/deploy-10000-entries")
+	b.ReportMetric(float64(large)/float64(small), "ratio")
+	b.Logf("%d rounds: median %s at 10 entries, %s at 10,000 entries", rounds, small, large)
+}
+
+// runPodmin runs the podmin binary with env and returns its stdout.
+func runPodmin(b *testing.B, bin string, env []string, args ...string) string {
+	b.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = env
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		b.Fatalf("podmin %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.String())
+	}
+	return string(out)
+}
+
+// seedDeployIndex gives the bucket an index of n entries of other
+// deployments, written as commits leave it (with write metadata).
+func seedDeployIndex(b *testing.B, store objstore.Store, n int) {
+	b.Helper()
+	ix := state.NewIndex()
+	// One more than n: the commit that gives it write metadata removes it.
+	for i := range n + 1 {
+		ng := fmt.Sprintf("ng%02d", i%100)
+		k := state.Key{NodeGroup: ng, Name: fmt.Sprintf("app-%05d", i)}
+		var e state.Entry
+		var err error
+		if e.Pod, err = state.PodPayloadPath(ng, fmt.Appendf(nil, "pod %d", i)); err != nil {
+			b.Fatal(err)
+		}
+		if i%2 == 0 {
+			if e.Service, err = state.ServicePayloadPath(ng, k.Name, fmt.Appendf(nil, "service %d", i)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, _, err := ix.Set(k, e); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	if _, err := store.Put(ctx, state.IndexPath, ix.Encode()); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := state.NewCommitter(store, state.CommitOptions{}).Delete(ctx, state.Key{NodeGroup: "ng00", Name: "app-00000"}); err != nil {
+		b.Fatal(err)
+	}
+}
