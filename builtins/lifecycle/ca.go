@@ -22,8 +22,8 @@ type SecretAction struct {
 	// is not proven this context's), destroyed or absent.
 	Action string `json:"action"`
 	// Reason says why destroy keeps the secret and what the operator can
-	// do.
-	Reason string `json:"reason,omitempty"`
+	// do; empty otherwise.
+	Reason string `json:"reason"`
 }
 
 // caSecretsProvider is where a cluster's CA secrets live: the agents of an
