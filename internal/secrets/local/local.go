@@ -73,11 +73,9 @@ func (s *Store) CreateNonce(_ context.Context, n secrets.Name) (string, error) {
 	if n.IsZero() {
 		return "", fmt.Errorf("%w: no secret name", secrets.ErrInvalid)
 	}
-	unlock, err := s.lock(n.Cluster())
-	if err != nil {
-		return "", err
-	}
-	defer unlock()
+	// No lock: a read writes nothing. Writers record the nonce before the
+	// secret and remove the secret before the nonce, so a secret seen here
+	// has its record, and a race with a destroy reads no nonce at worst.
 	if _, err := os.Lstat(s.path(n)); errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("local: %s: %w", n, secrets.ErrNotFound)
 	} else if err != nil {
@@ -131,6 +129,10 @@ func (s *Store) write(ctx context.Context, n secrets.Name, v secrets.Value, crea
 		return fmt.Errorf("local: %s: %w: fix the permissions of %s", n, err, s.root)
 	}
 	if err := paths.WriteFileAtomic(p, v, 0o600); err != nil {
+		if create && nonce != "" {
+			// No secret, so no record: nothing else may inherit it.
+			_ = s.writeNonce(n, "")
+		}
 		return fmt.Errorf("local: %s: %w", n, err)
 	}
 	return nil
