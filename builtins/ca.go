@@ -13,6 +13,7 @@ import (
 	"io"
 	"time"
 
+	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/pki"
 	"podmin.dev/podmin/internal/secrets"
 )
@@ -62,7 +63,11 @@ func (e *Env) EnsureCASecrets(ctx context.Context, opts CASecretsOptions) (CASec
 	if err != nil {
 		return CASecretsResult{}, err
 	}
-	got, err := ensureCASecrets(ctx, s, c.Cluster, rand.Reader, time.Now())
+	nonce, err := e.caNonce(c)
+	if err != nil {
+		return CASecretsResult{}, err
+	}
+	got, err := ensureCASecrets(ctx, s, c.Cluster, nonce, rand.Reader, time.Now())
 	if err != nil {
 		return CASecretsResult{}, err
 	}
@@ -72,7 +77,34 @@ func (e *Env) EnsureCASecrets(ctx context.Context, opts CASecretsOptions) (CASec
 	return CASecretsResult{Cluster: c.Cluster, Provider: s.Provider(), Secrets: got}, nil
 }
 
-func ensureCASecrets(ctx context.Context, s secrets.Store, cluster string, random io.Reader, now time.Time) ([]CASecret, error) {
+// caNonce returns the context's CA nonce, drawing one and recording it in
+// the contexts file first when the context has none: the record exists
+// before any create request can carry the nonce.
+func (e *Env) caNonce(c contexts.Context) (string, error) {
+	if c.CANonce != "" {
+		return c.CANonce, nil
+	}
+	fresh := contexts.NewNonce()
+	err := e.contextsFile().Update(func(f *contexts.File) error {
+		cur, ok := f.Contexts[c.Cluster]
+		if !ok || cur.Provider != c.Provider || cur.Bucket != c.Bucket {
+			return fmt.Errorf("context %s changed while setup ran: run setup again", c.Cluster)
+		}
+		if cur.CANonce != "" {
+			fresh = cur.CANonce
+			return nil
+		}
+		cur.CANonce = fresh
+		f.Contexts[c.Cluster] = cur
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("record the CA secrets' create nonce in context %s: %w: nothing was created", c.Cluster, err)
+	}
+	return fresh, nil
+}
+
+func ensureCASecrets(ctx context.Context, s secrets.Store, cluster, nonce string, random io.Reader, now time.Time) ([]CASecret, error) {
 	keyValue, err := pki.GenerateWorkloadKey(random)
 	if err != nil {
 		return nil, err
@@ -94,7 +126,7 @@ func ensureCASecrets(ctx context.Context, s secrets.Store, cluster string, rando
 		if err != nil {
 			return nil, err
 		}
-		action, err := createOnly(ctx, s, name, sec.value, sec.check)
+		action, err := createOnly(ctx, s, name, sec.value, nonce, sec.check)
 		if err != nil {
 			return out, err
 		}
@@ -103,12 +135,20 @@ func ensureCASecrets(ctx context.Context, s secrets.Store, cluster string, rando
 	return out, nil
 }
 
-// createOnly stores value at name unless a value exists. An ambiguous
-// create (an error other than "exists", e.g. a lost response) is resolved
-// by reading the stored value back: equal to the value this call generated
-// means it is ours; a different value belongs to someone else and is kept.
-func createOnly(ctx context.Context, s secrets.Store, name secrets.Name, value []byte, check func([]byte) error) (string, error) {
-	createErr := s.Create(ctx, name, secrets.Value(value))
+// createOnly stores value at name unless a value exists; a store that
+// keeps create nonces stores nonce with it. An ambiguous create (an error
+// other than "exists", e.g. a lost response) is resolved by reading the
+// stored secret back: our value (a fresh random one) with our nonce means
+// this request created it; anything else belongs to someone else, or to an
+// earlier setup, and is kept.
+func createOnly(ctx context.Context, s secrets.Store, name secrets.Name, value []byte, nonce string, check func([]byte) error) (string, error) {
+	ns, withNonce := s.(secrets.NonceStore)
+	var createErr error
+	if withNonce {
+		createErr = ns.CreateWithNonce(ctx, name, secrets.Value(value), nonce)
+	} else {
+		createErr = s.Create(ctx, name, secrets.Value(value))
+	}
 	if createErr == nil {
 		return "created", nil
 	}
@@ -119,7 +159,17 @@ func createOnly(ctx context.Context, s secrets.Store, name secrets.Name, value [
 	case err != nil:
 		return "", fmt.Errorf("create %s: %w; reading it back: %w", name, createErr, err)
 	case bytes.Equal(stored, value):
-		return "created", nil
+		if !withNonce {
+			return "created", nil
+		}
+		got, err := ns.CreateNonce(ctx, name)
+		if err != nil {
+			return "", fmt.Errorf("create %s: %w; reading its create nonce back: %w: run setup again", name, createErr, err)
+		}
+		if contexts.ProvenBy(nonce, got) {
+			return "created", nil
+		}
+		return "", fmt.Errorf("create %s: %w; it now holds this request's value without this context's create nonce: check who else writes it; destroy will keep it", name, createErr)
 	}
 	if err := check(stored); err != nil {
 		return "", fmt.Errorf("%s already exists but is not valid (%w): it was not overwritten; restore it or destroy the cluster's CA secrets", name, err)

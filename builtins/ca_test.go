@@ -105,7 +105,7 @@ func TestEnsureCASecretsAmbiguousCreate(t *testing.T) {
 	}
 	now := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
 	// Ours: the write landed, the response was lost.
-	got, err := ensureCASecrets(ctx, ambiguousStore{Store: base}, "demo", rand.Reader, now)
+	got, err := ensureCASecrets(ctx, ambiguousStore{Store: base}, "demo", contexts.NewNonce(), rand.Reader, now)
 	if err != nil || got[0].Action != "created" || got[1].Action != "created" {
 		t.Fatalf("ambiguous create = %+v, %v", got, err)
 	}
@@ -113,7 +113,7 @@ func TestEnsureCASecretsAmbiguousCreate(t *testing.T) {
 	rivalKey, _ := pki.GenerateWorkloadKey(rand.Reader)
 	other := newSecretsEnv(t)
 	otherBase, _ := other.Secrets(ctx, mustContext(t, other.Env), secrets.Local)
-	got, err = ensureCASecrets(ctx, ambiguousStore{Store: otherBase, rival: rivalKey}, "demo", rand.Reader, now)
+	got, err = ensureCASecrets(ctx, ambiguousStore{Store: otherBase, rival: rivalKey}, "demo", contexts.NewNonce(), rand.Reader, now)
 	if err == nil {
 		// The rival's cluster CA value is a workload key, which is invalid
 		// as a cluster CA: reported, not overwritten.
@@ -140,5 +140,62 @@ func TestEnsureCASecretsAmbiguousCreate(t *testing.T) {
 	}
 	if _, err := third.EnsureCASecrets(ctx, CASecretsOptions{}); err == nil || !strings.Contains(err.Error(), "not 32") {
 		t.Fatalf("wrong-size key: %v", err)
+	}
+}
+
+// ambiguousNonceStore is ambiguousStore for a store that keeps create
+// nonces: rival, when set, is created first with rivalNonce.
+type ambiguousNonceStore struct {
+	secrets.NonceStore
+	rival      map[string][]byte
+	rivalNonce string
+}
+
+func (a ambiguousNonceStore) CreateWithNonce(ctx context.Context, n secrets.Name, v secrets.Value, nonce string) error {
+	if r := a.rival[n.Key()]; r != nil {
+		_ = a.NonceStore.CreateWithNonce(ctx, n, secrets.Value(r), a.rivalNonce)
+		return a.NonceStore.CreateWithNonce(ctx, n, v, nonce)
+	}
+	if err := a.NonceStore.CreateWithNonce(ctx, n, v, nonce); err != nil {
+		return err
+	}
+	return errors.New("connection reset by peer")
+}
+
+// An ambiguous create is reconciled against the nonce it carried: our
+// value with our nonce is ours; a rival's secret with its own nonce is kept
+// and never counted as created.
+func TestEnsureCASecretsAmbiguousCreateWithNonce(t *testing.T) {
+	env, ctx := newSecretsEnv(t), t.Context()
+	base, err := env.Secrets(ctx, mustContext(t, env.Env), secrets.Local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := base.(secrets.NonceStore)
+	now := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
+	ours := contexts.NewNonce()
+	got, err := ensureCASecrets(ctx, ambiguousNonceStore{NonceStore: ns}, "demo", ours, rand.Reader, now)
+	if err != nil || got[0].Action != "created" || got[1].Action != "created" {
+		t.Fatalf("ambiguous create = %+v, %v", got, err)
+	}
+	for _, k := range []string{secrets.WorkloadCAKey, secrets.ClusterCA} {
+		n, _ := secrets.InternalSecret("demo", k)
+		if nonce, err := ns.CreateNonce(ctx, n); err != nil || nonce != ours {
+			t.Fatalf("%s carries %q, %v", k, nonce, err)
+		}
+	}
+	other := newSecretsEnv(t)
+	otherBase, _ := other.Secrets(ctx, mustContext(t, other.Env), secrets.Local)
+	rivalKey, _ := pki.GenerateWorkloadKey(rand.Reader)
+	rivalCA, _ := pki.GenerateClusterCA(rand.Reader, "demo", now)
+	theirs := contexts.NewNonce()
+	got, err = ensureCASecrets(ctx, ambiguousNonceStore{NonceStore: otherBase.(secrets.NonceStore),
+		rival: map[string][]byte{secrets.WorkloadCAKey: rivalKey, secrets.ClusterCA: rivalCA}, rivalNonce: theirs}, "demo", ours, rand.Reader, now)
+	if err != nil || got[0].Action != "existing" || got[1].Action != "existing" {
+		t.Fatalf("rival won: %+v, %v", got, err)
+	}
+	n, _ := secrets.InternalSecret("demo", secrets.ClusterCA)
+	if nonce, _ := otherBase.(secrets.NonceStore).CreateNonce(ctx, n); nonce != theirs {
+		t.Fatalf("the rival's secret carries %q, not its own nonce", nonce)
 	}
 }

@@ -118,6 +118,11 @@ func (e *Env) Connect(ctx context.Context, opts ConnectOptions) (ConnectResult, 
 		Cluster: opts.Cluster, Provider: p.Name(), Region: region, Bucket: opts.Bucket,
 		Profile: opts.Profile, SecretsProvider: opts.SecretsProvider,
 	}}
+	if prev, ok := existing.Contexts[opts.Cluster]; ok && prev.Provider == p.Name() {
+		// The CA secrets are the cluster's, whatever its bucket: keep the
+		// proof of the ones this context created.
+		res.Context.CANonce = prev.CANonce
+	}
 	if res.BucketCreated, res.Context.BucketNonce, err = e.ensureBucket(ctx, b, opts.Cluster, opts.Bucket, region, proof); err != nil {
 		return ConnectResult{}, err
 	}

@@ -47,7 +47,7 @@ func planValue(p builtins.PlanSummary) star.Value {
 func secretActions(list []builtins.SecretAction) star.Value {
 	vs := make([]star.Value, len(list))
 	for i, s := range list {
-		vs[i] = result("secret_action", str("name", s.Name), str("action", s.Action))
+		vs[i] = result("secret_action", str("name", s.Name), str("action", s.Action), str("reason", s.Reason))
 	}
 	return frozenList(vs)
 }
@@ -117,7 +117,9 @@ Same as "podmin teardown". Returns teardown(cluster, plan, kept, planned).`,
 			Name: "cluster.destroy", Command: "destroy", Returns: "destruction", Mutates: true, Destructive: true,
 			Doc: `Destroys the whole cluster: infrastructure, CA secrets, then the bucket and the context. Destructive: needs confirm or --yes.
 
-Same as "podmin destroy". The bucket is deleted only when the context's nonce,
+Same as "podmin destroy". A CA secret is destroyed only when it carries the
+podmin:create-nonce the context recorded when setup created it; any other is
+kept (secrets[].action "kept", with the reason). The bucket is deleted only when the context's nonce,
 drawn when connect created it, matches its podmin:create-nonce tag; a bucket
 connect found existing is kept and only Podmin's objects are deleted from it
 (bucket_kept); a bucket of another cluster or without the context's nonce stops

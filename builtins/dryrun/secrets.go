@@ -47,7 +47,13 @@ type secretState struct {
 	scheduled time.Time
 	value     secrets.Value
 	modified  time.Time
+	// nonce is the create nonce when nonceSet (a create in this run);
+	// otherwise the real store's holds.
+	nonce    string
+	nonceSet bool
 }
+
+var _ secrets.NonceStore = (*secretStore)(nil)
 
 // secretStore is a recording, copy-on-write secrets.Store.
 type secretStore struct {
@@ -119,8 +125,48 @@ func (s *secretStore) Create(ctx context.Context, n secrets.Name, v secrets.Valu
 			return fmt.Errorf("%s: %w: use update to change its value", n, secrets.ErrExists)
 		}
 		st.exists, st.value, st.modified = true, append(secrets.Value(nil), v...), s.now()
+		st.nonce, st.nonceSet = "", true
 		return nil
 	})
+}
+
+// CreateWithNonce is Create that keeps nonce in the overlay, as the real
+// store would keep it with the secret.
+func (s *secretStore) CreateWithNonce(ctx context.Context, n secrets.Name, v secrets.Value, nonce string) error {
+	if err := secrets.CheckNonce(nonce); err != nil {
+		return err
+	}
+	if err := s.Create(ctx, n, v); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.layer[n.String()]
+	st.nonce = nonce
+	return nil
+}
+
+// CreateNonce returns the nonce a create in this run stored, or else the
+// real store's; a real store that keeps none reports none.
+func (s *secretStore) CreateNonce(ctx context.Context, n secrets.Name) (string, error) {
+	if n.IsZero() {
+		return "", fmt.Errorf("%w: no secret name", secrets.ErrInvalid)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, err := s.current(ctx, n)
+	switch {
+	case err != nil:
+		return "", err
+	case !st.exists:
+		return "", fmt.Errorf("%s: %w", n, secrets.ErrNotFound)
+	case st.nonceSet:
+		return st.nonce, nil
+	}
+	if ns, ok := s.real.(secrets.NonceStore); ok {
+		return ns.CreateNonce(ctx, n)
+	}
+	return "", nil
 }
 
 func (s *secretStore) Update(ctx context.Context, n secrets.Name, v secrets.Value) error {

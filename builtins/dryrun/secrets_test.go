@@ -5,6 +5,7 @@
 package dryrun
 
 import (
+	"errors"
 	"io/fs"
 	"path/filepath"
 	"testing"
@@ -59,4 +60,37 @@ func TestSecretsConformance(t *testing.T) {
 			return secretstest.Target{Store: s, Calls: func() int { return len(s.records()) }}
 		})
 	})
+}
+
+// A dry run reads a secret's create nonce from the real store until the
+// run itself changes the secret, and never touches the real one.
+func TestRecordingStoreReadsTheRealCreateNonce(t *testing.T) {
+	ctx := t.Context()
+	real := localsecrets.New(t.TempDir())
+	n, err := secrets.InternalSecret("demo", secrets.ClusterCA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := real.CreateWithNonce(ctx, n, secrets.Value("ca"), "theirs"); err != nil {
+		t.Fatal(err)
+	}
+	s := recording(real)
+	if got, err := s.CreateNonce(ctx, n); err != nil || got != "theirs" {
+		t.Fatalf("CreateNonce = %q, %v; want the real store's", got, err)
+	}
+	if err := s.Destroy(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateNonce(ctx, n); !errors.Is(err, secrets.ErrNotFound) {
+		t.Fatalf("after a recorded destroy: %v, want ErrNotFound", err)
+	}
+	if err := s.CreateWithNonce(ctx, n, secrets.Value("new"), "ours"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.CreateNonce(ctx, n); err != nil || got != "ours" {
+		t.Fatalf("after a recorded create: %q, %v", got, err)
+	}
+	if got, err := real.CreateNonce(ctx, n); err != nil || got != "theirs" {
+		t.Fatalf("the real store now carries %q, %v", got, err)
+	}
 }

@@ -205,6 +205,14 @@ func TestAWSSetupAndDestroy(t *testing.T) {
 		t.Fatalf("variables:\n%s", local)
 	}
 
+	// Each CA parameter carries the context's create nonce as a tag.
+	caNonce := ae.CurrentContextOrFail(t).CANonce
+	for _, k := range []string{"workload-ca-key", "cluster-ca"} {
+		if got := ae.ssm.Tags("/demo/_system/" + k)[secrets.CreateNonceTag]; !contexts.ProvenBy(caNonce, got) {
+			t.Fatalf("%s is tagged %q; the context records %q", k, got, caNonce)
+		}
+	}
+
 	// No secret value in any argument, environment or file the tool saw.
 	var values []string
 	for _, k := range []string{"workload-ca-key", "cluster-ca"} {
@@ -255,7 +263,7 @@ func TestAWSSetupAndDestroy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !dres.BucketDeleted || !dres.ContextRemoved || ae.secret(t, "cluster-ca") != "" {
+	if !dres.BucketDeleted || !dres.ContextRemoved || ae.secret(t, "cluster-ca") != "" || ae.secret(t, "workload-ca-key") != "" {
 		t.Fatalf("destroy %+v", dres)
 	}
 	calls := ae.toolCalls(t)

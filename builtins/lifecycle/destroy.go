@@ -110,11 +110,12 @@ func Teardown(ctx context.Context, h Host, opts TeardownOptions) (TeardownResult
 	return res, inf.Destroy(ctx, c)
 }
 
-// Destroy tears the cluster down, permanently deletes both CA secrets,
-// empties and deletes the bucket, and removes the context only after all of
-// that succeeded. The bucket is deleted only when its tag proves this
-// cluster created it; every step is idempotent, so an interrupted destroy
-// is completed by running it again.
+// Destroy tears the cluster down, permanently deletes the CA secrets this
+// context created, empties and deletes the bucket, and removes the context
+// only after all of that succeeded. The bucket and each CA secret are
+// deleted only when they carry the create nonce this context recorded; a
+// CA secret without it is kept and reported. Every step is idempotent, so
+// an interrupted destroy is completed by running it again.
 func Destroy(ctx context.Context, h Host, opts DestroyOptions) (DestroyResult, error) {
 	c, err := h.CurrentContext()
 	if err != nil {
@@ -147,7 +148,13 @@ func Destroy(ctx context.Context, h Host, opts DestroyOptions) (DestroyResult, e
 			return res, err
 		}
 	}
-	res.Plan.Steps = append(res.Plan.Steps, "destroy the CA secrets of "+c.Cluster)
+	// The CA secrets are proven before the confirmation too: only those
+	// carrying this context's create nonce are destroyed.
+	store, caPlan, err := planCASecrets(ctx, h, c)
+	if err != nil {
+		return res, err
+	}
+	res.Plan.Steps = append(res.Plan.Steps, caPlanSteps(caPlan)...)
 	switch {
 	case exists && owned:
 		res.Plan.Steps = append(res.Plan.Steps, "empty and delete bucket "+c.Bucket)
@@ -169,7 +176,7 @@ func Destroy(ctx context.Context, h Host, opts DestroyOptions) (DestroyResult, e
 			return res, err
 		}
 	}
-	if res.Secrets, err = destroyCASecrets(ctx, h, c); err != nil {
+	if res.Secrets, err = destroyCASecrets(ctx, h, c, store, caPlan); err != nil {
 		return res, err
 	}
 	if exists && !owned {

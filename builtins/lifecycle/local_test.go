@@ -228,8 +228,14 @@ func TestLocalDestroyRemovesEverythingItOwns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.BucketDeleted || !res.ContextRemoved || res.ObjectsDeleted != 3 || len(shown.Steps) != 4 {
+	if !res.BucketDeleted || !res.ContextRemoved || res.ObjectsDeleted != 3 || len(shown.Steps) != 5 {
 		t.Fatalf("result %+v, plan %+v", res, shown)
+	}
+	for i, k := range []string{secrets.WorkloadCAKey, secrets.ClusterCA} {
+		want := "destroy CA secret /demo/_system/" + k + " (created by this context)"
+		if shown.Steps[1+i] != want || res.Secrets[i].Action != "destroyed" {
+			t.Errorf("CA secret %s: plan step %q, result %+v; want %q, destroyed", k, shown.Steps[1+i], res.Secrets[i], want)
+		}
 	}
 	if _, err := os.Stat(ce.bucket.Dir()); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("bucket directory remains: %v", err)
@@ -428,7 +434,7 @@ func TestTeardownRefusesAnotherClustersState(t *testing.T) {
 
 // failingSecrets fails Destroy while fail is set.
 type failingSecrets struct {
-	secrets.Store
+	secrets.NonceStore
 	fail bool
 }
 
@@ -436,7 +442,7 @@ func (f *failingSecrets) Destroy(ctx context.Context, n secrets.Name) error {
 	if f.fail {
 		return errors.New("connection reset")
 	}
-	return f.Store.Destroy(ctx, n)
+	return f.NonceStore.Destroy(ctx, n)
 }
 
 // failingContexts fails Update while fail is set.
@@ -458,7 +464,7 @@ func TestInterruptedDestroyRunsToCompletion(t *testing.T) {
 	if _, err := ce.Setup(ctx, lifecycle.SetupOptions{NodeGroup: []string{"default"}}); err != nil {
 		t.Fatal(err)
 	}
-	fs := &failingSecrets{Store: ce.secrets, fail: true}
+	fs := &failingSecrets{NonceStore: ce.secrets, fail: true}
 	ce.Secrets = func(context.Context, contexts.Context, string) (secrets.Store, error) { return fs, nil }
 	fc := &failingContexts{ContextsFile: builtins.ConfigContexts{Dir: ce.Dirs.Config}}
 	ce.Contexts = fc

@@ -177,8 +177,15 @@ func newDestroyCmd(env *builtins.Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "destroy [-y]",
 		Short: "Destroy the whole cluster: infrastructure, CA secrets, bucket, then the context",
-		Long: `Destroy runs teardown, permanently deletes both CA secrets, empties and
-deletes the bucket, and removes the context only after all of that succeeded.
+		Long: `Destroy runs teardown, permanently deletes the CA secrets this context
+created, empties and deletes the bucket, and removes the context only after all
+of that succeeded.
+
+A CA secret is deleted only when it carries the podmin:create-nonce this
+context recorded when setup created it (a Parameter Store tag, or the local
+store's record). One without it (it existed before setup, or another context or
+tool created it) is kept, listed in the plan and the result with how to delete
+it yourself. A nonce that cannot be read stops destroy before anything is deleted.
 
 The bucket is deleted only when this context holds the nonce connect drew when
 it created the bucket and the bucket's podmin:create-nonce tag still carries it;
@@ -200,6 +207,11 @@ repeated, so an interrupted destroy is finished by running it again.`,
 				return err
 			}
 			return printResult(cmd.OutOrStdout(), out, res, func(w io.Writer) error {
+				for _, s := range res.Secrets {
+					if s.Action == "kept" {
+						fmt.Fprintf(w, "secret %s: kept: %s\n", s.Name, s.Reason)
+					}
+				}
 				if res.BucketKept {
 					_, err := fmt.Fprintf(w, "cluster %s is destroyed (%d Podmin objects deleted; its bucket, which Podmin did not create, is kept with every other object); its context is removed\n", res.Cluster, res.ObjectsDeleted)
 					return err

@@ -40,6 +40,10 @@ type Context struct {
 	// the bucket existed already (it is used, never deleted). Only a
 	// matching pair lets destroy delete the bucket.
 	BucketNonce string `json:"bucketNonce,omitempty"`
+	// CANonce is the nonce setup drew before it first created the
+	// cluster's CA secrets and stored with each of them (the
+	// secrets.CreateNonceTag); destroy deletes only CA secrets carrying it.
+	CANonce string `json:"caNonce,omitempty"`
 }
 
 // File is the whole contexts file.

@@ -129,3 +129,37 @@ func (u unsupportedError) Error() string {
 }
 
 func (unsupportedError) Is(target error) bool { return target == ErrUnsupported }
+
+// CreateNonceTag is the tag (Parameter Store) or metadata key (local store)
+// under which a secret carries the nonce its creator drew before the create
+// request. A secret's name proves nothing about who created it; only the
+// creator knows the nonce.
+const CreateNonceTag = "podmin:create-nonce"
+
+// NonceStore is a Store that keeps a creator's nonce with a secret, so that
+// the creator, and only it, can later prove the secret is one it created.
+type NonceStore interface {
+	Store
+	// CreateWithNonce is Create that stores nonce with the secret in the
+	// same request: a secret that exists after it carries the nonce
+	// exactly when this request created it. ErrExists when it exists.
+	CreateWithNonce(ctx context.Context, name Name, value Value, nonce string) error
+	// CreateNonce returns the nonce stored with the secret, "" when it
+	// carries none, or ErrNotFound when the secret is absent. Any other
+	// error means the proof could not be read.
+	CreateNonce(ctx context.Context, name Name) (string, error)
+}
+
+// CheckNonce rejects a nonce no store could keep: empty, longer than 128
+// bytes or not printable ASCII without spaces.
+func CheckNonce(nonce string) error {
+	if nonce == "" || len(nonce) > 128 {
+		return fmt.Errorf("%w: a create nonce must be 1 to 128 characters", ErrInvalid)
+	}
+	for _, c := range nonce {
+		if c <= ' ' || c > '~' {
+			return fmt.Errorf("%w: a create nonce must be printable ASCII without spaces", ErrInvalid)
+		}
+	}
+	return nil
+}

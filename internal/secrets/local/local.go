@@ -25,7 +25,7 @@ type Store struct {
 	root string
 }
 
-var _ secrets.Store = (*Store)(nil)
+var _ secrets.NonceStore = (*Store)(nil)
 
 // New returns the store rooted at dir; nothing is created until a write.
 func New(dir string) *Store { return &Store{root: dir} }
@@ -43,17 +43,62 @@ func (s *Store) path(n secrets.Name) string {
 	return filepath.Join(s.root, n.Cluster(), n.Namespace(), n.Pod(), n.Key())
 }
 
+// nonceDir holds the create nonces, outside every cluster's directory so
+// that no listing or agent sees them.
+const nonceDir = ".create-nonces"
+
+// noncePath is where the create nonce of n is kept: a file of its own,
+// beside no secret.
+func (s *Store) noncePath(n secrets.Name) string {
+	rel, _ := filepath.Rel(s.root, s.path(n))
+	return filepath.Join(s.root, nonceDir, rel)
+}
+
 // Create implements secrets.Store.
 func (s *Store) Create(ctx context.Context, n secrets.Name, v secrets.Value) error {
-	return s.write(ctx, n, v, true)
+	return s.write(ctx, n, v, true, "")
+}
+
+// CreateWithNonce implements secrets.NonceStore: the nonce is written, under
+// the cluster's lock, before the secret, so a secret that exists carries it.
+func (s *Store) CreateWithNonce(ctx context.Context, n secrets.Name, v secrets.Value, nonce string) error {
+	if err := secrets.CheckNonce(nonce); err != nil {
+		return err
+	}
+	return s.write(ctx, n, v, true, nonce)
+}
+
+// CreateNonce implements secrets.NonceStore.
+func (s *Store) CreateNonce(_ context.Context, n secrets.Name) (string, error) {
+	if n.IsZero() {
+		return "", fmt.Errorf("%w: no secret name", secrets.ErrInvalid)
+	}
+	// No lock: a read writes nothing. Writers record the nonce before the
+	// secret and remove the secret before the nonce, so a secret seen here
+	// has its record, and a race with a destroy reads no nonce at worst.
+	if _, err := os.Lstat(s.path(n)); errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("local: %s: %w", n, secrets.ErrNotFound)
+	} else if err != nil {
+		return "", fmt.Errorf("local: %s: %w", n, err)
+	}
+	b, err := os.ReadFile(s.noncePath(n))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("local: read the create nonce of %s: %w", n, err)
+	}
+	return string(b), nil
 }
 
 // Update implements secrets.Store.
 func (s *Store) Update(ctx context.Context, n secrets.Name, v secrets.Value) error {
-	return s.write(ctx, n, v, false)
+	return s.write(ctx, n, v, false, "")
 }
 
-func (s *Store) write(ctx context.Context, n secrets.Name, v secrets.Value, create bool) error {
+// write stores v at n. A create records nonce (a create without one
+// removes a nonce a crash left behind, so the new secret carries none).
+func (s *Store) write(ctx context.Context, n secrets.Name, v secrets.Value, create bool, nonce string) error {
 	if err := secrets.CheckValue(secrets.Local, s.Capabilities(), n, v); err != nil {
 		return err
 	}
@@ -75,11 +120,38 @@ func (s *Store) write(ctx context.Context, n secrets.Name, v secrets.Value, crea
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("local: %s: %w", n, err)
 	}
+	if create {
+		if err := s.writeNonce(n, nonce); err != nil {
+			return err
+		}
+	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return fmt.Errorf("local: %s: %w: fix the permissions of %s", n, err, s.root)
 	}
 	if err := paths.WriteFileAtomic(p, v, 0o600); err != nil {
+		if create && nonce != "" {
+			// No secret, so no record: nothing else may inherit it.
+			_ = s.writeNonce(n, "")
+		}
 		return fmt.Errorf("local: %s: %w", n, err)
+	}
+	return nil
+}
+
+// writeNonce records nonce for n, or removes any record when nonce is "".
+func (s *Store) writeNonce(n secrets.Name, nonce string) error {
+	p := s.noncePath(n)
+	if nonce == "" {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("local: %s: remove a stale create nonce: %w", n, err)
+		}
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return fmt.Errorf("local: %s: %w: fix the permissions of %s", n, err, s.root)
+	}
+	if err := paths.WriteFileAtomic(p, []byte(nonce), 0o600); err != nil {
+		return fmt.Errorf("local: %s: record the create nonce: %w", n, err)
 	}
 	return nil
 }
@@ -184,6 +256,10 @@ func (s *Store) Destroy(ctx context.Context, n secrets.Name) error {
 	}
 	if err := paths.SyncDir(filepath.Dir(p)); err != nil {
 		return fmt.Errorf("local: destroy %s: %w", n, err)
+	}
+	// The secret is gone; its nonce record goes with it.
+	if err := s.writeNonce(n, ""); err != nil {
+		return err
 	}
 	// Best effort: a directory that is not empty stays.
 	for d := filepath.Dir(p); d != filepath.Join(s.root, n.Cluster()); d = filepath.Dir(d) {

@@ -5,6 +5,7 @@
 package local_test
 
 import (
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -99,5 +100,46 @@ func TestLongKey(t *testing.T) {
 	entries, err := s.List(t.Context(), "demo", secrets.Filter{})
 	if err != nil || len(entries) != 2 {
 		t.Fatalf("List = %+v, %v; want the two long keys", entries, err)
+	}
+}
+
+// The create nonce lives outside the cluster's directory: no listing shows
+// it and an agent reading the secret's file reads only the value.
+func TestCreateNonceIsKeptApart(t *testing.T) {
+	root := t.TempDir()
+	s := local.New(root)
+	n, err := secrets.InternalSecret("demo", secrets.WorkloadCAKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateWithNonce(t.Context(), n, secrets.Value("key"), "n0nce"); err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	_ = filepath.WalkDir(filepath.Join(root, "demo"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && d.Name() != ".lock" {
+			files = append(files, strings.TrimPrefix(p, root))
+		}
+		return nil
+	})
+	if len(files) != 1 || files[0] != "/demo/_system/workload-ca-key" {
+		t.Fatalf("files in the cluster's directory: %q", files)
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "demo", "_system", "workload-ca-key")); err != nil || string(b) != "key" {
+		t.Fatalf("value file: %q, %v", b, err)
+	}
+	if got, err := s.CreateNonce(t.Context(), n); err != nil || got != "n0nce" {
+		t.Fatalf("CreateNonce = %q, %v", got, err)
+	}
+	// A record that cannot be read is an error, never "no nonce".
+	p := filepath.Join(root, ".create-nonces", "demo", "_system", "workload-ca-key")
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(p, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.CreateNonce(t.Context(), n); err == nil || errors.Is(err, secrets.ErrNotFound) {
+		t.Fatalf("unreadable record: %q, %v; want an error", got, err)
 	}
 }

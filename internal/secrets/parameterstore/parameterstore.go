@@ -24,6 +24,7 @@ type API interface {
 	PutParameter(ctx context.Context, in *ssm.PutParameterInput, optFns ...func(*ssm.Options)) (*ssm.PutParameterOutput, error)
 	GetParameter(ctx context.Context, in *ssm.GetParameterInput, optFns ...func(*ssm.Options)) (*ssm.GetParameterOutput, error)
 	DeleteParameter(ctx context.Context, in *ssm.DeleteParameterInput, optFns ...func(*ssm.Options)) (*ssm.DeleteParameterOutput, error)
+	ListTagsForResource(ctx context.Context, in *ssm.ListTagsForResourceInput, optFns ...func(*ssm.Options)) (*ssm.ListTagsForResourceOutput, error)
 	ssm.GetParametersByPathAPIClient
 }
 
@@ -32,7 +33,7 @@ type Store struct {
 	api API
 }
 
-var _ secrets.Store = (*Store)(nil)
+var _ secrets.NonceStore = (*Store)(nil)
 
 // New returns a store over an SSM client.
 func New(api API) *Store { return &Store{api: api} }
@@ -51,7 +52,41 @@ func (s *Store) Create(ctx context.Context, n secrets.Name, v secrets.Value) err
 	if err := secrets.CheckValue(provider, s.Capabilities(), n, v); err != nil {
 		return err
 	}
-	return s.put(ctx, n, v, false)
+	return s.put(ctx, n, v, false, nil)
+}
+
+// CreateWithNonce implements secrets.NonceStore: the nonce is the
+// parameter's secrets.CreateNonceTag tag, set by the same PutParameter
+// (the credentials need ssm:AddTagsToResource).
+func (s *Store) CreateWithNonce(ctx context.Context, n secrets.Name, v secrets.Value, nonce string) error {
+	if err := secrets.CheckValue(provider, s.Capabilities(), n, v); err != nil {
+		return err
+	}
+	if err := secrets.CheckNonce(nonce); err != nil {
+		return err
+	}
+	return s.put(ctx, n, v, false, []types.Tag{{Key: aws.String(secrets.CreateNonceTag), Value: aws.String(nonce)}})
+}
+
+// CreateNonce implements secrets.NonceStore with ListTagsForResource (the
+// credentials need ssm:ListTagsForResource).
+func (s *Store) CreateNonce(ctx context.Context, n secrets.Name) (string, error) {
+	if n.IsZero() {
+		return "", fmt.Errorf("%w: no secret name", secrets.ErrInvalid)
+	}
+	out, err := s.api.ListTagsForResource(ctx, &ssm.ListTagsForResourceInput{
+		ResourceType: types.ResourceTypeForTaggingParameter,
+		ResourceId:   aws.String(n.String()),
+	})
+	if err != nil {
+		return "", mapError(tagsOp, n, err)
+	}
+	for _, t := range out.TagList {
+		if aws.ToString(t.Key) == secrets.CreateNonceTag {
+			return aws.ToString(t.Value), nil
+		}
+	}
+	return "", nil
 }
 
 // Update implements secrets.Store. Parameter Store has no conditional
@@ -66,10 +101,10 @@ func (s *Store) Update(ctx context.Context, n secrets.Name, v secrets.Value) err
 	if err != nil {
 		return mapError("update", n, err)
 	}
-	return s.put(ctx, n, v, true)
+	return s.put(ctx, n, v, true, nil)
 }
 
-func (s *Store) put(ctx context.Context, n secrets.Name, v secrets.Value, overwrite bool) error {
+func (s *Store) put(ctx context.Context, n secrets.Name, v secrets.Value, overwrite bool, tags []types.Tag) error {
 	op := "create"
 	if overwrite {
 		op = "update"
@@ -79,6 +114,7 @@ func (s *Store) put(ctx context.Context, n secrets.Name, v secrets.Value, overwr
 		Value:     aws.String(string(v)),
 		Type:      types.ParameterTypeSecureString,
 		Overwrite: aws.Bool(overwrite),
+		Tags:      tags,
 	})
 	return mapError(op, n, err)
 }
@@ -159,6 +195,24 @@ var kmsCodes = map[string]bool{
 	"KMSInvalidStateException": true, "KMSNotFoundException": true, "KMSOptInRequired": true,
 }
 
+// opPermission names the IAM action an operation needs.
+func opPermission(op string) string {
+	switch op {
+	case "create", "update":
+		return "ssm:PutParameter (ssm:AddTagsToResource too for a create with a nonce)"
+	case "read":
+		return "ssm:GetParameter"
+	case "destroy":
+		return "ssm:DeleteParameter"
+	case tagsOp:
+		return "ssm:ListTagsForResource"
+	}
+	return "the SSM permission for " + op
+}
+
+// tagsOp is the operation name of a tag read in errors.
+const tagsOp = "read the tags of"
+
 // mapError turns SSM errors into the secrets sentinels with advice.
 func mapError(op string, n secrets.Name, err error) error {
 	if err == nil {
@@ -172,7 +226,7 @@ func mapError(op string, n secrets.Name, err error) error {
 	switch {
 	case code == "ParameterAlreadyExists":
 		return fmt.Errorf("%s: %s %s: %w: use update to change its value: %w", provider, op, n, secrets.ErrExists, err)
-	case code == "ParameterNotFound":
+	case code == "ParameterNotFound" || code == "InvalidResourceId":
 		hint := "check --for, --namespace and --provider"
 		if op == "update" {
 			hint = "use create to add it"
@@ -182,7 +236,7 @@ func mapError(op string, n secrets.Name, err error) error {
 		return fmt.Errorf("%s: %s %s: %w: grant these credentials kms:Encrypt/kms:Decrypt on the parameter's KMS key (or use the AWS managed key aws/ssm): %w",
 			provider, op, n, secrets.ErrKMS, err)
 	case code == "AccessDeniedException":
-		return fmt.Errorf("%s: %s %s: access denied: grant these credentials the SSM permission for %s on /%s/*: %w", provider, op, n, op, n.Cluster(), err)
+		return fmt.Errorf("%s: %s %s: access denied: grant these credentials %s on /%s/*: %w", provider, op, n, opPermission(op), n.Cluster(), err)
 	}
 	return fmt.Errorf("%s: %s %s: %w", provider, op, n, err)
 }

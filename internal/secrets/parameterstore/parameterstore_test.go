@@ -126,3 +126,31 @@ func TestUpdateChecksExistenceWithoutDecryption(t *testing.T) {
 		t.Errorf("requests = %q, want only the existence check", got)
 	}
 }
+
+// The create nonce travels as a tag of the same PutParameter (one request,
+// no window without it) and is read back with ListTagsForResource; a tag
+// read that fails is an error, never "no nonce".
+func TestCreateNonceIsATagOfTheCreate(t *testing.T) {
+	s, fake := newStore(t)
+	n, err := secrets.InternalSecret("demo", secrets.WorkloadCAKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateWithNonce(t.Context(), n, secrets.Value("k"), "n0nce"); err != nil {
+		t.Fatal(err)
+	}
+	if got := fake.Requests(); !slices.Equal(got, []string{"PutParameter"}) {
+		t.Errorf("requests = %q, want one PutParameter", got)
+	}
+	if got := fake.Tags(n.String()); got[secrets.CreateNonceTag] != "n0nce" || fake.Type(n.String()) != "SecureString" {
+		t.Fatalf("stored tags %v, type %s", got, fake.Type(n.String()))
+	}
+	if got, err := s.CreateNonce(t.Context(), n); err != nil || got != "n0nce" {
+		t.Fatalf("CreateNonce = %q, %v", got, err)
+	}
+	fake.BreakTags(n.String(), "AccessDeniedException")
+	got, err := s.CreateNonce(t.Context(), n)
+	if err == nil || errors.Is(err, secrets.ErrNotFound) || got != "" || !strings.Contains(err.Error(), "ssm:ListTagsForResource") {
+		t.Fatalf("CreateNonce with tags unreadable = %q, %v; want an access error naming ssm:ListTagsForResource", got, err)
+	}
+}

@@ -5,6 +5,7 @@
 package secretstest
 
 import (
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -14,7 +15,8 @@ import (
 
 // FakeSSM is an in-process SSM Parameter Store speaking AWS JSON 1.1
 // (X-Amz-Target: AmazonSSM.<Operation>). It implements PutParameter,
-// GetParameter, GetParametersByPath and DeleteParameter with the service's
+// GetParameter, GetParametersByPath, DeleteParameter and (for parameters)
+// ListTagsForResource with the service's
 // error codes, 4 KiB standard-tier values and NextToken paging.
 type FakeSSM struct {
 	fakeService
@@ -23,6 +25,7 @@ type FakeSSM struct {
 	PageSize int
 	params   map[string]*fakeParameter
 	kms      map[string]string // name → error code for decryption
+	tagsErr  map[string]string // name → error code for ListTagsForResource
 }
 
 type fakeParameter struct {
@@ -30,17 +33,19 @@ type fakeParameter struct {
 	value    string
 	version  int64
 	modified time.Time
+	tags     map[string]string
 }
 
 // NewFakeSSM starts a fake that is closed when the test ends.
 func NewFakeSSM(t testing.TB) *FakeSSM {
-	f := &FakeSSM{PageSize: 3, params: map[string]*fakeParameter{}, kms: map[string]string{}}
+	f := &FakeSSM{PageSize: 3, params: map[string]*fakeParameter{}, kms: map[string]string{}, tagsErr: map[string]string{}}
 	f.prefix = "AmazonSSM."
 	f.ops = map[string]func([]byte) (any, *awsError){
 		"PutParameter":        f.putParameter,
 		"GetParameter":        f.getParameter,
 		"GetParametersByPath": f.getParametersByPath,
 		"DeleteParameter":     f.deleteParameter,
+		"ListTagsForResource": f.listTagsForResource,
 	}
 	f.start(t)
 	return f
@@ -52,6 +57,32 @@ func (f *FakeSSM) Seed(name, typ, value string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.params[name] = &fakeParameter{typ: typ, value: value, version: 1, modified: f.now()}
+}
+
+// SeedTagged stores a SecureString parameter with tags, as another tool
+// (or another Podmin context) would have.
+func (f *FakeSSM) SeedTagged(name, value string, tags map[string]string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.params[name] = &fakeParameter{typ: "SecureString", value: value, version: 1, modified: f.now(), tags: maps.Clone(tags)}
+}
+
+// Tags returns a parameter's tags, nil when absent.
+func (f *FakeSSM) Tags(name string) map[string]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if p := f.params[name]; p != nil {
+		return maps.Clone(p.tags)
+	}
+	return nil
+}
+
+// BreakTags makes ListTagsForResource on name fail with an error code such
+// as AccessDeniedException.
+func (f *FakeSSM) BreakTags(name, code string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tagsErr[name] = code
 }
 
 // BreakKMS makes decrypting name fail with an error code such as
@@ -101,9 +132,13 @@ func (f *FakeSSM) putParameter(body []byte) (any, *awsError) {
 	var in struct {
 		Name, Value, Type string
 		Overwrite         bool
+		Tags              []struct{ Key, Value string }
 	}
 	if aerr := decode(body, &in); aerr != nil {
 		return nil, aerr
+	}
+	if len(in.Tags) > 0 && in.Overwrite {
+		return nil, errorf("ValidationException", "Invalid request: tags and overwrite can't be used together. To create a parameter with tags, please remove overwrite flag. To update tags for an existing parameter, please use AddTagsToResource or RemoveTagsFromResource.")
 	}
 	if aerr := validName(in.Name); aerr != nil {
 		return nil, aerr
@@ -124,6 +159,12 @@ func (f *FakeSSM) putParameter(body []byte) (any, *awsError) {
 	if p == nil {
 		p = &fakeParameter{}
 		f.params[in.Name] = p
+		for _, t := range in.Tags {
+			if p.tags == nil {
+				p.tags = map[string]string{}
+			}
+			p.tags[t.Key] = t.Value
+		}
 	}
 	p.typ, p.value, p.modified = in.Type, in.Value, f.now()
 	p.version++
@@ -205,4 +246,27 @@ func (f *FakeSSM) deleteParameter(body []byte) (any, *awsError) {
 	}
 	delete(f.params, in.Name)
 	return map[string]any{}, nil
+}
+
+func (f *FakeSSM) listTagsForResource(body []byte) (any, *awsError) {
+	var in struct{ ResourceType, ResourceId string }
+	if aerr := decode(body, &in); aerr != nil {
+		return nil, aerr
+	}
+	if in.ResourceType != "Parameter" {
+		return nil, errorf("InvalidResourceType", "The resource type is not valid. For example, if you are attempting to tag an EC2 instance, the instance must be a registered managed node.")
+	}
+	if code := f.tagsErr[in.ResourceId]; code != "" {
+		return nil, errorf(code, "User: arn:aws:iam::123456789012:user/podmin is not authorized to perform this operation on resource: arn:aws:ssm:us-east-1:123456789012:parameter%s", in.ResourceId)
+	}
+	p := f.params[in.ResourceId]
+	if p == nil {
+		return nil, errorf("InvalidResourceId", "The resource ID is not valid. Verify that you entered the correct ID and try again.")
+	}
+	keys := slices.Sorted(maps.Keys(p.tags))
+	list := []map[string]string{}
+	for _, k := range keys {
+		list = append(list, map[string]string{"Key": k, "Value": p.tags[k]})
+	}
+	return map[string]any{"TagList": list}, nil
 }

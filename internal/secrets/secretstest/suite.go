@@ -42,6 +42,7 @@ func Run(t *testing.T, newTarget func(t *testing.T) Target) {
 		{"BadInput", testBadInput},
 		{"SystemKeys", testSystemKeys},
 		{"RaceCreate", testRaceCreate},
+		{"CreateNonce", testCreateNonce},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newTarget(t)) })
