@@ -36,7 +36,7 @@ func SecretsProviders() []string {
 // reservedAnnotations are set by Podmin; a manifest that set them could
 // claim a Service identity it does not own or forge a revision.
 func reservedAnnotations() []string {
-	return []string{ServiceAnnotation, "podmin.dev/revision", "podmin.dev/identity-revision"}
+	return []string{ServiceAnnotation, MaxUnavailableAnnotation, "podmin.dev/revision", "podmin.dev/identity-revision"}
 }
 
 var secretKeyRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,255}$`)
