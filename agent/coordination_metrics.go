@@ -80,8 +80,9 @@ func (m dataplaneMetrics) writeMetrics(w *promWriter) {
 		n      uint64
 	}{
 		{"new_flow", st.NewFlows}, {"forwarded", st.Forwarded}, {"reversed", st.Reversed},
-		{"drop_no_backend", st.NoBackend}, {"drop_no_service", st.NoService}, {"drop_unsupported", st.Unsupported},
-		{"drop_nat_exhausted", st.NATExhausted}, {"drop_no_flow", st.NoFlow},
+		{"drop_no_backend", st.Drops[dataplane.DropNoBackend]}, {"drop_no_service", st.Drops[dataplane.DropNoService]},
+		{"drop_unsupported", st.Drops[dataplane.DropFragment] + st.Drops[dataplane.DropExtensionHeader] + st.Drops[dataplane.DropProtocol] + st.Drops[dataplane.DropTruncated]},
+		{"drop_nat_exhausted", st.Drops[dataplane.DropNATExhausted]}, {"drop_no_flow", st.Drops[dataplane.DropNoFlow]},
 	} {
 		w.sample("podmin_agent_dataplane_packets_total", float64(r.n), label("result", r.result))
 	}

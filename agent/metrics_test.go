@@ -23,7 +23,7 @@ import (
 type statsDataplane struct{ recordingDataplane }
 
 func (s *statsDataplane) Stats() (dataplane.Stats, error) {
-	return dataplane.Stats{NewFlows: 3, Forwarded: 40, Reversed: 38, NoBackend: 2}, nil
+	return dataplane.Stats{NewFlows: 3, Forwarded: 40, Reversed: 38, Drops: map[dataplane.DropReason]uint64{dataplane.DropNoBackend: 2}}, nil
 }
 
 // sampleRE matches one sample line: name{labels} value.
