@@ -41,13 +41,17 @@ func (r *Reconciler) publish(ctx context.Context, c *candidate, res *Result) err
 		sp := &c.pods[i]
 		p := sp.pod
 		keep[p.File] = true
-		written, err := r.publishPod(ctx, sp)
+		written, kind, err := r.publishPod(ctx, sp)
 		if errors.Is(err, errStep) {
 			return err
 		}
 		if err != nil {
 			sp.failed = true
-			c.fail(r, p.Key, err)
+			c.fail(r, p.Key, kind, p.Revision, err)
+			continue
+		}
+		if sp.held != "" {
+			res.Held = append(res.Held, HeldPod{Deployment: p.Key, Pod: p.Name, Revision: p.Revision, Reason: sp.held})
 			continue
 		}
 		if written {
@@ -59,27 +63,55 @@ func (r *Reconciler) publish(ctx context.Context, c *candidate, res *Result) err
 }
 
 // publishPod installs one Pod's identity directory, values and file.
-// With an Identity the Pod's leaf is ensured first and the Pod's bytes
-// carry its revision; a Pod whose identity fails keeps its last file.
-func (r *Reconciler) publishPod(ctx context.Context, sp *stagedPod) (bool, error) {
+// A Pod that replaces a running revision first needs the Gate's consent
+// (sp.held says why it was refused; nothing of it is written then). With
+// an Identity the Pod's leaf is ensured next and the Pod's bytes carry its
+// revision; a Pod whose identity fails keeps its last file. kind names
+// what failed (state.ErrorIdentity, ...).
+func (r *Reconciler) publishPod(ctx context.Context, sp *stagedPod) (bool, string, error) {
 	p := sp.pod
+	if running := r.runningRevision(p.Name); r.opts.Gate != nil && running != "" && running != p.Revision {
+		u := Update{Deployment: p.Key, Pod: p.Name, Namespace: p.Namespace, From: running, To: p.Revision}
+		if sp.service != nil {
+			id := sp.service.ID
+			u.Service = &id
+		}
+		if ok, why := r.opts.Gate.Admit(ctx, u); !ok {
+			sp.held = why
+			if sp.values != nil {
+				r.pending[p.Name] = pendingValues{revision: p.Revision, values: sp.values}
+			}
+			if r.heldLogged[p.Name] != p.Revision+"\x00"+why {
+				r.heldLogged[p.Name] = p.Revision + "\x00" + why
+				r.log.Info("Pod update waits for a rollout slot: the running revision keeps serving", "deployment", p.Key.String(),
+					"running", running, "revision", p.Revision, "reason", why)
+			}
+			return false, "", nil
+		}
+		delete(r.heldLogged, p.Name)
+	}
 	if r.opts.Identity != nil {
 		annotated, _, err := r.opts.Identity.AnnotatePod(ctx, p.YAML)
 		if err != nil {
-			return false, fmt.Errorf("pod %s: workload identity: %w", p.Name, err)
+			return false, state.ErrorIdentity, fmt.Errorf("pod %s: workload identity: %w", p.Name, err)
 		}
 		p.YAML = annotated
 	} else if err := r.ensureIdentityDir(p); err != nil {
-		return false, err
+		return false, state.ErrorFile, err
 	}
 	if sp.values != nil {
 		delete(r.loaded, p.Name) // until the complete set is written
 		if err := mounts.Write(r.opts.Root, p, sp.values); err != nil {
-			return false, err
+			return false, state.ErrorSecret, err
 		}
 		r.loaded[p.Name] = p.Revision
+		delete(r.pending, p.Name)
 	}
-	return r.writePod(p)
+	written, err := r.writePod(p)
+	if err != nil {
+		return written, state.ErrorFile, err
+	}
+	return written, "", nil
 }
 
 // ensureIdentityDir makes the workload identity host path exist so that
@@ -170,7 +202,7 @@ func (r *Reconciler) cleanup(c *candidate, keep map[string]bool, res *Result) er
 			err = fmt.Errorf("remove stale %s: %w", filepath.Join(r.manifests, name), err)
 			if stale {
 				pod := strings.TrimSuffix(name, ".yaml")
-				c.fail(r, state.Key{Name: pod}, err)
+				c.fail(r, state.Key{Name: pod}, state.ErrorFile, "", err)
 				keep[name] = true
 			} else {
 				r.log.Warn("temporary file left behind", "file", name, "err", err)
@@ -217,7 +249,7 @@ func (r *Reconciler) removeStaleWorkloads(c *candidate, keep map[string]bool) {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-			c.fail(r, state.Key{Name: e.Name()}, fmt.Errorf("remove the workload directory of deleted Pod %s: %w", e.Name(), err))
+			c.fail(r, state.Key{Name: e.Name()}, state.ErrorFile, "", fmt.Errorf("remove the workload directory of deleted Pod %s: %w", e.Name(), err))
 			continue
 		}
 		delete(r.loaded, e.Name())

@@ -26,6 +26,9 @@ type stagedPod struct {
 	// failed reports that publishing it failed: it keeps its last valid
 	// state, and so does its Service.
 	failed bool
+	// held, when set, says why the Gate kept the running revision: the
+	// Pod keeps its file and values, and its Service stays as published.
+	held string
 }
 
 // candidate is the complete staged desired state of the NodeGroup.
@@ -38,10 +41,12 @@ type candidate struct {
 	payloads map[string][]byte
 }
 
-// fail records that the deployment's Pod keeps its last valid state.
-func (c *candidate) fail(r *Reconciler, key state.Key, err error) {
-	r.log.Warn("Pod kept at its last valid state", "deployment", key.String(), "pod", key.Name, "err", err)
-	c.failures = append(c.failures, PodFailure{Deployment: key, Pod: key.Name, Err: err})
+// fail records that the deployment's Pod keeps its last valid state: kind
+// says what failed (state.ErrorPayload, ...), revision is the revision the
+// pass tried to publish ("" when unknown).
+func (c *candidate) fail(r *Reconciler, key state.Key, kind, revision string, err error) {
+	r.log.Warn("Pod kept at its last valid state", "deployment", key.String(), "pod", key.Name, "kind", kind, "err", err)
+	c.failures = append(c.failures, PodFailure{Deployment: key, Pod: key.Name, Kind: kind, Revision: revision, Err: err})
 }
 
 // stage fetches and verifies the referenced payloads, transforms every
@@ -60,17 +65,18 @@ func (r *Reconciler) stage(ctx context.Context, items []state.Item) (*candidate,
 		return nil, err
 	}
 	for _, it := range items {
+		rev := nodepod.Revision(it.Entry)
 		if err := fetchErrs[it.Entry.Pod]; err != nil {
-			c.fail(r, it.Key, err)
+			c.fail(r, it.Key, state.ErrorPayload, rev, err)
 			continue
 		}
 		if err := fetchErrs[it.Entry.Service]; it.Entry.Service != "" && err != nil {
-			c.fail(r, it.Key, err)
+			c.fail(r, it.Key, state.ErrorPayload, rev, err)
 			continue
 		}
 		p, err := nodepod.Transform(it.Key, it.Entry, c.payloads[it.Entry.Pod])
 		if err != nil {
-			c.fail(r, it.Key, err)
+			c.fail(r, it.Key, state.ErrorPayload, rev, err)
 			continue
 		}
 		sp := stagedPod{pod: p}
@@ -80,18 +86,21 @@ func (r *Reconciler) stage(ctx context.Context, items []state.Item) (*candidate,
 				err = fmt.Errorf("it defines %s/%s", spec.Namespace, spec.Name)
 			}
 			if err != nil {
-				c.fail(r, it.Key, fmt.Errorf("invalid Service payload %s of deployment %s: %w: redeploy it", it.Entry.Service, it.Key, err))
+				c.fail(r, it.Key, state.ErrorPayload, rev, fmt.Errorf("invalid Service payload %s of deployment %s: %w: redeploy it", it.Entry.Service, it.Key, err))
 				continue
 			}
 			sp.service = &Service{Deployment: it.Key, ID: id, Spec: spec, Pod: p.Name, Revision: p.Revision}
 		}
 		if len(p.Mounts) > 0 && r.loaded[p.Name] != p.Revision {
-			sp.values, err = mounts.Fetch(ctx, r.opts.Secrets, r.opts.Cluster, p)
-			if err != nil {
+			if pv, ok := r.pending[p.Name]; ok && pv.revision == p.Revision {
+				// Fetched for this revision while its Pod waited for a
+				// rollout slot: values are read once per revision.
+				sp.values = pv.values
+			} else if sp.values, err = mounts.Fetch(ctx, r.opts.Secrets, r.opts.Cluster, p); err != nil {
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
 				}
-				c.fail(r, it.Key, err)
+				c.fail(r, it.Key, state.ErrorSecret, rev, err)
 				continue
 			}
 		}
