@@ -104,6 +104,8 @@ func newCoordination(ctx context.Context, cfg Config, opts Options, r identity.S
 		Services:    coordinator.IndexServices(store),
 		OnView:      c.view,
 		OnIndexHint: func(string) { c.trigger() },
+		OnSlotFreed: func() { c.trigger() },
+		Kubelet:     cfg.Provider != "local" || kubeletSocketExists(opts.Root),
 		Log:         clog,
 	}
 	if localMode(cfg) {

@@ -126,6 +126,10 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	if identities != nil {
 		sopts.Identity = identities
 	}
+	if co != nil {
+		// Rolling updates and status reports go through coordination.
+		sopts.Gate, sopts.Hooks.Deployments = co.coord, co.coord.DeploymentsChanged
+	}
 	rec, err := staticpod.New(sopts)
 	if err != nil {
 		return err
@@ -133,7 +137,9 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	if opts.Once {
 		return runOnce(ctx, rec, log)
 	}
-	hs := &healthServer{addr: opts.HealthAddr, health: health, metrics: newMetrics(cfg.NodeGroup, append([]metricSource{reconcileMetrics{rec}}, co.metricSources()...)...)}
+	deployments := deploymentReports(rec, co)
+	health.SetDetail(deployments.detail)
+	hs := &healthServer{addr: opts.HealthAddr, health: health, metrics: newMetrics(cfg.NodeGroup, append([]metricSource{reconcileMetrics{rec}, deployments}, co.metricSources()...)...)}
 	loop := staticpod.NewLoop(rec, staticpod.LoopOptions{Interval: opts.PollInterval, Health: health})
 	d := &Daemon{
 		Serving:     []Component{hs},
@@ -256,7 +262,7 @@ func kubeletSocketExists(root string) bool {
 // the coordinator this node's ready endpoints and hints the dataplane to
 // refresh its interfaces.
 func kubeletWatcher(opts Options, co *coordination, log *slog.Logger) Component {
-	w := pods.New(pods.Options{
+	wopts := pods.Options{
 		Socket: filepath.Join(opts.Root, filepath.FromSlash(pods.SocketPath)),
 		Log:    log.With("component", "pods"),
 		Refresh: func(ps []*corev1.Pod) {
@@ -271,6 +277,9 @@ func kubeletWatcher(opts Options, co *coordination, log *slog.Logger) Component 
 				co.podsChanged(ps)
 			}
 		},
-	})
-	return NewLoopComponent("pods", w.Run)
+	}
+	if co != nil {
+		wopts.Lost = co.coord.KubeletLost // readiness is unknown until kubelet answers again
+	}
+	return NewLoopComponent("pods", pods.New(wopts).Run)
 }

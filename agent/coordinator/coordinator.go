@@ -5,6 +5,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -64,6 +65,16 @@ type Options struct {
 	// OnIndexHint is told that deployments/index.json changed, so the
 	// reconciler can start at once; polling stays the correctness path.
 	OnIndexHint func(etag string)
+	// Kubelet tells whether the node follows a kubelet Pods API; without
+	// one its Pods' readiness is unknown and rollouts pace it on applied
+	// revisions.
+	Kubelet bool
+	// OnSlotFreed is told that a rollout slot freed, so the reconcile loop
+	// asks again for the updates it holds.
+	OnSlotFreed func()
+	// SlotTimeout, LeaderlessAfter and LeaderlessStep default to
+	// SlotTimeout, LeaderlessAfter and LeaderlessStep; tests shorten them.
+	SlotTimeout, LeaderlessAfter, LeaderlessStep time.Duration
 	// Clock, Timing and Retention default to the real clock, the
 	// election's defaults and Retention; tests shorten them.
 	Clock     election.Clock
@@ -95,6 +106,11 @@ type Coordinator struct {
 	draining bool
 	// refusals logs the leader's refusals of this node's Hello.
 	refusals errorLog
+	// node is this node's share of observed state and rolling updates
+	// (nodestatus.go, gate.go); sizes the NodeGroups' configured sizes
+	// the leader reads.
+	node  nodeSide
+	sizes *clusterSizes
 }
 
 type realClock struct{}
@@ -123,6 +139,10 @@ func New(opts Options) (*Coordinator, error) {
 	if c.opts.Retention == 0 {
 		c.opts.Retention = Retention
 	}
+	c.opts.SlotTimeout = cmp.Or(c.opts.SlotTimeout, SlotTimeout)
+	c.opts.LeaderlessAfter = cmp.Or(c.opts.LeaderlessAfter, LeaderlessAfter)
+	c.opts.LeaderlessStep = cmp.Or(c.opts.LeaderlessStep, LeaderlessStep)
+	c.node = newNodeSide()
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -130,6 +150,7 @@ func New(opts Options) (*Coordinator, error) {
 	elog := c.log
 	c.log = c.log.With("node", opts.NodeID)
 	c.cache = NewCache(c.opts.Retention)
+	c.sizes = &clusterSizes{store: opts.Store, log: c.log.Warn}
 	c.server = api.NewServer(opts.Identity.ServerConfig(), opts.Identity, c, c.log)
 	el, err := election.New(election.Options{
 		ID: opts.NodeID, Addr: opts.Advertise.String(), Store: opts.Store, Clock: c.clock, Timing: c.timing, Log: elog,
