@@ -189,6 +189,7 @@ func TestExitCodeContract(t *testing.T) {
 	// install, uninstall (cloudflared) and fetch
 	rows = append(rows, installExitRows(t, fresh, other)...)
 	rows = append(rows, fetchExitRows(t, fresh, c)...)
+	rows = append(rows, statusExitRows(t, fresh, c)...)
 	covered := map[string]bool{}
 	for _, r := range rows {
 		t.Run(strings.Join(r.args, " "), func(t *testing.T) {
