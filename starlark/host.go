@@ -31,6 +31,7 @@ type Ops interface {
 	contextOps
 	manifestOps
 	deploymentOps
+	statusOps
 	secretOps
 	imageOps
 	previewOps

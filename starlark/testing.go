@@ -24,6 +24,7 @@ import (
 	"podmin.dev/podmin/internal/cloud"
 	"podmin.dev/podmin/internal/cloud/local"
 	"podmin.dev/podmin/internal/contexts"
+	localstore "podmin.dev/podmin/internal/objstore/local"
 	"podmin.dev/podmin/internal/paths"
 	"podmin.dev/podmin/internal/secrets"
 	localsecrets "podmin.dev/podmin/internal/secrets/local"
@@ -127,6 +128,7 @@ type sandbox struct {
 	host     *Host
 	dir      string
 	net      *netGuard
+	nodes    *fakeNodes
 	cleanups []func()
 	done     func()
 }
@@ -151,8 +153,9 @@ func newSandbox(ctx context.Context, opts TestOptions, out io.Writer) (*sandbox,
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return nil, err
 	}
-	sb := &sandbox{dir: dir, net: &netGuard{}}
+	sb := &sandbox{dir: dir, net: &netGuard{}, nodes: newFakeNodes(localstore.Open(filepath.Join(dir, "bucket")), TestClock)}
 	env := &builtins.Env{
+		Now: sb.nodes.Now, Sleep: sb.nodes.Sleep,
 		Dirs: dirs, Providers: map[string]cloud.Provider{"local": local.New(dirs.Data)}, WorkDir: work,
 		Secrets:   sandboxSecrets(filepath.Join(dirs.Data, "secrets")),
 		Files:     &jailFiles{root: dir},
