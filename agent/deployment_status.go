@@ -18,7 +18,9 @@ import (
 // and as /readyz?verbose detail. Without coordination it has the
 // reconciler's view alone: readiness is unknown.
 type deploymentStatus struct {
-	rec   interface{ Deployments() []staticpod.DeploymentState }
+	rec interface {
+		Deployments() []staticpod.DeploymentState
+	}
 	coord *coordinator.Coordinator
 }
 
@@ -57,7 +59,9 @@ func (d *deploymentStatus) writeMetrics(w *promWriter) {
 		value      func(r *pb.DeploymentReport) (float64, []string)
 	}{
 		{"podmin_agent_deployment_applied", "1 when the node's static Pod runs the revision the deployment index names, else 0.",
-			func(r *pb.DeploymentReport) (float64, []string) { return boolValue(r.Revision != "" && r.Revision == r.Desired), nil }},
+			func(r *pb.DeploymentReport) (float64, []string) {
+				return boolValue(r.Revision != "" && r.Revision == r.Desired), nil
+			}},
 		{"podmin_agent_deployment_ready", "Kubelet readiness of the Pod of the applied revision: 1 ready, 0 not ready, -1 unknown (no kubelet answers).",
 			func(r *pb.DeploymentReport) (float64, []string) {
 				switch r.Readiness {

@@ -115,6 +115,8 @@ type localCluster struct {
 	timing    election.Timing
 	retention time.Duration
 	services  func(context.Context) ([]coordinator.IndexService, error)
+	// tweak, when set, adjusts each agent's options.
+	tweak func(*coordinator.Options)
 }
 
 func newLocalCluster(t testing.TB, timing election.Timing, retention time.Duration, services func(context.Context) ([]coordinator.IndexService, error)) *localCluster {
@@ -165,7 +167,7 @@ func (c *localCluster) start(t testing.TB, spec agentSpec) *localAgent {
 	}
 	port := uint16(lis.Addr().(*net.TCPAddr).Port)
 	a := &localAgent{id: spec.id, prefix: spec.prefix, done: make(chan struct{}), advertise: netip.AddrPortFrom(spec.addr, port)}
-	a.coord, err = coordinator.New(coordinator.Options{
+	opts := coordinator.Options{
 		NodeID: spec.id, NodeGroup: spec.nodegroup, Advertise: a.advertise, Listener: lis, Dial: api.LoopbackDial,
 		PodPrefix: spec.prefix, Store: spec.store, Identity: c.identity(t, spec),
 		Log:      slog.New(slog.NewTextHandler(&a.logs, nil)),
@@ -185,7 +187,11 @@ func (c *localCluster) start(t testing.TB, spec agentSpec) *localAgent {
 			}
 		},
 		Timing: c.timing, Retention: c.retention,
-	})
+	}
+	if c.tweak != nil {
+		c.tweak(&opts)
+	}
+	a.coord, err = coordinator.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
