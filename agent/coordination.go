@@ -46,10 +46,11 @@ const (
 // Service DNS server and the dataplane, both fed from the coordinator's
 // view. Any part may be missing: Pod publication never depends on it.
 type coordination struct {
-	log   *slog.Logger
-	coord *coordinator.Coordinator
-	dns   *service.Server
-	feed  *dataplaneFeed
+	log    *slog.Logger
+	nodeID string
+	coord  *coordinator.Coordinator
+	dns    *service.Server
+	feed   *dataplaneFeed
 
 	// trigger starts a reconcile pass; set once the loop exists, before
 	// anything runs.
@@ -92,7 +93,7 @@ func newCoordination(ctx context.Context, cfg Config, opts Options, r identity.S
 		_ = lis.Close()
 		return disable(err)
 	}
-	c := &coordination{log: log}
+	c := &coordination{log: log, nodeID: nodeID}
 	if opts.DNSAddr != "" {
 		c.dns = service.New(service.Config{Addr: opts.DNSAddr, Cluster: cfg.Cluster,
 			StatePath: filepath.Join(opts.Root, filepath.FromSlash(service.DefaultStatePath)), Log: log.With("component", "dns")})

@@ -80,10 +80,20 @@ func (m dataplaneMetrics) writeMetrics(w *promWriter) {
 		n      uint64
 	}{
 		{"new_flow", st.NewFlows}, {"forwarded", st.Forwarded}, {"reversed", st.Reversed},
-		{"drop_no_backend", st.Drops[dataplane.DropNoBackend]}, {"drop_no_service", st.Drops[dataplane.DropNoService]},
-		{"drop_unsupported", st.Drops[dataplane.DropFragment] + st.Drops[dataplane.DropExtensionHeader] + st.Drops[dataplane.DropProtocol] + st.Drops[dataplane.DropTruncated]},
-		{"drop_nat_exhausted", st.Drops[dataplane.DropNATExhausted]}, {"drop_no_flow", st.Drops[dataplane.DropNoFlow]},
+		{"repaired", st.Repaired}, {"icmp_translated", st.ICMPTranslated},
 	} {
 		w.sample("podmin_agent_dataplane_packets_total", float64(r.n), label("result", r.result))
+	}
+	w.family("podmin_agent_dataplane_drops_total", "counter", "Packets the eBPF dataplane dropped, by reason.")
+	for _, r := range dataplane.DropReasons() {
+		w.sample("podmin_agent_dataplane_drops_total", float64(st.Drops[r]), label("reason", string(r)))
+	}
+	w.family("podmin_agent_dataplane_nat_exhausted_total", "counter", "New flows refused because a backend port had no free source-NAT port, by backend.")
+	for _, e := range st.Exhausted {
+		w.sample("podmin_agent_dataplane_nat_exhausted_total", float64(e.Refused),
+			label("backend", e.Backend.String()), label("protocol", e.Protocol.String()))
+	}
+	if l, ok := m.feed.dp.(interface{ LockedMemory() uint64 }); ok {
+		w.one("podmin_agent_dataplane_locked_bytes", "gauge", "Kernel memory the dataplane's maps hold.", float64(l.LockedMemory()))
 	}
 }

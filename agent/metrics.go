@@ -6,6 +6,7 @@ package agent
 
 import (
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"slices"
@@ -33,8 +34,8 @@ type metricSource interface {
 
 // newMetrics serves sources in order. The sources are: the reconciler
 // (reconcileMetrics), coordination (coordination.metricSources: leader,
-// snapshot, Service DNS, dataplane). The registry's bytes and refusals
-// belong here as one more source next to them.
+// snapshot, Service DNS, dataplane) and the node registry
+// (textMetrics over its own writer).
 func newMetrics(nodegroup string, sources ...metricSource) *metrics {
 	return &metrics{nodegroup: nodegroup, sources: sources, now: time.Now}
 }
@@ -111,4 +112,29 @@ func (r reconcileMetrics) writeMetrics(w *promWriter) {
 		"When the last pass that published the whole NodeGroup ended, in seconds since the epoch (0: none yet).", unix(c.LastSuccess))
 	w.one("podmin_agent_index_age_seconds", "gauge",
 		"Seconds since a pass last confirmed that the applied deployment index is the committed one (-1: never).", w.age(c.IndexConfirmed))
+}
+
+// textMetrics is a subsystem that writes its own families in the text
+// format (the node registry does): its samples gain the NodeGroup label
+// every other sample carries.
+type textMetrics struct {
+	src interface{ WriteMetrics(w io.Writer) }
+}
+
+func (t textMetrics) writeMetrics(w *promWriter) {
+	var b strings.Builder
+	t.src.WriteMetrics(&b)
+	for line := range strings.Lines(b.String()) {
+		if strings.HasPrefix(line, "#") {
+			w.b.WriteString(line)
+			continue
+		}
+		name, rest, labelled := strings.Cut(line, "{")
+		if labelled {
+			w.b.WriteString(name + "{" + w.nodegroup + "," + rest)
+			continue
+		}
+		name, value, _ := strings.Cut(line, " ")
+		w.b.WriteString(name + "{" + w.nodegroup + "} " + value)
+	}
 }

@@ -23,8 +23,15 @@ import (
 type statsDataplane struct{ recordingDataplane }
 
 func (s *statsDataplane) Stats() (dataplane.Stats, error) {
-	return dataplane.Stats{NewFlows: 3, Forwarded: 40, Reversed: 38, Drops: map[dataplane.DropReason]uint64{dataplane.DropNoBackend: 2}}, nil
+	return dataplane.Stats{
+		NewFlows: 3, Forwarded: 40, Reversed: 38, Repaired: 1, ICMPTranslated: 4,
+		Drops:     map[dataplane.DropReason]uint64{dataplane.DropNoBackend: 2, dataplane.DropFragment: 5},
+		Exhausted: []dataplane.Exhaustion{{Backend: netip.MustParseAddrPort("[2001:db8::5]:8443"), Protocol: dataplane.TCP, Refused: 7}},
+	}, nil
 }
+
+// LockedMemory is what the kernel dataplane reports for its maps.
+func (s *statsDataplane) LockedMemory() uint64 { return 5855976 }
 
 // sampleRE matches one sample line: name{labels} value.
 var sampleRE = regexp.MustCompile(`^([a-z_]+)\{([^}]*)\} (\S+)$`)
@@ -123,8 +130,15 @@ func TestMetricsCoverEverySubsystem(t *testing.T) {
 		"podmin_agent_deployment_error":                     func(s map[string]float64) bool { return s[ng+`,deployment="web",kind=""`] == 0 },
 		"podmin_agent_deployment_applied_timestamp_seconds": func(s map[string]float64) bool { return s[ng+`,deployment="web"`] > 0 },
 		"podmin_agent_dataplane_packets_total": func(s map[string]float64) bool {
-			return len(s) == 8 && s[ng+`,result="forwarded"`] == 40 && s[ng+`,result="drop_no_backend"`] == 2
+			return len(s) == 5 && s[ng+`,result="forwarded"`] == 40 && s[ng+`,result="icmp_translated"`] == 4
 		},
+		"podmin_agent_dataplane_drops_total": func(s map[string]float64) bool {
+			return len(s) == len(dataplane.DropReasons()) && s[ng+`,reason="no_backend"`] == 2 && s[ng+`,reason="fragment"`] == 5
+		},
+		"podmin_agent_dataplane_nat_exhausted_total": func(s map[string]float64) bool {
+			return len(s) == 1 && s[ng+`,backend="[2001:db8::5]:8443",protocol="TCP"`] == 7
+		},
+		"podmin_agent_dataplane_locked_bytes": func(s map[string]float64) bool { return s[ng] == 5855976 },
 	}
 	for family, ok := range checks {
 		samples, declared := m[family]

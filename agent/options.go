@@ -17,6 +17,7 @@ import (
 	"podmin.dev/podmin/agent/registry"
 	"podmin.dev/podmin/agent/service"
 	"podmin.dev/podmin/agent/staticpod"
+	"podmin.dev/podmin/agent/workload"
 )
 
 // Environment variables that relocate or pace the agent. They are not
@@ -61,6 +62,11 @@ const (
 	// a cloud node: DefaultFluentBitRestart; in local node mode none);
 	// "off" restarts nothing.
 	EnvFluentBitRestart = "PODMIN_AGENT_FLUENT_BIT_RESTART"
+	// EnvRestartWindow spreads the Pod restarts that new workload leaves
+	// cause over this window (a Go duration, default 30m, at most 5h; 0
+	// restarts at once): each Pod restarts at a point derived from its
+	// NodeGroup, node ID and name.
+	EnvRestartWindow = "PODMIN_AGENT_RESTART_WINDOW"
 )
 
 // Dataplane settings of Options.Dataplane.
@@ -124,6 +130,9 @@ type Options struct {
 	// Started, when set, is called with the health server's bound address
 	// once every component runs.
 	Started func(healthAddr string)
+	// RestartWindow spreads the restarts of Pods whose workload leaf is
+	// replaced (workload.Options.RestartWindow); nil means the default.
+	RestartWindow *time.Duration
 }
 
 // OptionsFromEnv reads the environment variables above; unset ones get
@@ -223,5 +232,16 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 	}
 	duration(EnvPollInterval, time.Millisecond, &o.PollInterval)
 	duration(EnvTTLMargin, 0, &o.TTLMargin)
+	if v := getenv(EnvRestartWindow); v != "" {
+		d, err := time.ParseDuration(v)
+		if err == nil {
+			err = workload.CheckRestartWindow(d)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %v: give a duration such as 30m, or 0 to restart at once", EnvRestartWindow, v, err))
+		} else {
+			o.RestartWindow = &d
+		}
+	}
 	return o, errors.Join(errs...)
 }

@@ -114,7 +114,11 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 		publisher = co.publisher(opts.Publisher)
 		leader = co.coord.Elector()
 	}
-	identities, err := workloadIdentities(ctx, cfg, opts, system, store, leader, log)
+	node := opts.NodeID
+	if co != nil {
+		node = co.nodeID
+	}
+	identities, err := workloadIdentities(ctx, cfg, opts, node, system, store, leader, log)
 	if err != nil {
 		return err
 	}
@@ -139,7 +143,8 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	}
 	deployments := deploymentReports(rec, co)
 	health.SetDetail(deployments.detail)
-	hs := &healthServer{addr: opts.HealthAddr, health: health, metrics: newMetrics(cfg.NodeGroup, append([]metricSource{reconcileMetrics{rec}, deployments}, co.metricSources()...)...)}
+	m := newMetrics(cfg.NodeGroup, append([]metricSource{reconcileMetrics{rec}, deployments}, co.metricSources()...)...)
+	hs := &healthServer{addr: opts.HealthAddr, health: health, metrics: m}
 	loop := staticpod.NewLoop(rec, staticpod.LoopOptions{Interval: opts.PollInterval, Health: health})
 	d := &Daemon{
 		Serving:     []Component{hs},
@@ -154,7 +159,7 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	}
 	if identities != nil {
 		d.Reconcilers = append(d.Reconcilers, NewLoopComponent("workload", func(ctx context.Context) error {
-			return identities.Run(ctx, identityInterval, rec.IdentityChanged)
+			return identities.Run(ctx, identityInterval, loop.IdentityChanged)
 		}))
 	}
 	// Container log export follows the published cluster configuration;
@@ -169,7 +174,9 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 		d.Reconcilers = append(d.Reconcilers, NewLoopComponent("index-watcher", w.Run))
 	}
 	if opts.RegistryAddr != "" {
-		d.Serving = append(d.Serving, newRegistryServer(opts.RegistryAddr, store, log))
+		rs := newRegistryServer(opts.RegistryAddr, store, log)
+		m.sources = append(m.sources, textMetrics{rs.handler})
+		d.Serving = append(d.Serving, rs)
 	}
 	if cfg.Provider != "local" || kubeletSocketExists(opts.Root) {
 		// Local node mode watches a kubelet only when one serves its Pods
@@ -209,7 +216,7 @@ func systemSecrets(ctx context.Context, cfg Config, opts Options) (identity.Secr
 // does not exist yet (podmin setup has not run) gets no identities: the
 // agent still publishes Pods and says how to fix it; every other failure
 // to read the key stops the agent.
-func workloadIdentities(ctx context.Context, cfg Config, opts Options, r workload.KeyReader, store objstore.Store, leader workload.Leader, log *slog.Logger) (*workload.Manager, error) {
+func workloadIdentities(ctx context.Context, cfg Config, opts Options, node string, r workload.KeyReader, store objstore.Store, leader workload.Leader, log *slog.Logger) (*workload.Manager, error) {
 	if r == nil {
 		log.Warn("workload identities disabled: the Podmin data directory holding the local secrets store is unknown; set XDG_DATA_HOME")
 		return nil, nil
@@ -222,11 +229,20 @@ func workloadIdentities(ctx context.Context, cfg Config, opts Options, r workloa
 	if err != nil {
 		return nil, err
 	}
-	return workload.New(workload.Options{
+	if node == "" {
+		if node, err = os.Hostname(); err != nil {
+			return nil, fmt.Errorf("node ID: %w: set %s", err, EnvNodeID)
+		}
+	}
+	wopts := workload.Options{
 		Store: store, Cluster: cfg.Cluster, Root: opts.Root, Key: key,
-		Leader: leader,
-		Log:    log.With("component", "workload"),
-	})
+		Leader: leader, NodeGroup: cfg.NodeGroup, Node: node,
+		Log: log.With("component", "workload"),
+	}
+	if opts.RestartWindow != nil {
+		wopts.RestartWindow, wopts.NoRestartWindow = *opts.RestartWindow, *opts.RestartWindow == 0
+	}
+	return workload.New(wopts)
 }
 
 // runOnce is the one-shot mode: a single reconcile pass (restarted while

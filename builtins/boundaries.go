@@ -46,6 +46,45 @@ type Files interface {
 	WriteFile(path string, data []byte, perm fs.FileMode) error
 	// MkdirAll creates a directory and its missing parents.
 	MkdirAll(path string, perm fs.FileMode) error
+	// RemoveAll removes a directory tree Podmin generated; an absent path
+	// is no error.
+	RemoveAll(path string) error
+}
+
+// ReadJail is implemented by Files that allow reads only in some places (a
+// recipe test's sandbox and its directory). Operations that read through
+// another path than Files.Open (build walks its context directory) ask it
+// which path to read; an error refuses the read.
+type ReadJail interface {
+	ReadPath(path string) (string, error)
+}
+
+// readPath returns the path a read of path uses: path itself, unless the
+// Files boundary is a ReadJail.
+func (e *Env) readPath(path string) (string, error) {
+	if j, ok := e.files().(ReadJail); ok {
+		return j.ReadPath(path)
+	}
+	return path, nil
+}
+
+// ReadUserFile reads a file the operator named (a secret value's file=),
+// relative to WorkDir, through the Files boundary; a file longer than
+// limit bytes is an error.
+func (e *Env) ReadUserFile(name string, limit int64) ([]byte, error) {
+	f, err := e.files().Open(e.path(name))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s is longer than %d bytes", name, limit)
+	}
+	return data, nil
 }
 
 // contextsFile returns the contexts boundary.
@@ -95,6 +134,9 @@ func (OSFiles) Open(path string) (io.ReadCloser, error) { return os.Open(path) }
 
 // MkdirAll implements Files.
 func (OSFiles) MkdirAll(path string, perm fs.FileMode) error { return os.MkdirAll(path, perm) }
+
+// RemoveAll implements Files.
+func (OSFiles) RemoveAll(path string) error { return os.RemoveAll(path) }
 
 // WriteFile implements Files.
 func (OSFiles) WriteFile(path string, data []byte, perm fs.FileMode) error {

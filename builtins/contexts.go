@@ -13,15 +13,18 @@ import (
 	"fmt"
 	"slices"
 
+	"podmin.dev/podmin/builtins/infra"
 	"podmin.dev/podmin/internal/cloud"
 	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/ids"
 	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/scrub"
 )
 
-// ClusterTag is the bucket tag that records which cluster created a bucket.
-// Only a bucket carrying this tag with the cluster's ID is Podmin's to
-// delete; an untagged bucket is used but never claimed.
+// ClusterTag is the bucket tag that names the cluster which created a
+// bucket. It is a label anyone can copy: only the nonce connect records in
+// the context and in the bucket's contexts.BucketNonceTag proves that
+// Podmin created the bucket; a tag of another cluster is refused.
 const ClusterTag = "podmin:cluster"
 
 // ErrForeignBucket reports a bucket tagged for a different cluster.
@@ -42,8 +45,10 @@ type ConnectResult struct {
 	Context contexts.Context `json:"context"`
 	// BucketCreated is true when this connect created the bucket.
 	BucketCreated bool `json:"bucketCreated"`
-	// BucketOwned is true when the bucket is tagged for this cluster, so a
-	// later destroy may delete it.
+	// BucketOwned is true when the context holds the proof that Podmin
+	// created the bucket for this cluster (the nonce in its tags), so a
+	// later destroy may delete it. An existing bucket is never owned,
+	// whatever its tags say.
 	BucketOwned bool `json:"bucketOwned"`
 	// Replaced is true when a saved context of the same name was replaced.
 	Replaced bool `json:"replaced"`
@@ -69,7 +74,7 @@ func (e *Env) validateConnect(opts *ConnectOptions) (cloud.Provider, error) {
 	if opts.SecretsProvider == "" {
 		opts.SecretsProvider = allowed[0]
 	} else if !slices.Contains(allowed, opts.SecretsProvider) {
-		return nil, fmt.Errorf("secrets provider %q cannot be used with provider %q: use one of %q", opts.SecretsProvider, p.Name(), allowed)
+		return nil, fmt.Errorf("secrets provider %s cannot be used with provider %q: use one of %q", scrub.Quote(opts.SecretsProvider), p.Name(), allowed)
 	}
 	return p, nil
 }
@@ -89,6 +94,12 @@ func (e *Env) Connect(ctx context.Context, opts ConnectOptions) (ConnectResult, 
 	if err != nil {
 		return ConnectResult{}, err
 	}
+	// Reconnecting the same context keeps the proof it holds, when the
+	// bucket still carries it.
+	var proof string
+	if prev, ok := existing.Contexts[opts.Cluster]; ok && prev.Provider == opts.Provider && prev.Bucket == opts.Bucket {
+		proof = prev.BucketNonce
+	}
 	for _, name := range existing.Names() {
 		c := existing.Contexts[name]
 		if name != opts.Cluster && c.Provider == opts.Provider && c.Bucket == opts.Bucket {
@@ -107,9 +118,10 @@ func (e *Env) Connect(ctx context.Context, opts ConnectOptions) (ConnectResult, 
 		Cluster: opts.Cluster, Provider: p.Name(), Region: region, Bucket: opts.Bucket,
 		Profile: opts.Profile, SecretsProvider: opts.SecretsProvider,
 	}}
-	if res.BucketCreated, res.BucketOwned, err = e.ensureBucket(ctx, b, opts.Cluster, opts.Bucket, region); err != nil {
+	if res.BucketCreated, res.Context.BucketNonce, err = e.ensureBucket(ctx, b, opts.Cluster, opts.Bucket, region, proof); err != nil {
 		return ConnectResult{}, err
 	}
+	res.BucketOwned = res.Context.BucketNonce != ""
 	if err := probeBucket(ctx, b, opts.Bucket); err != nil {
 		return ConnectResult{}, err
 	}
@@ -127,44 +139,53 @@ func (e *Env) Connect(ctx context.Context, opts ConnectOptions) (ConnectResult, 
 
 var errDryRun = errors.New("dry run")
 
-// ensureBucket creates the bucket when absent and tags it for the cluster,
-// or checks an existing bucket's ownership tag and region.
-func (e *Env) ensureBucket(ctx context.Context, b objstore.Bucket, cluster, name, region string) (created, owned bool, err error) {
+// ensureBucket creates the bucket when absent and records a fresh nonce
+// in its tags, or checks an existing bucket's tags and region. It returns
+// the nonce that proves Podmin created the bucket for this context: the
+// fresh one, or proof (what the saved context holds) when the bucket still
+// carries it; empty for a bucket Podmin did not create.
+func (e *Env) ensureBucket(ctx context.Context, b objstore.Bucket, cluster, name, region, proof string) (created bool, nonce string, err error) {
 	exists, err := b.BucketExists(ctx)
 	if err != nil {
-		return false, false, fmt.Errorf("check bucket %q: %w", name, err)
+		return false, "", fmt.Errorf("check bucket %q: %w", name, err)
 	}
 	if !exists {
 		e.progress("creating bucket %s in %s", name, region)
+		// Drawn before the create request, so only this request's bucket
+		// can carry it.
+		fresh := contexts.NewNonce()
 		err := b.CreateBucket(ctx)
 		switch {
 		case err == nil:
-			if err := b.SetBucketTags(ctx, map[string]string{ClusterTag: cluster}); err != nil {
-				return true, false, fmt.Errorf("bucket %q was created but could not be tagged %s=%s: %w: tag it by hand, then run connect again", name, ClusterTag, cluster, err)
+			if err := b.SetBucketTags(ctx, map[string]string{ClusterTag: cluster, contexts.BucketNonceTag: fresh}); err != nil {
+				return true, "", fmt.Errorf("bucket %q was created but could not be tagged: %w: nothing was saved; Podmin will use it but never delete it: run connect again, and delete the bucket yourself if it should go", name, err)
 			}
-			return true, true, nil
+			return true, fresh, nil
 		case errors.Is(err, objstore.ErrBucketExists):
 			// Someone else created it between our check and create: it is
 			// not ours by name alone, so fall through to the ownership check.
 		default:
-			return false, false, fmt.Errorf("create bucket %q: %w", name, err)
+			return false, "", fmt.Errorf("create bucket %q: %w", name, err)
 		}
 	}
 	tags, err := b.BucketTags(ctx)
 	if err != nil {
-		return false, false, fmt.Errorf("read the tags of bucket %q: %w: Podmin will not use a bucket whose owner it cannot check", name, err)
+		return false, "", fmt.Errorf("read the tags of bucket %q: %w: Podmin will not use a bucket whose owner it cannot check", name, err)
 	}
 	if owner, ok := tags[ClusterTag]; ok && owner != cluster {
-		return false, false, fmt.Errorf("%w: bucket %q is tagged %s=%s, not %s: connect as cluster %q or choose another bucket", ErrForeignBucket, name, ClusterTag, owner, cluster, owner)
+		return false, "", fmt.Errorf("%w: bucket %q is tagged %s=%s, not %s: connect as cluster %q or choose another bucket", ErrForeignBucket, name, ClusterTag, owner, cluster, owner)
 	}
 	got, err := b.BucketRegion(ctx)
 	if err != nil {
-		return false, false, fmt.Errorf("read the region of bucket %q: %w", name, err)
+		return false, "", fmt.Errorf("read the region of bucket %q: %w", name, err)
 	}
 	if got != region {
-		return false, false, fmt.Errorf("bucket %q is in region %s, not %s: pass --region %s", name, got, region, got)
+		return false, "", fmt.Errorf("bucket %q is in region %s, not %s: pass --region %s", name, got, region, got)
 	}
-	return false, tags[ClusterTag] == cluster, nil
+	if tags[ClusterTag] == cluster && contexts.ProvenBy(proof, tags[contexts.BucketNonceTag]) {
+		return false, proof, nil
+	}
+	return false, "", nil
 }
 
 // probeKey is where connect's read/write/delete probe lives for a moment.
@@ -247,8 +268,10 @@ type DisconnectResult struct {
 	WasCurrent bool `json:"wasCurrent"`
 }
 
-// Disconnect forgets a context. It removes local state only: the bucket and
-// everything in the cloud stay as they are.
+// Disconnect forgets a context. It removes local state only: the context
+// and the cluster's generated OpenTofu/Terraform module under
+// <cache>/infrastructure/<cluster>. The bucket and everything in the cloud
+// stay as they are, and setup regenerates the module from any machine.
 func (e *Env) Disconnect(opts DisconnectOptions) (DisconnectResult, error) {
 	var res DisconnectResult
 	err := e.contextsFile().Update(func(f *contexts.File) error {
@@ -263,5 +286,16 @@ func (e *Env) Disconnect(opts DisconnectOptions) (DisconnectResult, error) {
 		}
 		return nil
 	})
-	return res, err
+	if err != nil || e.Dirs.Cache == "" {
+		return res, err
+	}
+	// The name was validated when the context was saved, so the path
+	// stays below the cache.
+	if ids.ValidateCluster(opts.Cluster) == nil {
+		dir := infra.ModuleDir(e.Dirs.Cache, opts.Cluster)
+		if err := e.files().RemoveAll(dir); err != nil {
+			return res, fmt.Errorf("context %s is removed, but its generated module %s could not be: %w: remove it yourself", opts.Cluster, dir, err)
+		}
+	}
+	return res, nil
 }

@@ -36,17 +36,7 @@ func testEnv(t *testing.T) *Env {
 
 // useVersityGW points the AWS provider's standard configuration at a real
 // S3-compatible server through the environment, as an operator would.
-func useVersityGW(t *testing.T) *objstoretest.S3Server {
-	srv := objstoretest.StartVersityGW(t)
-	t.Setenv("AWS_ENDPOINT_URL_S3", srv.Endpoint)
-	t.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
-	t.Setenv("AWS_REGION", srv.Region)
-	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	return srv
-}
+func useVersityGW(t *testing.T) *objstoretest.S3Server { return objstoretest.UseVersityGW(t) }
 
 func rawBucket(t *testing.T, srv *objstoretest.S3Server, name string) *s3store.Bucket {
 	b, err := s3store.New(context.Background(), s3store.Options{Bucket: name, Region: srv.Region})
@@ -139,5 +129,37 @@ func TestConnectLocalAdoptsDirectory(t *testing.T) {
 	tags, err := localstore.Open(dir).BucketTags(ctx)
 	if err != nil || len(tags) != 0 {
 		t.Fatalf("connect claimed an existing directory: %v %v", tags, err)
+	}
+}
+
+// Disconnect forgets the cluster's generated module with its context;
+// another cluster's module stays.
+func TestDisconnectRemovesTheGeneratedModule(t *testing.T) {
+	env := testEnv(t)
+	ctx := context.Background()
+	if _, err := env.Connect(ctx, ConnectOptions{Cluster: "demo", Provider: "local", Bucket: "demo"}); err != nil {
+		t.Fatal(err)
+	}
+	mine, other := filepath.Join(env.Dirs.Cache, "infrastructure", "demo"), filepath.Join(env.Dirs.Cache, "infrastructure", "prod")
+	for _, d := range []string{filepath.Join(mine, ".terraform"), other} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "versions.tf"), []byte("terraform {}\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := env.Disconnect(DisconnectOptions{Cluster: "demo"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(mine); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the generated module of demo remains: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(other, "versions.tf")); err != nil {
+		t.Fatalf("another cluster's module was removed: %v", err)
+	}
+	// Disconnecting again is the usual unknown-context error.
+	if _, err := env.Disconnect(DisconnectOptions{Cluster: "demo"}); err == nil {
+		t.Fatal("a second disconnect succeeded")
 	}
 }

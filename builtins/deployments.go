@@ -11,7 +11,7 @@ import (
 	"strings"
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"podmin.dev/podmin/internal/contexts"
@@ -65,15 +65,33 @@ type DeployResult struct {
 
 // deployManifest returns the manifest bytes and the image overrides that
 // Extract must still apply.
-func (e *Env) deployManifest(opts DeployOptions) ([]byte, []string, error) {
+func (e *Env) deployManifest(opts DeployOptions) (*manifest.Result, error) {
 	if opts.File == "" {
 		if len(opts.Images) == 0 {
-			return nil, nil, errors.New("deploy needs --image for the built-in manifest, or --file with a manifest")
+			return nil, errDeployNeedsImage
 		}
-		data, err := e.buildManifest(opts.ManifestOptions)
-		return data, nil, err
+		// The built-in manifest comes extracted with deploy's own
+		// options: its name and NodeGroup, no overrides, no assertion.
+		_, ex, err := e.buildManifest(opts.ManifestOptions)
+		return ex, err
 	}
-	o := opts.ManifestOptions
+	if err := builtInOnly(opts.ManifestOptions); err != nil {
+		return nil, err
+	}
+	data, err := e.readFile(opts.File)
+	if err != nil {
+		return nil, err
+	}
+	return manifest.Extract(data, manifest.ExtractOptions{
+		Name: opts.Name, NodeGroup: opts.NodeGroup, Images: opts.Images, RequireService: opts.Service,
+	})
+}
+
+var errDeployNeedsImage = errors.New("deploy needs --image for the built-in manifest, or --file with a manifest")
+
+// builtInOnly refuses the options that shape the built-in manifest when a
+// manifest file is deployed.
+func builtInOnly(o ManifestOptions) error {
 	for _, f := range []struct {
 		flag string
 		set  bool
@@ -82,11 +100,29 @@ func (e *Env) deployManifest(opts DeployOptions) ([]byte, []string, error) {
 		{"--memory", o.Memory != ""}, {"--env", len(o.Env) > 0}, {"--secret", len(o.Secrets) > 0},
 	} {
 		if f.set {
-			return nil, nil, fmt.Errorf("%s shapes the built-in manifest and cannot be combined with --file: put it in the manifest instead", f.flag)
+			return fmt.Errorf("%s shapes the built-in manifest and cannot be combined with --file: put it in the manifest instead", f.flag)
 		}
 	}
-	data, err := e.readFile(opts.File)
-	return data, opts.Images, err
+	return nil
+}
+
+// CheckDeploy applies the rules of deploy that need nothing but its
+// options (and the environment, for --env KEY): the CLI reports them as
+// bad usage before it reads a context, a file or the bucket.
+func (e *Env) CheckDeploy(opts DeployOptions) error {
+	if _, err := state.NewKey(opts.NodeGroup, opts.Name); err != nil {
+		return err
+	}
+	if opts.File != "" {
+		if err := builtInOnly(opts.ManifestOptions); err != nil {
+			return err
+		}
+		return manifest.CheckImageValues(opts.Images)
+	}
+	if len(opts.Images) == 0 {
+		return errDeployNeedsImage
+	}
+	return e.checkManifestOptions(opts.ManifestOptions)
 }
 
 // Deploy validates the deployment exactly as validate does and commits it to
@@ -106,14 +142,7 @@ func (e *Env) Deploy(ctx context.Context, opts DeployOptions) (DeployResult, err
 			return DeployResult{}, err
 		}
 	}
-	data, images, err := e.deployManifest(opts)
-	if err != nil {
-		return DeployResult{}, err
-	}
-	ex, err := manifest.Extract(data, manifest.ExtractOptions{
-		Name: opts.Name, NodeGroup: opts.NodeGroup, Images: images,
-		RequireService: opts.File != "" && opts.Service,
-	})
+	ex, err := e.deployManifest(opts)
 	if err != nil {
 		return DeployResult{}, err
 	}
@@ -125,10 +154,13 @@ func (e *Env) Deploy(ctx context.Context, opts DeployOptions) (DeployResult, err
 	if ex.Service != nil {
 		d.ServiceName, d.Service = ex.Service.Name, ex.ServiceYAML
 	}
-	e.progress("committing %s to bucket %s", key, c.Bucket)
 	r, err := state.NewCommitter(store, e.clusterCommitOptions(c)).Deploy(ctx, d)
 	if err != nil {
 		return DeployResult{}, e.explain(c, err)
+	}
+	// Said once the outcome is known: an unchanged deploy commits nothing.
+	if r.Outcome != state.Unchanged {
+		e.progress("committed %s to bucket %s (%s)", key, c.Bucket, r.Outcome)
 	}
 	if r.LostReply {
 		e.progress("the reply to the index write was lost, but the index already holds %s as deployed: nothing more was written", key)
@@ -282,7 +314,11 @@ func fillFromPod(ctx context.Context, store objstore.Store, pc state.PayloadCach
 		le.Error = err.Error()
 		return
 	}
-	var pod corev1.Pod
+	// Only the metadata is read: decoding the whole Pod spec cost more
+	// than everything else a list of cached payloads does.
+	var pod struct {
+		metav1.ObjectMeta `json:"metadata"`
+	}
 	if err := yaml.Unmarshal(data, &pod); err != nil {
 		le.Error = fmt.Sprintf("decode Pod payload %s: %v", le.Pod, err)
 		return

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"time"
 
+	"podmin.dev/podmin/builtins/lifecycle"
 	"podmin.dev/podmin/internal/cache"
 	"podmin.dev/podmin/internal/cloud"
 	"podmin.dev/podmin/internal/contexts"
@@ -74,9 +75,9 @@ type Env struct {
 	// base images); a recipe test sets one that refuses the network.
 	Transport http.RoundTripper
 	// Infrastructure opens a cloud provider's compute and networking for
-	// setup, teardown and destroy, for the operation running in e (a dry
-	// run's own Env); nil supports only the local provider.
-	Infrastructure func(ctx context.Context, e *Env, c contexts.Context) (ClusterInfra, error)
+	// setup, teardown and destroy, for the operation whose face is h (a
+	// dry run's own); nil supports only the local provider.
+	Infrastructure func(ctx context.Context, h lifecycle.Host, c contexts.Context) (ClusterInfra, error)
 	// Now and Sleep are the clock of waits (deploy --wait, status --wait);
 	// nil means the real clock. Recipe tests advance a virtual one.
 	Now   func() time.Time
@@ -124,7 +125,7 @@ func (e *Env) provider(name string) (cloud.Provider, error) {
 	}
 	p, ok := e.Providers[name]
 	if !ok {
-		return nil, fmt.Errorf("unknown provider %q: use one of %q", name, e.providerNames())
+		return nil, fmt.Errorf("unknown provider %s: use one of %q", scrub.Quote(name), e.providerNames())
 	}
 	return p, nil
 }
@@ -143,6 +144,9 @@ func (e *Env) CurrentContext() (contexts.Context, error) {
 // directory, or nil when there is none (list, deploy and preview then read
 // the bucket).
 func (e *Env) payloadCache() state.PayloadCache {
+	if e.Commit.Cache != nil {
+		return e.Commit.Cache
+	}
 	if e.Dirs.Cache == "" {
 		return nil
 	}

@@ -15,6 +15,7 @@ import (
 
 	"podmin.dev/podmin/internal/oci"
 	"podmin.dev/podmin/internal/oci/build"
+	"podmin.dev/podmin/internal/scrub"
 )
 
 // BuildOptions are the arguments of build.
@@ -76,20 +77,33 @@ func (e *Env) imageStore() *oci.Store {
 	return oci.NewStore(filepath.Join(e.Dirs.Cache, "images"))
 }
 
-// Build builds the Containerfile subset into the local image store.
-func (e *Env) Build(ctx context.Context, opts BuildOptions) (ImageResult, error) {
+// CheckBuild applies the rules of build that need nothing but its options
+// (tags and platforms): the CLI reports them as bad usage.
+func CheckBuild(opts BuildOptions) error {
+	_, _, err := buildTargets(opts)
+	return err
+}
+
+// buildTargets parses the tags and platforms of a build.
+func buildTargets(opts BuildOptions) ([]oci.LocalRef, []v1.Platform, error) {
 	if len(opts.Tag) == 0 {
-		return ImageResult{}, errors.New("build needs a name: pass --tag NAME[:TAG], e.g. --tag hello:v1")
+		return nil, nil, errors.New("build needs a name: pass --tag NAME[:TAG], e.g. --tag hello:v1")
 	}
 	refs := make([]oci.LocalRef, len(opts.Tag))
 	for i, t := range opts.Tag {
 		r, err := oci.BuildRef(t)
 		if err != nil {
-			return ImageResult{}, err
+			return nil, nil, err
 		}
 		refs[i] = r
 	}
 	platforms, err := parsePlatforms(opts.Platform)
+	return refs, platforms, err
+}
+
+// Build builds the Containerfile subset into the local image store.
+func (e *Env) Build(ctx context.Context, opts BuildOptions) (ImageResult, error) {
+	refs, platforms, err := buildTargets(opts)
 	if err != nil {
 		return ImageResult{}, err
 	}
@@ -99,12 +113,18 @@ func (e *Env) Build(ctx context.Context, opts BuildOptions) (ImageResult, error)
 	}
 	file := opts.File
 	if file != "" {
-		file = e.path(file)
+		if file, err = e.readPath(e.path(file)); err != nil {
+			return ImageResult{}, fmt.Errorf("build: %w", err)
+		}
+	}
+	contextDir, err := e.readPath(e.path(dir))
+	if err != nil {
+		return ImageResult{}, fmt.Errorf("build: %w", err)
 	}
 	store := e.imageStore().WithProgress(e.Transfers, "build "+refs[0].String())
 	e.progress("building %d platform(s) from %s", len(platforms), dir)
 	idx, err := build.Build(ctx, build.Options{
-		ContextDir: e.path(dir), File: file, Platforms: platforms,
+		ContextDir: contextDir, File: file, Platforms: platforms,
 		Base:  build.StoreBase(store, opts.Pull, e.remoteOptions()...),
 		Store: store, Repository: refs[0].Repo,
 	})
@@ -223,10 +243,10 @@ func parsePlatforms(values []string) ([]v1.Platform, error) {
 	for _, v := range values {
 		p, err := v1.ParsePlatform(v)
 		if err != nil || p.OS == "" || p.Architecture == "" {
-			return nil, fmt.Errorf("platform %q must be OS/ARCH[/VARIANT], e.g. linux/arm64", v)
+			return nil, fmt.Errorf("platform %s must be OS/ARCH[/VARIANT], e.g. linux/arm64", scrub.Quote(v))
 		}
 		if seen[p.String()] {
-			return nil, fmt.Errorf("platform %q is given twice", v)
+			return nil, fmt.Errorf("platform %s is given twice", scrub.Quote(v))
 		}
 		seen[p.String()] = true
 		out = append(out, *p)

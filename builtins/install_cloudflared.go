@@ -18,6 +18,7 @@ import (
 	"podmin.dev/podmin/internal/ids"
 	"podmin.dev/podmin/internal/manifest"
 	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/scrub"
 	"podmin.dev/podmin/internal/secrets"
 	"podmin.dev/podmin/internal/state"
 )
@@ -192,7 +193,7 @@ func CloudflaredManifest(nodegroup, provider string) ([]byte, error) {
 
 func cloudflaredManifest(nodegroup, provider string, pin PinnedImage) ([]byte, error) {
 	if !manifestProvider(provider) {
-		return nil, fmt.Errorf("secrets provider %q cannot mount into Pods: use one of %q", provider, manifest.SecretsProviders())
+		return nil, fmt.Errorf("secrets provider %s cannot mount into Pods: use one of %q", scrub.Quote(provider), manifest.SecretsProviders())
 	}
 	labels := map[string]string{"app.kubernetes.io/name": CloudflaredName}
 	no, yes := false, true

@@ -63,24 +63,48 @@ type InitResult struct {
 }
 
 // buildManifest renders the built-in DaemonSet with the current context's
-// default secrets provider.
-func (e *Env) buildManifest(o ManifestOptions) ([]byte, error) {
+// default secrets provider, and returns it extracted as deploy and init
+// would extract it (manifest.BuildExtracted: one extraction, not two).
+func (e *Env) buildManifest(o ManifestOptions) ([]byte, *manifest.Result, error) {
 	if err := ids.ValidateNodeGroup(o.NodeGroup); err != nil {
-		return nil, fmt.Errorf("--nodegroup: %w", err)
+		return nil, nil, fmt.Errorf("--nodegroup: %w", err)
 	}
 	secretsProvider := ""
 	if len(o.Secrets) > 0 {
 		c, err := e.CurrentContext()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		secretsProvider = c.SecretsProvider
 	}
-	return manifest.Build(manifest.BuildOptions{
+	return manifest.BuildExtracted(manifest.BuildOptions{
 		Name: o.Name, NodeGroup: o.NodeGroup, Namespace: o.Namespace, Images: o.Images,
 		Service: o.Service, Ports: o.Ports, CPU: o.CPU, Memory: o.Memory,
 		Env: o.Env, LookupEnv: e.lookupEnv, Secrets: o.Secrets, SecretsProvider: secretsProvider,
 	})
+}
+
+// CheckInit applies the rules of init that need nothing but its options
+// (and the environment, for --env KEY): the CLI reports them as bad usage
+// before it reads a context or a file.
+func (e *Env) CheckInit(opts InitOptions) error { return e.checkManifestOptions(opts.ManifestOptions) }
+
+// checkManifestOptions renders the built-in manifest without a context:
+// the secrets provider only names the annotation, so any will do.
+func (e *Env) checkManifestOptions(o ManifestOptions) error {
+	if err := ids.ValidateNodeGroup(o.NodeGroup); err != nil {
+		return fmt.Errorf("--nodegroup: %w", err)
+	}
+	provider := ""
+	if len(o.Secrets) > 0 {
+		provider = manifest.SecretsProviders()[0]
+	}
+	_, err := manifest.Build(manifest.BuildOptions{
+		Name: o.Name, NodeGroup: o.NodeGroup, Namespace: o.Namespace, Images: o.Images,
+		Service: o.Service, Ports: o.Ports, CPU: o.CPU, Memory: o.Memory,
+		Env: o.Env, LookupEnv: e.lookupEnv, Secrets: o.Secrets, SecretsProvider: provider,
+	})
+	return err
 }
 
 // Init writes a minimal valid DaemonSet (and Service) to a new file. It is
@@ -88,13 +112,9 @@ func (e *Env) buildManifest(o ManifestOptions) ([]byte, error) {
 // reported unchanged and not written. An existing file holding anything
 // else is an error and stays as it was, unless Force replaces it.
 func (e *Env) Init(opts InitOptions) (InitResult, error) {
-	data, err := e.buildManifest(opts.ManifestOptions)
+	data, res, err := e.buildManifest(opts.ManifestOptions)
 	if err != nil {
 		return InitResult{}, err
-	}
-	res, err := manifest.Extract(data, manifest.ExtractOptions{Name: opts.Name, NodeGroup: opts.NodeGroup})
-	if err != nil {
-		return InitResult{}, fmt.Errorf("the built-in manifest does not validate (a Podmin bug): %w", err)
 	}
 	file := opts.File
 	if file == "" {

@@ -12,6 +12,7 @@ import (
 
 	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/manifest"
+	"podmin.dev/podmin/internal/scrub"
 	"podmin.dev/podmin/internal/secrets"
 )
 
@@ -134,10 +135,7 @@ func (e *Env) ListSecrets(ctx context.Context, opts ListSecretsOptions) (SecretL
 	if err != nil {
 		return SecretList{}, err
 	}
-	f := secrets.Filter{Namespace: opts.Namespace, Pod: opts.For, System: opts.System}
-	if opts.For != "" && f.Namespace == "" {
-		f.Namespace = manifest.DefaultNamespace
-	}
+	f := listFilter(opts)
 	if err := secrets.CheckFilter(c.Cluster, f); err != nil {
 		return SecretList{}, err
 	}
@@ -196,11 +194,36 @@ func (e *Env) secretOp(ctx context.Context, opts SecretOptions, action string, o
 }
 
 // secretName builds the secret's name from the options.
+// listFilter is the filter of a secret listing.
+func listFilter(opts ListSecretsOptions) secrets.Filter {
+	f := secrets.Filter{Namespace: opts.Namespace, Pod: opts.For, System: opts.System}
+	if opts.For != "" && f.Namespace == "" {
+		f.Namespace = manifest.DefaultNamespace
+	}
+	return f
+}
+
+// CheckListSecrets applies the rules of a secret listing's filter that
+// need no context: the CLI reports them as bad usage.
+func CheckListSecrets(opts ListSecretsOptions) error {
+	return secrets.CheckFilter("cluster", listFilter(opts))
+}
+
+// CheckSecretAddress applies the rules of how opts address a secret that
+// need no context (--for or --system, the key, Pod and namespace names):
+// the CLI reports them as bad usage before it reads a context.
+func CheckSecretAddress(opts SecretOptions) error {
+	// Any valid cluster ID stands in for the context's: the rules checked
+	// here do not depend on it.
+	_, err := secretName(contexts.Context{Cluster: "cluster"}, opts)
+	return err
+}
+
 func secretName(c contexts.Context, opts SecretOptions) (secrets.Name, error) {
 	if opts.System {
 		if opts.For != "" || opts.Namespace != "" {
-			return secrets.Name{}, fmt.Errorf("%w: --system addresses /%s/%s/%s, which belongs to no Pod: omit --for and --namespace",
-				secrets.ErrInvalid, c.Cluster, secrets.SystemNamespace, opts.Key)
+			return secrets.Name{}, fmt.Errorf("%w: --system addresses a system key of the cluster (/CLUSTER/%s/KEY), which belongs to no Pod: omit --for and --namespace",
+				secrets.ErrInvalid, secrets.SystemNamespace)
 		}
 		return secrets.SystemSecret(c.Cluster, opts.Key)
 	}
@@ -243,9 +266,9 @@ func (e *Env) secretsProvider(c contexts.Context, name string) (string, error) {
 	}
 	switch {
 	case !slices.Contains(manifest.SecretsProviders(), name):
-		return "", fmt.Errorf("unknown secrets provider %q: use one of %q", name, allowed)
+		return "", fmt.Errorf("unknown secrets provider %s: use one of %q", scrub.Quote(name), allowed)
 	case !slices.Contains(allowed, name):
-		return "", fmt.Errorf("secrets provider %q cannot be used with cluster %s on provider %s: use one of %q", name, c.Cluster, p.Name(), allowed)
+		return "", fmt.Errorf("secrets provider %s cannot be used with cluster %s on provider %s: use one of %q", scrub.Quote(name), c.Cluster, p.Name(), allowed)
 	case e.Secrets == nil:
 		return "", fmt.Errorf("%w: this build cannot open %s", ErrNoSecrets, name)
 	}

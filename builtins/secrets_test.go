@@ -151,7 +151,7 @@ func TestSecretBadInputMakesNoCalls(t *testing.T) {
 		{"no pod", "no Pod given: pass --for POD", create(SecretOptions{Key: "k"}, secrets.Value(secret))},
 		{"system namespace", `"_system" is not a namespace`, create(SecretOptions{Key: "k", For: "web", Namespace: "_system"}, secrets.Value(secret))},
 		{"internal system key", `"workload-ca-key" is not a system key you can manage`, create(SecretOptions{Key: "workload-ca-key", System: true}, secrets.Value(secret))},
-		{"system with pod", "--system addresses /demo/_system/otel-logs-headers, which belongs to no Pod: omit --for and --namespace",
+		{"system with pod", "--system addresses a system key of the cluster (/CLUSTER/_system/KEY), which belongs to no Pod: omit --for and --namespace",
 			create(SecretOptions{Key: "otel-logs-headers", For: "web", System: true}, secrets.Value(secret))},
 		{"unknown provider", `unknown secrets provider "gcp-secrets": use one of ["local" "aws-parameter-store" "aws-secrets-manager"]`,
 			create(SecretOptions{Key: "k", For: "web", Provider: "gcp-secrets"}, secrets.Value(secret))},

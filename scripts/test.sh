@@ -6,9 +6,23 @@
 # Runs every test with the race detector, keeps the verbose log, prints the
 # package results and a summary, and fails unless the object-store
 # conformance suite ran against the local store, a real S3 server and the
-# dry run's copy-on-write overlay.
+# dry run's copy-on-write overlay. It reports whether the real Terraform
+# checks of the AWS module ran.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# The Terraform checks install the AWS provider offline from a filesystem
+# mirror: PODMIN_TF_PROVIDER_MIRROR, else one of Terraform's standard plugin
+# directories (the tests look there), else the first mirror found on this
+# machine's root file system.
+if [[ -z "${PODMIN_TF_PROVIDER_MIRROR:-}" ]] && command -v terraform >/dev/null; then
+  provider=$(find / -xdev -maxdepth 9 \( -path /proc -o -path /sys -o -name .terraform -o -path "$(go env GOMODCACHE)" -o -path "$(go env GOCACHE)" \) -prune \
+    -o -type f -name 'terraform-provider-aws_*' -path '*/registry.terraform.io/hashicorp/aws/*' -print -quit 2>/dev/null || true)
+  if [[ -n "$provider" ]]; then
+    export PODMIN_TF_PROVIDER_MIRROR="${provider%%/registry.terraform.io/*}"
+    echo "terraform: AWS provider mirror found at $PODMIN_TF_PROVIDER_MIRROR"
+  fi
+fi
 
 log=${TEST_LOG:-bin/test.log}
 mkdir -p "$(dirname "$log")"
@@ -30,6 +44,16 @@ for backend in local versitygw overlay; do
     status=1
   fi
 done
+# The real Terraform checks of the AWS module: validate and terraform test
+# per golden fixture, or the reason they were skipped.
+if grep -qE '^\s*--- PASS: TestTerraformModule/validate' "$log"; then
+  grep -E '^\s+terraform_test\.go:[0-9]+: terraform (validate|test)' "$log" | sed 's/^ *terraform_test.go:[0-9]*: /terraform module: /' || true
+elif grep -qE '^\s*--- SKIP: TestTerraformModule' "$log"; then
+  echo "terraform module: skipped: $(grep -A1 -E '^\s*--- SKIP: TestTerraformModule' "$log" | tail -n 1 | sed 's/^ *//')"
+else
+  echo "terraform module: validate and test did NOT pass (see $log)" >&2
+  status=1
+fi
 if ((skipped)); then
   echo "skipped tests:"
   grep -E '^\s*--- SKIP' "$log" || true

@@ -9,6 +9,8 @@ import (
 	"sort"
 
 	star "go.starlark.net/starlark"
+
+	"podmin.dev/podmin/internal/scrub"
 )
 
 // strList unpacks a repeatable flag: a list or tuple of strings, or one
@@ -64,7 +66,7 @@ func (l *kvList) Unpack(v star.Value) error {
 		}
 		val, ok := star.AsString(item[1])
 		if !ok {
-			return fmt.Errorf("value of %q is %s, want str", k, item[1].Type())
+			return fmt.Errorf("value of %s is %s, want str", scrub.Quote(k), item[1].Type())
 		}
 		out = append(out, k+"="+val)
 	}

@@ -6,11 +6,14 @@ package starlark
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
 
 	star "go.starlark.net/starlark"
+
+	"podmin.dev/podmin/internal/scrub"
 )
 
 // mainParam is one parameter of main after ctx; its default's type is the
@@ -57,7 +60,7 @@ func mainParams(fn *star.Function) []mainParam {
 func mainHelp(file string, fn *star.Function, params []mainParam) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "usage: podmin run %s -- [--key=value ...]\n\n", file)
-	if doc := strings.TrimSpace(fn.Doc()); doc != "" {
+	if doc := cleanDoc(fn.Doc()); doc != "" {
 		b.WriteString(doc + "\n\n")
 	}
 	b.WriteString("parameters:\n")
@@ -87,13 +90,13 @@ func parseArgs(params []mainParam, anyKwargs bool, args []string) ([]star.Tuple,
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if !strings.HasPrefix(a, "--") || len(a) == 2 {
-			return nil, fmt.Errorf("unexpected argument %q: pass parameters as --key=value", a)
+			return nil, fmt.Errorf("unexpected argument %s: pass parameters as --key=value", scrub.Quote(a))
 		}
 		key, val, hasVal := strings.Cut(a[2:], "=")
 		name := strings.ReplaceAll(key, "-", "_")
 		p, ok := byName[name]
 		if !ok && !anyKwargs {
-			return nil, fmt.Errorf("unknown parameter --%s: main takes %s", key, paramNames(params))
+			return nil, fmt.Errorf("unknown parameter %s: main takes %s", scrub.Quote("--"+key), paramNames(params))
 		}
 		if !ok {
 			p = mainParam{name: name, def: star.String("")}
@@ -107,6 +110,9 @@ func parseArgs(params []mainParam, anyKwargs bool, args []string) ([]star.Tuple,
 			}
 			i++
 			val = args[i]
+		}
+		if _, repeated := got[name]; repeated && !isList(p.def) {
+			return nil, fmt.Errorf("--%s is given twice: it takes one %s; give it once, or make its default a list to take several", key, p.typeName())
 		}
 		v, err := convertArg(p, val, got[name])
 		if err != nil {
@@ -151,19 +157,19 @@ func convertArg(p mainParam, s string, prev star.Value) (star.Value, error) {
 	case star.Bool:
 		b, err := strconv.ParseBool(s)
 		if err != nil {
-			return nil, fmt.Errorf("want true or false, got %q", s)
+			return nil, fmt.Errorf("want true or false, got %s", scrub.Quote(s))
 		}
 		return star.Bool(b), nil
 	case star.Int:
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("want an integer, got %q", s)
+			return nil, fmt.Errorf("want an integer, got %s", scrub.Quote(s))
 		}
 		return star.MakeInt64(n), nil
 	case star.Float:
 		f, err := strconv.ParseFloat(s, 64)
-		if err != nil {
-			return nil, fmt.Errorf("want a number, got %q", s)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			return nil, fmt.Errorf("want a finite number such as 0.5 or 2, got %s", scrub.Quote(s))
 		}
 		return star.Float(f), nil
 	case *star.List, star.Tuple:
@@ -176,4 +182,36 @@ func convertArg(p mainParam, s string, prev star.Value) (star.Value, error) {
 		return star.NewList(append(items, star.String(s))), nil
 	}
 	return star.String(s), nil
+}
+
+func isList(v star.Value) bool {
+	switch v.(type) {
+	case *star.List, star.Tuple:
+		return true
+	}
+	return false
+}
+
+// cleanDoc is a docstring as Python's inspect.cleandoc shows it: the
+// first line stripped, the indentation the other lines share removed,
+// and blank lines at both ends dropped.
+func cleanDoc(doc string) string {
+	lines := strings.Split(strings.ReplaceAll(doc, "\t", "    "), "\n")
+	indent := -1
+	for _, l := range lines[1:] {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		if n := len(l) - len(strings.TrimLeft(l, " ")); indent < 0 || n < indent {
+			indent = n
+		}
+	}
+	lines[0] = strings.TrimSpace(lines[0])
+	for i := 1; i < len(lines); i++ {
+		if len(lines[i]) >= indent && indent > 0 {
+			lines[i] = lines[i][indent:]
+		}
+		lines[i] = strings.TrimRight(lines[i], " ")
+	}
+	return strings.Trim(strings.Join(lines, "\n"), "\n")
 }

@@ -6,10 +6,12 @@ package starlark
 
 import (
 	"fmt"
+	"strings"
 
 	star "go.starlark.net/starlark"
 
 	"podmin.dev/podmin/builtins"
+	"podmin.dev/podmin/internal/scrub"
 )
 
 // ErrNotConfirmed reports a destructive operation without confirmation; it
@@ -23,14 +25,16 @@ var confirmParam = Param{Name: "confirm", Type: "bool | str", Default: "False",
 	Doc: "confirms this destructive call: True, or the cluster's ID (or run with --yes)"}
 
 // guard is the one confirmation check of every destructive builtin. It
-// runs before the builtin unpacks its arguments or calls anything, and
-// passes when the run was started with --yes, when confirm is True or
-// names the target cluster, or when the host may ask (the REPL on a
-// terminal) and the answer is yes. A script never prompts.
+// runs before the builtin unpacks its arguments or calls anything.
+//
+// confirm = "<cluster>" is a check, not an answer: a cluster other than
+// the one the call acts on refuses the call whatever else was given
+// (--yes, a dry run, a prompt). Without a named cluster the call asks a
+// question, and confirm = True, --yes or the operator typing the cluster
+// ID on the REPL's terminal answers it. A dry run changes nothing, so its
+// calls need no answer: they are recorded in the plan as destructive.
+// A script never prompts.
 func (c *call) guard(confirm star.Value) error {
-	if c.host.opts.Yes {
-		return nil
-	}
 	target := func() string {
 		if c.b.confirmTarget != nil {
 			if t := c.b.confirmTarget(c); t != "" {
@@ -51,31 +55,52 @@ func (c *call) guard(confirm star.Value) error {
 	case star.String:
 		t := target()
 		if t == "" {
-			return fmt.Errorf("%w: confirm = %q names a cluster, but there is no current context to compare it with: pass confirm = True", ErrNotConfirmed, string(v))
+			return fmt.Errorf("%w: confirm = %s names a cluster, but there is no current context to compare it with: pass confirm = True", ErrNotConfirmed, scrub.Quote(string(v)))
 		}
 		if string(v) != t {
-			return fmt.Errorf("%w: confirm = %q does not match the cluster %q: %s is destructive; pass confirm = %q", ErrNotConfirmed, string(v), t, c.b.FullName(), t)
+			return fmt.Errorf("%w: confirm = %s does not match the cluster %q: %s is destructive and was refused (a named cluster is a check that --yes does not override); nothing was changed", ErrNotConfirmed, scrub.Quote(string(v)), t, c.b.FullName())
 		}
 		return nil
 	default:
 		return fmt.Errorf("for parameter confirm: got %s, want bool or str", confirm.Type())
 	}
+	if c.host.opts.Yes {
+		return nil
+	}
+	if c.host.planned() {
+		c.unanswered = true // the plan says a real run must confirm it
+		return nil
+	}
 	t := target()
 	if ask := c.host.opts.Confirm; ask != nil {
-		ok, err := ask(fmt.Sprintf("%s is destructive (cluster %s). Proceed? [y/N] ", c.b.FullName(), orNone(t)))
+		if t == "" {
+			return fmt.Errorf("%w: %s is destructive and there is no current context whose cluster ID to type: pass confirm = True", ErrNotConfirmed, c.b.FullName())
+		}
+		typed, err := ask(fmt.Sprintf("%s is destructive. Type the cluster ID (%s) to confirm: ", c.call(), t))
 		if err != nil {
-			return fmt.Errorf("%w: %v", ErrNotConfirmed, err)
+			return fmt.Errorf("%w: read confirmation: %v", ErrNotConfirmed, err)
 		}
-		if ok {
-			return nil
+		if strings.TrimSpace(typed) != t {
+			return fmt.Errorf("%w: you typed %s, not the cluster ID %q; nothing was changed", ErrNotConfirmed, scrub.Quote(strings.TrimSpace(typed)), t)
 		}
-		return fmt.Errorf("%w: %s was not confirmed; nothing was changed", ErrNotConfirmed, c.b.FullName())
+		return nil
 	}
 	how := "confirm = True"
 	if t != "" {
 		how = fmt.Sprintf("confirm = %q (the cluster) or confirm = True", t)
 	}
 	return fmt.Errorf("%w: %s is destructive: pass %s, or run the script with podmin run --yes (-y)", ErrNotConfirmed, c.b.FullName(), how)
+}
+
+// call renders the call being confirmed with its subject, e.g.
+// podmin.deployments.delete("web").
+func (c *call) call() string {
+	if p := c.b.Positional(); p != "" {
+		if s := c.subject(p); s != "" {
+			return c.b.FullName() + "(" + scrub.Quote(s) + ")"
+		}
+	}
+	return c.b.FullName() + "()"
 }
 
 func orNone(s string) string {

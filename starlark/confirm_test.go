@@ -88,7 +88,8 @@ func TestEveryDestructiveBuiltinIsGuarded(t *testing.T) {
 				{Options{Yes: true}, nil},
 				{Options{}, []star.Tuple{{star.String("confirm"), star.True}}},
 				{Options{}, []star.Tuple{{star.String("confirm"), star.String("prod")}}},
-				{Options{Confirm: func(string) (bool, error) { return true, nil }}, nil},
+				{Options{Confirm: func(string) (string, error) { return "prod", nil }}, nil},
+				{Options{Confirm: func(string) (string, error) { return " prod\n", nil }}, nil},
 			} {
 				if reached, err := callGuarded(t, b, tc.opts, tc.kw...); !reached {
 					t.Errorf("confirmed by %v %v: stopped by %v", tc.opts.Yes, tc.kw, err)
@@ -99,11 +100,30 @@ func TestEveryDestructiveBuiltinIsGuarded(t *testing.T) {
 					t.Errorf("confirm = %v passed the guard", kw)
 				}
 			}
+			// A named cluster is a check: --yes and a prompt answered with
+			// the right ID do not override a mismatch, and nothing is asked.
 			asked := ""
-			if reached, err := callGuarded(t, b, Options{Confirm: func(q string) (bool, error) { asked = q; return false, nil }}); reached || !errors.Is(err, ErrNotConfirmed) {
-				t.Errorf("a declined prompt passed: %v", err)
+			ask := func(q string) (string, error) { asked = q; return "prod", nil }
+			for _, opts := range []Options{{Yes: true}, {Confirm: ask}, {Yes: true, Confirm: ask}} {
+				reached, err := callGuarded(t, b, opts, star.Tuple{star.String("confirm"), star.String("staging")})
+				if reached || !errors.Is(err, ErrNotConfirmed) || !strings.Contains(err.Error(), `confirm = "staging" does not match the cluster "prod"`) {
+					t.Errorf("confirm = \"staging\" with yes=%v: reached=%v err=%v", opts.Yes, reached, err)
+				}
 			}
-			if !strings.Contains(asked, b.FullName()+" is destructive") {
+			if asked != "" {
+				t.Errorf("a mismatched confirm = asked %q", asked)
+			}
+			// --yes answers a question only: confirm = False is the default.
+			if reached, _ := callGuarded(t, b, Options{Yes: true}, star.Tuple{star.String("confirm"), star.False}); !reached {
+				t.Errorf("--yes did not answer confirm = False")
+			}
+			for _, typed := range []string{"y", "yes", "", "PROD", "staging"} {
+				ask := func(q string) (string, error) { asked = q; return typed, nil }
+				if reached, err := callGuarded(t, b, Options{Confirm: ask}); reached || !errors.Is(err, ErrNotConfirmed) {
+					t.Errorf("typing %q passed: %v", typed, err)
+				}
+			}
+			if !strings.Contains(asked, " is destructive. Type the cluster ID (prod) to confirm: ") || !strings.HasPrefix(asked, b.FullName()+"(") {
 				t.Errorf("prompt %q", asked)
 			}
 		})

@@ -51,12 +51,17 @@ never keeps a line that contains a registered value.
 ### Confirmation
 
 Every builtin that deletes or destroys something — deployments.delete,
-secrets.delete, secrets.destroy, contexts.disconnect — takes confirm and fails
-before it does anything without it: pass confirm = True, or confirm = "<cluster
-ID>" to also check which cluster it acts on, or start the run with
-podmin run --yes (-y). A script never prompts; the REPL asks on a terminal. The
-CLI commands ask you to type the cluster ID on a terminal and need --yes (-y)
-otherwise. An unconfirmed destructive operation exits with status 4.
+secrets.delete, secrets.destroy, contexts.disconnect, cluster.teardown,
+cluster.destroy, uninstall.cloudflared — takes confirm and fails before it does
+anything without it: pass confirm = True, or confirm = "<cluster ID>" to also
+check which cluster it acts on, or start the run with podmin run --yes (-y).
+confirm = "<cluster ID>" is a check, not an answer: naming another cluster
+refuses the call under every flag, --yes included; --yes only answers calls
+without confirm =. A script never prompts; the REPL asks you to type the
+cluster ID on a terminal, as the CLI commands do (they need --yes (-y)
+otherwise). An unconfirmed or refused destructive operation exits with status
+4. A dry run needs no confirmation: it changes nothing, and its plan marks each
+destructive call, and those a real run would still have to confirm.
 
 ` + "```python" + `
 d = podmin.deployments.delete("web", nodegroup = "workers", ignore_not_found = True, confirm = True)

@@ -29,7 +29,7 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	e := &env{t: t}
-	sb, err := newSandbox(context.Background(), TestOptions{TempDir: func() (string, error) { return t.TempDir(), nil }}, &e.stdout)
+	sb, err := newSandbox(context.Background(), TestOptions{TempDir: func() (string, error) { return t.TempDir(), nil }}, "", &e.stdout)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"go.starlark.net/lib/json"
@@ -66,9 +67,10 @@ type Options struct {
 	// Yes confirms destructive operations for the whole run (--yes).
 	Yes bool
 	// Confirm, when set, asks the operator to confirm a destructive call
-	// that has no confirm = (the REPL on a terminal). Nil never asks: a
-	// script never prompts.
-	Confirm func(question string) (bool, error)
+	// that has no confirm = (the REPL on a terminal) and returns what they
+	// typed: the call proceeds only when it is the cluster ID. Nil never
+	// asks: a script never prompts.
+	Confirm func(question string) (string, error)
 	// Now is the clock of time.now(); nil means time.Now.
 	Now func() time.Time
 	// MaxSteps bounds computation; zero means DefaultMaxSteps.
@@ -83,6 +85,10 @@ type Options struct {
 	// host prints and every error it returns; nil means scrub.Process().
 	Scrub *scrub.Registry
 }
+
+// podminModule is the podmin module, assembled once: it is frozen and
+// finds each call's Host through the thread, so every Host shares it.
+var podminModule = sync.OnceValue(func() *starlarkstruct.Module { return newModule(Builtins()) })
 
 // Host runs Starlark for one invocation: a run, a REPL session, one test.
 type Host struct {
@@ -116,7 +122,7 @@ func New(opts Options) *Host {
 	if opts.Scrub == nil {
 		opts.Scrub = scrub.Process()
 	}
-	h := &Host{opts: opts, ops: opts.Ops, scrub: opts.Scrub, module: newModule(Builtins())}
+	h := &Host{opts: opts, ops: opts.Ops, scrub: opts.Scrub, module: podminModule()}
 	h.stdout = scrub.NewWriter(h.scrub, opts.Stdout)
 	h.stderr = scrub.NewWriter(h.scrub, opts.Stderr)
 	if opts.DryRun {
@@ -144,7 +150,7 @@ func (h *Host) Close() error {
 
 // SetConfirm sets how a destructive call without confirm = asks the
 // operator (the REPL on a terminal, once its line editor exists).
-func (h *Host) SetConfirm(ask func(question string) (bool, error)) { h.opts.Confirm = ask }
+func (h *Host) SetConfirm(ask func(question string) (string, error)) { h.opts.Confirm = ask }
 
 // Plan is the recorded plan of a dry run, nil otherwise.
 func (h *Host) Plan() *Plan { return h.plan }

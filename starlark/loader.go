@@ -27,6 +27,9 @@ type loader struct {
 	names map[string]string     // display name → absolute path
 	repos map[string]string     // fetched repository directory → @name
 	pins  map[string]pinned     // repository directory → its lock entry
+	// confine, when set (podmin test), is the only directory files may be
+	// loaded from besides the pinned repositories: the test's recipe root.
+	confine string
 }
 
 type loadEntry struct {
@@ -90,6 +93,9 @@ func (l *loader) load(thread *star.Thread, module string) (star.StringDict, erro
 	if err != nil {
 		return nil, err
 	}
+	if err := l.confined(abs, module); err != nil {
+		return nil, err
+	}
 	return l.exec(thread, abs, from)
 }
 
@@ -134,11 +140,31 @@ func (l *loader) exec(parent *star.Thread, abs, from string) (star.StringDict, e
 	globals, err := star.ExecFileOptions(FileOptions(), thread, name, src, l.h.Predeclared())
 	var ev *star.EvalError
 	if from != "" && errors.As(err, &ev) {
-		// Keep the inner backtrace: the interpreter reports only the message.
-		err = errors.New(strings.TrimSpace(ev.Backtrace()))
+		// Keep the inner backtrace: the interpreter reports only the
+		// message. The cause stays reachable for the exit status.
+		err = &loadError{msg: backtrace(ev), err: err}
 	}
 	e.globals, e.err, e.done = globals, err, true
 	return globals, err
+}
+
+// confined refuses a load from outside the confining directory and the
+// pinned repositories.
+func (l *loader) confined(abs, module string) error {
+	if l.confine == "" || within(abs, l.confine) {
+		return nil
+	}
+	for dir := range l.pins {
+		if within(abs, dir) {
+			return nil
+		}
+	}
+	for dir := range l.repos {
+		if within(abs, dir) {
+			return nil
+		}
+	}
+	return fmt.Errorf("load(%q): %s is outside the test's recipe root %s: podmin test loads only files below it and the repositories pinned in %s", module, abs, l.confine, LockFile)
 }
 
 // cycle describes a load cycle, one step per line of the chain.
@@ -224,3 +250,13 @@ func (l *loader) root(dir string) (string, error) {
 		}
 	}
 }
+
+// loadError is the error of a loaded file: its own backtrace as the
+// message, the interpreter's error as the cause.
+type loadError struct {
+	msg string
+	err error
+}
+
+func (e *loadError) Error() string { return e.msg }
+func (e *loadError) Unwrap() error { return e.err }

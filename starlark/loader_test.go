@@ -59,7 +59,7 @@ func TestLoadForms(t *testing.T) {
 	e.write("root/podmin.star.lock", fmt.Sprintf(`{"recipes": {"local": {"path": "../shared"}, "remote": {"git": %q, "commit": %q}}}`, bare, commit))
 	e.write("root/lib/a.star", "a = [\"root\"]\n")
 	e.write("root/app/helper.star", "load(\"//lib/a.star\", \"a\")\nh = \"helper\"\n")
-	if _, _, err := LockRecipes(filepath.Join(e.dir, "src", "root"), filepath.Join(e.dir, "cache")); err != nil {
+	if _, err := LockRecipes(filepath.Join(e.dir, "src", "root"), filepath.Join(e.dir, "cache")); err != nil {
 		t.Fatal(err)
 	}
 	main := e.write("root/app/main.star", `
@@ -126,7 +126,7 @@ func TestLockPinsContent(t *testing.T) {
 	}
 	root := filepath.Dir(lockPath)
 	cache := filepath.Join(e.dir, "cache")
-	if _, _, err := LockRecipes(root, cache); err != nil {
+	if _, err := LockRecipes(root, cache); err != nil {
 		t.Fatal(err)
 	}
 	if err := run(); err != nil || e.stdout.String() != "local remote inner\n" {
@@ -169,7 +169,7 @@ func TestLockPinsContent(t *testing.T) {
 	if err := os.WriteFile(shared, []byte("x = \"changed\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := LockRecipes(root, cache); err != nil {
+	if _, err := LockRecipes(root, cache); err != nil {
 		t.Fatal(err)
 	}
 	if err := run(); err != nil || e.stdout.String() != "changed remote inner\n" {

@@ -196,21 +196,63 @@ func (l *loader) repoDir(root, name string, e LockEntry, lockPath string) (strin
 	return dir, nil
 }
 
+// LockReport is what LockRecipes did: the lock file it wrote and, per
+// repository in name order, how its pinned files changed.
+type LockReport struct {
+	Path  string
+	Lock  *Lock
+	Repos []RepoChange
+}
+
+// RepoChange is how one repository's pinned files changed: the slash paths
+// of the files added, changed and removed since the previous lock. First
+// is set when the repository pinned no content before.
+type RepoChange struct {
+	Name                    string
+	Files                   int
+	Digest                  string
+	First                   bool
+	Added, Changed, Removed []string
+}
+
+// diffFiles compares two pins of a repository's files.
+func diffFiles(name string, before, after LockEntry) RepoChange {
+	rc := RepoChange{Name: name, Files: len(after.Files), Digest: after.Digest, First: len(before.Files) == 0}
+	for p, d := range after.Files {
+		switch old, ok := before.Files[p]; {
+		case !ok:
+			rc.Added = append(rc.Added, p)
+		case old != d:
+			rc.Changed = append(rc.Changed, p)
+		}
+	}
+	for p := range before.Files {
+		if _, ok := after.Files[p]; !ok {
+			rc.Removed = append(rc.Removed, p)
+		}
+	}
+	sort.Strings(rc.Added)
+	sort.Strings(rc.Changed)
+	sort.Strings(rc.Removed)
+	return rc
+}
+
 // LockRecipes pins the content of every repository in dir's lock file:
 // it fetches git repositories into cacheDir as loads do, records the
 // SHA-256 of each .star file and the tree digest, and rewrites the lock
-// file. It returns the lock file's path and the new lock.
-func LockRecipes(dir, cacheDir string) (string, *Lock, error) {
+// file. It reports the lock and which pinned files changed.
+func LockRecipes(dir, cacheDir string) (LockReport, error) {
 	root, err := filepath.Abs(dir)
 	if err != nil {
-		return "", nil, err
+		return LockReport{}, err
 	}
 	lk, lockPath, err := readLock(root)
+	report := LockReport{Path: lockPath}
 	if errors.Is(err, os.ErrNotExist) {
-		return lockPath, nil, fmt.Errorf("there is no %s in %s: create it with the repositories to pin, e.g. {\"recipes\": {\"platform\": {\"path\": \"../platform\"}}}", LockFile, root)
+		return report, fmt.Errorf("there is no %s in %s: create it with the repositories to pin, e.g. {\"recipes\": {\"platform\": {\"path\": \"../platform\"}}}", LockFile, root)
 	}
 	if err != nil {
-		return lockPath, nil, err
+		return report, err
 	}
 	if lk.Recipes == nil {
 		lk.Recipes = map[string]LockEntry{}
@@ -223,28 +265,31 @@ func LockRecipes(dir, cacheDir string) (string, *Lock, error) {
 	sort.Strings(names)
 	for _, name := range names {
 		e := lk.Recipes[name]
+		before := e
 		repo, err := l.repoDir(root, name, e, lockPath)
 		if err != nil {
-			return lockPath, nil, err
+			return report, err
 		}
 		files, err := hashStarFiles(repo)
 		if err != nil {
-			return lockPath, nil, fmt.Errorf("repository @%s: %w", name, err)
+			return report, fmt.Errorf("repository @%s: %w", name, err)
 		}
 		if len(files) == 0 {
-			return lockPath, nil, fmt.Errorf("repository @%s (%s) has no .star files to pin: check its path in %s or remove it from there", name, repo, lockPath)
+			return report, fmt.Errorf("repository @%s (%s) has no .star files to pin: check its path in %s or remove it from there", name, repo, lockPath)
 		}
 		e.Files, e.Digest = files, TreeDigest(files)
 		lk.Recipes[name] = e
+		report.Repos = append(report.Repos, diffFiles(name, before, e))
 	}
 	data, err := json.MarshalIndent(lk, "", "  ")
 	if err != nil {
-		return lockPath, nil, err
+		return report, err
 	}
 	if err := paths.WriteFileAtomic(lockPath, append(data, '\n'), 0o644); err != nil {
-		return lockPath, nil, err
+		return report, err
 	}
-	return lockPath, lk, nil
+	report.Lock = lk
+	return report, nil
 }
 
 // hashStarFiles returns the digest of every .star file below dir by slash

@@ -117,10 +117,12 @@ Same as "podmin teardown". Returns teardown(cluster, plan, kept, planned).`,
 			Name: "cluster.destroy", Command: "destroy", Returns: "destruction", Mutates: true, Destructive: true,
 			Doc: `Destroys the whole cluster: infrastructure, CA secrets, then the bucket and the context. Destructive: needs confirm or --yes.
 
-Same as "podmin destroy". The bucket is deleted only when its podmin:cluster tag
-proves this cluster created it; otherwise nothing is deleted. Returns
-destruction(cluster, plan, secrets, objects_deleted, bucket_deleted,
-context_removed, planned).`,
+Same as "podmin destroy". The bucket is deleted only when the context's nonce,
+drawn when connect created it, matches its podmin:create-nonce tag; a bucket
+connect found existing is kept and only Podmin's objects are deleted from it
+(bucket_kept); a bucket of another cluster or without the context's nonce stops
+destroy before anything is deleted. Returns destruction(cluster, plan, secrets,
+objects_deleted, bucket_deleted, bucket_kept, context_removed, planned).`,
 			impl: func(c *call) (star.Value, error) {
 				if err := c.unpack(); err != nil {
 					return nil, err
@@ -131,7 +133,7 @@ context_removed, planned).`,
 				}
 				return result("destruction", str("cluster", res.Cluster), value("plan", planValue(res.Plan)),
 					value("secrets", secretActions(res.Secrets)), value("objects_deleted", star.MakeInt(res.ObjectsDeleted)),
-					boolean("bucket_deleted", res.BucketDeleted), boolean("context_removed", res.ContextRemoved),
+					boolean("bucket_deleted", res.BucketDeleted), boolean("bucket_kept", res.BucketKept), boolean("context_removed", res.ContextRemoved),
 					boolean("planned", c.host.planned())), nil
 			},
 		},

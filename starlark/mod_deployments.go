@@ -119,7 +119,7 @@ Built on list. Without default, absence is an error.`,
 				if def != nil {
 					return def, nil
 				}
-				return nil, c.fail(fmt.Errorf("deployment %s/%s does not exist: pass default= to handle absence", ng, name))
+				return nil, c.fail(notFoundf("deployment %s/%s does not exist: pass default= to handle absence", ng, name))
 			},
 		},
 		{
@@ -144,7 +144,7 @@ action is deleted, or absent with ignore_not_found=True.`,
 					return nil, c.fail(err)
 				}
 				if res.Action == "absent" && !ignore {
-					return nil, c.fail(fmt.Errorf("deployment %s/%s does not exist: nothing was changed; pass ignore_not_found=True to accept that", res.NodeGroup, res.Name))
+					return nil, c.fail(notFoundf("deployment %s/%s does not exist: nothing was changed; pass ignore_not_found=True to accept that", res.NodeGroup, res.Name))
 				}
 				return result("deletion", str("name", res.Name), str("nodegroup", res.NodeGroup), str("action", res.Action),
 					boolean("planned", c.host.planned())), nil

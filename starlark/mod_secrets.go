@@ -8,8 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	star "go.starlark.net/starlark"
@@ -27,7 +25,12 @@ type secretOps interface {
 	DestroySecret(ctx context.Context, opts builtins.DestroySecretOptions) (builtins.SecretResult, error)
 	ListSecrets(ctx context.Context, opts builtins.ListSecretsOptions) (builtins.SecretList, error)
 	CheckSecret(opts builtins.SecretOptions) error
+	ReadUserFile(name string, limit int64) ([]byte, error)
 }
+
+// maxSecretFile bounds what file= reads: the largest value any secrets
+// provider stores (Secrets Manager's 64 KiB) and a little more.
+const maxSecretFile = 64<<10 + 1
 
 // secretAddress are the parameters that address one secret. "for" is a
 // Starlark keyword, so its parameter is for_ (the parity test maps it).
@@ -106,11 +109,7 @@ func (c *call) secretValue(key string, v star.Value, file string) (secrets.Value
 		if file == "" {
 			return nil, errors.New("pass the value as value = or file =")
 		}
-		p := file
-		if !filepath.IsAbs(p) && c.host.opts.WorkDir != "" {
-			p = filepath.Join(c.host.opts.WorkDir, p)
-		}
-		b, err := os.ReadFile(p)
+		b, err := c.host.ops.ReadUserFile(file, maxSecretFile)
 		if err != nil {
 			return nil, fmt.Errorf("read the value of %s: %w", key, err)
 		}

@@ -33,6 +33,11 @@ type Step struct {
 	Call string `json:"call"`
 	// Position is the calling line, file:line:col.
 	Position string `json:"position,omitempty"`
+	// Destructive marks a call that deletes or destroys something.
+	Destructive bool `json:"destructive"`
+	// NeedsConfirmation marks a destructive call the script did not
+	// confirm: a real run needs confirm = in the script or podmin run -y.
+	NeedsConfirmation bool `json:"needsConfirmation"`
 	// Changes are empty when the call would change nothing.
 	Changes []PlanChange `json:"changes"`
 }
@@ -153,22 +158,35 @@ func (p *Plan) Write(w io.Writer, format string) error {
 		_, err = fmt.Fprintf(w, "%s\n", b)
 		return err
 	}
-	n := 0
+	n, destructive := 0, 0
 	for _, s := range steps {
 		n += len(s.Changes)
+		if s.Destructive {
+			destructive++
+		}
 	}
 	var buf bytes.Buffer
 	if n == 0 {
-		fmt.Fprintln(&buf, "dry run: no changes; nothing was written")
+		fmt.Fprint(&buf, "dry run: no changes")
 	} else {
-		fmt.Fprintf(&buf, "dry run: %d change(s) in %d call(s); nothing was written\n", n, len(steps))
+		fmt.Fprintf(&buf, "dry run: %d change(s) in %d call(s)", n, len(steps))
 	}
+	if destructive > 0 {
+		fmt.Fprintf(&buf, ", %d destructive call(s)", destructive)
+	}
+	fmt.Fprintln(&buf, "; nothing was written")
 	for _, s := range steps {
 		fmt.Fprintf(&buf, "\n%s", s.Call)
 		if s.Position != "" {
 			fmt.Fprintf(&buf, "  at %s", s.Position)
 		}
+		if s.Destructive {
+			fmt.Fprint(&buf, "  [destructive]")
+		}
 		fmt.Fprintln(&buf)
+		if s.NeedsConfirmation {
+			fmt.Fprintln(&buf, "  not confirmed by the script: a real run needs confirm = in the call or podmin run --yes (-y)")
+		}
 		if len(s.Changes) == 0 {
 			fmt.Fprintln(&buf, "  unchanged")
 		}
@@ -235,6 +253,9 @@ func jsonDiff(before, after []byte) []string {
 	for _, k := range sorted {
 		va, ina := a[k]
 		vb, inb := b[k]
+		if k == "" {
+			k = "(the whole document)" // an empty object or list at the top
+		}
 		switch {
 		case ina && !inb:
 			out = append(out, "- "+k+": "+va)

@@ -173,6 +173,9 @@ type call struct {
 	b      *Builtin
 	args   star.Tuple
 	kwargs []star.Tuple
+	// unanswered marks a destructive call of a dry run that nothing
+	// confirmed: a real run would need confirm = or --yes.
+	unanswered bool
 }
 
 func (b *Builtin) call(thread *star.Thread, _ *star.Builtin, args star.Tuple, kwargs []star.Tuple) (star.Value, error) {
@@ -203,7 +206,7 @@ func (b *Builtin) call(thread *star.Thread, _ *star.Builtin, args star.Tuple, kw
 	if h.rec == nil {
 		v, err := b.impl(c)
 		if err != nil {
-			return nil, c.kwargErrors(err)
+			return nil, c.builtinError(err)
 		}
 		return v, nil
 	}
@@ -211,12 +214,60 @@ func (b *Builtin) call(thread *star.Thread, _ *star.Builtin, args star.Tuple, kw
 	v, err := b.impl(c)
 	changes := h.rec.Changes(from, h.rec.Mark())
 	if err == nil && (b.Mutates || len(changes) > 0) {
-		h.plan.add(newStep(thread, b, args, changes, h.readPlanned))
+		s := newStep(thread, b, args, changes, h.readPlanned)
+		s.Destructive, s.NeedsConfirmation = b.Destructive, c.unanswered
+		h.plan.add(s)
 	}
 	if err != nil {
-		return nil, c.kwargErrors(err)
+		return nil, c.builtinError(err)
 	}
 	return v, nil
+}
+
+// builtinError is the error a call returns: an argument the call could not
+// unpack stays a plain error (the script's own mistake); anything the
+// operation reported is a BuiltinError, so the CLI gives it the exit status
+// of the built-in's command.
+func (c *call) builtinError(err error) error {
+	var ae *argError
+	if errors.As(err, &ae) {
+		return err
+	}
+	return &BuiltinError{Command: c.b.Command, Err: c.kwargErrors(err)}
+}
+
+// BuiltinError is what a built-in's operation reported to a script: a
+// missing bucket, a deployment that does not exist, a refusal. Command is
+// the CLI command the built-in mirrors ("delete", "secret destroy"), empty
+// for a Starlark-only built-in; the CLI exits with the status that command
+// would have for the same error.
+type BuiltinError struct {
+	Command string
+	Err     error
+}
+
+func (e *BuiltinError) Error() string { return e.Err.Error() }
+func (e *BuiltinError) Unwrap() error { return e.Err }
+
+// argError is an argument a call could not unpack: a wrong type, an
+// unknown or missing keyword.
+type argError struct{ msg string }
+
+func (e *argError) Error() string { return e.msg }
+
+// ErrNotFound reports that the one thing a built-in was asked for does not
+// exist (deployments.delete and .get of an absent deployment); the CLI
+// exits 3 on it, as "podmin delete" does.
+var ErrNotFound = errors.New("not found")
+
+// notFoundError is an error that matches ErrNotFound without saying so.
+type notFoundError struct{ msg string }
+
+func (e *notFoundError) Error() string        { return e.msg }
+func (e *notFoundError) Is(target error) bool { return target == ErrNotFound }
+
+func notFoundf(format string, args ...any) error {
+	return &notFoundError{msg: fmt.Sprintf(format, args...)}
 }
 
 // unpack binds the arguments to ptrs, one per Param in order. Optional
@@ -242,12 +293,12 @@ func (c *call) unpack(ptrs ...any) error {
 		pairs = append(pairs, name, ptrs[i])
 	}
 	if err := star.UnpackArgs(c.b.FullName(), c.args, c.kwargs, pairs...); err != nil {
-		// The backtrace already says "Error in podmin.x.y:".
-		return errors.New(strings.TrimPrefix(err.Error(), c.b.FullName()+": "))
+		// The backtrace already says "error in podmin.x.y:".
+		return &argError{msg: strings.TrimPrefix(err.Error(), c.b.FullName()+": ")}
 	}
 	return nil
 }
 
 // fail reports a builtins error as it is: the interpreter prefixes it
-// with "Error in podmin.x.y:" and adds the backtrace with file:line.
+// with "error in podmin.x.y:" and adds the backtrace with file:line.
 func (c *call) fail(err error) error { return err }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -56,6 +57,9 @@ func (h *Host) NewREPL() *REPL {
 
 // Preload executes file and copies its globals into the session.
 func (r *REPL) Preload(ctx context.Context, file string) error {
+	if _, err := os.Stat(file); err != nil {
+		return fmt.Errorf("recipe %w", err) // nothing to preload: not a script failure
+	}
 	thread, release := r.h.NewThread(ctx, "preload")
 	defer release()
 	g, err := r.h.ExecFile(thread, file)

@@ -32,7 +32,7 @@ func (e *ScriptError) Error() string {
 	}
 	var ev *star.EvalError
 	if errors.As(e.Err, &ev) {
-		return reg.String(strings.TrimSpace(ev.Backtrace()))
+		return reg.String(backtrace(ev))
 	}
 	return reg.String(e.Err.Error())
 }
@@ -56,7 +56,8 @@ func (h *Host) Run(ctx context.Context, file string, args []string) error {
 		return h.err
 	}
 	if _, err := os.Stat(file); err != nil {
-		return fmt.Errorf("recipe %w", err) // Podmin cannot start it: exit 1, not a script failure
+		// Podmin cannot start it: not a script failure.
+		return fmt.Errorf("recipe %s cannot be read: %w", file, err)
 	}
 	thread, release := h.NewThread(ctx, "main")
 	defer release()
@@ -67,7 +68,7 @@ func (h *Host) Run(ctx context.Context, file string, args []string) error {
 	mainv, ok := globals["main"]
 	if !ok {
 		if len(args) > 0 {
-			return &ArgsError{fmt.Errorf("%s defines no main(ctx, ...), so it takes no arguments (got %q)", file, args)}
+			return &ArgsError{fmt.Errorf("%s defines no main(ctx, ...), so it takes no arguments (got %s)", file, scrub.Quote(strings.Join(args, " ")))}
 		}
 		return nil
 	}

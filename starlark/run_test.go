@@ -37,9 +37,9 @@ func TestBadScripts(t *testing.T) {
 	}{
 		{name: "syntax error", script: "x = 1\ndef f(:\n", want: []string{"main.star:2:8: got ':', want ')'"}},
 		{name: "unknown keyword", script: "\n\npodmin.deployments.deploy(\"web\", nodgroup = \"w\", image = \"x\")\n",
-			want: []string{"main.star:3:26: in <toplevel>", "Error in podmin.deployments.deploy: unexpected keyword argument \"nodgroup\" (did you mean nodegroup?)"}},
+			want: []string{"main.star:3:26: in <toplevel>", "error in podmin.deployments.deploy: unexpected keyword argument \"nodgroup\" (did you mean nodegroup?)"}},
 		{name: "wrong type", script: "podmin.deployments.deploy(\"web\", nodegroup = 1, image = \"x\")\n",
-			want: []string{"main.star:1:26", "Error in podmin.deployments.deploy: for parameter \"nodegroup\": got int, want string"}},
+			want: []string{"main.star:1:26", "error in podmin.deployments.deploy: for parameter \"nodegroup\": got int, want string"}},
 		{name: "wrong list element", script: "podmin.manifests.validate(file = \"x.yaml\", image = [\"a\", 2])\n",
 			want: []string{"main.star:1:26", "for parameter \"image\": element 1 is int, want str"}},
 		{name: "two positionals", script: "podmin.deployments.delete(\"web\", \"workers\")\n",
@@ -62,7 +62,7 @@ func TestBadScripts(t *testing.T) {
 		}, script: "load(\"./lib.star\", \"x\")\n", want: []string{"main.star:1:1", "lib.star:3:6: in <toplevel>", "lib.star:2:14: in f", "floored division by zero"}},
 		{name: "step limit", opts: Options{MaxSteps: 10000}, script: "n = 0\nwhile True:\n    n += 1\n",
 			want: []string{"main.star:1", "exceeded its step limit of 10000 (a runaway loop?)"}},
-		{name: "fail", script: "def main(ctx):\n    fail(\"boom\")\n", want: []string{"main.star:2:9: in main", "Error in fail: fail: boom"}},
+		{name: "fail", script: "def main(ctx):\n    fail(\"boom\")\n", want: []string{"main.star:2:9: in main", "error in fail: fail: boom"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -131,17 +131,22 @@ prod 3 1.5 True ["a", "b"] x False test
 	if _, err := e.run(Options{}, script, "--help"); err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []string{"Shows its arguments.\n\n    More details.", "--env                    string (required)", "--replicas               int (default 1)", "--tags                   list of strings (default [])"} {
+	for _, w := range []string{"\n\nShows its arguments.\n\nMore details.\n\nparameters:\n", "--env                    string (required)", "--replicas               int (default 1)", "--tags                   list of strings (default [])"} {
 		if !strings.Contains(e.stdout.String(), w) {
 			t.Errorf("help lacks %q:\n%s", w, e.stdout.String())
 		}
 	}
 
 	for args, want := range map[string]string{
-		"--replicas=x":            "--replicas: want an integer, got \"x\"",
-		"--env=a --nope=1":        "unknown parameter --nope: main takes --env, --replicas, --ratio, --verbose, --tags, --name",
-		"--replicas=2":            "missing required parameter(s) --env",
-		"--env=a --verbose=maybe": "--verbose: want true or false",
+		"--replicas=x":                      "--replicas: want an integer, got \"x\"",
+		"--env=a --nope=1":                  "unknown parameter \"--nope\": main takes --env, --replicas, --ratio, --verbose, --tags, --name",
+		"--replicas=2":                      "missing required parameter(s) --env",
+		"--env=a --verbose=maybe":           "--verbose: want true or false",
+		"--env=a --env=b":                   "--env is given twice: it takes one string; give it once, or make its default a list to take several",
+		"--env=a --replicas=1 --replicas=2": "--replicas is given twice",
+		"--env=a --ratio=nan":               "--ratio: want a finite number such as 0.5 or 2, got \"nan\"",
+		"--env=a --ratio=+Inf":              "--ratio: want a finite number",
+		"--env=a --ratio=1e999":             "--ratio: want a finite number",
 	} {
 		_, err := e.run(Options{}, script, strings.Fields(args)...)
 		var ae *ArgsError

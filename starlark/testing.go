@@ -26,6 +26,7 @@ import (
 	"podmin.dev/podmin/internal/contexts"
 	localstore "podmin.dev/podmin/internal/objstore/local"
 	"podmin.dev/podmin/internal/paths"
+	"podmin.dev/podmin/internal/scrub"
 	"podmin.dev/podmin/internal/secrets"
 	localsecrets "podmin.dev/podmin/internal/secrets/local"
 )
@@ -69,6 +70,9 @@ func FindTests(paths []string) ([]string, error) {
 	for _, p := range paths {
 		st, err := os.Stat(p)
 		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("%s does not exist: pass a *_test.star file or a directory holding some: %w", p, err)
+			}
 			return nil, err
 		}
 		if !st.IsDir() {
@@ -105,19 +109,35 @@ func RunTests(ctx context.Context, opts TestOptions) (TestSummary, error) {
 		return sum, err
 	}
 	if len(files) == 0 {
-		return sum, fmt.Errorf("no *_test.star files in %q", opts.Paths)
+		return sum, fmt.Errorf("%w: no *_test.star files in %s", ErrNoTests, strings.Join(orDot(opts.Paths), ", "))
 	}
 	out := opts.Stdout
 	if out == nil {
 		out = io.Discard
 	}
+	var names []string
 	for _, file := range files {
-		if err := runTestFile(ctx, opts, out, file, &sum); err != nil {
+		if err := runTestFile(ctx, opts, out, file, &sum, &names); err != nil {
 			return sum, err
 		}
 	}
 	fmt.Fprintf(out, "%d passed, %d failed\n", sum.Passed, sum.Failed)
+	if sum.Passed+sum.Failed == 0 && opts.Run != nil {
+		sort.Strings(names)
+		return sum, fmt.Errorf("%w: no test matches -run %s in %d file(s); the tests are %s", ErrNoTests, scrub.Quote(opts.Run.String()), len(files), strings.Join(names, ", "))
+	}
 	return sum, nil
+}
+
+// ErrNoTests reports that podmin test found no test to run: no test file,
+// or no test function matching -run. The CLI exits 3 on it.
+var ErrNoTests = errors.New("no tests to run")
+
+func orDot(paths []string) []string {
+	if len(paths) == 0 {
+		return []string{"."}
+	}
+	return paths
 }
 
 // sandbox is one test's own Podmin: a local bucket connected as cluster
@@ -133,7 +153,9 @@ type sandbox struct {
 	done     func()
 }
 
-func newSandbox(ctx context.Context, opts TestOptions, out io.Writer) (*sandbox, error) {
+// testDir is the directory of the test file, which the test may read; ""
+// allows no reads outside the sandbox.
+func newSandbox(ctx context.Context, opts TestOptions, testDir string, out io.Writer) (*sandbox, error) {
 	mk := opts.TempDir
 	cleanup := func(string) {}
 	if mk == nil {
@@ -154,11 +176,12 @@ func newSandbox(ctx context.Context, opts TestOptions, out io.Writer) (*sandbox,
 		return nil, err
 	}
 	sb := &sandbox{dir: dir, net: &netGuard{}, nodes: newFakeNodes(localstore.Open(filepath.Join(dir, "bucket")), TestClock)}
+	jail := newJailFiles(dir, work, testDir)
 	env := &builtins.Env{
 		Now: sb.nodes.Now, Sleep: sb.nodes.Sleep,
-		Dirs: dirs, Providers: map[string]cloud.Provider{"local": local.New(dirs.Data)}, WorkDir: work,
+		Dirs: dirs, Providers: map[string]cloud.Provider{"local": jailProvider{Provider: local.New(dirs.Data), jail: jail}}, WorkDir: work,
 		Secrets:   sandboxSecrets(filepath.Join(dirs.Data, "secrets")),
-		Files:     &jailFiles{root: dir},
+		Files:     jail,
 		Transport: sb.net,
 	}
 	if _, err := env.Connect(ctx, builtins.ConnectOptions{Cluster: TestCluster, Provider: "local", Bucket: filepath.Join(dir, "bucket")}); err != nil {
@@ -170,6 +193,14 @@ func newSandbox(ctx context.Context, opts TestOptions, out io.Writer) (*sandbox,
 		cache = dirs.Cache
 	}
 	sb.host = New(Options{Ops: env, Stdout: out, Stderr: out, Now: func() time.Time { return TestClock }, CacheDir: cache, WorkDir: work})
+	if testDir != "" {
+		// Loads, like reads, stay in the test's project: its recipe root.
+		root, err := sb.host.loader.root(testDir)
+		if err != nil {
+			root = testDir
+		}
+		sb.host.loader.confine = root
+	}
 	sb.done = func() {
 		for i := len(sb.cleanups) - 1; i >= 0; i-- {
 			sb.cleanups[i]()
@@ -191,11 +222,17 @@ func sandboxSecrets(dir string) func(context.Context, contexts.Context, string) 
 	}
 }
 
-func runTestFile(ctx context.Context, opts TestOptions, out io.Writer, file string, sum *TestSummary) error {
+// runTestFile runs the tests of file and adds every test function's name
+// to all, matching or not.
+func runTestFile(ctx context.Context, opts TestOptions, out io.Writer, file string, sum *TestSummary, all *[]string) error {
 	// The file and its loads run once, in a sandbox of their own; each test
 	// function then runs on a fresh sandbox's thread.
 	var loadOut bytes.Buffer
-	sb, err := newSandbox(ctx, opts, &loadOut)
+	testDir, err := filepath.Abs(filepath.Dir(file))
+	if err != nil {
+		return err
+	}
+	sb, err := newSandbox(ctx, opts, testDir, &loadOut)
 	if err != nil {
 		return err
 	}
@@ -213,22 +250,25 @@ func runTestFile(ctx context.Context, opts TestOptions, out io.Writer, file stri
 	}
 	var names []string
 	for n, v := range globals {
-		if _, ok := v.(star.Callable); ok && strings.HasPrefix(n, "test_") && (opts.Run == nil || opts.Run.MatchString(n)) {
-			names = append(names, n)
+		if _, ok := v.(star.Callable); ok && strings.HasPrefix(n, "test_") {
+			*all = append(*all, n)
+			if opts.Run == nil || opts.Run.MatchString(n) {
+				names = append(names, n)
+			}
 		}
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		if err := runOneTest(ctx, opts, out, file, n, globals[n].(star.Callable), sum); err != nil {
+		if err := runOneTest(ctx, opts, out, file, testDir, n, globals[n].(star.Callable), sum); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func runOneTest(ctx context.Context, opts TestOptions, out io.Writer, file, name string, fn star.Callable, sum *TestSummary) error {
+func runOneTest(ctx context.Context, opts TestOptions, out io.Writer, file, testDir, name string, fn star.Callable, sum *TestSummary) error {
 	var output bytes.Buffer
-	sb, err := newSandbox(ctx, opts, &output)
+	sb, err := newSandbox(ctx, opts, testDir, &output)
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"podmin.dev/podmin/agent/registry"
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/objstore/local"
@@ -92,8 +95,9 @@ func serveRatios(b *testing.B, size int64, baseline string, readBaseline func(),
 //     plain Go file server of the same file. The registry takes the store's
 //     content digest as proof and sends the file with sendfile(2).
 //   - versitygw: against a streaming GET of the same object straight from
-//     the S3 server. The registry hashes while streaming, a few chunks
-//     behind the copy.
+//     the S3 server, plain (direct) and with the SDK's default CRC64
+//     validation (sdkdirect). The registry hashes while streaming, a few
+//     chunks behind the copy, and leaves the SDK's CRC64 off.
 //
 // Run it alone: go test ./agent/registry -run '^$' -bench Serve256MiB -benchtime 10x
 func BenchmarkServe256MiB(b *testing.B) {
@@ -121,19 +125,32 @@ func BenchmarkServe256MiB(b *testing.B) {
 		if _, err := bucket.Write(b.Context(), key, f, size, objstore.PutOptions{}); err != nil {
 			b.Fatal(err)
 		}
-		serveRatios(b, size, "direct",
-			func() {
-				r, err := objstore.OpenObject(b.Context(), bucket, key, objstore.GetOptions{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer r.Close()
-				if n, err := io.Copy(io.Discard, r); err != nil || n != size {
-					b.Fatalf("direct read: %d bytes, %v", n, err)
-				}
-			},
-			func() http.Handler { return registry.New(registry.S3Objects(bucket, bucket.Client(), bucket.Name())) },
-			"/v2/apps/big/blobs/sha256:"+digest)
+		// direct is a plain streaming GET; sdkdirect the same GET with
+		// the SDK's default response checksum validation (CRC64), as an
+		// S3 client reads by default.
+		for _, baseline := range []struct {
+			name string
+			opts []func(*s3.Options)
+		}{
+			{"direct", []func(*s3.Options){func(o *s3.Options) { o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired }}},
+			{"sdkdirect", nil},
+		} {
+			b.Run(baseline.name, func(b *testing.B) {
+				serveRatios(b, size, baseline.name,
+					func() {
+						out, err := bucket.Client().GetObject(b.Context(), &s3.GetObjectInput{Bucket: aws.String(bucket.Name()), Key: aws.String(key)}, baseline.opts...)
+						if err != nil {
+							b.Fatal(err)
+						}
+						defer out.Body.Close()
+						if n, err := io.Copy(io.Discard, out.Body); err != nil || n != size {
+							b.Fatalf("direct read: %d bytes, %v", n, err)
+						}
+					},
+					func() http.Handler { return registry.New(registry.S3Objects(bucket, bucket.Client(), bucket.Name())) },
+					"/v2/apps/big/blobs/sha256:"+digest)
+			})
+		}
 	})
 }
 

@@ -13,18 +13,24 @@
 // digests resolve through the top-level index.json alone (push lists every
 // nested manifest there), which is cached by ETag and refused by its size
 // when oversized. Manifests are read (never past their descriptor's size)
-// and verified for HEAD and GET alike. Blobs are streamed and hashed on the
-// way, the hashing a few chunks behind the copy: the last chunk is held
-// back until the digest matches, so a tampered blob is aborted rather than
-// served complete, logged with its object path, and refused until the
-// object changes. On a local bucket the store knows the SHA-256 it
+// and verified for HEAD and GET alike, within a bound on the manifest
+// bytes concurrent requests hold (WithManifestMemory). Blobs are streamed
+// and hashed on the way, the hashing a few chunks behind the copy: the
+// last chunk is held back until the digest matches, so a tampered blob is
+// aborted rather than served complete, logged with its object path, and
+// refused (HEAD as GET) until the object changes. On S3 the SDK's own
+// response checksum validation is off for these reads: the digest is the
+// one check. On a local bucket the store knows the SHA-256 it
 // computed from the bytes it wrote (objstore.Info.ContentSHA256), so a
 // blob whose content digest is its digest is sent with sendfile(2)
 // unhashed, and one with another digest is refused before a byte is
 // sent. Unknown routes answer 404.
 //
+// WriteMetrics exports the bytes served and the refusals by reason.
+//
 // It must not write to the bucket, list it, or keep any state besides the
-// index cache and the bounded sets of verified and refused blob versions;
+// index cache, the bounded sets of verified and refused blob versions and
+// its counters;
 // it has no discovery, search or garbage collection. The agent's
 // composition root starts it with Listen and Serve.
 package registry

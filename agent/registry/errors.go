@@ -26,6 +26,14 @@ type apiError struct {
 	status  int
 	code    string
 	message string
+	// reason overrides the refusal refusalOf derives from the status.
+	reason *refusal
+}
+
+// because sets the error's refusal reason.
+func (e *apiError) because(r refusal) *apiError {
+	e.reason = &r
+	return e
 }
 
 func (e *apiError) Error() string { return e.code + ": " + e.message }

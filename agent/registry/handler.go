@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
@@ -30,6 +31,9 @@ type Handler struct {
 	bad     *badBlobs
 	good    *goodBlobs
 	bufs    sync.Pool
+	// manifests bounds the manifest bytes buffered at once.
+	manifests *budget
+	stats     stats
 }
 
 // Option configures New.
@@ -41,6 +45,23 @@ func WithLogger(l *slog.Logger) Option { return func(h *Handler) { h.log = l } }
 // WithIndexCacheSize bounds how many repositories' index.json stay cached
 // (default 256).
 func WithIndexCacheSize(n int) Option { return func(h *Handler) { h.cache.max = max(n, 1) } }
+
+// WithManifestMemory bounds the bytes of manifests held in memory at once
+// by concurrent requests (default DefaultManifestMemory). A manifest is
+// read and verified whole before any of it is sent, so HEAD and GET
+// answer alike; requests beyond the bound wait for their turn, and a
+// manifest larger than the bound is read alone.
+func WithManifestMemory(n int64) Option {
+	return func(h *Handler) { h.manifests = newBudget(max(n, 1)) }
+}
+
+// DefaultManifestMemory is the default bound of WithManifestMemory: four
+// manifests of the largest size served.
+const DefaultManifestMemory = 4 * (oci.MaxManifestSize + 1)
+
+// manifestWriteTimeout bounds sending one manifest, so a client that
+// stops reading cannot hold its share of the manifest memory for long.
+const manifestWriteTimeout = time.Minute
 
 // copyBufferSize is the size of each streaming buffer of a blob response;
 // a response being verified uses verifyBuffers of them, so hashing can run
@@ -58,6 +79,8 @@ func New(objects Objects, opts ...Option) *Handler {
 		cache:   &indexCache{max: 256, entries: map[string]cachedIndex{}},
 		bad:     newBadBlobs(1024),
 		good:    newGoodBlobs(4096),
+
+		manifests: newBudget(DefaultManifestMemory),
 	}
 	h.bufs.New = func() any { b := make([]byte, copyBufferSize); return &b }
 	for _, opt := range opts {
@@ -85,6 +108,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if aerr != nil {
+		h.stats.refused(refusalOf(aerr))
 		writeError(w, r, aerr)
 	}
 }
@@ -122,14 +146,21 @@ func (h *Handler) manifest(w http.ResponseWriter, r *http.Request, rt route) *ap
 		return errorf(http.StatusNotFound, CodeManifestUnknown, "manifest "+quote(d.Digest.String())+" is not a sha256 digest")
 	}
 	// HEAD reads and verifies the manifest too, so that it answers
-	// exactly as GET would.
+	// exactly as GET would. The buffer's share of the manifest memory is
+	// held until the response is sent.
+	share, err := h.manifests.take(ctx, d.Size+1)
+	if err != nil {
+		// The client went away while the request waited its turn.
+		return errorf(http.StatusServiceUnavailable, CodeUnknown, "the request ended while waiting to read manifest "+quote(d.Digest.String())).because(refusedCancelled)
+	}
+	defer h.manifests.give(share)
 	data, err := h.readManifest(ctx, key, d)
 	switch {
 	case errors.Is(err, objstore.ErrNotFound):
 		return errorf(http.StatusNotFound, CodeManifestUnknown, "manifest "+quote(d.Digest.String())+" is listed but its blob is missing: push the image again")
 	case errors.Is(err, errDigestMismatch):
 		h.log.ErrorContext(ctx, "registry refused a manifest that fails verification", "object", key, "digest", d.Digest.String(), "err", err)
-		return errorf(http.StatusInternalServerError, CodeUnknown, "manifest "+quote(d.Digest.String())+" in the cluster bucket does not match its digest: push the image again")
+		return errorf(http.StatusInternalServerError, CodeUnknown, "manifest "+quote(d.Digest.String())+" in the cluster bucket does not match its digest: push the image again").because(refusedDigestMismatch)
 	case err != nil:
 		return h.storageError(ctx, key, err)
 	}
@@ -142,7 +173,8 @@ func (h *Handler) manifest(w http.ResponseWriter, r *http.Request, rt route) *ap
 		w.WriteHeader(http.StatusOK)
 		return nil
 	}
-	_, _ = w.Write(data)
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(manifestWriteTimeout))
+	_, _ = countingWriter{w: w, n: &h.stats.manifestBytes}.Write(data)
 	return nil
 }
 
@@ -158,7 +190,7 @@ func (h *Handler) blob(w http.ResponseWriter, r *http.Request, rt route) *apiErr
 	}
 	if h.bad.is(key, info) {
 		h.log.WarnContext(ctx, "registry refused a blob that failed verification", "object", key, "digest", rt.digest)
-		return badBlob(rt.digest, key, info)
+		return badBlob(rt.digest, key, info).because(refusedKnownBad)
 	}
 	// A store that knows the content digest (the local store) has already
 	// hashed the blob: one with another digest is refused before a byte is
@@ -166,7 +198,7 @@ func (h *Handler) blob(w http.ResponseWriter, r *http.Request, rt route) *apiErr
 	if info.ContentSHA256 != "" && "sha256:"+info.ContentSHA256 != rt.digest {
 		h.bad.mark(key, info)
 		h.log.ErrorContext(ctx, "registry refused a blob that does not match its digest", "object", key, "digest", rt.digest, "content-sha256", info.ContentSHA256)
-		return badBlob(rt.digest, key, info)
+		return badBlob(rt.digest, key, info).because(refusedDigestMismatch)
 	}
 	hdr := w.Header()
 	hdr.Set("Docker-Content-Digest", rt.digest)
@@ -207,6 +239,7 @@ func (h *Handler) blob(w http.ResponseWriter, r *http.Request, rt route) *apiErr
 		vouched = opened.ContentSHA256 == info.ContentSHA256 && opened.ETag == info.ETag && opened.Size == info.Size
 	}
 	w.WriteHeader(status)
+	out := countingWriter{w: w, n: &h.stats.blobBytes}
 	if status == http.StatusPartialContent || vouched || h.good.is(key, info) {
 		// A range cannot be verified without reading the whole blob (a
 		// blob known to be bad is refused above, and the client verifies
@@ -215,9 +248,9 @@ func (h *Handler) blob(w http.ResponseWriter, r *http.Request, rt route) *apiErr
 		// speed.
 		buf := h.bufs.Get().(*[]byte)
 		defer h.bufs.Put(buf)
-		if err := copyPlain(w, body, *buf); err != nil {
+		if err := copyPlain(out, body, *buf); err != nil {
 			// The status is sent; the client sees a short body and retries.
-			h.log.WarnContext(ctx, "registry blob stream ended early", "digest", rt.digest, "err", err)
+			h.log.WarnContext(ctx, "registry blob stream ended early", "object", key, "digest", rt.digest, "err", err)
 		}
 		return nil
 	}
@@ -227,15 +260,16 @@ func (h *Handler) blob(w http.ResponseWriter, r *http.Request, rt route) *apiErr
 		defer h.bufs.Put(b)
 		bufs[i] = *b
 	}
-	err = verifyingCopy(w, body, info.Size, rt.digest, bufs)
+	err = verifyingCopy(out, body, info.Size, rt.digest, bufs)
 	if errors.Is(err, errDigestMismatch) {
 		h.good.forget(key)
 		h.bad.mark(key, info)
+		h.stats.refused(refusedDigestMismatch)
 		h.log.ErrorContext(ctx, "registry aborted a blob that does not match its digest", "object", key, "digest", rt.digest, "err", err)
 		abort()
 	}
 	if err != nil {
-		h.log.WarnContext(ctx, "registry blob stream ended early", "digest", rt.digest, "err", err)
+		h.log.WarnContext(ctx, "registry blob stream ended early", "object", key, "digest", rt.digest, "err", err)
 		return nil
 	}
 	h.good.mark(key, info)

@@ -111,7 +111,10 @@ type S3GetObject interface {
 
 // S3Objects serves Get and Head from store (the agent's s3store.Bucket)
 // and streams blob ranges with ranged GetObject calls on client, which
-// must address the same bucket.
+// must address the same bucket. Those reads skip the SDK's response
+// checksum validation (CRC64 over every byte): the registry verifies each
+// blob and manifest against its SHA-256 digest itself, which also names
+// the object and marks it bad, so the content is hashed once, not twice.
 func S3Objects(store objstore.Store, client S3GetObject, bucket string) Objects {
 	return s3Objects{Store: store, client: client, bucket: bucket}
 }
@@ -131,7 +134,7 @@ func (s s3Objects) Open(ctx context.Context, key string, offset, length int64) (
 	if length > 0 {
 		in.Range = aws.String(fmt.Sprintf("bytes=%d-%d", offset, offset+length-1))
 	}
-	out, err := s.client.GetObject(ctx, in)
+	out, err := s.client.GetObject(ctx, in, digestVerified)
 	if err != nil {
 		var api smithy.APIError
 		if errors.As(err, &api) && (api.ErrorCode() == "NoSuchKey" || api.ErrorCode() == "NotFound") {
@@ -144,4 +147,12 @@ func (s s3Objects) Open(ctx context.Context, key string, offset, length int64) (
 		return io.NopCloser(bytes.NewReader(nil)), nil
 	}
 	return out.Body, nil
+}
+
+// digestVerified turns off the SDK's response checksum validation for a
+// read whose bytes the registry verifies against their digest: the SDK
+// then neither asks for the object's checksum (x-amz-checksum-mode) nor
+// computes one while the body streams.
+func digestVerified(o *s3.Options) {
+	o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 }

@@ -26,8 +26,11 @@ import (
 var errDigestMismatch = errors.New("content does not match its digest")
 
 // badBlobs remembers blobs that failed verification, by object key and
-// the version (ETag and size) that failed, so they are refused at once
-// until the object changes. It is bounded; the oldest entry goes first.
+// the version (ETag, size and modification time) that failed, so they
+// are refused at once, for HEAD as for GET, until the object changes. A
+// blob written again with the same bytes under the same ETag (an S3 ETag
+// is the MD5 of the upload) is a new version by its modification time.
+// It is bounded; the oldest entry goes first.
 type badBlobs struct {
 	mu    sync.Mutex
 	max   int
@@ -59,7 +62,7 @@ func (b *badBlobs) is(key string, info objstore.Info) bool {
 	if !ok {
 		return false
 	}
-	if prev.ETag == info.ETag && prev.Size == info.Size {
+	if sameVersion(prev, info) {
 		return true
 	}
 	delete(b.bad, key)
@@ -98,7 +101,13 @@ func (g *goodBlobs) is(key string, info objstore.Info) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	prev, ok := g.good[key]
-	return ok && prev.ETag == info.ETag && prev.Size == info.Size && prev.LastModified.Equal(info.LastModified)
+	return ok && sameVersion(prev, info)
+}
+
+// sameVersion reports whether two descriptions are of one version of an
+// object: same ETag, size and modification time.
+func sameVersion(a, b objstore.Info) bool {
+	return a.ETag == b.ETag && a.Size == b.Size && a.LastModified.Equal(b.LastModified)
 }
 
 func (g *goodBlobs) forget(key string) {
@@ -115,10 +124,14 @@ func (h *Handler) readManifest(ctx context.Context, key string, d v1.Descriptor)
 		return nil, err
 	}
 	defer body.Close()
-	data, err := io.ReadAll(io.LimitReader(body, d.Size+1))
-	if err != nil {
+	// One buffer of exactly the size it may need: the read stops one
+	// byte past the descriptor's size, and nothing grows by doubling.
+	data := make([]byte, d.Size+1)
+	n, err := io.ReadFull(body, data)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("read %s: %w", key, err)
 	}
+	data = data[:n]
 	if int64(len(data)) != d.Size {
 		return nil, fmt.Errorf("%w: %s is not %d bytes long as its descriptor says", errDigestMismatch, key, d.Size)
 	}

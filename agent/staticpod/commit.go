@@ -5,7 +5,6 @@
 package staticpod
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -20,12 +19,19 @@ import (
 	"podmin.dev/podmin/internal/state"
 )
 
-// publish commits the staged Pods one atomic rename at a time, then removes
-// stale files. Values are installed before their Pod's file, and the
-// identity directory exists before kubelet can see the Pod. A Pod whose
-// values or file cannot be written keeps its last valid file and is
-// recorded in c.failures; every other Pod proceeds. Only a problem with
-// the directory itself (or a Step fault) ends the pass.
+// publish commits the staged Pods, removes stale files, and then syncs
+// the directory once for all of them. Pods go in batches of
+// publishBatch: each Pod's identity and values are installed and its new
+// file written to a temporary file; the batch's temporary files are
+// synced together (their data is durable before any of them is renamed);
+// then each is renamed into place, one atomic rename at a time. Values
+// and the identity directory therefore exist before kubelet can see the
+// Pod. A Pod whose values or file cannot be written keeps its last valid
+// file and is recorded in c.failures; every other Pod proceeds. A Pod
+// that replaces a running revision first asks the Gate, one Pod at a time
+// before its batch is prepared; a held Pod keeps its file and values
+// (res.Held). Only a problem with the directory itself (or a Step fault)
+// ends the pass.
 func (r *Reconciler) publish(ctx context.Context, c *candidate, res *Result) error {
 	if err := os.MkdirAll(r.manifests, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w: check the node root", r.manifests, err)
@@ -34,84 +40,139 @@ func (r *Reconciler) publish(ctx context.Context, c *candidate, res *Result) err
 	for _, f := range c.failures {
 		keep[nodepod.FileName(f.Pod)] = true
 	}
-	for i := range c.pods {
+	for start := 0; start < len(c.pods); start += publishBatch {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		sp := &c.pods[i]
-		p := sp.pod
-		keep[p.File] = true
-		written, kind, err := r.publishPod(ctx, sp)
-		if errors.Is(err, errStep) {
+		batch := c.pods[start:min(start+publishBatch, len(c.pods))]
+		for i := range batch {
+			if sp := &batch[i]; !r.admit(ctx, sp) {
+				res.Held = append(res.Held, HeldPod{Deployment: sp.pod.Key, Pod: sp.pod.Name, Revision: sp.pod.Revision, Reason: sp.held})
+			}
+		}
+		prepared := make([]*pendingFile, len(batch))
+		kinds := make([]string, len(batch))
+		errs := make([]error, len(batch))
+		parallel(len(batch), func(i int) {
+			if batch[i].held == "" {
+				prepared[i], kinds[i], errs[i] = r.preparePod(ctx, &batch[i])
+			}
+		})
+		var files []*pendingFile
+		for i := range batch {
+			sp := &batch[i]
+			keep[sp.pod.File] = true
+			switch sp.valuesWritten {
+			case valuesInstalled:
+				r.loaded[sp.pod.Name] = sp.pod.Revision
+				delete(r.pending, sp.pod.Name)
+			case valuesFailed:
+				delete(r.loaded, sp.pod.Name)
+			}
+			if errs[i] != nil {
+				sp.failed = true
+				c.fail(r, sp.pod.Key, kinds[i], sp.pod.Revision, errs[i])
+				continue
+			}
+			if prepared[i] != nil {
+				files = append(files, prepared[i])
+			}
+		}
+		syncFiles(files)
+		if err := r.renameFiles(ctx, c, files, res); err != nil {
 			return err
 		}
-		if err != nil {
-			sp.failed = true
-			c.fail(r, p.Key, kind, p.Revision, err)
-			continue
-		}
-		if sp.held != "" {
-			res.Held = append(res.Held, HeldPod{Deployment: p.Key, Pod: p.Name, Revision: p.Revision, Reason: sp.held})
-			continue
-		}
-		if written {
-			res.Written++
-			r.log.Info("static Pod written", "deployment", p.Key.String(), "file", p.File, "revision", p.Revision)
-		}
 	}
-	return r.cleanup(c, keep, res)
+	if err := r.cleanup(c, keep, res); err != nil {
+		return err
+	}
+	return r.syncManifests()
 }
 
-// publishPod installs one Pod's identity directory, values and file.
-// A Pod that replaces a running revision first needs the Gate's consent
-// (sp.held says why it was refused; nothing of it is written then). With
-// an Identity the Pod's leaf is ensured next and the Pod's bytes carry its
-// revision; a Pod whose identity fails keeps its last file. kind names
-// what failed (state.ErrorIdentity, ...).
-func (r *Reconciler) publishPod(ctx context.Context, sp *stagedPod) (bool, string, error) {
-	p := sp.pod
-	if running := r.runningRevision(p.Name); r.opts.Gate != nil && running != "" && running != p.Revision {
-		u := Update{Deployment: p.Key, Pod: p.Name, Namespace: p.Namespace, From: running, To: p.Revision}
-		if sp.service != nil {
-			id := sp.service.ID
-			u.Service = &id
-		}
-		if ok, why := r.opts.Gate.Admit(ctx, u); !ok {
-			sp.held = why
-			if sp.values != nil {
-				r.pending[p.Name] = pendingValues{revision: p.Revision, values: sp.values}
-			}
-			if r.heldLogged[p.Name] != p.Revision+"\x00"+why {
-				r.heldLogged[p.Name] = p.Revision + "\x00" + why
-				r.log.Info("Pod update waits for a rollout slot: the running revision keeps serving", "deployment", p.Key.String(),
-					"running", running, "revision", p.Revision, "reason", why)
-			}
-			return false, "", nil
-		}
-		delete(r.heldLogged, p.Name)
+// syncManifests makes every rename and removal in the static Pod
+// directory durable with one sync of the directory, when there is any
+// not yet synced (also one left by an earlier pass or process).
+func (r *Reconciler) syncManifests() error {
+	if !r.unsynced {
+		return nil
 	}
+	if err := r.step(StepSync, ""); err != nil {
+		return err
+	}
+	if err := paths.SyncDir(r.manifests); err != nil {
+		return err
+	}
+	r.unsynced = false
+	return nil
+}
+
+// admit asks the Gate whether a Pod that replaces a running revision may
+// be written now. A refusal sets sp.held to the Gate's reason and keeps
+// the values fetched for the revision for a later pass; new Pods, and
+// file changes within one revision, never ask.
+func (r *Reconciler) admit(ctx context.Context, sp *stagedPod) bool {
+	p := sp.pod
+	running := ""
+	if r.opts.Gate != nil {
+		running = r.runningRevision(p.Name)
+	}
+	if running == "" || running == p.Revision {
+		return true
+	}
+	u := Update{Deployment: p.Key, Pod: p.Name, Namespace: p.Namespace, From: running, To: p.Revision}
+	if sp.service != nil {
+		id := sp.service.ID
+		u.Service = &id
+	}
+	ok, why := r.opts.Gate.Admit(ctx, u)
+	if ok {
+		delete(r.heldLogged, p.Name)
+		return true
+	}
+	sp.held = why
+	if sp.values != nil {
+		r.pending[p.Name] = pendingValues{revision: p.Revision, values: sp.values}
+	}
+	if r.heldLogged[p.Name] != p.Revision+"\x00"+why {
+		r.heldLogged[p.Name] = p.Revision + "\x00" + why
+		r.log.Info("Pod update waits for a rollout slot: the running revision keeps serving", "deployment", p.Key.String(),
+			"running", running, "revision", p.Revision, "reason", why)
+	}
+	return false
+}
+
+// preparePod installs one Pod's identity directory and values and writes
+// its file to a temporary file, returning nil when the file already has
+// exactly these bytes. It runs concurrently for the Pods of a batch, so
+// it touches no Reconciler state: what became of the values is left in
+// sp for publish to record. With an Identity the Pod's leaf is ensured first
+// and the Pod's bytes carry its revision; a Pod whose identity fails keeps
+// its last file. kind names what failed (state.ErrorIdentity, ...).
+func (r *Reconciler) preparePod(ctx context.Context, sp *stagedPod) (*pendingFile, string, error) {
+	p := sp.pod
 	if r.opts.Identity != nil {
 		annotated, _, err := r.opts.Identity.AnnotatePod(ctx, p.YAML)
 		if err != nil {
-			return false, state.ErrorIdentity, fmt.Errorf("pod %s: workload identity: %w", p.Name, err)
+			return nil, state.ErrorIdentity, fmt.Errorf("pod %s: workload identity: %w", p.Name, err)
 		}
 		p.YAML = annotated
 	} else if err := r.ensureIdentityDir(p); err != nil {
-		return false, state.ErrorFile, err
+		return nil, state.ErrorFile, err
 	}
 	if sp.values != nil {
-		delete(r.loaded, p.Name) // until the complete set is written
+		// Until the complete set is written, no revision's values count
+		// as installed.
+		sp.valuesWritten = valuesFailed
 		if err := mounts.Write(r.opts.Root, p, sp.values); err != nil {
-			return false, state.ErrorSecret, err
+			return nil, state.ErrorSecret, err
 		}
-		r.loaded[p.Name] = p.Revision
-		delete(r.pending, p.Name)
+		sp.valuesWritten = valuesInstalled
 	}
-	written, err := r.writePod(p)
+	f, err := r.writeTemp(sp)
 	if err != nil {
-		return written, state.ErrorFile, err
+		return nil, state.ErrorFile, err
 	}
-	return written, "", nil
+	return f, "", nil
 }
 
 // ensureIdentityDir makes the workload identity host path exist so that
@@ -126,50 +187,6 @@ func (r *Reconciler) ensureIdentityDir(p *nodepod.Pod) error {
 		return fmt.Errorf("pod %s: create identity directory %s: %w: check that the node's /run is writable", p.Name, dir, err)
 	}
 	return nil
-}
-
-// writePod replaces the Pod's file unless it already has exactly these
-// bytes: a temporary dot file in the same directory (kubelet ignores dot
-// files), fsync, rename, fsync of the directory.
-func (r *Reconciler) writePod(p *nodepod.Pod) (bool, error) {
-	dst := filepath.Join(r.manifests, p.File)
-	if cur, err := os.ReadFile(dst); err == nil && bytes.Equal(cur, p.YAML) {
-		return false, nil
-	}
-	tmp, err := paths.CreateTemp(r.manifests)
-	if err != nil {
-		return false, fmt.Errorf("write %s: %w", dst, err)
-	}
-	abandon := func(err error) (bool, error) {
-		_ = tmp.Close()
-		_ = os.Remove(tmp.Name())
-		return false, fmt.Errorf("write %s: %w", dst, err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		return abandon(err)
-	}
-	if _, err := tmp.Write(p.YAML); err != nil {
-		return abandon(err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return abandon(err)
-	}
-	if err := tmp.Close(); err != nil {
-		return abandon(err)
-	}
-	// A fault here models a crash: the synced temporary file stays behind
-	// for the next pass to remove.
-	if err := r.step(StepRename, p.File); err != nil {
-		return false, err
-	}
-	if err := os.Rename(tmp.Name(), dst); err != nil {
-		_ = os.Remove(tmp.Name())
-		return false, fmt.Errorf("write %s: %w", dst, err)
-	}
-	if err := paths.SyncDir(r.manifests); err != nil {
-		return true, err
-	}
-	return true, nil
 }
 
 // isTemp reports whether name is a temporary file of writePod (or of an
@@ -188,7 +205,6 @@ func (r *Reconciler) cleanup(c *candidate, keep map[string]bool, res *Result) er
 	if err != nil {
 		return fmt.Errorf("read %s: %w", r.manifests, err)
 	}
-	removed := false
 	for _, e := range entries {
 		name := e.Name()
 		stale := e.Type().IsRegular() && strings.HasSuffix(name, ".yaml") && !strings.HasPrefix(name, ".") && !keep[name]
@@ -209,15 +225,10 @@ func (r *Reconciler) cleanup(c *candidate, keep map[string]bool, res *Result) er
 			}
 			continue
 		}
-		removed = true
+		r.unsynced = true
 		if stale {
 			res.Removed++
 			r.log.Info("stale static Pod removed", "file", name)
-		}
-	}
-	if removed {
-		if err := paths.SyncDir(r.manifests); err != nil {
-			return err
 		}
 	}
 	r.removeStaleWorkloads(c, keep)

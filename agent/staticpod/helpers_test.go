@@ -68,10 +68,17 @@ func newFixture(t testing.TB) *fixture {
 // reconciler is a fresh agent process's reconciler for NodeGroup workers.
 func (f *fixture) reconciler(t testing.TB, step func(staticpod.Step, string) error) *staticpod.Reconciler {
 	t.Helper()
+	return f.reconcilerWith(t, step, nil)
+}
+
+// reconcilerWith is reconciler with workload identities (nil: none).
+func (f *fixture) reconcilerWith(t testing.TB, step func(staticpod.Step, string) error, id staticpod.Identity) *staticpod.Reconciler {
+	t.Helper()
 	r, err := staticpod.New(staticpod.Options{
 		Store: f.store, Cluster: "demo", NodeGroup: "workers", Root: f.root,
 		Secrets:   map[string]mounts.Reader{"local": f.secrets},
 		Publisher: f.services, Step: step, BucketExists: f.bucket.BucketExists,
+		Identity: id,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -40,6 +40,9 @@ const (
 	StepRename Step = "rename"
 	// StepCleanup precedes removing one stale file.
 	StepCleanup Step = "cleanup"
+	// StepSync precedes the one sync of the static Pod directory that
+	// makes a pass's renames and removals durable.
+	StepSync Step = "sync"
 	// StepPublish precedes publishing the Service desired state.
 	StepPublish Step = "publish"
 )
@@ -124,6 +127,11 @@ type Reconciler struct {
 	retry bool
 	// published is the last published Service of each deployment.
 	published map[state.Key]Service
+	// unsynced reports renames or removals in the static Pod directory
+	// that no directory sync has made durable yet. A new Reconciler
+	// starts with it set: a process that died before its sync left
+	// files whose bytes match, which no later rename would sync.
+	unsynced bool
 	// pending holds values fetched for Pods the Gate held back, by Pod;
 	// heldLogged the last hold logged for each Pod.
 	pending    map[string]pendingValues
@@ -163,6 +171,7 @@ func New(opts Options) (*Reconciler, error) {
 		manifests: filepath.Join(opts.Root, filepath.FromSlash(nodepod.ManifestsDir)),
 		payloads:  map[string][]byte{}, loaded: map[string]string{}, published: map[state.Key]Service{},
 		pending: map[string]pendingValues{}, heldLogged: map[string]string{},
+		unsynced: true,
 		counters: counters{pods: map[string]uint64{}, now: time.Now},
 	}, nil
 }

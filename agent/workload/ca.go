@@ -69,16 +69,11 @@ type trust struct {
 	etag   string
 	bundle []byte   // ca.crt
 	hash   [32]byte // of bundle: changes exactly when ca.crt changes
-	pool   *x509.CertPool
 }
 
 func newTrust(s pki.CAState, etag string) *trust {
 	b := s.BundlePEM()
-	p := x509.NewCertPool()
-	for _, c := range s.Certs() {
-		p.AddCert(c)
-	}
-	return &trust{state: s, etag: etag, bundle: b, hash: sha256.Sum256(b), pool: p}
+	return &trust{state: s, etag: etag, bundle: b, hash: sha256.Sum256(b)}
 }
 
 // Refresh rotates the CA when this agent leads, then reads identity/ca.json

@@ -5,10 +5,15 @@
 // Package workload is the node side of workload identity. Every agent holds
 // the workload CA key in memory, follows the public CA state in
 // identity/ca.json (refusing any certificate not made from that key) and
-// issues each Pod's 24-hour Ed25519 leaf locally into an immutable
-// generation beneath /run/podmin/workloads/<pod>/identity-generations,
-// selected by an atomically switched relative "identity" symlink. The
-// leaf's fingerprint is the Pod's podmin.dev/identity-revision.
+// issues each Pod's 24-hour Ed25519 leaf locally into a generation
+// beneath /run/podmin/workloads/<pod>/identity-generations, selected by
+// an atomically switched relative "identity" symlink. The leaf's
+// fingerprint is the Pod's podmin.dev/identity-revision: a new leaf
+// restarts the Pod. tls.crt and tls.key of a generation never change;
+// ca.crt is replaced in place (atomically) when the CA bundle changes,
+// which restarts nothing. Leaves due for replacement are replaced at a
+// deterministic point of a restart window per NodeGroup, node and Pod
+// (RestartOffset), so no event restarts a fleet at once (restart.go).
 //
 // Only the elected leader writes identity/ca.json (compare-and-swap) and
 // the optional external bundle copy; the rotation rule itself is

@@ -5,6 +5,7 @@
 package workload
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -37,7 +38,7 @@ type generation struct {
 	cert, key, ca []byte
 }
 
-// writeGeneration writes g as the immutable generation name beneath
+// writeGeneration writes g as the generation name beneath
 // podDir and atomically points the identity symlink at it. It returns the
 // generation the link selected before, "" when none.
 func writeGeneration(podDir, name string, g generation) (previous string, err error) {
@@ -92,6 +93,40 @@ func writeGeneration(podDir, name string, g generation) (previous string, err er
 		}
 	}
 	return previous, paths.SyncDir(podDir)
+}
+
+// replaceCA makes ca.crt of every generation beneath podDir hold bundle:
+// a synced temporary file in the generation, renamed over ca.crt, then
+// one sync of the directory. A container that mounts the generation sees
+// the old file or the new one, never a mix, and keeps running.
+func replaceCA(podDir string, bundle []byte) error {
+	gens := filepath.Join(podDir, GenerationsDir)
+	entries, err := os.ReadDir(gens)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		dir := filepath.Join(gens, e.Name())
+		if cur, err := os.ReadFile(filepath.Join(dir, CAFile)); err == nil && bytes.Equal(cur, bundle) {
+			continue
+		}
+		tmp := filepath.Join(dir, "."+CAFile+".tmp-"+randomSuffix())
+		if err := writeSynced(tmp, bundle); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, CAFile)); err != nil {
+			_ = os.Remove(tmp)
+			errs = append(errs, err)
+			continue
+		}
+		errs = append(errs, paths.SyncDir(dir))
+	}
+	return errors.Join(errs...)
 }
 
 // writeSynced creates path with FileMode regardless of the umask and syncs

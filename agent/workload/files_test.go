@@ -68,8 +68,11 @@ func TestFilesGenerationsAndRevision(t *testing.T) {
 	if !bytes.Equal(ca, m.Bundle()) {
 		t.Error("ca.crt is not the CA bundle")
 	}
-	// Same leaf, same revision, no new generation, until renewal is due.
-	clk.Add(pki.LeafLifetime - pki.RenewBefore - time.Minute)
+	// Same leaf, same revision, no new generation, until renewal is due:
+	// at the Pod's point of the restart window after the renewal window
+	// opens.
+	off := RestartOffset("", "", "web", DefaultRestartWindow)
+	clk.Add(pki.LeafLifetime - pki.RenewBefore + off - time.Minute)
 	if id, err := m.Ensure(ctx, pod); err != nil || id.Issued || id.Revision != id1.Revision {
 		t.Fatalf("ensure before renewal: %+v %v", id, err)
 	}
@@ -78,7 +81,7 @@ func TestFilesGenerationsAndRevision(t *testing.T) {
 	}
 	clk.Add(time.Minute)
 	if !m.Due() {
-		t.Fatal("not due within six hours of expiry")
+		t.Fatal("not due at its point of the window within six hours of expiry")
 	}
 	id2, err := m.Ensure(ctx, pod)
 	if err != nil || !id2.Issued || id2.Revision == id1.Revision {
@@ -87,10 +90,16 @@ func TestFilesGenerationsAndRevision(t *testing.T) {
 	if g := generations(t, m, "web"); len(g) != 2 {
 		t.Fatalf("generations after one renewal: %v", g)
 	}
+	// A leaf found expired (its renewal missed: the agent was down) is
+	// replaced at its point of the window after it was found so.
 	clk.Add(pki.LeafLifetime)
+	if id, err := m.Ensure(ctx, pod); err != nil || id.Issued || id.Revision != id2.Revision {
+		t.Fatalf("expired leaf replaced before its point of the window: %+v %v", id, err)
+	}
+	clk.Add(off)
 	id3, err := m.Ensure(ctx, pod)
-	if err != nil || id3.Revision == id2.Revision {
-		t.Fatal(err)
+	if err != nil || !id3.Issued || id3.Revision == id2.Revision {
+		t.Fatalf("expired leaf not replaced at its point of the window: %+v %v", id3, err)
 	}
 	g := generations(t, m, "web")
 	if len(g) != 2 || !strings.Contains(strings.Join(g, ","), id2.Revision[:32]) || !strings.Contains(strings.Join(g, ","), id3.Revision[:32]) {

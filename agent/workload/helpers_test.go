@@ -83,6 +83,12 @@ type agentOpts struct {
 
 func newManager(t testing.TB, o agentOpts) *Manager {
 	t.Helper()
+	return newManagerWith(t, o)
+}
+
+// newManagerWith is newManager with options tweaked.
+func newManagerWith(t testing.TB, o agentOpts, tweak ...func(*Options)) *Manager {
+	t.Helper()
 	if o.root == "" {
 		o.root = t.TempDir()
 	}
@@ -92,11 +98,15 @@ func newManager(t testing.TB, o agentOpts) *Manager {
 	if o.leader == nil {
 		o.leader = Always{}
 	}
-	m, err := New(Options{
+	opts := Options{
 		Store: o.store, Cluster: "demo", Root: o.root, Key: o.key, Leader: o.leader,
 		External: o.external, Now: o.clock.Now,
 		Log: slog.New(slog.NewTextHandler(o.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
+	}
+	for _, f := range tweak {
+		f(&opts)
+	}
+	m, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

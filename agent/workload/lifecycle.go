@@ -54,10 +54,13 @@ func (m *Manager) Forget(keep []string) error {
 
 // Run refreshes the CA state every interval until ctx ends and calls poke
 // whenever the bundle changed or a leaf is due, so the static-Pod
-// reconciler runs an index-fenced pass even with an unchanged index.
+// reconciler runs an index-fenced pass even with an unchanged index. It
+// wakes early for a leaf replacement due before the next interval, so a
+// Pod restarts at its point of the restart window, not up to an interval
+// later.
 func (m *Manager) Run(ctx context.Context, interval time.Duration, poke func()) error {
-	t := time.NewTicker(interval)
-	defer t.Stop()
+	timer := time.NewTimer(interval)
+	defer timer.Stop()
 	for {
 		changed, err := m.Refresh(ctx)
 		if err != nil && ctx.Err() == nil {
@@ -66,10 +69,17 @@ func (m *Manager) Run(ctx context.Context, interval time.Duration, poke func()) 
 		if changed || m.Due() {
 			poke()
 		}
+		wait := interval
+		if next, ok := m.NextDue(); ok {
+			if d := next.Sub(m.opts.Now()); d > 0 && d < wait {
+				wait = d
+			}
+		}
+		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-timer.C:
 		}
 	}
 }

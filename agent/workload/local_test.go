@@ -82,7 +82,7 @@ func TestLocalNodeAnnotatePod(t *testing.T) {
 	if err != nil || !bytes.Equal(again, out) {
 		t.Fatalf("unchanged leaf changed the Pod file: %v", err)
 	}
-	clk.Add(pki.LeafLifetime - pki.RenewBefore)
+	clk.Add(pki.LeafLifetime - pki.RenewBefore + DefaultRestartWindow)
 	renewed, _, err := m.AnnotatePod(ctx, []byte(podYAML))
 	if err != nil || bytes.Equal(renewed, out) {
 		t.Fatalf("renewed leaf kept the Pod file: %v", err)

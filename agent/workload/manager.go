@@ -8,6 +8,8 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -46,6 +48,16 @@ type Options struct {
 	Log *slog.Logger
 	// Concurrency bounds EnsureAll's parallel issuance; 0 means 4.
 	Concurrency int
+	// NodeGroup and Node (the node ID) place this node's leaf
+	// replacements in the restart window (RestartOffset).
+	NodeGroup, Node string
+	// RestartWindow spreads leaf replacements, and so the restarts of
+	// Pods, over this long after they become due (see RestartOffset);
+	// 0 replaces at once. Zero means DefaultRestartWindow unless
+	// NoRestartWindow is set; at most MaxRestartWindow.
+	RestartWindow time.Duration
+	// NoRestartWindow makes a zero RestartWindow mean "at once".
+	NoRestartWindow bool
 }
 
 // Pod is what a Pod's identity depends on.
@@ -71,8 +83,16 @@ type leafState struct {
 	gen      string
 	revision string
 	notAfter time.Time
-	bundle   [32]byte
-	spec     string
+	// bundle is the hash of the ca.crt the Pod's generations hold.
+	bundle [32]byte
+	spec   string
+	// untrustedSince is when the leaf was first seen not to chain to a
+	// valid CA of the bundle; zero while it does.
+	untrustedSince time.Time
+	// capped says the leaf ends with its CA: no leaf of that CA can
+	// replace it. renewableSince is when a CA that can was first seen.
+	capped         bool
+	renewableSince time.Time
 }
 
 // Manager issues and renews the node's workload leaves. It is safe for
@@ -118,6 +138,12 @@ func New(opts Options) (*Manager, error) {
 	}
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 4
+	}
+	if opts.RestartWindow == 0 && !opts.NoRestartWindow {
+		opts.RestartWindow = DefaultRestartWindow
+	}
+	if err := CheckRestartWindow(opts.RestartWindow); err != nil {
+		return nil, fmt.Errorf("workload: %w", err)
 	}
 	log := opts.Log
 	if log == nil {
@@ -165,15 +191,12 @@ func (m *Manager) lock(pod string) *sync.Mutex {
 	return &m.locks[h.Sum32()%uint32(len(m.locks))]
 }
 
-// due reports whether l must be replaced under t at now.
-func due(l leafState, t *trust, spec string, now time.Time) bool {
-	return l.bundle != t.hash || l.spec != spec || !now.Before(l.notAfter.Add(-pki.RenewBefore))
-}
-
 // Ensure makes the Pod's identity current and returns it: the cached leaf
-// when it is still good, a leaf adopted from the node after a restart, or
-// a newly issued one in a new generation. A leaf is replaced when the CA
-// bundle changed, its names changed, or it expires within six hours.
+// while it need not be replaced (its generations' ca.crt brought up to
+// date in place), a leaf adopted from the node after a restart, or a
+// newly issued one in a new generation. When a leaf is replaced is
+// replaceAt's rule: never for a changed bundle alone, and otherwise at
+// the Pod's point of the restart window.
 func (m *Manager) Ensure(ctx context.Context, p Pod) (Identity, error) {
 	if err := p.check(); err != nil {
 		return Identity{}, err
@@ -193,21 +216,45 @@ func (m *Manager) Ensure(ctx context.Context, p Pod) (Identity, error) {
 	}
 	now := m.opts.Now()
 	spec := p.specKey()
-	if ok && !due(cached, t, spec, now) {
-		return Identity{Revision: cached.revision, NotAfter: cached.notAfter}, nil
-	}
 	if !ok {
 		if adopted, err := m.adopt(p, t, now); err == nil {
-			m.remember(p.Name, adopted)
-			return Identity{Revision: adopted.revision, NotAfter: adopted.notAfter}, nil
+			cached, ok = adopted, true
+		}
+	}
+	if ok {
+		observe(&cached, t, now)
+		if !m.due(p.Name, cached, t, spec, now) {
+			if err := m.updateBundle(p.Name, &cached, t); err != nil {
+				return Identity{}, err
+			}
+			m.remember(p.Name, cached)
+			return Identity{Revision: cached.revision, NotAfter: cached.notAfter}, nil
 		}
 	}
 	ls, err := m.issue(p, t, now)
 	if err != nil {
+		if ok {
+			m.remember(p.Name, cached)
+		}
 		return Identity{}, err
 	}
 	m.remember(p.Name, ls)
 	return Identity{Revision: ls.revision, NotAfter: ls.notAfter, Issued: true}, nil
+}
+
+// updateBundle rewrites ca.crt in place in the Pod's generations when the
+// bundle changed since they were written: the Pod keeps running, and its
+// containers see the new file.
+func (m *Manager) updateBundle(pod string, l *leafState, t *trust) error {
+	if l.bundle == t.hash {
+		return nil
+	}
+	if err := replaceCA(m.PodDir(pod), t.bundle); err != nil {
+		return fmt.Errorf("update ca.crt of Pod %s: %w", pod, err)
+	}
+	l.bundle = t.hash
+	m.log.Debug("workload CA bundle updated in place", "pod", pod)
+	return nil
 }
 
 func (m *Manager) remember(pod string, l leafState) {
@@ -217,33 +264,63 @@ func (m *Manager) remember(pod string, l leafState) {
 }
 
 // adopt takes over the generation already on the node (after an agent
-// restart) when it is complete, matches the current bundle and names, and
-// is not due: restarting the agent must not restart every Pod.
+// restart) when it is complete and its leaf is one this cluster's CA
+// issued for these names: restarting the agent must not restart every
+// Pod. Whether the leaf is due is Ensure's question, as for any other.
 func (m *Manager) adopt(p Pod, t *trust, now time.Time) (leafState, error) {
 	gen, g, err := readGeneration(m.PodDir(p.Name))
 	if err != nil {
 		return leafState{}, err
 	}
-	if string(g.ca) != string(t.bundle) {
-		return leafState{}, errors.New("ca.crt differs from the current bundle")
-	}
 	certs, err := pki.ParseCertsPEM(g.cert)
 	if err != nil || len(certs) != 1 {
 		return leafState{}, fmt.Errorf("tls.crt: %v", err)
 	}
+	leaf := certs[0]
 	key, err := pki.ParseKeyPEM(g.key)
 	if err != nil {
 		return leafState{}, err
 	}
+	issuer := issuerOf(leaf, t)
+	if issuer == nil {
+		return leafState{}, errors.New("tls.crt was not issued by a CA of the bundle")
+	}
+	// Check it as of a moment the leaf and its CA were both valid: an
+	// expired leaf is adopted too, and replaced at its point of the
+	// window.
+	at := now
+	if !trustedAt(leaf, issuer, now) {
+		at = latest(leaf.NotBefore, issuer.NotBefore).Add(time.Second)
+	}
 	spec := pki.WorkloadLeaf(m.opts.Cluster, p.Namespace, p.Name, p.Service)
-	if err := pki.CheckLeaf(certs[0], key, spec, t.state.Certs(), now); err != nil {
+	if err := pki.CheckLeaf(leaf, key, spec, []*x509.Certificate{issuer}, at); err != nil {
 		return leafState{}, err
 	}
-	ls := leafState{gen: gen, revision: pki.Fingerprint(certs[0]), notAfter: certs[0].NotAfter, bundle: t.hash, spec: p.specKey()}
-	if due(ls, t, ls.spec, now) {
-		return leafState{}, errors.New("due for renewal")
+	bundle := sha256.Sum256(g.ca)
+	return leafState{gen: gen, revision: pki.Fingerprint(leaf), notAfter: leaf.NotAfter,
+		bundle: bundle, spec: p.specKey(), capped: !leaf.NotAfter.Before(issuer.NotAfter)}, nil
+}
+
+// issuerOf returns the CA of the bundle that signed leaf, nil if none.
+func issuerOf(leaf *x509.Certificate, t *trust) *x509.Certificate {
+	for _, c := range t.state.Certs() {
+		if leaf.CheckSignatureFrom(c) == nil {
+			return c
+		}
 	}
-	return ls, nil
+	return nil
+}
+
+// trustedAt reports whether leaf and its issuer are both valid at now.
+func trustedAt(leaf, issuer *x509.Certificate, now time.Time) bool {
+	return !now.Before(leaf.NotBefore) && now.Before(leaf.NotAfter) && !now.Before(issuer.NotBefore) && now.Before(issuer.NotAfter)
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // issue signs a new leaf, writes it as a new generation, switches the
@@ -276,8 +353,17 @@ func (m *Manager) issue(p Pod, t *trust, now time.Time) (leafState, error) {
 	if err := pruneGenerations(dir, gen, previous); err != nil {
 		m.log.Warn("could not remove old identity generations", "pod", p.Name, "err", err)
 	}
-	m.log.Debug("workload leaf issued", "pod", p.Name, "namespace", p.Namespace, "revision", fp, "notAfter", leaf.NotAfter)
-	return leafState{gen: gen, revision: fp, notAfter: leaf.NotAfter, bundle: t.hash, spec: p.specKey()}, nil
+	if previous != "" && previous != gen {
+		// The previous generation stays for the Pod until it restarts
+		// onto the new one: it gets the current bundle too.
+		if err := replaceCA(dir, t.bundle); err != nil {
+			m.log.Warn("could not update ca.crt of the previous identity generation", "pod", p.Name, "err", err)
+		}
+	}
+	m.log.Debug("workload leaf issued", "pod", p.Name, "namespace", p.Namespace, "revision", fp, "notAfter", leaf.NotAfter,
+		"issuer", pki.Fingerprint(issuer)[:16])
+	return leafState{gen: gen, revision: fp, notAfter: leaf.NotAfter, bundle: t.hash, spec: p.specKey(),
+		capped: !leaf.NotAfter.Before(issuer.NotAfter)}, nil
 }
 
 // EnsureAll ensures every Pod's identity with bounded parallelism and
@@ -314,19 +400,36 @@ func (m *Manager) EnsureAll(ctx context.Context, pods []Pod) (map[string]Identit
 }
 
 // Due reports whether a reconciliation pass must run although the
-// deployment index is unchanged: the bundle changed since a leaf was
-// written, or a leaf expires within six hours.
+// deployment index is unchanged: a Pod's ca.crt is behind the bundle, or
+// a leaf's replacement time has come. It records when leaves were first
+// seen untrusted, which places their replacement in the window.
 func (m *Manager) Due() bool {
+	next, ok := m.NextDue()
+	return ok && !m.opts.Now().Before(next)
+}
+
+// NextDue returns the earliest moment a pass has work: now when a Pod's
+// ca.crt is behind the bundle, otherwise the earliest leaf replacement;
+// false when there is none.
+func (m *Manager) NextDue() (time.Time, bool) {
 	now := m.opts.Now()
-	m.mu.RLock()
-	defer m.mu.RUnlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.trust == nil {
-		return false
+		return time.Time{}, false
 	}
-	for _, l := range m.leaves {
-		if due(l, m.trust, l.spec, now) {
-			return true
+	var next time.Time
+	found := false
+	for pod, l := range m.leaves {
+		observe(&l, m.trust, now)
+		m.leaves[pod] = l
+		at, ok := m.replaceAt(pod, l, m.trust, l.spec, now)
+		if l.bundle != m.trust.hash {
+			at, ok = now, true
+		}
+		if ok && (!found || at.Before(next)) {
+			next, found = at, true
 		}
 	}
-	return false
+	return next, found
 }

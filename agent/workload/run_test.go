@@ -6,6 +6,7 @@ package workload
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -54,7 +55,7 @@ func TestRunPokesReconciliation(t *testing.T) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	clk.Add(pki.LeafLifetime - pki.RenewBefore)
+	clk.Add(pki.LeafLifetime - pki.RenewBefore + DefaultRestartWindow)
 	wait("the renewal window")
 	if _, err := m.Ensure(ctx, Pod{Name: "web", Namespace: "default"}); err != nil {
 		t.Fatal(err)
@@ -90,5 +91,62 @@ func TestIssueTelemetryLeaf(t *testing.T) {
 	}
 	if l.Cert.URIs[0].String() != "spiffe://demo.podmin.internal/system/otel-logs/node/i-0abc" || len(l.Cert.ExtKeyUsage) != 1 {
 		t.Fatalf("telemetry leaf %v %v", l.Cert.URIs, l.Cert.ExtKeyUsage)
+	}
+}
+
+// shiftedClock is the real clock moved by a settable amount.
+type shiftedClock struct {
+	mu    sync.Mutex
+	shift time.Duration
+}
+
+func (c *shiftedClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.shift)
+}
+func (c *shiftedClock) set(d time.Duration) {
+	c.mu.Lock()
+	c.shift = d
+	c.mu.Unlock()
+}
+
+// Run wakes for a leaf replacement due before its next interval: a Pod
+// restarts at its point of the restart window, not up to an interval
+// later.
+func TestRunWakesAtTheRestartPoint(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	clk := &shiftedClock{}
+	m, err := New(Options{Store: newFakeStore(), Cluster: "demo", Root: t.TempDir(), Key: newKey(t), Now: clk.Now,
+		NodeGroup: "workers", Node: "node-1", RestartWindow: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustRefresh(t, m)
+	id, err := m.Ensure(ctx, Pod{Name: "web", Namespace: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Move the clock to 200 ms before the leaf's point in its window.
+	at := id.NotAfter.Add(-pki.RenewBefore).Add(RestartOffset("workers", "node-1", "web", time.Minute))
+	clk.set(at.Add(-200 * time.Millisecond).Sub(time.Now()))
+	if m.Due() {
+		t.Fatal("due before its point")
+	}
+	pokes := make(chan struct{}, 10)
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx, time.Hour, func() { pokes <- struct{}{} }) }()
+	select {
+	case <-pokes:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run slept through the restart point (its interval is an hour)")
+	}
+	if now := clk.Now(); now.Before(at) {
+		t.Fatalf("poked %s before the restart point", at.Sub(now))
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -79,13 +79,26 @@ func goServer(t *testing.T, f tlsFixture) (addr string, peers chan string) {
 			if err := tc.Handshake(); err != nil {
 				peers <- "error: " + err.Error()
 			} else {
-				peers <- tc.ConnectionState().PeerCertificates[0].URIs[0].String()
+				peers <- peerURI(tc.ConnectionState().PeerCertificates)
 				_, _ = tc.Write([]byte("ok\n"))
 			}
 			tc.Close()
 		}
 	}()
 	return ln.Addr().String(), peers
+}
+
+// peerURI is the URI SAN of the client's leaf, or a description of what
+// is missing: a leaf without one must fail the test that sees it, not
+// crash the test binary from the server goroutine.
+func peerURI(chain []*x509.Certificate) string {
+	switch {
+	case len(chain) == 0:
+		return "error: the client sent no certificate"
+	case len(chain[0].URIs) != 1:
+		return fmt.Sprintf("error: the client's leaf has %d URI SANs, want 1", len(chain[0].URIs))
+	}
+	return chain[0].URIs[0].String()
 }
 
 func TestGoTLSWorkloadIdentities(t *testing.T) {

@@ -15,8 +15,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-
-	"golang.org/x/mod/semver"
 )
 
 // debian resolves a package from a Debian repository's Packages index:
@@ -45,7 +43,6 @@ func (r *Resolver) debian(ctx context.Context, dep Dependency, archs []Arch) ([]
 			}
 		}
 		var best map[string]string
-		bestV := ""
 		for _, st := range stanzas(body) {
 			if st["Package"] != dep.Source.Repo || (st["Architecture"] != name && st["Architecture"] != "all") {
 				continue
@@ -54,8 +51,9 @@ func (r *Resolver) debian(ctx context.Context, dep Dependency, archs []Arch) ([]
 			if !MatchesPin(v, dep.Pin) {
 				continue
 			}
-			if best == nil || semver.Compare(v, bestV) > 0 || (semver.Compare(v, bestV) == 0 && st["Version"] > best["Version"]) {
-				best, bestV = st, v
+			// Debian's own order: 17.6-10 follows 17.6-9.
+			if best == nil || CompareDebian(st["Version"], best["Version"]) > 0 {
+				best = st
 			}
 		}
 		if best == nil {

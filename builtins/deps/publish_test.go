@@ -326,6 +326,17 @@ func TestRetentionMatrix(t *testing.T) {
 				obj("dependencies/podmin-agent/podmin-agent-v1.2.0-linux-arm64", 90*day),
 				obj("dependencies/podmin-agent/podmin-agent-v1.3.0-linux-arm64", 90*day),
 				obj("dependencies/podmin-agent/podmin-agent-v1.4.0-linux-arm64", 90*day)}},
+		{name: "Debian revisions by Debian's rules", objects: []objstore.Info{
+			obj("dependencies/libpq5/libpq5-v17.6-9-linux-amd64.deb", 90*day),
+			obj("dependencies/libpq5/libpq5-v17.6-10-linux-amd64.deb", 90*day),
+			obj("dependencies/libpq5/libpq5-v17.6-8-linux-amd64.deb", 90*day)},
+			deleted: []string{"dependencies/libpq5/libpq5-v17.6-8-linux-amd64.deb"}},
+		{name: "non-semantic versions by number, not bytes", objects: []objstore.Info{
+			obj("dependencies/coredns/coredns-v1.12.3.9-linux-amd64.tgz", 90*day),
+			obj("dependencies/coredns/coredns-v1.12.3.10-linux-amd64.tgz", 90*day),
+			obj("dependencies/coredns/coredns-v1.12.3.11-linux-amd64.tgz", 90*day),
+			obj("dependencies/coredns/coredns-v1.12.3.8-linux-amd64.tgz", 90*day)},
+			deleted: []string{"dependencies/coredns/coredns-v1.12.3.9-linux-amd64.tgz", "dependencies/coredns/coredns-v1.12.3.8-linux-amd64.tgz"}},
 		{name: "foreign objects and the manifest are left alone", objects: []objstore.Info{
 			obj("dependencies/manifest.json", 900*day),
 			obj("dependencies/notes/readme.txt", 900*day),

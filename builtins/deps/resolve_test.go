@@ -205,6 +205,45 @@ func TestDownloadVerifiesAndCaches(t *testing.T) {
 	}
 }
 
+// TestCacheRefusesSameSizeCorruption: a cached file whose size is right
+// but whose bytes are not is neither vouched for by Check nor reused by
+// Ensure; only the digest can tell.
+func TestCacheRefusesSameSizeCorruption(t *testing.T) {
+	u := newFakeUpstream(t)
+	files, err := u.resolver().Resolve(context.Background(), def(t, "cni-plugins"), Archs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Cache{Dir: t.TempDir(), Client: u.Server.Client()}
+	f, err := c.Ensure(context.Background(), files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, err := os.ReadFile(c.Path(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := []byte(string(good))
+	bad[len(bad)/2] ^= 0xff
+	if err := os.WriteFile(c.Path(f), bad, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := c.Check(f); ok {
+		t.Fatalf("Check vouched for a same-size corrupt copy (%d bytes)", n)
+	}
+	url := "/dl/" + filepath.Base(f.URL)
+	before := u.Requests(url)
+	if _, err := c.Ensure(context.Background(), f); err != nil {
+		t.Fatal(err)
+	}
+	if after := u.Requests(url); after != before+1 {
+		t.Fatalf("a same-size corrupt copy was reused: %d → %d downloads", before, after)
+	}
+	if got, err := os.ReadFile(c.Path(f)); err != nil || string(got) != string(good) {
+		t.Fatalf("cached copy after Ensure: %v, content restored %v", err, string(got) == string(good))
+	}
+}
+
 func TestDownloadDigestMismatchRefusedAndRemoved(t *testing.T) {
 	u := newFakeUpstream(t)
 	files, err := u.resolver().Resolve(context.Background(), def(t, "crictl"), []Arch{AMD64})

@@ -58,16 +58,23 @@ func ParseObjectPath(p string) (ObjectName, bool) {
 	return ObjectName{Key: key, Version: v[:i], Arch: Arch(arch)}, true
 }
 
-// compareVersions orders versions semantically where both parse, else by
-// bytes.
-func compareVersions(a, b string) int {
-	va, vb := "v"+a, "v"+b
-	if semver.IsValid(va) && semver.IsValid(vb) {
-		if c := semver.Compare(va, vb); c != 0 {
-			return c
+// versionOrder returns how the versions of dependency key compare: by
+// semantic versioning when every one of them is a semantic version of a
+// release-tagged dependency, else (Debian packages, build names) by
+// Debian's rules, which order numbers as numbers. One rule for a whole
+// group keeps the order total.
+func versionOrder(key string, versions []string) func(a, b string) int {
+	if d, ok := Lookup(key); ok && d.Source.Kind == DebianPackages {
+		return CompareDebian
+	}
+	for _, v := range versions {
+		if !semver.IsValid("v" + v) {
+			return CompareDebian
 		}
 	}
-	return cmp.Compare(a, b)
+	return func(a, b string) int {
+		return cmp.Or(semver.Compare("v"+a, "v"+b), CompareDebian(a, b))
+	}
 }
 
 // RetentionPlan returns the objects retention deletes from a listing of
@@ -96,7 +103,8 @@ func RetentionPlan(objects []objstore.Info, m *Manifest, now time.Time) []objsto
 	for _, g := range slices.SortedFunc(maps.Keys(versions), func(a, b group) int {
 		return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.arch, b.arch))
 	}) {
-		vs := slices.SortedFunc(maps.Keys(versions[g]), func(a, b string) int { return compareVersions(b, a) })
+		order := versionOrder(g.key, slices.Collect(maps.Keys(versions[g])))
+		vs := slices.SortedFunc(maps.Keys(versions[g]), func(a, b string) int { return order(b, a) })
 		for i, v := range vs {
 			if i < RetainVersions || (m != nil && recorded(m, g.key, v)) {
 				continue

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"podmin.dev/podmin/builtins"
@@ -22,6 +23,9 @@ import (
 type fileLayer struct {
 	seq  *overlay.Sequence
 	real builtins.Files
+	// cache maps a path below the dry run's scratch cache to the real
+	// cache it stands for; nil maps nothing.
+	cache func(string) string
 
 	mu    sync.Mutex
 	files map[string][]byte
@@ -129,6 +133,34 @@ func (l *fileLayer) MkdirAll(path string, _ fs.FileMode) error {
 		l.recs = append(l.recs, record{seq: l.seq.Next(), kind: KindDir, where: filepath.Dir(missing[i]), target: missing[i],
 			after: state{exists: true}})
 	}
+	return nil
+}
+
+// RemoveAll implements builtins.Files: an existing directory's removal
+// is recorded, and the layer forgets what it wrote below it; the real
+// tree stays.
+func (l *fileLayer) RemoveAll(path string) error {
+	p := clean(path)
+	if l.cache != nil {
+		p = l.cache(p)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.dirExists(p) {
+		return nil
+	}
+	for f := range l.files {
+		if strings.HasPrefix(f, p+string(filepath.Separator)) {
+			delete(l.files, f)
+		}
+	}
+	for d := range l.dirs {
+		if d == p || strings.HasPrefix(d, p+string(filepath.Separator)) {
+			delete(l.dirs, d)
+		}
+	}
+	l.recs = append(l.recs, record{seq: l.seq.Next(), kind: KindDir, where: filepath.Dir(p), target: p,
+		before: state{exists: true}})
 	return nil
 }
 

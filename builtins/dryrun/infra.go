@@ -11,6 +11,7 @@ import (
 
 	"podmin.dev/podmin/builtins"
 	"podmin.dev/podmin/builtins/infra"
+	"podmin.dev/podmin/builtins/lifecycle"
 	"podmin.dev/podmin/internal/contexts"
 )
 
@@ -25,13 +26,13 @@ type infraSource struct {
 	recs []record
 }
 
-func (s *infraSource) wrap(real func(context.Context, *builtins.Env, contexts.Context) (builtins.ClusterInfra, error)) func(context.Context, *builtins.Env, contexts.Context) (builtins.ClusterInfra, error) {
-	return func(ctx context.Context, e *builtins.Env, c contexts.Context) (builtins.ClusterInfra, error) {
-		inf, err := real(ctx, e, c)
+func (s *infraSource) wrap(real func(context.Context, lifecycle.Host, contexts.Context) (builtins.ClusterInfra, error)) func(context.Context, lifecycle.Host, contexts.Context) (builtins.ClusterInfra, error) {
+	return func(ctx context.Context, h lifecycle.Host, c contexts.Context) (builtins.ClusterInfra, error) {
+		inf, err := real(ctx, h, c)
 		if err != nil {
 			return nil, err
 		}
-		if a, ok := inf.(*builtins.AWSInfra); ok && a.Runner != nil {
+		if a, ok := inf.(*lifecycle.AWSInfra); ok && a.Runner != nil {
 			r := *a.Runner
 			r.NoLock = true
 			a.Runner = &r

@@ -25,6 +25,7 @@ import (
 	"podmin.dev/podmin/builtins/dryrun"
 	"podmin.dev/podmin/builtins/infra"
 	"podmin.dev/podmin/builtins/infra/ec2test"
+	"podmin.dev/podmin/builtins/lifecycle"
 	"podmin.dev/podmin/internal/cloud"
 	"podmin.dev/podmin/internal/cloud/aws"
 	"podmin.dev/podmin/internal/contexts"
@@ -76,10 +77,10 @@ func TestAWSSetupDryRunPlansAndNeverApplies(t *testing.T) {
 	// The real node bootstrap, over the recorded upstream releases: the
 	// dependency step runs against the dry run's bucket overlay.
 	up := depstest.NewUpstream(t)
-	env.Infrastructure = func(_ context.Context, e *builtins.Env, c contexts.Context) (builtins.ClusterInfra, error) {
-		boot := &builtins.AWSBootstrap{Env: e, EC2: ec2, Client: up.Server.Client(), Resolver: up.Resolver(),
+	env.Infrastructure = func(_ context.Context, h lifecycle.Host, c contexts.Context) (builtins.ClusterInfra, error) {
+		boot := &lifecycle.AWSBootstrap{Host: h, EC2: ec2, Client: up.Server.Client(), Resolver: up.Resolver(),
 			Mirror: depstest.MirrorImage, Check: depstest.CheckImage, ImageManifestURL: up.ImageManifestURL}
-		return &builtins.AWSInfra{Env: e, Context: c, EC2: ec2, Bootstrap: boot,
+		return &lifecycle.AWSInfra{Host: h, Context: c, EC2: ec2, Bootstrap: boot,
 			Runner: &infra.Runner{CacheDir: env.Dirs.Cache, Environ: []string{"PATH=" + os.Getenv("PATH"), "FAKE_TF_LOG=" + log},
 				LookupEnv: func(k string) (string, bool) { return tool, k == "PODMIN_TF_CMD" }}}, nil
 	}

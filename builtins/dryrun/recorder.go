@@ -7,11 +7,14 @@ package dryrun
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	"podmin.dev/podmin/builtins"
+	"podmin.dev/podmin/internal/cache"
 	"podmin.dev/podmin/internal/cloud"
 	"podmin.dev/podmin/internal/objstore/overlay"
 )
@@ -124,12 +127,24 @@ func New(env *builtins.Env) (*Recorder, *builtins.Env, error) {
 		// happens in the overlay.
 		e.Progress = func(msg string) { env.Progress("dry run: " + msg) }
 	}
+	if e.Commit.Cache == nil && env.Dirs.Cache != "" {
+		// Before Dirs.Cache moves to the scratch copy below.
+		e.Commit.Cache = readOnlyCache{real: cache.Open(filepath.Join(env.Dirs.Cache, "objects"), env.CacheMaxBytes)}
+	}
 	images, err := r.imageScratch(env.Dirs.Cache)
 	if err != nil {
 		return nil, nil, err
 	}
 	e.Dirs.Cache = images.cache
 	r.sources = append(r.sources, images)
+	// Generated files the operation removes from the cache (disconnect's
+	// module directory) are the real cache's.
+	files.cache = func(p string) string {
+		if rel, err := filepath.Rel(images.cache, p); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return filepath.Join(env.Dirs.Cache, rel)
+		}
+		return p
+	}
 	return r, &e, nil
 }
 

@@ -142,3 +142,31 @@ func TestFilesAreRecordedNotWritten(t *testing.T) {
 		t.Fatalf("changes %q, want %q", got, want)
 	}
 }
+
+// A dry run's disconnect records the removal of the cluster's generated
+// module and leaves it in place.
+func TestDryRunDisconnectKeepsTheModule(t *testing.T) {
+	env := newEnv(t)
+	if _, err := env.Connect(t.Context(), builtins.ConnectOptions{Cluster: "demo", Provider: "local", Bucket: "demo"}); err != nil {
+		t.Fatal(err)
+	}
+	module := filepath.Join(env.Dirs.Cache, "infrastructure", "demo")
+	if err := os.MkdirAll(module, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	rec, denv, err := dryrun.New(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	if _, err := denv.Disconnect(builtins.DisconnectOptions{Cluster: "demo"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(module); err != nil {
+		t.Fatalf("a dry run removed the module: %v", err)
+	}
+	got := summary(rec.Changes(0, 0))
+	if !slices.Contains(got, "deleted directory "+module) {
+		t.Fatalf("changes %q lack the module's removal", got)
+	}
+}

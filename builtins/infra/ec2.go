@@ -6,6 +6,7 @@ package infra
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -17,13 +18,20 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
+
+	"podmin.dev/podmin/internal/contexts"
 )
 
 // DebianOwner is the AWS account that publishes the official Debian AMIs.
 const DebianOwner = "136693071363"
 
-// ClusterTag is the tag every resource of a cluster carries.
+// ClusterTag is the tag every resource of a cluster carries. It names the
+// cluster; it proves nothing, as anyone can copy it.
 const ClusterTag = "podmin:cluster"
+
+// NonceTag carries the create nonce (Vars.CreateNonce) on every resource
+// the module creates: the proof that this cluster's setup created it.
+const NonceTag = "podmin:create-nonce"
 
 // EC2API is the part of the EC2 client setup and destroy use.
 type EC2API interface {
@@ -34,6 +42,7 @@ type EC2API interface {
 	DescribeVpcs(ctx context.Context, in *ec2.DescribeVpcsInput, opts ...func(*ec2.Options)) (*ec2.DescribeVpcsOutput, error)
 	DescribeVpcAttribute(ctx context.Context, in *ec2.DescribeVpcAttributeInput, opts ...func(*ec2.Options)) (*ec2.DescribeVpcAttributeOutput, error)
 	DescribeSubnets(ctx context.Context, in *ec2.DescribeSubnetsInput, opts ...func(*ec2.Options)) (*ec2.DescribeSubnetsOutput, error)
+	DescribeInternetGateways(ctx context.Context, in *ec2.DescribeInternetGatewaysInput, opts ...func(*ec2.Options)) (*ec2.DescribeInternetGatewaysOutput, error)
 }
 
 // ErrIncompatible reports provider facts that forbid the requested setup;
@@ -234,10 +243,12 @@ type VPCChoice struct {
 }
 
 // SelectVPC finds the VPCs whose primary IPv4 CIDR equals the cluster's:
-// none means create one; one tagged for this cluster is the cluster's own;
-// one untagged compatible VPC is reused; anything else fails, listing every
-// change it needs, before OpenTofu/Terraform runs.
-func SelectVPC(ctx context.Context, api EC2API, c Cluster) (VPCChoice, error) {
+// none means create one; one carrying this cluster's create nonce (from
+// prev, the variables the last setup published; zero before the first) is
+// the cluster's own; one untagged compatible VPC is reused; anything else
+// fails, listing every change it needs, before OpenTofu/Terraform runs.
+func SelectVPC(ctx context.Context, api EC2API, c Cluster, prev Vars) (VPCChoice, error) {
+	proof := prev.CreateNonce
 	out, err := api.DescribeVpcs(ctx, &ec2.DescribeVpcsInput{Filters: []types.Filter{
 		{Name: aws.String("cidr"), Values: []string{c.VPCCIDR}},
 	}})
@@ -268,6 +279,9 @@ func SelectVPC(ctx context.Context, api EC2API, c Cluster) (VPCChoice, error) {
 		if owner != c.ID {
 			return VPCChoice{}, fmt.Errorf("%w: VPC %s with CIDR %s belongs to cluster %s (tag %s=%s): pass another --vpc-cidr", ErrIncompatible, id, c.VPCCIDR, owner, ClusterTag, owner)
 		}
+		if nonce, _ := tagValue(v.Tags, NonceTag); !contexts.ProvenBy(proof, nonce) {
+			return VPCChoice{}, fmt.Errorf("%w: VPC %s with CIDR %s is tagged %s=%s but does not carry this cluster's %s, so its setup did not create it: remove its podmin: tags to let setup reuse it, or pass another --vpc-cidr", ErrIncompatible, id, c.VPCCIDR, ClusterTag, owner, NonceTag)
+		}
 		return VPCChoice{ID: id}, nil
 	}
 	var changes []string
@@ -293,16 +307,48 @@ func SelectVPC(ctx context.Context, api EC2API, c Cluster) (VPCChoice, error) {
 			break
 		}
 	}
+	taken, err := vpcSubnets(ctx, api, id)
+	if err != nil {
+		return VPCChoice{}, err
+	}
 	if !v6.IsValid() {
 		changes = append(changes, "associate an Amazon-provided IPv6 /56")
 	} else {
-		taken, err := usedSlash64s(ctx, api, id)
+		needed, err := neededSlash64s(c, prev, v6)
 		if err != nil {
 			return VPCChoice{}, err
 		}
-		for _, need := range neededSlash64s(c, v6) {
-			if by, ok := taken[need.prefix]; ok {
+		for _, need := range needed {
+			if by, ok := taken.v6[need.prefix]; ok {
 				changes = append(changes, fmt.Sprintf("free the IPv6 /64 %s (used by %s; %s needs it)", need.prefix, by, need.what))
+			}
+		}
+	}
+	if nats := c.NAT64Instances(); len(nats) > 0 {
+		// The NAT64 data ENIs carry EIPs, which need the VPC's internet
+		// gateway, and private IPv4 addresses in their own /28s.
+		igw, err := api.DescribeInternetGateways(ctx, &ec2.DescribeInternetGatewaysInput{Filters: []types.Filter{
+			{Name: aws.String("attachment.vpc-id"), Values: []string{id}},
+		}})
+		if err != nil {
+			return VPCChoice{}, fmt.Errorf("list the internet gateways of VPC %s: %w", id, err)
+		}
+		if len(igw.InternetGateways) == 0 {
+			changes = append(changes, "attach an internet gateway (the NAT64 instances' Elastic IPs need one)")
+		}
+		alloc, err := Allocate(c, prev)
+		if err != nil {
+			return VPCChoice{}, err
+		}
+		for _, n := range nats {
+			data, err := nat64DataIPv4(c.VPCCIDR, alloc.NAT64[n.Name])
+			if err != nil {
+				return VPCChoice{}, err
+			}
+			for _, s := range taken.v4 {
+				if s.prefix.Overlaps(data) {
+					changes = append(changes, fmt.Sprintf("free the IPv4 range %s (subnet %s has %s; NAT64 %s's data subnet needs it)", data, s.id, s.prefix, n.Name))
+				}
 			}
 		}
 	}
@@ -318,23 +364,21 @@ type slash64 struct {
 }
 
 // neededSlash64s are the /64s the module assigns below v6 (see locals.tf).
-func neededSlash64s(c Cluster, v6 netip.Prefix) []slash64 {
+func neededSlash64s(c Cluster, prev Vars, v6 netip.Prefix) ([]slash64, error) {
+	alloc, err := Allocate(c, prev)
+	if err != nil {
+		return nil, err
+	}
 	var out []slash64
-	names := make([]string, len(c.NodeGroups))
-	for i, ng := range c.NodeGroups {
-		names[i] = ng.Name
+	for _, ng := range c.NodeGroups {
+		out = append(out, slash64{sub64(v6, alloc.NodeGroups[ng.Name]), "NodeGroup " + ng.Name})
 	}
-	idx, _ := subnetIndexes(names)
-	for _, n := range names {
-		out = append(out, slash64{sub64(v6, idx[n]), "NodeGroup " + n})
-	}
-	slots, _ := nat64Indexes(c)
 	for _, n := range c.NAT64Instances() {
-		i := slots[n.Name]
-		out = append(out, slash64{sub64(v6, 192+i), "NAT64 " + n.Name + " data subnet"},
-			slash64{sub64(v6, 224+i), "NAT64 " + n.Name + " management subnet"})
+		i := alloc.NAT64[n.Name]
+		out = append(out, slash64{sub64(v6, nat64DataNetnum+i), "NAT64 " + n.Name + " data subnet"},
+			slash64{sub64(v6, nat64MgmtNetnum+i), "NAT64 " + n.Name + " management subnet"})
 	}
-	return out
+	return out, nil
 }
 
 // sub64 is cidrsubnet(v6, 8, n) for a /56.
@@ -344,20 +388,36 @@ func sub64(v6 netip.Prefix, n int) netip.Prefix {
 	return netip.PrefixFrom(netip.AddrFrom16(b), 64)
 }
 
-// usedSlash64s maps every IPv6 /64 of the VPC's subnets to its subnet.
-func usedSlash64s(ctx context.Context, api EC2API, vpc string) (map[netip.Prefix]string, error) {
-	out := map[netip.Prefix]string{}
+// subnets are the IPv6 /64s (to the subnet holding each) and IPv4 ranges
+// of a VPC's subnets.
+type subnets struct {
+	v6 map[netip.Prefix]string
+	v4 []subnetV4
+}
+
+type subnetV4 struct {
+	prefix netip.Prefix
+	id     string
+}
+
+// vpcSubnets lists the subnets of vpc.
+func vpcSubnets(ctx context.Context, api EC2API, vpc string) (subnets, error) {
+	out := subnets{v6: map[netip.Prefix]string{}}
 	in := &ec2.DescribeSubnetsInput{Filters: []types.Filter{{Name: aws.String("vpc-id"), Values: []string{vpc}}}}
 	for page := 0; page < 1000; page++ {
 		res, err := api.DescribeSubnets(ctx, in)
 		if err != nil {
-			return nil, fmt.Errorf("list the subnets of VPC %s: %w", vpc, err)
+			return subnets{}, fmt.Errorf("list the subnets of VPC %s: %w", vpc, err)
 		}
 		for _, s := range res.Subnets {
+			id := aws.ToString(s.SubnetId)
 			for _, a := range s.Ipv6CidrBlockAssociationSet {
 				if p, err := netip.ParsePrefix(aws.ToString(a.Ipv6CidrBlock)); err == nil {
-					out[p.Masked()] = "subnet " + aws.ToString(s.SubnetId)
+					out.v6[p.Masked()] = "subnet " + id
 				}
+			}
+			if p, err := netip.ParsePrefix(aws.ToString(s.CidrBlock)); err == nil {
+				out.v4 = append(out.v4, subnetV4{p.Masked(), id})
 			}
 		}
 		if aws.ToString(res.NextToken) == "" {
@@ -365,7 +425,24 @@ func usedSlash64s(ctx context.Context, api EC2API, vpc string) (map[netip.Prefix
 		}
 		in.NextToken = res.NextToken
 	}
-	return nil, fmt.Errorf("list the subnets of VPC %s: too many pages", vpc)
+	return subnets{}, fmt.Errorf("list the subnets of VPC %s: too many pages", vpc)
+}
+
+// nat64DataIPv4 is a NAT64 data subnet's IPv4 range: cidrsubnet(vpc_cidr,
+// nat64_newbits, slot) as locals.tf computes it.
+func nat64DataIPv4(vpcCIDR string, slot int) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(vpcCIDR)
+	if err != nil || !p.Addr().Is4() {
+		return netip.Prefix{}, fmt.Errorf("VPC CIDR %q is not an IPv4 prefix", vpcCIDR)
+	}
+	bits := p.Bits() + min(4, 28-p.Bits())
+	if slot < 0 || slot >= 1<<(bits-p.Bits()) {
+		return netip.Prefix{}, fmt.Errorf("NAT64 slot %d is outside %s", slot, vpcCIDR)
+	}
+	a := p.Masked().Addr().As4()
+	n := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+	n |= uint32(slot) << (32 - bits)
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}), bits), nil
 }
 
 func tagValue(tags []types.Tag, key string) (string, bool) {
@@ -382,9 +459,10 @@ func tagValue(tags []types.Tag, key string) (string, bool) {
 var ErrNotOwned = errors.New("no proof of ownership")
 
 // CheckOwnedVPC is destroy's check on a VPC its state created: it must
-// still exist with this cluster's tag, or destroy stops before deleting.
-// A reused VPC is never in the state's resources, so never checked here.
-func CheckOwnedVPC(ctx context.Context, api EC2API, id, cluster string) error {
+// still exist with this cluster's tag and the create nonce the published
+// variables record (nonce), or destroy stops before deleting. A reused VPC
+// is never in the state's resources, so never checked here.
+func CheckOwnedVPC(ctx context.Context, api EC2API, id, cluster, nonce string) error {
 	out, err := api.DescribeVpcs(ctx, &ec2.DescribeVpcsInput{VpcIds: []string{id}})
 	var ae smithy.APIError
 	if errors.As(err, &ae) && ae.ErrorCode() == "InvalidVpcID.NotFound" {
@@ -397,11 +475,37 @@ func CheckOwnedVPC(ctx context.Context, api EC2API, id, cluster string) error {
 		return nil
 	}
 	owner, ok := tagValue(out.Vpcs[0].Tags, ClusterTag)
+	got, _ := tagValue(out.Vpcs[0].Tags, NonceTag)
 	switch {
 	case !ok:
-		return fmt.Errorf("%w: VPC %s has no %s tag: Podmin deletes only what it tagged for this cluster; nothing was deleted", ErrNotOwned, id, ClusterTag)
+		return fmt.Errorf("%w: VPC %s has no %s tag: Podmin deletes only what it created for this cluster; nothing was deleted", ErrNotOwned, id, ClusterTag)
 	case owner != cluster:
 		return fmt.Errorf("%w: VPC %s is tagged %s=%s, not %s: nothing was deleted", ErrNotOwned, id, ClusterTag, owner, cluster)
+	case nonce == "":
+		return fmt.Errorf("%w: the published variables record no create nonce, so Podmin cannot prove VPC %s is the one its setup created: nothing was deleted; run \"podmin setup\" once with the same flags (it records one and tags the cluster's resources), then destroy again", ErrNotOwned, id)
+	case !contexts.ProvenBy(nonce, got):
+		return fmt.Errorf("%w: VPC %s does not carry this cluster's %s, so Podmin cannot prove its setup created it: nothing was deleted", ErrNotOwned, id, NonceTag)
 	}
 	return nil
+}
+
+// CreatedVPC reads which VPC the state created from its outputs
+// (vpc_created, vpc_id). Outputs it cannot read fail closed: destroy must
+// know whether it deletes a VPC before it runs.
+func CreatedVPC(outs map[string]json.RawMessage) (id string, created bool, err error) {
+	rawCreated, ok1 := outs["vpc_created"]
+	rawID, ok2 := outs["vpc_id"]
+	if !ok1 || !ok2 {
+		return "", false, fmt.Errorf("%w: the OpenTofu/Terraform state has no vpc_created or vpc_id output, so Podmin cannot tell which VPC it would delete: nothing was deleted", ErrNotOwned)
+	}
+	if err := json.Unmarshal(rawCreated, &created); err != nil {
+		return "", false, fmt.Errorf("%w: the state's vpc_created output %s is not a boolean (%v): nothing was deleted", ErrNotOwned, rawCreated, err)
+	}
+	if err := json.Unmarshal(rawID, &id); err != nil {
+		return "", false, fmt.Errorf("%w: the state's vpc_id output %s is not a string (%v): nothing was deleted", ErrNotOwned, rawID, err)
+	}
+	if created && id == "" {
+		return "", false, fmt.Errorf("%w: the state says it created a VPC but names none: nothing was deleted", ErrNotOwned)
+	}
+	return id, created, nil
 }

@@ -6,9 +6,12 @@ package infra
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -111,7 +114,12 @@ func TestSelectVPC(t *testing.T) {
 		err     string
 	}{
 		{"none: create", []ec2test.VPC{{ID: "vpc-x", CIDR: "10.1.0.0/16"}}, nil, VPCChoice{}, ""},
-		{"ours", []ec2test.VPC{other(func(v *ec2test.VPC) { v.Tags = map[string]string{"podmin:cluster": "demo"} })}, nil, VPCChoice{ID: "vpc-reuse"}, ""},
+		{"ours", []ec2test.VPC{other(func(v *ec2test.VPC) { v.Tags = map[string]string{"podmin:cluster": "demo", NonceTag: testNonce} })}, nil, VPCChoice{ID: "vpc-reuse"}, ""},
+		{"forged tag", []ec2test.VPC{other(func(v *ec2test.VPC) { v.Tags = map[string]string{"podmin:cluster": "demo"} })}, nil, VPCChoice{},
+			"VPC vpc-reuse with CIDR 10.0.0.0/16 is tagged podmin:cluster=demo but does not carry this cluster's podmin:create-nonce, so its setup did not create it"},
+		{"copied tags, other nonce", []ec2test.VPC{other(func(v *ec2test.VPC) {
+			v.Tags = map[string]string{"podmin:cluster": "demo", NonceTag: strings.Repeat("0", 64)}
+		})}, nil, VPCChoice{}, "does not carry this cluster's podmin:create-nonce"},
 		{"compatible untagged", []ec2test.VPC{compatible}, []ec2test.Subnet{{ID: "subnet-1", VPC: "vpc-reuse", IPv6: "2600:1f14:abc:def0::/64"}}, VPCChoice{ID: "vpc-reuse", Reuse: true}, ""},
 		{"another cluster", []ec2test.VPC{other(func(v *ec2test.VPC) { v.Tags = map[string]string{"podmin:cluster": "prod"} })}, nil, VPCChoice{},
 			"VPC vpc-reuse with CIDR 10.0.0.0/16 belongs to cluster prod (tag podmin:cluster=prod): pass another --vpc-cidr"},
@@ -134,12 +142,12 @@ func TestSelectVPC(t *testing.T) {
 			c := prepared()
 			want := tc.err
 			if tc.name == "taken /64" {
-				idx, _ := subnetIndexes([]string{"default"})
-				p := sub64(netip.MustParsePrefix(compatible.IPv6), idx["default"])
+				alloc, _ := Allocate(c, Vars{})
+				p := sub64(netip.MustParsePrefix(compatible.IPv6), alloc.NodeGroups["default"])
 				f.Subnets[0].IPv6 = p.String()
 				want = strings.Replace(want, "%s", p.String(), 1)
 			}
-			got, err := SelectVPC(context.Background(), f.Client(t), c)
+			got, err := SelectVPC(context.Background(), f.Client(t), c, Vars{CreateNonce: testNonce})
 			if want == "" {
 				if err != nil || got != tc.want {
 					t.Fatalf("got %+v, %v; want %+v", got, err, tc.want)
@@ -163,24 +171,150 @@ func TestSub64MatchesCidrsubnet(t *testing.T) {
 func TestCheckOwnedVPC(t *testing.T) {
 	f := ec2test.New()
 	f.VPCs = []ec2test.VPC{
-		{ID: "vpc-ours", CIDR: "10.0.0.0/16", Tags: map[string]string{"podmin:cluster": "demo"}},
+		{ID: "vpc-ours", CIDR: "10.0.0.0/16", Tags: map[string]string{"podmin:cluster": "demo", NonceTag: testNonce}},
+		{ID: "vpc-forged", CIDR: "10.3.0.0/16", Tags: map[string]string{"podmin:cluster": "demo"}},
 		{ID: "vpc-untagged", CIDR: "10.1.0.0/16"},
 		{ID: "vpc-prod", CIDR: "10.2.0.0/16", Tags: map[string]string{"podmin:cluster": "prod", "Name": "prod"}},
 	}
 	api := f.Client(t)
 	ctx := context.Background()
-	if err := CheckOwnedVPC(ctx, api, "vpc-ours", "demo"); err != nil {
+	if err := CheckOwnedVPC(ctx, api, "vpc-ours", "demo", testNonce); err != nil {
 		t.Fatal(err)
 	}
-	if err := CheckOwnedVPC(ctx, api, "vpc-gone", "demo"); err != nil {
+	if err := CheckOwnedVPC(ctx, api, "vpc-gone", "demo", testNonce); err != nil {
 		t.Fatalf("a VPC that is already gone: %v", err)
 	}
-	for id, want := range map[string]string{
-		"vpc-untagged": "no proof of ownership: VPC vpc-untagged has no podmin:cluster tag: Podmin deletes only what it tagged for this cluster; nothing was deleted",
-		"vpc-prod":     "no proof of ownership: VPC vpc-prod is tagged podmin:cluster=prod, not demo: nothing was deleted",
+	for _, tc := range []struct{ id, nonce, want string }{
+		{"vpc-untagged", testNonce, "no proof of ownership: VPC vpc-untagged has no podmin:cluster tag: Podmin deletes only what it created for this cluster; nothing was deleted"},
+		{"vpc-prod", testNonce, "no proof of ownership: VPC vpc-prod is tagged podmin:cluster=prod, not demo: nothing was deleted"},
+		{"vpc-forged", testNonce, "no proof of ownership: VPC vpc-forged does not carry this cluster's podmin:create-nonce, so Podmin cannot prove its setup created it: nothing was deleted"},
+		{"vpc-ours", "", "no proof of ownership: the published variables record no create nonce, so Podmin cannot prove VPC vpc-ours is the one its setup created"},
 	} {
-		if err := CheckOwnedVPC(ctx, api, id, "demo"); !errors.Is(err, ErrNotOwned) || err.Error() != want {
-			t.Errorf("%s: %v", id, err)
+		if err := CheckOwnedVPC(ctx, api, tc.id, "demo", tc.nonce); !errors.Is(err, ErrNotOwned) || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%s: %v", tc.id, err)
 		}
+	}
+}
+
+// The state's outputs decide whether destroy deletes a VPC: outputs it
+// cannot read fail closed.
+func TestCreatedVPCFailsClosed(t *testing.T) {
+	for _, tc := range []struct {
+		outs    map[string]string
+		id      string
+		created bool
+		err     string
+	}{
+		{map[string]string{"vpc_created": "true", "vpc_id": `"vpc-1"`}, "vpc-1", true, ""},
+		{map[string]string{"vpc_created": "false", "vpc_id": `"vpc-reused"`}, "vpc-reused", false, ""},
+		{map[string]string{"vpc_id": `"vpc-1"`}, "", false, "has no vpc_created or vpc_id output"},
+		{map[string]string{"vpc_created": "true"}, "", false, "has no vpc_created or vpc_id output"},
+		{map[string]string{"vpc_created": `"yes"`, "vpc_id": `"vpc-1"`}, "", false, "vpc_created output \"yes\" is not a boolean"},
+		{map[string]string{"vpc_created": "true", "vpc_id": "7"}, "", false, "vpc_id output 7 is not a string"},
+		{map[string]string{"vpc_created": "true", "vpc_id": `""`}, "", false, "says it created a VPC but names none"},
+	} {
+		outs := map[string]json.RawMessage{}
+		for k, v := range tc.outs {
+			outs[k] = json.RawMessage(v)
+		}
+		id, created, err := CreatedVPC(outs)
+		if tc.err == "" {
+			if err != nil || id != tc.id || created != tc.created {
+				t.Errorf("%v: %q %v %v", tc.outs, id, created, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrNotOwned) || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%v: %v, want %q", tc.outs, err, tc.err)
+		}
+	}
+}
+
+// A reused VPC serves NAT64 only with an internet gateway for the data
+// ENIs' EIPs and free IPv4 ranges for their data subnets; both are
+// checked, and every missing change listed, before OpenTofu/Terraform runs.
+func TestSelectVPCForNAT64(t *testing.T) {
+	c := prepared()
+	c.NAT64 = "t4g.nano"
+	c.NAT64Arch = map[string]string{"t4g.nano": "arm64"}
+	c.NodeGroups[0].Zone = "us-west-2a"
+	alloc, err := Allocate(c, Vars{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := nat64DataIPv4(c.VPCCIDR, alloc.NAT64["shared-us-west-2a"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	vpc := ec2test.VPC{ID: "vpc-reuse", CIDR: "10.0.0.0/16", IPv6: "2600:1f14:abc:de00::/56", IPv6Pool: "Amazon", DNSSupport: true, DNSHostnames: true}
+	inside := netip.PrefixFrom(data.Addr().Next(), 28).Masked() // a /28 inside the data subnet's range
+	for _, tc := range []struct {
+		name    string
+		igw     bool
+		subnets []ec2test.Subnet
+		want    []string
+	}{
+		{"ready", true, []ec2test.Subnet{{ID: "subnet-apps", VPC: "vpc-reuse", CIDR: "10.0.255.0/24"}}, nil},
+		{"no internet gateway", false, nil, []string{"attach an internet gateway (the NAT64 instances' Elastic IPs need one)"}},
+		{"overlapping IPv4", true, []ec2test.Subnet{{ID: "subnet-apps", VPC: "vpc-reuse", CIDR: inside.String()}},
+			[]string{fmt.Sprintf("free the IPv4 range %s (subnet subnet-apps has %s; NAT64 shared-us-west-2a's data subnet needs it)", data, inside)}},
+		{"both", false, []ec2test.Subnet{{ID: "subnet-big", VPC: "vpc-reuse", CIDR: "10.0.0.0/16"}},
+			[]string{"attach an internet gateway", fmt.Sprintf("free the IPv4 range %s (subnet subnet-big has 10.0.0.0/16", data)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := ec2test.New()
+			f.VPCs, f.Subnets = []ec2test.VPC{vpc}, tc.subnets
+			if tc.igw {
+				f.InternetGateways = []ec2test.InternetGateway{{ID: "igw-1", VPC: "vpc-reuse"}}
+			}
+			f.InternetGateways = append(f.InternetGateways, ec2test.InternetGateway{ID: "igw-other", VPC: "vpc-other"})
+			got, err := SelectVPC(context.Background(), f.Client(t), c, Vars{})
+			if tc.want == nil {
+				if err != nil || got != (VPCChoice{ID: "vpc-reuse", Reuse: true}) {
+					t.Fatalf("got %+v, %v", got, err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrIncompatible) {
+				t.Fatalf("error %v", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+	// Without NAT64 neither is needed.
+	f := ec2test.New()
+	f.VPCs, f.Subnets = []ec2test.VPC{vpc}, []ec2test.Subnet{{ID: "subnet-big", VPC: "vpc-reuse", CIDR: "10.0.0.0/16"}}
+	if got, err := SelectVPC(context.Background(), f.Client(t), prepared(), Vars{}); err != nil || !got.Reuse {
+		t.Fatalf("without NAT64: %+v %v", got, err)
+	}
+	if slices.Contains(f.Calls, "DescribeInternetGateways") {
+		t.Error("the internet gateway was checked without NAT64")
+	}
+}
+
+// nat64DataIPv4 matches the module's cidrsubnet(vpc_cidr, nat64_newbits, slot).
+func TestNAT64DataIPv4MatchesCidrsubnet(t *testing.T) {
+	for _, tc := range []struct {
+		cidr string
+		slot int
+		want string
+	}{
+		{"10.0.0.0/16", 1, "10.0.16.0/20"},
+		{"10.0.0.0/16", 8, "10.0.128.0/20"},
+		{"10.0.0.0/16", 15, "10.0.240.0/20"},
+		{"192.168.4.0/24", 3, "192.168.4.48/28"},
+		{"172.16.0.0/26", 1, "172.16.0.16/28"},
+	} {
+		got, err := nat64DataIPv4(tc.cidr, tc.slot)
+		if err != nil || got.String() != tc.want {
+			t.Errorf("nat64DataIPv4(%s, %d) = %v %v, want %s", tc.cidr, tc.slot, got, err, tc.want)
+		}
+	}
+	if _, err := nat64DataIPv4("10.0.0.0/16", 16); err == nil {
+		t.Error("a slot outside the VPC was accepted")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -169,24 +170,27 @@ func TestModuleTagsEveryTaggableResource(t *testing.T) {
 	if len(resources) < 30 {
 		t.Fatalf("only %d resources found: %v", len(resources), resources)
 	}
-	// local.tags carries the cluster tag.
-	var found bool
+	// local.tags carries the cluster tag and the create nonce.
+	want := map[string]string{ClusterTag: "cluster", NonceTag: "create_nonce"}
+	got := map[string]string{}
 	for _, body := range files {
 		walkBlocks(body, func(b *hclsyntax.Block) {
 			if b.Type != "locals" {
 				return
 			}
 			if a, ok := b.Body.Attributes["tags"]; ok {
-				obj, ok := a.Expr.(*hclsyntax.ObjectConsExpr)
-				if ok && len(obj.Items) == 1 {
-					k, _ := obj.Items[0].KeyExpr.Value(nil)
-					found = k.AsString() == "podmin:cluster" && references(&hclsyntax.Body{Attributes: hclsyntax.Attributes{"tags": a}}, "var")["cluster"]
+				obj, _ := a.Expr.(*hclsyntax.ObjectConsExpr)
+				for _, item := range obj.Items {
+					k, _ := item.KeyExpr.Value(nil)
+					for n := range references(&hclsyntax.Body{Attributes: hclsyntax.Attributes{"v": {Name: "v", Expr: item.ValueExpr}}}, "var") {
+						got[k.AsString()] = n
+					}
 				}
 			}
 		})
 	}
-	if !found {
-		t.Error(`local.tags is not { "podmin:cluster" = var.cluster }`)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("local.tags maps %v, want %v", got, want)
 	}
 }
 

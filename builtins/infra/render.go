@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strings"
 
+	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/paths"
 )
 
@@ -34,6 +35,8 @@ const VarsFile = "podmin.auto.tfvars.json"
 const (
 	nodegroupNetnums = 192
 	nat64Slots       = 32
+	nat64DataNetnum  = 192 // local.nat64_data_netnum
+	nat64MgmtNetnum  = 224 // local.nat64_mgmt_netnum
 )
 
 // ModuleDir is <cache>/infrastructure/<cluster-id>.
@@ -57,6 +60,14 @@ type Inputs struct {
 	UserData map[string]string
 	// JoolArchives maps every NAT64 architecture to its mirrored archive.
 	JoolArchives map[string]JoolArchive
+	// Previous is the variables the last setup published (zero before the
+	// first): every subnet slot it assigned stays (Allocate).
+	Previous Vars
+	// CreateNonce is the nonce every resource the module creates is
+	// tagged with (podmin:create-nonce): drawn when the cluster's first
+	// setup planned, then kept in the published variables. Destroy deletes
+	// a created VPC only when it carries it.
+	CreateNonce string
 }
 
 // JoolArchive is one mirrored podplane/jool-builds archive.
@@ -82,6 +93,8 @@ type Vars struct {
 	// export.
 	OtelLogs     string                 `json:"otel_logs"`
 	JoolArchives map[string]JoolArchive `json:"jool_archives"`
+	// CreateNonce is Inputs.CreateNonce.
+	CreateNonce string `json:"create_nonce"`
 }
 
 // NodeGroupVar is one entry of the nodegroups variable.
@@ -148,48 +161,92 @@ func (c Cluster) NAT64Instances() []NAT64Instance {
 	return out
 }
 
-// subnetIndexes gives every NodeGroup a /64 netnum derived from its name,
-// so adding or removing a NodeGroup never renumbers another one's subnet.
-func subnetIndexes(names []string) (map[string]int, error) {
+// Allocation is the subnet slots of a cluster: each NodeGroup's /64
+// netnum (0-191 below the VPC's /56) and each NAT64 instance's slot (its
+// data and management /64s and its IPv4 data subnet). A slot, once
+// assigned, never changes: it is the subnet's CIDR, and a live subnet's
+// CIDR cannot move.
+type Allocation struct {
+	NodeGroups map[string]int
+	NAT64      map[string]int
+}
+
+// Allocate keeps every slot prev (the variables the last setup published;
+// zero before the first) assigned to a NodeGroup or NAT64 instance that
+// still exists, and gives each new one the slot its name hashes to,
+// probing past slots that are taken or were in prev (a subnet removed in
+// this setup may still exist while its replacement is created).
+func Allocate(c Cluster, prev Vars) (Allocation, error) {
+	names := make([]string, len(c.NodeGroups))
+	for i, ng := range c.NodeGroups {
+		names[i] = ng.Name
+	}
 	if len(names) > nodegroupNetnums {
-		return nil, fmt.Errorf("%d NodeGroups do not fit the %d IPv6 /64 subnets Podmin assigns to NodeGroups", len(names), nodegroupNetnums)
+		return Allocation{}, fmt.Errorf("%d NodeGroups do not fit the %d IPv6 /64 subnets Podmin assigns to NodeGroups", len(names), nodegroupNetnums)
 	}
-	return hashSlots(names, nodegroupNetnums), nil
-}
-
-// hashSlots places each name at its FNV-1a hash modulo n, probing past
-// taken slots in name order; len(names) must not exceed n.
-func hashSlots(names []string, n int) map[string]int {
-	sorted := append([]string(nil), names...)
-	sort.Strings(sorted)
-	used := map[int]bool{}
-	out := map[string]int{}
-	for _, name := range sorted {
-		h := fnv.New32a()
-		_, _ = h.Write([]byte(name))
-		i := int(h.Sum32() % uint32(n))
-		for used[i] {
-			i = (i + 1) % n
-		}
-		used[i] = true
-		out[name] = i
+	had := map[string]int{}
+	for n, v := range prev.NodeGroups {
+		had[n] = v.SubnetIndex
 	}
-	return out
-}
-
-// nat64Indexes gives every NAT64 instance its subnet slot from its name,
-// so adding or removing one never renumbers another's subnets.
-func nat64Indexes(c Cluster) (map[string]int, error) {
+	a := Allocation{NodeGroups: keepSlots(names, had, nodegroupNetnums)}
 	nats := c.NAT64Instances()
 	capacity := min(nat64Slots, nat64Capacity(c.VPCCIDR))
 	if len(nats) > capacity {
-		return nil, fmt.Errorf("%d NAT64 instances need %d IPv4 /28 subnets, but --vpc-cidr %s holds %d: use a larger VPC CIDR or fewer dedicated NAT64 instances", len(nats), len(nats), c.VPCCIDR, capacity)
+		return Allocation{}, fmt.Errorf("%d NAT64 instances need %d IPv4 /28 subnets, but --vpc-cidr %s holds %d: use a larger VPC CIDR or fewer dedicated NAT64 instances", len(nats), len(nats), c.VPCCIDR, capacity)
 	}
-	names := make([]string, len(nats))
+	names = make([]string, len(nats))
 	for i, n := range nats {
 		names[i] = n.Name
 	}
-	return hashSlots(names, max(capacity, 1)), nil
+	had = map[string]int{}
+	for n, v := range prev.NAT64 {
+		had[n] = v.SubnetIndex
+	}
+	a.NAT64 = keepSlots(names, had, max(capacity, 1))
+	return a, nil
+}
+
+// keepSlots gives every name its slot in had when it is below n and not
+// taken twice, and every other name the slot its FNV-1a hash modulo n
+// gives, probing in name order past slots taken or in had. When that
+// leaves none free, a slot only a removed name had is reused.
+func keepSlots(names []string, had map[string]int, n int) map[string]int {
+	out := map[string]int{}
+	used := map[int]bool{}
+	sorted := append([]string(nil), names...)
+	sort.Strings(sorted)
+	for _, name := range sorted {
+		if i, ok := had[name]; ok && i >= 0 && i < n && !used[i] {
+			out[name], used[i] = i, true
+		}
+	}
+	reserved := map[int]bool{}
+	for _, i := range had {
+		reserved[i] = true
+	}
+	open := 0
+	for i := range n {
+		if !used[i] && !reserved[i] {
+			open++
+		}
+	}
+	free := func(i int) bool { return !used[i] && !reserved[i] }
+	if open < len(sorted)-len(out) {
+		free = func(i int) bool { return !used[i] }
+	}
+	for _, name := range sorted {
+		if _, ok := out[name]; ok {
+			continue
+		}
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(name))
+		i := int(h.Sum32() % uint32(n))
+		for !free(i) {
+			i = (i + 1) % n
+		}
+		out[name], used[i] = i, true
+	}
+	return out
 }
 
 // nat64Capacity is how many NAT64 data subnets a VPC CIDR holds: /28s, at
@@ -216,21 +273,18 @@ func BuildVars(c Cluster, in Inputs) (Vars, error) {
 	if in.LaunchGeneration == "" {
 		return v, errors.New("no launch generation: setup changes it on every run")
 	}
-	names := make([]string, len(c.NodeGroups))
-	for i, ng := range c.NodeGroups {
-		names[i] = ng.Name
+	if !contexts.ProvenBy(in.CreateNonce, in.CreateNonce) {
+		return v, errors.New("no valid create nonce (a Podmin bug: setup draws it or reads it from the published variables)")
 	}
-	idx, err := subnetIndexes(names)
+	v.CreateNonce = in.CreateNonce
+	alloc, err := Allocate(c, in.Previous)
 	if err != nil {
 		return v, err
 	}
+	idx, slots := alloc.NodeGroups, alloc.NAT64
 	arches := map[string]bool{}
 	via := map[string]string{}
 	nats := c.NAT64Instances()
-	slots, err := nat64Indexes(c)
-	if err != nil {
-		return v, err
-	}
 	for _, n := range nats {
 		arch, err := archOfNAT64(c, n)
 		if err != nil {

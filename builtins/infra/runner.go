@@ -5,19 +5,21 @@
 package infra
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"podmin.dev/podmin/internal/state"
+	"podmin.dev/podmin/internal/syncio"
 )
 
 // PlanFile is the saved plan in the module directory; apply applies
@@ -96,11 +98,28 @@ func (r *Runner) PluginCacheDir() string {
 	return filepath.Join(r.CacheDir, "tf-plugins")
 }
 
-// run runs one tool command in Dir and returns its combined output.
-func (r *Runner) run(ctx context.Context, step string, args ...string) (string, int, error) {
+// result is one finished tool command.
+type result struct {
+	// stdout is what the tool printed on standard output: the only
+	// stream a machine-readable answer (-json) is read from.
+	stdout string
+	// all is both streams as they interleaved, for errors.
+	all  string
+	code int
+}
+
+// run runs one tool command in Dir. Standard output and standard error
+// stay apart: the tool prints warnings (a CLI configuration it cannot
+// read, deprecations) on standard error even when it answers in JSON.
+func (r *Runner) run(ctx context.Context, step string, args ...string) (result, error) {
 	bin, err := r.Executable()
 	if err != nil {
-		return "", 0, err
+		return result{}, err
+	}
+	cache := r.PluginCacheDir()
+	// The tool refuses a plugin cache directory that does not exist.
+	if err := os.MkdirAll(cache, 0o700); err != nil {
+		return result{}, fmt.Errorf("create the OpenTofu/Terraform plugin cache %s: %w", cache, err)
 	}
 	if r.Progress != nil {
 		r.Progress("OpenTofu/Terraform " + step)
@@ -109,23 +128,37 @@ func (r *Runner) run(ctx context.Context, step string, args ...string) (string, 
 	cmd.Dir = r.Dir
 	cmd.Env = append(append([]string(nil), r.Environ...),
 		"TF_IN_AUTOMATION=1", "TF_INPUT=0", "CHECKPOINT_DISABLE=1",
-		"TF_PLUGIN_CACHE_DIR="+r.PluginCacheDir())
-	var buf bytes.Buffer
-	var w io.Writer = &buf
+		"TF_PLUGIN_CACHE_DIR="+cache)
+	var stdout, all syncio.Buffer
+	var out, errs io.Writer = io.MultiWriter(&stdout, &all), &all
 	if r.Output != nil {
-		w = io.MultiWriter(&buf, r.Output)
+		// Both streams are copied by their own goroutine.
+		shown := &lockedWriter{w: r.Output}
+		out, errs = io.MultiWriter(out, shown), io.MultiWriter(errs, shown)
 	}
-	cmd.Stdout, cmd.Stderr = w, w
+	cmd.Stdout, cmd.Stderr = out, errs
 	err = cmd.Run()
-	code := 0
+	res := result{stdout: stdout.String(), all: all.String()}
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
-		code, err = exit.ExitCode(), nil
+		res.code, err = exit.ExitCode(), nil
 	}
 	if err != nil {
-		return buf.String(), -1, fmt.Errorf("run OpenTofu/Terraform (%s): %w", bin, err)
+		return res, fmt.Errorf("run OpenTofu/Terraform (%s): %w", bin, err)
 	}
-	return buf.String(), code, nil
+	return res, nil
+}
+
+// lockedWriter serializes writes from several goroutines to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 var lockIDRE = regexp.MustCompile(`(?m)^\s*ID:\s+(\S+)`)
@@ -147,18 +180,18 @@ var versionRE = regexp.MustCompile(`^(\d+)\.(\d+)`)
 
 // CheckVersion requires OpenTofu/Terraform 1.11 or newer.
 func (r *Runner) CheckVersion(ctx context.Context) error {
-	out, code, err := r.run(ctx, "version", "version", "-json")
+	res, err := r.run(ctx, "version", "version", "-json")
 	if err != nil {
 		return err
 	}
-	if code != 0 {
-		return r.failure("version", out, code)
+	if res.code != 0 {
+		return r.failure("version", res.all, res.code)
 	}
 	var v struct {
 		Version string `json:"terraform_version"`
 	}
-	if err := json.Unmarshal([]byte(out), &v); err != nil {
-		return fmt.Errorf("OpenTofu/Terraform printed no version: %w", err)
+	if err := json.Unmarshal([]byte(res.stdout), &v); err != nil {
+		return fmt.Errorf("OpenTofu/Terraform printed no version (%w): its output is above", err)
 	}
 	m := versionRE.FindStringSubmatch(v.Version)
 	if m == nil {
@@ -184,15 +217,47 @@ func (r *Runner) Init(ctx context.Context) error {
 	if r.Profile != "" {
 		args = append(args, "-backend-config=profile="+r.Profile)
 	}
+	if r.customS3Endpoint() {
+		// An S3-compatible service (AWS_ENDPOINT_URL_S3, which the
+		// backend reads too) serves buckets by path and has no STS or
+		// IAM to validate credentials or name the account with.
+		args = append(args, "-backend-config=use_path_style=true",
+			"-backend-config=skip_credentials_validation=true",
+			"-backend-config=skip_requesting_account_id=true")
+	}
 	if r.NoLock {
 		args = append(args, "-lock=false")
 	}
-	out, code, err := r.run(ctx, "init", args...)
+	res, err := r.run(ctx, "init", args...)
 	if err != nil {
 		return err
 	}
-	if code != 0 {
-		return r.failure("init", out, code)
+	if res.code != 0 {
+		return r.failure("init", res.all, res.code)
+	}
+	return nil
+}
+
+// customS3Endpoint reports whether the standard AWS configuration points
+// S3 at another service.
+func (r *Runner) customS3Endpoint() bool {
+	for _, k := range []string{"AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"} {
+		if v, ok := r.lookupEnv(k); ok && v != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// Validate checks the initialized module without the state or any
+// provider API.
+func (r *Runner) Validate(ctx context.Context) error {
+	res, err := r.run(ctx, "validate", "validate", "-no-color")
+	if err != nil {
+		return err
+	}
+	if res.code != 0 {
+		return r.failure("validate", res.all, res.code)
 	}
 	return nil
 }
@@ -207,23 +272,23 @@ func (r *Runner) Plan(ctx context.Context, destroy bool) (PlanResult, error) {
 	if r.NoLock {
 		args = append(args, "-lock=false")
 	}
-	out, code, err := r.run(ctx, "plan", args...)
+	planned, err := r.run(ctx, "plan", args...)
 	if err != nil {
 		return PlanResult{}, err
 	}
-	if code != 0 && code != 2 {
-		return PlanResult{}, r.failure("plan", out, code)
+	if planned.code != 0 && planned.code != 2 {
+		return PlanResult{}, r.failure("plan", planned.all, planned.code)
 	}
-	res := PlanResult{Text: out}
-	if code == 0 {
+	res := PlanResult{Text: planned.stdout}
+	if planned.code == 0 {
 		return res, nil
 	}
-	js, code, err := r.run(ctx, "show", "show", "-json", PlanFile)
+	shown, err := r.run(ctx, "show", "show", "-json", PlanFile)
 	if err != nil {
 		return res, err
 	}
-	if code != 0 {
-		return res, r.failure("show", js, code)
+	if shown.code != 0 {
+		return res, r.failure("show", shown.all, shown.code)
 	}
 	var plan struct {
 		ResourceChanges []struct {
@@ -232,7 +297,7 @@ func (r *Runner) Plan(ctx context.Context, destroy bool) (PlanResult, error) {
 			} `json:"change"`
 		} `json:"resource_changes"`
 	}
-	if err := json.Unmarshal([]byte(js), &plan); err != nil {
+	if err := json.Unmarshal([]byte(shown.stdout), &plan); err != nil {
 		return res, fmt.Errorf("read the OpenTofu/Terraform plan: %w", err)
 	}
 	for _, rc := range plan.ResourceChanges {
@@ -253,34 +318,34 @@ func (r *Runner) Plan(ctx context.Context, destroy bool) (PlanResult, error) {
 // Apply applies the saved plan; it never plans anew, so what was shown is
 // what is applied.
 func (r *Runner) Apply(ctx context.Context) error {
-	out, code, err := r.run(ctx, "apply", "apply", "-input=false", "-lock-timeout=60s", PlanFile)
+	res, err := r.run(ctx, "apply", "apply", "-input=false", "-lock-timeout=60s", PlanFile)
 	if err != nil {
 		return err
 	}
-	if code != 0 {
-		return r.failure("apply", out, code)
+	if res.code != 0 {
+		return r.failure("apply", res.all, res.code)
 	}
 	return nil
 }
 
 // Outputs returns the state's outputs (output -json), by name.
 func (r *Runner) Outputs(ctx context.Context) (map[string]json.RawMessage, error) {
-	out, code, err := r.run(ctx, "output", "output", "-json")
+	res, err := r.run(ctx, "output", "output", "-json")
 	if err != nil {
 		return nil, err
 	}
-	if code != 0 {
-		return nil, r.failure("output", out, code)
+	if res.code != 0 {
+		return nil, r.failure("output", res.all, res.code)
 	}
 	var raw map[string]struct {
 		Value json.RawMessage `json:"value"`
 	}
-	if err := json.Unmarshal([]byte(out), &raw); err != nil {
+	if err := json.Unmarshal([]byte(res.stdout), &raw); err != nil {
 		return nil, fmt.Errorf("read the OpenTofu/Terraform outputs: %w", err)
 	}
-	res := map[string]json.RawMessage{}
+	outs := map[string]json.RawMessage{}
 	for k, v := range raw {
-		res[k] = v.Value
+		outs[k] = v.Value
 	}
-	return res, nil
+	return outs, nil
 }

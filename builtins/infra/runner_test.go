@@ -25,6 +25,9 @@ const fakeTF = `#!/bin/bash
   env | LC_ALL=C sort | sed 's/^/env=/'
   echo --
 } >> "$FAKE_TF_LOG"
+if [ -n "$FAKE_TF_WARN" ]; then
+  printf '%s\n' "There are some problems with the CLI configuration:" "Warning: Unable to open CLI configuration file" >&2
+fi
 case "$1" in
 version) echo '{"terraform_version":"'"${FAKE_TF_VERSION:-1.11.4}"'","platform":"linux_amd64"}' ;;
 init)
@@ -40,6 +43,7 @@ plan)
   echo "Plan: 2 to add, 1 to change, 1 to destroy."
   echo plan > podmin.tfplan
   exit "${FAKE_TF_PLAN_CODE:-2}" ;;
+output) echo '{"vpc_created":{"value":true,"type":"bool"},"vpc_id":{"value":"vpc-1","type":"string"}}' ;;
 show) echo '{"resource_changes":[{"change":{"actions":["create"]}},{"change":{"actions":["delete","create"]}},{"change":{"actions":["update"]}},{"change":{"actions":["no-op"]}}]}' ;;
 apply)
   if [ "$FAKE_TF_FAIL" = apply ]; then echo "Error: creating EC2 VPC: UnauthorizedOperation" >&2; exit 1; fi
@@ -104,7 +108,7 @@ func (f *fakeTool) calls(t *testing.T) []call {
 func (f *fakeTool) runner(t *testing.T, env map[string]string) (*Runner, *bytes.Buffer) {
 	t.Helper()
 	var out bytes.Buffer
-	r := &Runner{Dir: t.TempDir(), Bucket: "demo-state", Region: "us-west-2", CacheDir: "/cache/podmin",
+	r := &Runner{Dir: t.TempDir(), Bucket: "demo-state", Region: "us-west-2", CacheDir: t.TempDir(),
 		LookupEnv: func(k string) (string, bool) {
 			if k == "PODMIN_TF_CMD" {
 				return f.bin, true
@@ -163,9 +167,13 @@ func TestRunnerSequence(t *testing.T) {
 		if c.cwd != r.Dir {
 			t.Errorf("call %d ran in %s, not the module directory %s", i, c.cwd, r.Dir)
 		}
-		if c.env["TF_PLUGIN_CACHE_DIR"] != "/cache/podmin/tf-plugins" || c.env["TF_IN_AUTOMATION"] != "1" || c.env["TF_INPUT"] != "0" {
+		if c.env["TF_PLUGIN_CACHE_DIR"] != filepath.Join(r.CacheDir, "tf-plugins") || c.env["TF_IN_AUTOMATION"] != "1" || c.env["TF_INPUT"] != "0" {
 			t.Errorf("call %d environment: %v", i, c.env)
 		}
+	}
+	// The tool refuses a plugin cache directory that does not exist.
+	if st, err := os.Stat(filepath.Join(r.CacheDir, "tf-plugins")); err != nil || !st.IsDir() {
+		t.Errorf("the plugin cache directory was not created: %v", err)
 	}
 	if !strings.Contains(out.String(), "Apply complete!") {
 		t.Errorf("the tool's output was not streamed: %q", out.String())
@@ -174,7 +182,8 @@ func TestRunnerSequence(t *testing.T) {
 
 func TestRunnerHonoursPluginCacheAndDestroy(t *testing.T) {
 	f := newFakeTool(t)
-	r, _ := f.runner(t, map[string]string{"TF_PLUGIN_CACHE_DIR": "/shared/plugins", "FAKE_TF_PLAN_CODE": "0"})
+	shared := filepath.Join(t.TempDir(), "shared", "plugins")
+	r, _ := f.runner(t, map[string]string{"TF_PLUGIN_CACHE_DIR": shared, "FAKE_TF_PLAN_CODE": "0"})
 	p, err := r.Plan(context.Background(), true)
 	if err != nil {
 		t.Fatal(err)
@@ -183,8 +192,34 @@ func TestRunnerHonoursPluginCacheAndDestroy(t *testing.T) {
 		t.Fatalf("no-change plan counted %+v", p)
 	}
 	calls := f.calls(t)
-	if len(calls) != 1 || calls[0].args[len(calls[0].args)-1] != "-destroy" || calls[0].env["TF_PLUGIN_CACHE_DIR"] != "/shared/plugins" {
+	if len(calls) != 1 || calls[0].args[len(calls[0].args)-1] != "-destroy" || calls[0].env["TF_PLUGIN_CACHE_DIR"] != shared {
 		t.Fatalf("calls %+v", calls)
+	}
+	if _, err := os.Stat(shared); err != nil {
+		t.Fatalf("TF_PLUGIN_CACHE_DIR was not created: %v", err)
+	}
+}
+
+// Warnings on standard error (a CLI configuration the tool cannot read)
+// reach the operator but never the JSON Podmin reads from standard
+// output.
+func TestRunnerReadsJSONFromStdoutOnly(t *testing.T) {
+	f := newFakeTool(t)
+	r, out := f.runner(t, map[string]string{"FAKE_TF_WARN": "1"})
+	ctx := context.Background()
+	if err := r.CheckVersion(ctx); err != nil {
+		t.Fatalf("version with a warning: %v", err)
+	}
+	p, err := r.Plan(ctx, false)
+	if err != nil || p.Add != 2 || strings.Contains(p.Text, "Warning") {
+		t.Fatalf("plan with a warning: %+v, %v", p, err)
+	}
+	outs, err := r.Outputs(ctx)
+	if err != nil || string(outs["vpc_created"]) != "true" || string(outs["vpc_id"]) != `"vpc-1"` {
+		t.Fatalf("outputs with a warning: %v, %v", outs, err)
+	}
+	if strings.Count(out.String(), "Unable to open CLI configuration file") != 4 {
+		t.Fatalf("the warnings were not shown:\n%s", out)
 	}
 }
 

@@ -90,6 +90,11 @@ Environment (settings of the process, not of the node):
   %-28[21]s auto, on or off: load the eBPF dataplane (auto: on for
                                aws as root on Linux, off in local node mode;
                                on in local node mode needs %[20]s)
+  %-28[27]s window over which the Pod restarts that new workload
+                               certificates cause are spread, each Pod at its
+                               own point (from NodeGroup, node ID and Pod name);
+                               a CA bundle change restarts none (default 30m,
+                               at most 5h; 0: at once)
   %[23]s
                                command restarting Fluent Bit after its
                                configuration, CA bundle or client certificate
@@ -128,11 +133,13 @@ Endpoints (loopback only):
   /metrics   reconcile passes, failures, restarts and per-Pod failures, the last
              successful pass and the index age; leadership and lease term; the
              Service snapshot's term, generation, revision and age; Service DNS
-             answers by response code; the dataplane's packet counters
+             answers by response code; the dataplane's packets, drops by reason,
+             NAT-port exhaustion and map memory; registry bytes served and
+             refusals by reason
 `, agent.EnvRoot, agent.EnvOnce, agent.EnvPollInterval, agent.DefaultPollInterval, agent.EnvHealthAddr, agent.DefaultHealthAddr,
 		agent.EnvRegistryAddr, registry.DefaultAddress, agent.EnvTTLMargin, agent.DefaultTTLMargin,
 		nodepod.ManifestsDir, nodepod.WorkloadsDir, pods.SocketPath, "XDG_DATA_HOME, HOME", "AWS_*",
 		agent.EnvDNSAddr, service.DefaultAddr, agent.EnvAPIAddr, agent.EnvNodeID, agent.EnvNodeAddr, agent.EnvDataplane,
 		service.DefaultStatePath, agent.EnvFluentBitRestart, agent.DefaultFluentBitRestart,
-		agent.FluentBitConfigPath, agent.TelemetryDir)
+		agent.FluentBitConfigPath, agent.TelemetryDir, agent.EnvRestartWindow)
 }

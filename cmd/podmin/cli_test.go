@@ -63,23 +63,7 @@ func (c *cli) fails(wantCode int, wantErr string, args ...string) {
 // failed command can be shown to have changed nothing.
 func (c *cli) snapshot() map[string]string {
 	c.t.Helper()
-	files := map[string]string{}
-	err := filepath.Walk(c.root, func(p string, info os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		if info.IsDir() {
-			files[p+"/"] = ""
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		files[p] = string(b)
-		return err
-	})
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	return files
+	return dirSnapshot(c.t, c.root)
 }
 
 func (c *cli) unchanged(before map[string]string) {
@@ -100,11 +84,11 @@ func (c *cli) unchanged(before map[string]string) {
 func TestConnectUseDisconnect(t *testing.T) {
 	c := newCLI(t)
 	out := c.ok("connect", "demo", "--provider", "local", "--bucket", "demo-bucket")
-	if !strings.Contains(out, "bucket demo-bucket: created, owned by this cluster") {
+	if !strings.Contains(out, "bucket demo-bucket: created, Podmin's own (destroy may delete it)") {
 		t.Fatalf("connect output:\n%s", out)
 	}
 	tags, err := os.ReadFile(filepath.Join(c.root, "data", "podmin", "buckets", "demo-bucket", ".podmin", "tags.json"))
-	if err != nil || !strings.Contains(string(tags), `"podmin:cluster": "demo"`) {
+	if err != nil || !strings.Contains(string(tags), `"podmin:cluster": "demo"`) || !strings.Contains(string(tags), `"podmin:create-nonce": "`) {
 		t.Fatalf("bucket tag: %s %v", tags, err)
 	}
 	if st, err := os.Stat(filepath.Join(c.root, "config", "podmin", "contexts.json")); err != nil || st.Mode().Perm() != 0o600 {
@@ -159,9 +143,9 @@ func TestBadInputChangesNothing(t *testing.T) {
 			[]string{"connect", "_system", "--provider", "local", "--bucket", "x-bucket"}},
 		{"unknown provider", 2, `unknown provider "gcp": use one of ["aws" "local"]`,
 			[]string{"connect", "new", "--provider", "gcp", "--bucket", "x-bucket"}},
-		{"missing provider", 1, `no provider given: pass --provider`,
+		{"missing provider", 2, `required flag(s) "provider" not set`,
 			[]string{"connect", "new", "--bucket", "x-bucket"}},
-		{"missing bucket", 1, "no bucket given: pass --bucket",
+		{"missing bucket", 2, `required flag(s) "bucket" not set`,
 			[]string{"connect", "new", "--provider", "local"}},
 		{"invalid bucket", 1, `invalid bucket name "X": 1 characters`,
 			[]string{"connect", "new", "--provider", "local", "--bucket", "X"}},

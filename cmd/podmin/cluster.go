@@ -126,6 +126,7 @@ every node of every NodeGroup; only size= applies there.`,
 	f.StringVar(&opts.AgentSource, "agent-source", "", "cross-compile the agent from this Podmin checkout instead of the published one")
 	destructive(cmd, &yes)
 	addOutputFlag(cmd, &out)
+	requireFlags(cmd, "nodegroup")
 	return cmd
 }
 
@@ -179,11 +180,13 @@ func newDestroyCmd(env *builtins.Env) *cobra.Command {
 		Long: `Destroy runs teardown, permanently deletes both CA secrets, empties and
 deletes the bucket, and removes the context only after all of that succeeded.
 
-The bucket is deleted only when it carries the podmin:cluster tag that connect
-wrote when it created the bucket for this cluster. An untagged bucket (connect
-found it existing) or one tagged for another cluster is never deleted: destroy
-stops before deleting anything and says why. Every step can be repeated, so an
-interrupted destroy is finished by running it again.`,
+The bucket is deleted only when this context holds the nonce connect drew when
+it created the bucket and the bucket's podmin:create-nonce tag still carries it;
+tags alone prove nothing. A bucket connect found existing is never deleted: only
+Podmin's objects are removed from it (listed in the plan) and every other object
+stays. A bucket tagged for another cluster, or one that no longer carries this
+context's nonce, stops destroy before anything is deleted. Every step can be
+repeated, so an interrupted destroy is finished by running it again.`,
 		Example: `  podmin destroy
   podmin destroy -y -o json`,
 		Args: cobra.NoArgs,
@@ -197,6 +200,10 @@ interrupted destroy is finished by running it again.`,
 				return err
 			}
 			return printResult(cmd.OutOrStdout(), out, res, func(w io.Writer) error {
+				if res.BucketKept {
+					_, err := fmt.Fprintf(w, "cluster %s is destroyed (%d Podmin objects deleted; its bucket, which Podmin did not create, is kept with every other object); its context is removed\n", res.Cluster, res.ObjectsDeleted)
+					return err
+				}
 				_, err := fmt.Fprintf(w, "cluster %s is destroyed (%d objects deleted); its context is removed\n", res.Cluster, res.ObjectsDeleted)
 				return err
 			})

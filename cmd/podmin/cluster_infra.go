@@ -15,6 +15,8 @@ import (
 
 	"podmin.dev/podmin/builtins"
 	"podmin.dev/podmin/builtins/infra"
+	"podmin.dev/podmin/builtins/lifecycle"
+	awscloud "podmin.dev/podmin/internal/cloud/aws"
 	"podmin.dev/podmin/internal/contexts"
 )
 
@@ -22,8 +24,8 @@ import (
 // client for the checks, the node bootstrap (dependencies and user data)
 // and the OpenTofu/Terraform runner, whose output
 // streams to stderr (stdout stays the result, e.g. -o json).
-func clusterInfrastructure(stderr io.Writer, lookupEnv func(string) (string, bool)) func(context.Context, *builtins.Env, contexts.Context) (builtins.ClusterInfra, error) {
-	return func(ctx context.Context, env *builtins.Env, c contexts.Context) (builtins.ClusterInfra, error) {
+func clusterInfrastructure(stderr io.Writer, lookupEnv func(string) (string, bool)) func(context.Context, lifecycle.Host, contexts.Context) (builtins.ClusterInfra, error) {
+	return func(ctx context.Context, h lifecycle.Host, c contexts.Context) (builtins.ClusterInfra, error) {
 		if c.Provider != "aws" {
 			return nil, fmt.Errorf("provider %q has no infrastructure support in this build: use a context whose provider is aws or local", c.Provider)
 		}
@@ -35,21 +37,23 @@ func clusterInfrastructure(stderr io.Writer, lookupEnv func(string) (string, boo
 		if err != nil {
 			return nil, fmt.Errorf("load the AWS configuration (profile %q): %w", c.Profile, err)
 		}
-		client := ec2.NewFromConfig(cfg)
-		return &builtins.AWSInfra{
-			Env:     env,
+		client := ec2.NewFromConfig(cfg, func(o *ec2.Options) {
+			o.EndpointOptions.UseDualStackEndpoint = awscloud.DualStack(o.BaseEndpoint)
+		})
+		return &lifecycle.AWSInfra{
+			Host:    h,
 			Context: c,
 			EC2:     client,
-			// The node bootstrap publishes the dependencies through env,
+			// The node bootstrap publishes the dependencies through h,
 			// so a dry run publishes only into its overlay.
-			Bootstrap: &builtins.AWSBootstrap{Env: env, EC2: client},
+			Bootstrap: &lifecycle.AWSBootstrap{Host: h, EC2: client},
 			Runner: &infra.Runner{
 				Bucket: c.Bucket, Region: c.Region, Profile: c.Profile,
-				CacheDir:  env.Dirs.Cache,
+				CacheDir:  h.CacheDir(),
 				LookupEnv: lookupEnv,
 				Environ:   os.Environ(),
 				Output:    stderr,
-				Progress:  env.Progress,
+				Progress:  h.Progress,
 			},
 		}, nil
 	}

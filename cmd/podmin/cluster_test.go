@@ -52,13 +52,22 @@ func TestSetupTeardownDestroyOnLocal(t *testing.T) {
 	}
 	c.ok("setup", "--nodegroup", "web", "-y")
 
-	// The bucket tagged for another cluster is never deleted.
+	// The bucket tagged for another cluster is never deleted, nor one whose
+	// tags lost the nonce connect recorded.
 	tags := filepath.Join(bucket, ".podmin", "tags.json")
+	own, err := os.ReadFile(tags)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(tags, []byte(`{"podmin:cluster":"prod"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	c.fails(4, `bucket "demo-bucket" is tagged podmin:cluster=prod, another cluster's, so this cluster will not delete it; nothing was deleted`, "destroy", "-y")
 	if err := os.WriteFile(tags, []byte(`{"podmin:cluster":"demo"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.fails(4, `bucket "demo-bucket" does not carry the podmin:create-nonce this context recorded when connect created it`, "destroy", "-y")
+	if err := os.WriteFile(tags, own, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	out = c.ok("destroy", "-y")

@@ -66,7 +66,7 @@ func TestCompletionFromTheBucket(t *testing.T) {
 	if got := strings.Join(c.completions("delete", "x", "--nodegroup", "w"), " "); got != "workers" {
 		t.Errorf("--nodegroup w: %q", got)
 	}
-	if got := strings.Join(c.completions("delete", ""), " "); got != "api web" {
+	if got := strings.Join(c.completions("delete", ""), " "); got != "--nodegroup -g api web" { // the required flag first
 		t.Errorf("delete NAME: %q", got)
 	}
 }

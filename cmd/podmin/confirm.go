@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"podmin.dev/podmin/builtins"
+	"podmin.dev/podmin/internal/scrub"
 )
 
 // destructiveAnnotation marks a command that deletes or destroys
@@ -44,7 +45,7 @@ func confirm(cmd *cobra.Command, env *builtins.Env, yes bool, what, cluster stri
 		return fmt.Errorf("%w: read confirmation: %w", builtins.ErrNotConfirmed, err)
 	}
 	if line != cluster {
-		return fmt.Errorf("%w: you typed %q, not the cluster ID %q; nothing was changed", builtins.ErrNotConfirmed, line, cluster)
+		return fmt.Errorf("%w: you typed %s, not the cluster ID %q; nothing was changed", builtins.ErrNotConfirmed, scrub.Quote(line), cluster)
 	}
 	return nil
 }

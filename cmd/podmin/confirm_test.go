@@ -5,6 +5,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -81,11 +82,7 @@ func TestGuardParity(t *testing.T) {
 // without a terminal: it exits 4, says how to confirm and changes nothing;
 // with -y it does its work.
 func TestDestructiveCommandsNeedConfirmation(t *testing.T) {
-	c := secretCLI(t)
-	c.stdin = "a-value-for-k"
-	c.ok("secret", "create", "k", "--for", "web", "--stdin")
-	c.stdin = ""
-	c.ok("deploy", "web", "-g", "workers", "--image", "hello:v1")
+	c := destructibleCLI(t)
 	cases := []struct {
 		args []string
 		flag string
@@ -123,4 +120,95 @@ func TestScriptConfirmation(t *testing.T) {
 	if out := c.ok("list"); strings.Contains(out, "web") || strings.Contains(out, "api") {
 		t.Errorf("deployments left after confirmed deletes:\n%s", out)
 	}
+}
+
+// TestNamedClusterIsACheck runs scripts whose confirm = names another
+// cluster than the current context's: every flag combination refuses with
+// exit 4 before anything changes, -y included, for each destructive
+// built-in, and a dry run refuses as the real run would.
+func TestNamedClusterIsACheck(t *testing.T) {
+	c := destructibleCLI(t)
+	c.ok("setup", "--nodegroup", "workers", "-y")
+	calls := []string{
+		`podmin.deployments.delete("web", nodegroup = "workers", confirm = "prod")`,
+		`podmin.secrets.destroy("k", for_ = "web", confirm = "prod")`,
+		`podmin.contexts.disconnect("demo", confirm = "prod")`,
+		`podmin.cluster.teardown(confirm = "prod")`,
+		`podmin.cluster.destroy(confirm = "prod")`,
+		`podmin.uninstall.cloudflared(nodegroup = "workers", confirm = "prod")`,
+	}
+	for _, call := range calls {
+		script := c.script("named.star", "def main(ctx):\n    "+call+"\n")
+		for _, flags := range [][]string{nil, {"-y"}, {"--yes"}, {"--dry-run"}, {"--dry-run", "-y"}, {"-y", "-o", "json"}} {
+			before := c.snapshot()
+			args := append(append([]string{"run"}, flags...), script)
+			c.fails(exitRefused, `confirm = "prod" does not match the cluster "demo"`, args...)
+			c.unchanged(before)
+		}
+	}
+	// The same calls naming the current cluster pass without -y.
+	c.ok("run", c.script("right.star", `podmin.deployments.delete("web", nodegroup = "workers", confirm = "demo")`+"\n"))
+	if out := c.ok("list"); strings.Contains(out, "web") {
+		t.Errorf("confirm = \"demo\" did not delete:\n%s", out)
+	}
+}
+
+// TestDryRunOfADestructiveRecipe: a dry run needs no confirmation, changes
+// nothing and shows every destructive step it plans, marked as needing
+// confirmation when the script gave none.
+func TestDryRunOfADestructiveRecipe(t *testing.T) {
+	c := destructibleCLI(t)
+	c.ok("deploy", "api", "-g", "workers", "--image", "hello:v1")
+	script := c.script("cleanup.star", `def main(ctx):
+    podmin.deployments.delete("web", nodegroup = "workers")
+    podmin.deployments.delete("api", nodegroup = "workers", confirm = True)
+    podmin.secrets.destroy("k", for_ = "web")
+`)
+	before := c.snapshot()
+	out := c.ok("run", "--dry-run", script)
+	c.unchanged(before)
+	for _, want := range []string{
+		"3 destructive call(s); nothing was written",
+		"podmin.deployments.delete(\"web\")  at " + script + ":2:30  [destructive]\n  not confirmed by the script",
+		"- workers/web.pod:",
+		"podmin.deployments.delete(\"api\")  at " + script + ":3:30  [destructive]\n  updated",
+		"- workers/api.pod:",
+		"podmin.secrets.destroy(\"k\")  at " + script + ":4:27  [destructive]\n  not confirmed",
+		"destroyed secret /demo/default/web/k",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan lacks %q:\n%s", want, out)
+		}
+	}
+	js := c.ok("run", "--dry-run", "-o", "json", script)
+	var plan struct {
+		Steps []struct {
+			Call              string
+			Destructive       bool
+			NeedsConfirmation bool
+		}
+	}
+	if err := json.Unmarshal([]byte(js), &plan); err != nil || len(plan.Steps) != 3 {
+		t.Fatalf("json plan: %v\n%s", err, js)
+	}
+	for i, want := range []bool{true, false, true} {
+		if s := plan.Steps[i]; !s.Destructive || s.NeedsConfirmation != want {
+			t.Errorf("step %d %+v: want destructive, needsConfirmation %v", i, s, want)
+		}
+	}
+	c.unchanged(before)
+	// The real run still needs the confirmation the plan names.
+	c.fails(exitRefused, "pass confirm", "run", script)
+	c.unchanged(before)
+}
+
+// destructibleCLI is connected to cluster demo with a secret k of Pod web
+// and a deployment workers/web: something for each destructive command.
+func destructibleCLI(t *testing.T) *cli {
+	c := secretCLI(t)
+	c.stdin = "a-value-for-k"
+	c.ok("secret", "create", "k", "--for", "web", "--stdin")
+	c.stdin = ""
+	c.ok("deploy", "web", "-g", "workers", "--image", "hello:v1")
+	return c
 }

@@ -52,9 +52,9 @@ CLUSTER is 1-32 lowercase letters, digits and hyphens, starting with a letter.`,
 				if res.BucketCreated {
 					state = "created"
 				}
-				owner := "owned by this cluster"
+				owner := "Podmin's own (destroy may delete it)"
 				if !res.BucketOwned {
-					owner = "untagged: used, never deleted by Podmin"
+					owner = "not created by Podmin for this context (used, never deleted by Podmin)"
 				}
 				fmt.Fprintf(w, "connected to cluster %s (provider %s, region %s)\n", c.Cluster, c.Provider, c.Region)
 				fmt.Fprintf(w, "bucket %s: %s, %s\n", c.Bucket, state, owner)
@@ -70,6 +70,7 @@ CLUSTER is 1-32 lowercase letters, digits and hyphens, starting with a letter.`,
 	f.StringVar(&opts.Profile, "profile", "", "AWS shared-config profile")
 	f.StringVar(&opts.SecretsProvider, "secrets-provider", "", "default secrets provider: aws-parameter-store, aws-secrets-manager or local (default: aws-parameter-store on aws, local on local)")
 	addOutputFlag(cmd, &out)
+	requireFlags(cmd, "provider", "bucket")
 	return cmd
 }
 
@@ -130,10 +131,13 @@ func newDisconnectCmd(env *builtins.Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "disconnect CLUSTER [-y]",
 		Short: "Forget a context (local state only; the bucket and cloud resources stay)",
-		Long: `Disconnect removes the saved context CLUSTER from this machine. It changes
-nothing in the cloud: the bucket, its contents and any infrastructure remain,
-and "podmin connect" can reconnect to them later. If CLUSTER was current, no
-context is selected afterwards.
+		Long: `Disconnect removes the saved context CLUSTER from this machine, with the
+OpenTofu/Terraform module setup generated for it under
+<cache>/infrastructure/CLUSTER. It changes nothing in the cloud: the bucket,
+its contents and any infrastructure remain, and "podmin connect" can reconnect
+to them later (setup regenerates the module). If CLUSTER was current, no
+context is selected afterwards. A bucket this context created is not Podmin's
+to delete from a later context: connect finds it existing.
 
 On a terminal it asks you to type the cluster ID; --yes/-y confirms without
 asking and is needed when standard input is not a terminal.`,

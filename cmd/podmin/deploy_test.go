@@ -94,7 +94,7 @@ func TestInitValidateDeployListDelete(t *testing.T) {
 	if err := json.Unmarshal([]byte(c.ok("validate", "-f", file, "-o", "json")), &doc); err != nil || doc["pod"] == nil || doc["service"] == nil {
 		t.Fatalf("validate -o json: %v %v", doc, err)
 	}
-	c.fails(1, "validate needs --file", "validate")
+	c.fails(2, `required flag(s) "file" not set`, "validate")
 
 	out = c.ok("deploy", "web", "-g", "workers", "-f", file)
 	if !strings.Contains(out, "workers/web created: desired state committed") || !strings.Contains(out, "this does not mean the Pod is running") {
@@ -150,24 +150,26 @@ func TestDeployRejectsBadInputBeforeWriting(t *testing.T) {
 	c.ok("init", "web", "--image", "hello:v1", "-g", "workers", "-f", file)
 	tests := []struct {
 		name, wantErr string
+		code          int
 		args          []string
 	}{
-		{"no image", "deploy needs --image for the built-in manifest", []string{"deploy", "web", "-g", "workers"}},
-		{"port with file", "--port shapes the built-in manifest and cannot be combined with --file", []string{"deploy", "web", "-g", "workers", "-f", file, "--port", "80:8080"}},
-		{"cpu with file", "--cpu shapes the built-in manifest", []string{"deploy", "web", "-g", "workers", "-f", file, "--cpu", "1"}},
-		{"memory with file", "--memory shapes the built-in manifest", []string{"deploy", "web", "-g", "workers", "-f", file, "--memory", "1Gi"}},
-		{"env with file", "--env shapes the built-in manifest", []string{"deploy", "web", "-g", "workers", "-f", file, "--env", "A=b"}},
-		{"secret with file", "--secret shapes the built-in manifest", []string{"deploy", "web", "-g", "workers", "-f", file, "--secret", "k"}},
-		{"name mismatch", `does not match the deployment name "api"`, []string{"deploy", "api", "-g", "workers", "-f", file}},
-		{"nodegroup mismatch", "spec.template.spec.nodeSelector", []string{"deploy", "web", "-g", "other", "-f", file}},
-		{"service required", "Service", []string{"deploy", "web", "-g", "workers", "-f", file, "--service"}},
-		{"missing file", "read manifest", []string{"deploy", "web", "-g", "workers", "-f", filepath.Join(c.root, "nope.yaml")}},
+		// Missing and conflicting flags are bad usage (exit 2).
+		{"no image", "deploy needs --image for the built-in manifest", 2, []string{"deploy", "web", "-g", "workers"}},
+		{"port with file", "--port shapes the built-in manifest and cannot be combined with --file", 2, []string{"deploy", "web", "-g", "workers", "-f", file, "--port", "80:8080"}},
+		{"cpu with file", "--cpu shapes the built-in manifest", 2, []string{"deploy", "web", "-g", "workers", "-f", file, "--cpu", "1"}},
+		{"memory with file", "--memory shapes the built-in manifest", 2, []string{"deploy", "web", "-g", "workers", "-f", file, "--memory", "1Gi"}},
+		{"env with file", "--env shapes the built-in manifest", 2, []string{"deploy", "web", "-g", "workers", "-f", file, "--env", "A=b"}},
+		{"secret with file", "--secret shapes the built-in manifest", 2, []string{"deploy", "web", "-g", "workers", "-f", file, "--secret", "k"}},
+		{"name mismatch", `does not match the deployment name "api"`, 1, []string{"deploy", "api", "-g", "workers", "-f", file}},
+		{"nodegroup mismatch", "spec.template.spec.nodeSelector", 1, []string{"deploy", "web", "-g", "other", "-f", file}},
+		{"service required", "Service", 1, []string{"deploy", "web", "-g", "workers", "-f", file, "--service"}},
+		{"missing file", "read manifest", 1, []string{"deploy", "web", "-g", "workers", "-f", filepath.Join(c.root, "nope.yaml")}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c.t = t
 			before := c.snapshot()
-			c.fails(1, tc.wantErr, tc.args...)
+			c.fails(tc.code, tc.wantErr, tc.args...)
 			c.unchanged(before)
 		})
 	}
@@ -222,6 +224,27 @@ func TestConcurrentDeployProcesses(t *testing.T) {
 		k, _ := state.NewKey("workers", fmt.Sprintf("app-%d", i))
 		if _, ok := ix.Lookup(k); !ok {
 			t.Errorf("%s missing from the index", k)
+		}
+	}
+}
+
+// TestProgressOnlyForCommits: deploy says it committed only when it did;
+// an unchanged re-deploy, which writes nothing, says nothing of the kind.
+func TestProgressOnlyForCommits(t *testing.T) {
+	c := newCLI(t)
+	c.connectLocal()
+	_, errs, code := c.run("deploy", "web", "-g", "workers", "--image", "hello:v1")
+	if code != 0 || !strings.Contains(errs, "committed workers/web to bucket") || !strings.Contains(errs, "(created)") {
+		t.Fatalf("first deploy: exit %d, stderr:\n%s", code, errs)
+	}
+	out, errs, code := c.run("deploy", "web", "-g", "workers", "--image", "hello:v1")
+	if code != 0 || strings.Contains(errs, "commit") || !strings.Contains(out, "unchanged") {
+		t.Fatalf("unchanged deploy: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+	}
+	script := c.script("again.star", "podmin.deployments.deploy(\"web\", nodegroup = \"workers\", image = \"hello:v1\")\n")
+	for _, args := range [][]string{{"run", script}, {"run", "--dry-run", script}} {
+		if _, errs, code := c.run(args...); code != 0 || strings.Contains(errs, "commit") {
+			t.Errorf("podmin %s: exit %d, stderr:\n%s", strings.Join(args, " "), code, errs)
 		}
 	}
 }

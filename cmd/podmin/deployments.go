@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"podmin.dev/podmin/builtins"
+	"podmin.dev/podmin/internal/state"
 )
 
 func newDeployCmd(env *builtins.Env) *cobra.Command {
@@ -52,7 +53,7 @@ needed.
 Deployment identity is NODEGROUP/NAME: deploying a same-named DaemonSet from
 another namespace replaces the entry, and deploy warns when it does.`,
 		Example: `  podmin deploy web -g workers --image hello:v1 --service
-  podmin deploy app -g workers -f daemonset.yaml --image web=hello:v2
+  podmin deploy web -g workers -f daemonset.yaml --image web=hello:v2
   podmin deploy web -g workers --image hello:v2 --wait --timeout 5m`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -102,6 +103,12 @@ another namespace replaces the entry, and deploy warns when it does.`,
 	f.StringVarP(&opts.File, "file", "f", "", "deploy this manifest instead of the built-in one (- reads standard input)")
 	addWaitFlag(cmd, &opts.Wait, "after the commit, wait")
 	addOutputFlag(cmd, &out)
+	requireFlags(cmd, "nodegroup")
+	checkUsage(cmd, func(args []string) error {
+		o := opts
+		o.Name = args[0]
+		return env.CheckDeploy(o)
+	})
 	return cmd
 }
 
@@ -231,5 +238,10 @@ terminal (exit status 4 otherwise).`,
 	f.BoolVar(&ignoreNotFound, "ignore-not-found", false, "succeed when the deployment does not exist")
 	destructive(cmd, &yes)
 	addOutputFlag(cmd, &out)
+	requireFlags(cmd, "nodegroup")
+	checkUsage(cmd, func(args []string) error {
+		_, err := state.NewKey(opts.NodeGroup, args[0])
+		return err
+	})
 	return cmd
 }

@@ -6,7 +6,9 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -92,7 +94,7 @@ func exampleCommands(example string) [][]string {
 		for _, m := range subs {
 			out = append(out, shellWords(m[1])[1:])
 		}
-		line = substitution.ReplaceAllString(line, "VALUE")
+		line = substitution.ReplaceAllString(line, "registry.podmin.internal/apps/substituted:v1") // what podmin push prints
 		var found []string
 		for _, part := range regexp.MustCompile(`\|\||&&|[|;]`).Split(line, -1) {
 			if w := shellWords(strings.TrimSpace(part)); len(w) > 0 && w[0] == "podmin" {
@@ -263,5 +265,35 @@ func TestCompletionScripts(t *testing.T) {
 		if b, err := check.CombinedOutput(); err != nil {
 			t.Errorf("bash -n on the bash completion: %v\n%s", err, b)
 		}
+	}
+}
+
+// TestInitThenDeployExamplesRun runs the first example of "podmin init"
+// and then every example of "podmin deploy" in one directory, for real:
+// one follows the other, so the names they use must agree.
+func TestInitThenDeployExamplesRun(t *testing.T) {
+	c := newCLI(t)
+	work := filepath.Join(c.root, "work")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c.adjust = func(e *builtins.Env) { e.WorkDir = work }
+	c.connectLocal()
+	root := newRoot(&builtins.Env{})
+	find := func(name string) *cobra.Command {
+		cmd, _, err := root.Find([]string{name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	initExamples := exampleCommands(find("init").Example)
+	c.ok(initExamples[0]...)
+	// A wait is answered by a fake leader that reports each committed
+	// revision ready, as agents with kubelets would.
+	stop := newFakeLeaderAt(t, filepath.Join(c.root, "bucket")).follow()
+	defer stop()
+	for _, args := range exampleCommands(find("deploy").Example) {
+		c.ok(args...)
 	}
 }

@@ -30,8 +30,11 @@ const (
 	exitNotFound = 3   // the one thing the command asks for does not exist
 	exitRefused  = 4   // refused for safety: not confirmed, not owned, another cluster's
 	exitScript   = 5   // a recipe's own failure: fail(), an error inside main
-	exitUnknown  = 6   // the outcome of a write is unknown: check, then repeat if needed
+	exitUnknown  = 6   // the outcome of a write is unknown (its reply was lost)
 	exitDeadline = 124 // a deadline passed (as timeout(1) reports it)
+	// exitSignal + N: the command was interrupted by signal N (130 for
+	// SIGINT, 143 for SIGTERM), as shells report it.
+	exitSignal = 128
 )
 
 // usageError marks errors in how a command was called (exit code 2).
@@ -59,7 +62,14 @@ var subjectNotFound = []struct {
 	{"podmin disconnect", []error{contexts.ErrUnknown}},
 	{"podmin secret", []error{secrets.ErrNotFound}},
 	{"podmin run", []error{fs.ErrNotExist}},
+	{"podmin test", []error{fs.ErrNotExist, pstar.ErrNoTests}},
+	{"podmin repl", []error{fs.ErrNotExist}},
+	{"podmin validate", []error{fs.ErrNotExist}},
 }
+
+// notFoundAnywhere are sentinel errors that mean the one thing asked for
+// does not exist wherever they surface.
+var notFoundAnywhere = []error{pstar.ErrNotFound}
 
 // refusals are the sentinel errors of operations refused for safety.
 var refusals = []error{builtins.ErrNotConfirmed, builtins.ErrForeignBucket, builtins.ErrNotOwned, builtins.ErrNotInstalled}
@@ -85,28 +95,56 @@ func exitCode(cmd *cobra.Command, err error) int {
 			return exitUsage
 		}
 	}
+	var sig signalError
+	if cmd.Context() != nil && errors.As(context.Cause(cmd.Context()), &sig) {
+		return exitSignal + int(sig.sig)
+	}
 	// A deadline that passed explains the failure however it surfaced
 	// (a Starlark cancellation does not wrap the context's error).
 	if errors.Is(err, context.DeadlineExceeded) || cmd.Context() != nil && errors.Is(context.Cause(cmd.Context()), context.DeadlineExceeded) {
 		return exitDeadline
 	}
-	for _, r := range refusals {
-		if errors.Is(err, r) {
+	var se *pstar.ScriptError
+	if errors.As(err, &se) {
+		// A built-in's error keeps the status of its command; everything
+		// else that goes wrong in a script is the script's failure.
+		var be *pstar.BuiltinError
+		if errors.As(err, &be) {
+			path := "podmin"
+			if be.Command != "" {
+				path += " " + be.Command
+			}
+			return operationCode(path, be.Err)
+		}
+		if isRefusal(err) {
 			return exitRefused
 		}
+		return exitScript
+	}
+	return operationCode(cmd.CommandPath(), err)
+}
+
+// operationCode is the status of an operation's error for the command at
+// path: refused, outcome unknown, not found, or failed.
+func operationCode(path string, err error) int {
+	if isRefusal(err) {
+		return exitRefused
 	}
 	if errors.Is(err, state.ErrOutcomeUnknown) {
 		return exitUnknown
 	}
-	var se *pstar.ScriptError
-	if errors.As(err, &se) {
-		return exitScript
+	if errors.Is(err, context.DeadlineExceeded) {
+		return exitDeadline
 	}
 	var nf notFoundError
 	if errors.As(err, &nf) {
 		return exitNotFound
 	}
-	path := cmd.CommandPath()
+	for _, e := range notFoundAnywhere {
+		if errors.Is(err, e) {
+			return exitNotFound
+		}
+	}
 	for _, s := range subjectNotFound {
 		if path != s.prefix && !strings.HasPrefix(path, s.prefix+" ") {
 			continue
@@ -120,14 +158,32 @@ func exitCode(cmd *cobra.Command, err error) int {
 	return exitFailed
 }
 
+func isRefusal(err error) bool {
+	for _, r := range refusals {
+		if errors.Is(err, r) {
+			return true
+		}
+	}
+	return false
+}
+
 // report prints err for cmd and returns the exit status. A usage error
 // ends with the help command of the subcommand that was called.
 func report(stderr io.Writer, cmd *cobra.Command, err error) int {
 	code := exitCode(cmd, err)
 	var se *pstar.ScriptError
-	if errors.As(err, &se) {
+	var be *pstar.BuiltinError
+	switch {
+	case errors.As(err, &se) && code == exitScript:
 		fmt.Fprintln(stderr, "error: the script failed:", se.Error())
-	} else {
+	case errors.As(err, &se) && code == exitDeadline:
+		fmt.Fprintln(stderr, "error: the script did not finish within --timeout (raise --timeout if it needs longer):", se.Error())
+	case errors.As(err, &se) && errors.As(err, &be):
+		// A built-in failed inside the script: its backtrace says where.
+		fmt.Fprintln(stderr, "error: a Podmin operation in the script failed:", se.Error())
+	case errors.As(err, &se):
+		fmt.Fprintln(stderr, "error: the script stopped:", se.Error())
+	default:
 		fmt.Fprintln(stderr, "error:", err)
 	}
 	if code == exitUsage {

@@ -16,6 +16,7 @@ import (
 	"podmin.dev/podmin/builtins"
 	"podmin.dev/podmin/internal/ids"
 	"podmin.dev/podmin/internal/manifest"
+	"podmin.dev/podmin/internal/scrub"
 	"podmin.dev/podmin/internal/secrets"
 )
 
@@ -44,7 +45,7 @@ func (e *enumValue) Allowed() []string { return e.allowed }
 
 func (e *enumValue) Set(v string) error {
 	if !slices.Contains(e.allowed, v) {
-		return fmt.Errorf("unknown %s %q: use one of %s", e.noun, v, orList(e.allowed))
+		return fmt.Errorf("unknown %s %s: use one of %s", e.noun, scrub.Quote(v), orList(e.allowed))
 	}
 	*e.p = v
 	return nil
@@ -92,14 +93,14 @@ func flagChecks(env *builtins.Env) []flagCheck {
 		names := slices.Sorted(maps.Keys(env.Providers))
 		checks = append(checks, flagCheck{command: "podmin connect", flag: "provider", check: func(v string) error {
 			if !slices.Contains(names, v) {
-				return fmt.Errorf("unknown provider %q: use one of %q", v, names)
+				return fmt.Errorf("unknown provider %s: use one of %q", scrub.Quote(v), names)
 			}
 			return nil
 		}})
 	}
 	secretsProvider := func(v string) error {
 		if !slices.Contains(manifest.SecretsProviders(), v) {
-			return fmt.Errorf("unknown secrets provider %q: use one of %q", v, manifest.SecretsProviders())
+			return fmt.Errorf("unknown secrets provider %s: use one of %q", scrub.Quote(v), manifest.SecretsProviders())
 		}
 		return nil
 	}

@@ -34,6 +34,9 @@ var updateGolden = flag.Bool("update", false, "rewrite the golden files under te
 
 var timestamp = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)`)
 
+// nonce is a bucket's create nonce, drawn afresh by each connect.
+var nonce = regexp.MustCompile(`"bucketNonce": "[0-9a-f]{64}"`)
+
 // TestJSONGolden runs every command whose result is data with -o json in
 // one deterministic cluster and compares the output with its golden file.
 // Paths, the registry's address and times vary per run and are replaced
@@ -58,12 +61,7 @@ func TestJSONGolden(t *testing.T) {
 	if err := remote.Write(parseRef(t, host+"/team/tool:v1"), img); err != nil {
 		t.Fatal(err)
 	}
-	ctxDir := filepath.Join(c.root, "app")
-	if err := os.Mkdir(ctxDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, ctxDir, "Containerfile", "FROM scratch\nCOPY hello.txt /hello.txt\n")
-	writeFile(t, ctxDir, "hello.txt", "hello\n")
+	ctxDir := buildContext(t, c.root)
 	manifest := filepath.Join(c.root, "web.yaml")
 	value := writeFile(t, c.root, "value.txt", "golden value")
 
@@ -186,6 +184,7 @@ func checkGolden(t *testing.T, c *cli, name string, args []string, replace ...st
 		got = strings.ReplaceAll(got, replace[i], replace[i+1])
 	}
 	got = timestamp.ReplaceAllString(got, "$$TIME")
+	got = nonce.ReplaceAllString(got, `"bucketNonce": "$$NONCE"`)
 	got = strings.ReplaceAll(got, `"`+runtime.Version()+`"`, `"$GO"`)
 	got = strings.ReplaceAll(got, `"`+runtime.GOOS+"/"+runtime.GOARCH+`"`, `"$PLATFORM"`)
 	file := filepath.Join("testdata", "golden", name+".json")
@@ -220,4 +219,17 @@ func TestSecretsManagerJSONGolden(t *testing.T) {
 	checkGolden(t, c, "secret-delete", []string{"secret", "delete", "token", "--for", "web", "-y"})
 	checkGolden(t, c, "secret-list-scheduled", []string{"secret", "list"})
 	checkGolden(t, c, "secret-restore", []string{"secret", "restore", "token", "--for", "web"})
+}
+
+// buildContext writes a build context below dir, "app", holding a
+// Containerfile that copies one file into a scratch image.
+func buildContext(t *testing.T, dir string) string {
+	t.Helper()
+	ctxDir := filepath.Join(dir, "app")
+	if err := os.MkdirAll(ctxDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, ctxDir, "Containerfile", "FROM scratch\nCOPY hello.txt /hello.txt\n")
+	writeFile(t, ctxDir, "hello.txt", "hello\n")
+	return ctxDir
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"podmin.dev/podmin/builtins"
+	"podmin.dev/podmin/internal/oci"
 )
 
 func newBuildCmd(env *builtins.Env) *cobra.Command {
@@ -57,6 +58,8 @@ registry.podmin.internal/apps/hello:v1. Push it with "podmin push hello:v1".`,
 	f.StringVarP(&opts.File, "file", "f", "", "Containerfile to use (default PATH/Containerfile, then PATH/Dockerfile)")
 	f.BoolVar(&opts.Pull, "pull", false, "fetch base images from their registry even when stored locally")
 	addOutputFlag(cmd, &out)
+	requireFlags(cmd, "tag")
+	checkUsage(cmd, func([]string) error { return builtins.CheckBuild(opts) })
 	return cmd
 }
 
@@ -85,6 +88,10 @@ terminal, a plain line every few seconds otherwise.`,
 		},
 	}
 	addOutputFlag(cmd, &out)
+	checkUsage(cmd, func(args []string) error {
+		_, err := oci.RemoteRef(args[0])
+		return err
+	})
 	return cmd
 }
 
@@ -131,6 +138,14 @@ left) on a terminal, a plain line every few seconds otherwise.`,
 	}
 	cmd.Flags().BoolVar(&opts.Pull, "pull", false, "pull SOURCE again even when it is in the local image store")
 	addOutputFlag(cmd, &out)
+	checkUsage(cmd, func(args []string) error {
+		dst := ""
+		if len(args) == 2 {
+			dst = args[1]
+		}
+		_, err := oci.Destination(args[0], dst)
+		return err
+	})
 	return cmd
 }
 

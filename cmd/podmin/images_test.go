@@ -46,7 +46,7 @@ func TestBuildPushPrintsOnlyTheReference(t *testing.T) {
 
 	bad := writeFile(t, c.root, "bad", "FROM scratch\nRUN true\n")
 	before := c.snapshot()
-	c.fails(1, "mirror/ is reserved for setup-managed dependency images", "push", "hello:v1", "mirror/pause:3.10")
+	c.fails(2, "mirror/ is reserved for setup-managed dependency images", "push", "hello:v1", "mirror/pause:3.10")
 	c.fails(1, "RUN: not supported by podmin build", "build", "-t", "x:v1", "-f", bad, dir)
 	c.fails(2, "accepts between 1 and 2 arg(s)", "push")
 	c.unchanged(before)

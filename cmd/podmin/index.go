@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"podmin.dev/podmin/builtins"
+	"podmin.dev/podmin/internal/state"
 )
 
 func newIndexCmd(env *builtins.Env) *cobra.Command {
@@ -89,6 +90,15 @@ the payloads would bring back deleted deployments).`,
 			})
 		},
 	}
+	// A malformed --pick is bad usage, told before the bucket is read.
+	checkUsage(cmd, func([]string) error {
+		for _, p := range opts.Pick {
+			if _, err := state.ParsePick(p); err != nil {
+				return fmt.Errorf("--pick: %w", err)
+			}
+		}
+		return nil
+	})
 	cmd.Flags().StringArrayVar(&opts.Pick, "pick", nil, "settle a choice: NODEGROUP/NAME=DIGEST, NODEGROUP/NAME=none or service:NAMESPACE/SERVICE=DIGEST (repeatable)")
 	destructive(cmd, &yes)
 	addOutputFlag(cmd, &out)

@@ -141,3 +141,33 @@ func TestIndexRebuild(t *testing.T) {
 		t.Errorf("rebuilt index\n%s\nwant the index before the damage\n%s", got, valid)
 	}
 }
+
+// indexExitRows are the exit-code contract's rows for "podmin index
+// rebuild": a rebuilt corrupt index, a valid index refused, bad usage
+// before any access, and a rebuild that was not confirmed.
+func indexExitRows(t *testing.T, fresh *cli) []exitRow {
+	broken := newCLI(t)
+	bucket := broken.connectLocal()
+	broken.ok("deploy", "web", "-g", "workers", "--image", "hello:v1")
+	valid, err := os.ReadFile(filepath.Join(bucket, "deployments", "index.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	corruptIndex(t, bucket, valid, "workers/web")
+	unconfirmed := newCLI(t)
+	other := unconfirmed.connectLocal()
+	unconfirmed.ok("deploy", "web", "-g", "workers", "--image", "hello:v1")
+	corruptIndex(t, other, valid, "workers/web")
+	healthy := newCLI(t)
+	healthy.connectLocal()
+	healthy.ok("deploy", "web", "-g", "workers", "--image", "hello:v1")
+	return []exitRow{
+		{unconfirmed, exitRefused, "pass --yes (-y)", []string{"index", "rebuild"}},
+		{broken, exitOK, "", []string{"index", "rebuild", "-y"}},
+		{healthy, exitFailed, "rebuild only replaces an index that does not decode", []string{"index", "rebuild", "-y"}},
+		{fresh, exitFailed, "needs a current context", []string{"index", "rebuild", "-y"}},
+		{fresh, exitUsage, `unknown output format "xml"`, []string{"index", "rebuild", "-o", "xml"}},
+		{fresh, exitUsage, "--pick", []string{"index", "rebuild", "--pick", "nonsense", "-y"}},
+		{fresh, exitUsage, "unknown flag: --force", []string{"index", "rebuild", "--force"}},
+	}
+}

@@ -80,6 +80,7 @@ routes target Podmin Service DNS names directly.`,
 	f.StringVarP(&opts.NodeGroup, "nodegroup", "g", "", "NodeGroup to run cloudflared on (required)")
 	f.StringVar(&opts.Provider, "provider", "", "secrets provider holding the tunnel token (default: the context's)")
 	addOutputFlag(cmd, &out)
+	requireFlags(cmd, "nodegroup")
 	return cmd
 }
 
@@ -128,5 +129,6 @@ terminal (exit status 4 otherwise).`,
 	cmd.Flags().StringVarP(&opts.NodeGroup, "nodegroup", "g", "", "NodeGroup to remove cloudflared from (required)")
 	destructive(cmd, &yes)
 	addOutputFlag(cmd, &out)
+	requireFlags(cmd, "nodegroup")
 	return cmd
 }

@@ -12,6 +12,8 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+
+	"podmin.dev/podmin/builtins/infra"
 )
 
 // marshalFull encodes v as indented JSON with every field present: the
@@ -36,15 +38,35 @@ var (
 	textMarshaler = reflect.TypeFor[encoding.TextMarshaler]()
 )
 
+// stringOutputs are the types an output document shows as the string the
+// operator typed: setup's --workload-ca-publish s3://BUCKET/KEY is kept as
+// {bucket, key} in the published configuration, and shown as the flag's
+// value here, "" when unset, like every unset string.
+var stringOutputs = map[reflect.Type]bool{reflect.TypeFor[*infra.S3Object](): true}
+
 func encodeFull(buf *bytes.Buffer, v reflect.Value) error {
 	if !v.IsValid() {
 		buf.WriteString("null")
 		return nil
 	}
 	t := v.Type()
+	if stringOutputs[t] {
+		s := ""
+		if !v.IsNil() {
+			s = v.Interface().(fmt.Stringer).String()
+		}
+		b, err := json.Marshal(s)
+		buf.Write(b)
+		return err
+	}
 	// Types that define their own encoding keep it (times, quantities).
 	if t.Implements(jsonMarshaler) || t.Implements(textMarshaler) {
 		if (v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface) && v.IsNil() {
+			if !t.Implements(jsonMarshaler) {
+				// A value written as text is a string: unset, it is "".
+				buf.WriteString(`""`)
+				return nil
+			}
 			buf.WriteString("null")
 			return nil
 		}

@@ -48,7 +48,7 @@ const leakPrefix = `Lk"<&>-`
 var leakCases = []leakCase{
 	{name: "fail concatenation", mode: "run", script: "s = podmin.secret(\"VALUE\", key = \"pw\")\nfail(\"boom \" + s)\n", wantErr: "a secret is opaque"},
 	{name: "fail with the secret", mode: "run", script: "s = podmin.secret(\"VALUE\", key = \"pw\")\nfail(\"boom\", s)\n", wantErr: "boom <secret pw>"},
-	{name: "fail with a str copy", mode: "run", script: "raw = \"VALUE\"\ns = podmin.secret(raw, key = \"pw\")\nfail(raw)\n", wantErr: "Error in fail: fail: <secret pw>"},
+	{name: "fail with a str copy", mode: "run", script: "raw = \"VALUE\"\ns = podmin.secret(raw, key = \"pw\")\nfail(raw)\n", wantErr: "error in fail: fail: <secret pw>"},
 	{name: "KeyError on the secret", mode: "run", script: "s = podmin.secret(\"VALUE\", key = \"pw\")\n{}[s]\n", wantErr: "unhashable type: secret"},
 	{name: "KeyError on a str copy", mode: "run", script: "raw = \"VALUE\"\npodmin.secret(raw, key = \"pw\")\n{\"a\": 1}[raw]\n", wantErr: "key \"<secret pw>\" not in dict"},
 	{name: "string method", mode: "run", script: "s = podmin.secret(\"VALUE\", key = \"pw\")\nprint(s.upper())\n", wantErr: "secret has no .upper field or method"},
@@ -67,8 +67,8 @@ var leakCases = []leakCase{
 		script: "v = podmin.secrets.read(\"tok\", for_ = \"web\")\nprint(v)\nfail(\"got\", v, v == v)\n", wantErr: "got <secret tok> True"},
 	{name: "secrets.read copies a secret", mode: "run", pre: [][]string{{"secret", "create", "tok", "--for", "web", "--stdin"}}, stdin: "VALUE",
 		script: "v = podmin.secrets.read(\"tok\", for_ = \"web\")\nprint(podmin.secrets.create(\"tok\", for_ = \"api\", value = v))\n"},
-	{name: "builtin error with the value", mode: "run", script: "raw = \"VALUE\"\npodmin.secret(raw, key = \"pw\")\npodmin.deployments.deploy(\"web\", nodegroup = \"workers\", image = raw)\n", wantErr: "Error in podmin.deployments.deploy"},
-	{name: "builtin file error with the value", mode: "run", script: "raw = \"VALUE\"\npodmin.secret(raw, key = \"pw\")\npodmin.manifests.validate(file = raw)\n", wantErr: "Error in podmin.manifests.validate"},
+	{name: "builtin error with the value", mode: "run", script: "raw = \"VALUE\"\npodmin.secret(raw, key = \"pw\")\npodmin.deployments.deploy(\"web\", nodegroup = \"workers\", image = raw)\n", wantErr: "error in podmin.deployments.deploy"},
+	{name: "builtin file error with the value", mode: "run", script: "raw = \"VALUE\"\npodmin.secret(raw, key = \"pw\")\npodmin.manifests.validate(file = raw)\n", wantErr: "error in podmin.manifests.validate"},
 	{name: "error in a loaded file", mode: "run", script: "load(\"./leaklib.star\", \"f\")\npodmin.secret(\"VALUE\", key = \"pw\")\nf(\"VALUE\")\n", wantErr: "leaklib.star:2"},
 	{name: "main argument error", mode: "run", script: "def main(ctx, n = 1):\n    podmin.secret(\"VALUE\", key = \"pw\")\n    fail(\"VALUE\")\n", wantErr: "<secret pw>"},
 	{name: "dry-run plan", mode: "dry-run", script: "v = \"VALUE\"\nprint(v)\npodmin.secrets.create(\"api\", for_ = \"web\", value = v)\n"},
@@ -126,7 +126,9 @@ func TestLeaks(t *testing.T) {
 	if len(leakCases) < 20 {
 		t.Fatalf("%d leak cases, want at least 20", len(leakCases))
 	}
-	for _, tc := range allModes(leakCases) {
+	all := allModes(leakCases)
+	t.Logf("%d leak attempts (TestFragmentLeaks adds the fragment cases)", len(all))
+	for _, tc := range all {
 		t.Run(tc.name, func(t *testing.T) {
 			value := randomValue(t)
 			subst := func(s string) string {

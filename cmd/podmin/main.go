@@ -23,10 +23,48 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := notifySignals(context.Background())
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.LookupEnv)
 	stop()
 	os.Exit(code)
+}
+
+// handledSignals end a command: it is cancelled, reports what it had done,
+// and exits 128 + the signal's number (130 for SIGINT, 143 for SIGTERM).
+var handledSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+
+// signalError is the cause of a command's context cancelled by a signal.
+type signalError struct{ sig syscall.Signal }
+
+func (e signalError) Error() string {
+	name := map[syscall.Signal]string{syscall.SIGINT: "SIGINT", syscall.SIGTERM: "SIGTERM", syscall.SIGHUP: "SIGHUP", syscall.SIGQUIT: "SIGQUIT"}[e.sig]
+	if name == "" {
+		name = e.sig.String()
+	}
+	return fmt.Sprintf("interrupted by %s: the command stopped where it was; anything it reported as done stays done", name)
+}
+
+// notifySignals returns a context cancelled, with a signalError as its
+// cause, by the first of handledSignals the process receives.
+func notifySignals(parent context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, handledSignals...)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sigs:
+			if n, ok := s.(syscall.Signal); ok {
+				cancel(signalError{sig: n})
+			}
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel(nil)
+	}
 }
 
 // run executes one invocation and returns the process exit code. Every

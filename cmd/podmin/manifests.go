@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"podmin.dev/podmin/builtins"
+	"podmin.dev/podmin/internal/manifest"
 )
 
 // addManifestFlags adds the flags of the built-in minimal DaemonSet that
@@ -79,6 +80,12 @@ annotation, using the context's default secrets provider.`,
 	f.StringVarP(&opts.File, "file", "f", "", "output file (default \""+builtins.DefaultManifestFile+"\")")
 	f.BoolVar(&opts.Force, "force", false, "replace an existing file that holds a different manifest")
 	addOutputFlag(cmd, &out)
+	requireFlags(cmd, "nodegroup")
+	checkUsage(cmd, func(args []string) error {
+		o := opts
+		o.Name = args[0]
+		return env.CheckInit(o)
+	})
 	return cmd
 }
 
@@ -114,6 +121,8 @@ what to do.`,
 	f.StringArrayVar(&opts.Images, "image", nil, "image override: one bare REFERENCE or CONTAINER=REFERENCE (repeatable)")
 	f.BoolVar(&opts.Service, "service", false, "require the manifest to contain a Service")
 	addOutputFlag(cmd, &out)
+	requireFlags(cmd, "file")
+	checkUsage(cmd, func([]string) error { return manifest.CheckImageValues(opts.Images) })
 	return cmd
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
+	"podmin.dev/podmin/internal/scrub"
 	pstar "podmin.dev/podmin/starlark"
 )
 
@@ -49,13 +50,13 @@ func printResult(w io.Writer, format string, v any, table func(io.Writer) error)
 	case "table", "":
 		return table(w)
 	}
-	return usageError{fmt.Errorf("unknown output format %q: use one of %q", format, outputFormats)}
+	return usageError{fmt.Errorf("unknown output format %s: use one of %q", scrub.Quote(format), outputFormats)}
 }
 
 // checkOutput rejects an unknown -o value before any work is done.
 func checkOutput(format string) error {
 	if !slices.Contains(outputFormats, format) {
-		return usageError{fmt.Errorf("unknown output format %q: use one of %q", format, outputFormats)}
+		return usageError{fmt.Errorf("unknown output format %s: use one of %q", scrub.Quote(format), outputFormats)}
 	}
 	return nil
 }

@@ -6,7 +6,6 @@ package main
 
 import (
 	"fmt"
-	"sort"
 
 	"github.com/spf13/cobra"
 
@@ -45,22 +44,37 @@ podmin run, test and repl check every loaded file against.`,
 			if len(args) == 1 {
 				dir = args[0]
 			}
-			path, lk, err := pstar.LockRecipes(dir, env.Dirs.Cache)
+			report, err := pstar.LockRecipes(dir, env.Dirs.Cache)
 			if err != nil {
 				return err
 			}
-			names := make([]string, 0, len(lk.Recipes))
-			for n := range lk.Recipes {
-				names = append(names, n)
+			w := cmd.OutOrStdout()
+			for _, r := range report.Repos {
+				fmt.Fprintf(w, "@%s: %d files, %s: %s\n", r.Name, r.Files, r.Digest, lockChangeSummary(r))
+				for _, f := range r.Changed {
+					fmt.Fprintf(w, "  changed %s\n", f)
+				}
+				for _, f := range r.Added {
+					fmt.Fprintf(w, "  added   %s\n", f)
+				}
+				for _, f := range r.Removed {
+					fmt.Fprintf(w, "  removed %s\n", f)
+				}
 			}
-			sort.Strings(names)
-			for _, n := range names {
-				e := lk.Recipes[n]
-				fmt.Fprintf(cmd.OutOrStdout(), "@%s: %d files, %s\n", n, len(e.Files), e.Digest)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", path)
+			fmt.Fprintf(w, "wrote %s\n", report.Path)
 			return nil
 		},
 	})
 	return cmd
+}
+
+// lockChangeSummary says in a few words how a repository's pin changed.
+func lockChangeSummary(r pstar.RepoChange) string {
+	switch {
+	case r.First:
+		return "pinned for the first time"
+	case len(r.Added)+len(r.Changed)+len(r.Removed) == 0:
+		return "unchanged"
+	}
+	return fmt.Sprintf("%d changed, %d added, %d removed since the previous lock (review them)", len(r.Changed), len(r.Added), len(r.Removed))
 }

@@ -27,7 +27,7 @@ func TestRecipesLock(t *testing.T) {
 	c.fails(5, `repository @platform in `+filepath.Join(c.root, "app", "podmin.star.lock")+` pins no content: run "podmin recipes lock"`, "run", main)
 
 	out := c.ok("recipes", "lock", filepath.Join(c.root, "app"))
-	if !strings.HasPrefix(out, "@platform: 1 files, sha256:") || !strings.Contains(out, "wrote "+filepath.Join(c.root, "app", "podmin.star.lock")) {
+	if !strings.HasPrefix(out, "@platform: 1 files, sha256:") || !strings.Contains(out, ": pinned for the first time\n") || !strings.Contains(out, "wrote "+filepath.Join(c.root, "app", "podmin.star.lock")) {
 		t.Fatalf("recipes lock: %q", out)
 	}
 	if out := c.ok("run", main); out != "hello\n" {
@@ -40,7 +40,14 @@ func TestRecipesLock(t *testing.T) {
 	if code != 5 || !strings.Contains(errs, "@platform//lib.star") || !strings.Contains(errs, "the lock pins sha256:") || strings.Contains(errs, "pwned") {
 		t.Fatalf("tampered run: exit %d %s", code, errs)
 	}
-	c.ok("recipes", "lock", filepath.Join(c.root, "app"))
+	c.script("platform/extra.star", "x = 1\n")
+	out = c.ok("recipes", "lock", filepath.Join(c.root, "app"))
+	if !strings.Contains(out, "@platform: 2 files, sha256:") || !strings.Contains(out, "1 changed, 1 added, 0 removed since the previous lock (review them)\n  changed lib.star\n  added   extra.star\n") {
+		t.Fatalf("relock does not say what changed:\n%s", out)
+	}
+	if out := c.ok("recipes", "lock", filepath.Join(c.root, "app")); !strings.Contains(out, ": unchanged\n") {
+		t.Errorf("a lock without changes:\n%s", out)
+	}
 	if out := c.ok("run", main); out != "pwned\n" {
 		t.Fatalf("relocked run: %q", out)
 	}

@@ -31,9 +31,10 @@ func newReplReader(env *builtins.Env, h *pstar.Host, r *pstar.REPL, stdout, stde
 	if err != nil {
 		return nil, err
 	}
+	lister := &listingCompleter{r: r}
 	rl, err := readline.NewEx(&readline.Config{
 		Prompt:                 ">>> ",
-		AutoComplete:           r,
+		AutoComplete:           lister,
 		DisableAutoSaveHistory: true,
 		Stdin:                  readlineStdin(env),
 		Stdout:                 stdout,
@@ -42,19 +43,17 @@ func newReplReader(env *builtins.Env, h *pstar.Host, r *pstar.REPL, stdout, stde
 	if err != nil {
 		return nil, err
 	}
+	lister.out = rl.Stdout()
 	for _, l := range hist.Lines() {
 		_ = rl.SaveHistory(l)
 	}
 	r.SetHistory(hist)
 	if terminal(env) != nil {
-		h.SetConfirm(func(question string) (bool, error) {
+		// As on the command line, the operator types the cluster ID.
+		h.SetConfirm(func(question string) (string, error) {
 			rl.SetPrompt(question)
-			line, err := rl.Readline()
-			if err != nil {
-				return false, err
-			}
-			a := strings.ToLower(strings.TrimSpace(line))
-			return a == "y" || a == "yes", nil
+			defer rl.SetPrompt(">>> ")
+			return rl.Readline()
 		})
 	}
 	return rl, nil
@@ -70,4 +69,74 @@ func readlineStdin(env *builtins.Env) io.ReadCloser {
 		return rc
 	}
 	return io.NopCloser(env.Stdin)
+}
+
+// listingCompleter completes like bash: Tab completes what all candidates
+// share, and a second Tab on the same input lists them once above the
+// prompt. Readline's own list mode draws the list, then redraws it with
+// the prompt, which a terminal that does not move the cursor shows twice
+// or more.
+type listingCompleter struct {
+	r    *pstar.REPL
+	out  io.Writer // above the prompt: the line editor redraws it below
+	last string    // the input of the Tab before, "" after anything else
+}
+
+// Do implements readline.AutoCompleter.
+func (c *listingCompleter) Do(line []rune, pos int) ([][]rune, int) {
+	cands, n := c.r.Do(line, pos)
+	input := string(line[:pos])
+	if len(cands) <= 1 {
+		c.last = ""
+		return cands, n
+	}
+	if same := sharedPrefix(cands); len(same) > 0 {
+		c.last = input + string(same) // the next Tab lists what is left
+		return [][]rune{same}, n
+	}
+	if c.last != input || c.out == nil {
+		c.last = input
+		return nil, 0
+	}
+	c.last = ""
+	typed := string(line[pos-n : pos])
+	names := make([]string, len(cands))
+	for i, cand := range cands {
+		names[i] = typed + string(cand)
+	}
+	_, _ = io.WriteString(c.out, columns(names, 80))
+	return nil, 0
+}
+
+// sharedPrefix is the longest prefix all candidates share.
+func sharedPrefix(cands [][]rune) []rune {
+	p := cands[0]
+	for _, c := range cands[1:] {
+		i := 0
+		for i < len(p) && i < len(c) && p[i] == c[i] {
+			i++
+		}
+		p = p[:i]
+	}
+	return p
+}
+
+// columns lays names out in columns no wider than width, one line each.
+func columns(names []string, width int) string {
+	w := 0
+	for _, n := range names {
+		w = max(w, len(n))
+	}
+	w += 2
+	per := max(1, width/w)
+	var b strings.Builder
+	for i, n := range names {
+		b.WriteString(n)
+		if (i+1)%per == 0 || i == len(names)-1 {
+			b.WriteString("\n")
+		} else {
+			b.WriteString(strings.Repeat(" ", w-len(n)))
+		}
+	}
+	return b.String()
 }

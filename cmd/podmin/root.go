@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"podmin.dev/podmin/builtins"
+	"podmin.dev/podmin/internal/scrub"
 	"podmin.dev/podmin/internal/version"
 )
 
@@ -93,7 +94,9 @@ is named in the error together with the endpoint it went to.`,
 	}
 	root.PersistentFlags().DurationVar(&timeout, "timeout", DefaultTimeout, "overall deadline of the command, e.g. 30s or 5m; 0 means none")
 	root.SetVersionTemplate("podmin {{.Version}}\n")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	// The flag package quotes the values it refuses: they pass the
+	// scrubber's quoting like every other piece of input an error shows.
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{errors.New(scrub.QuoteSpans(err.Error()))} })
 	root.AddCommand(
 		newConnectCmd(env),
 		newUseCmd(env),
@@ -117,8 +120,10 @@ is named in the error together with the endpoint it went to.`,
 	root.AddCommand(clusterCommands(env)...)
 	root.AddCommand(newInstallCmds(env)...)
 	root.AddCommand(starlarkCommands(env)...)
+	root.SetHelpCommand(newHelpCmd())
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
+	strictCompletion(root)
 	for _, c := range root.Commands() {
 		if c.Name() == "help" || c.Name() == "completion" {
 			markNoContext(c)
@@ -154,7 +159,10 @@ func execute(ctx context.Context, root *cobra.Command, args []string, stdout, st
 	if cmd == nil {
 		cmd = root
 	}
-	if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, builtins.ErrTimeout) {
+	var sig signalError
+	if errors.As(context.Cause(ctx), &sig) {
+		err = fmt.Errorf("%w: %s", err, sig)
+	} else if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, builtins.ErrTimeout) {
 		// Cut off outside a bucket request (a backoff wait, a local step).
 		err = fmt.Errorf("%w: the command did not finish within --timeout: raise --timeout if it needs longer", err)
 	}

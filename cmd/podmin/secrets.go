@@ -105,6 +105,22 @@ func newSecretWriteCmd(env *builtins.Env, verb, short string, op func(context.Co
 	f.BoolVar(&stdin, "stdin", false, "read the value from standard input, byte for byte")
 	f.StringVar(&file, "file", "", "read the value from this file, byte for byte")
 	addOutputFlag(cmd, &out)
+	checkUsage(cmd, func(args []string) error {
+		o := opts.SecretOptions
+		o.Key = args[0]
+		if err := builtins.CheckSecretAddress(o); err != nil {
+			return err
+		}
+		if err := conflicting(cmd, "stdin", "file", "each gives the value; pass one of them"); err != nil {
+			return err
+		}
+		// Without a source the value is typed on the terminal: a standard
+		// input that is not one cannot give it.
+		if !stdin && file == "" && env.Stdin != nil && terminal(env) == nil {
+			return errNoValueSource
+		}
+		return nil
+	})
 	return cmd
 }
 
@@ -153,6 +169,11 @@ local have no delete/restore; use destroy to delete permanently.`,
 		destructive(cmd, &yes)
 	}
 	addOutputFlag(cmd, &out)
+	checkUsage(cmd, func(args []string) error {
+		o := opts
+		o.Key = args[0]
+		return builtins.CheckSecretAddress(o)
+	})
 	return cmd
 }
 
@@ -199,6 +220,11 @@ without asking. Without a terminal it never waits for input: pass --yes.`,
 	addSecretFlags(cmd.Flags(), &opts.SecretOptions)
 	destructive(cmd, &yes)
 	addOutputFlag(cmd, &out)
+	checkUsage(cmd, func(args []string) error {
+		o := opts.SecretOptions
+		o.Key = args[0]
+		return builtins.CheckSecretAddress(o)
+	})
 	return cmd
 }
 
@@ -252,6 +278,7 @@ are never shown. --for limits it to one Pod, --namespace alone to one namespace,
 	f.StringVar(&opts.Provider, "provider", "", "secrets provider (default: the context's)")
 	f.BoolVar(&opts.System, "system", false, "list only the system keys")
 	addOutputFlag(cmd, &out)
+	checkUsage(cmd, func([]string) error { return builtins.CheckListSecrets(opts) })
 	return cmd
 }
 
@@ -278,6 +305,10 @@ func terminal(env *builtins.Env) *os.File {
 	return nil
 }
 
+// errNoValueSource is the usage error of a secret write that names no
+// source of the value when there is no terminal to prompt on.
+var errNoValueSource = errors.New("no value given and standard input is not a terminal to prompt on: pass --stdin to read the value from standard input, or --file PATH")
+
 // readSecretValue reads the value from the file, standard input or, by
 // default, a no-echo prompt on the terminal. It never blocks on a
 // non-terminal standard input it was not told to read.
@@ -300,7 +331,7 @@ func readSecretValue(cmd *cobra.Command, env *builtins.Env, key string, stdin bo
 	}
 	tty := terminal(env)
 	if tty == nil {
-		return nil, usageError{errors.New("no value given and standard input is not a terminal to prompt on: pass --stdin to read the value from standard input, or --file PATH")}
+		return nil, usageError{errNoValueSource}
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "Value for %s (input is hidden): ", key)
 	v, err := term.ReadPassword(int(tty.Fd()))

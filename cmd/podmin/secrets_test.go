@@ -129,14 +129,14 @@ func TestSecretUsageErrors(t *testing.T) {
 	}{
 		{"no value source", 2, "standard input is not a terminal to prompt on: pass --stdin to read the value from standard input, or --file PATH",
 			[]string{"secret", "create", "k", "--for", "web"}},
-		{"both sources", 2, "--stdin and --file both give the value", []string{"secret", "create", "k", "--for", "web", "--stdin", "--file", file}},
+		{"both sources", 2, "--stdin and --file cannot be combined: each gives the value", []string{"secret", "create", "k", "--for", "web", "--stdin", "--file", file}},
 		{"bad key before reading", 2, `"a/b" is not a safe key`, []string{"secret", "create", "a/b", "--for", "web"}},
-		{"no pod", 1, "no Pod given: pass --for POD", []string{"secret", "create", "k", "--file", file}},
+		{"no pod", 2, "no Pod given: pass --for POD", []string{"secret", "create", "k", "--file", file}},
 		{"unsupported delete", 1, "local has no delete/restore: use destroy to delete permanently", []string{"secret", "delete", "k", "--for", "web", "-y"}},
 		{"unsupported restore", 1, "local has no delete/restore: use destroy to delete permanently", []string{"secret", "restore", "k", "--for", "web"}},
 		{"unknown provider", 2, `unknown secrets provider "vault"`, []string{"secret", "list", "--provider", "vault"}},
-		{"internal system key", 1, `"cluster-ca" is not a system key you can manage`, []string{"secret", "destroy", "cluster-ca", "--system", "-y"}},
-		{"system namespace", 1, `"_system" is not a namespace`, []string{"secret", "create", "workload-ca-key", "--for", "x", "-n", "_system", "--file", file}},
+		{"internal system key", 2, `"cluster-ca" is not a system key you can manage`, []string{"secret", "destroy", "cluster-ca", "--system", "-y"}},
+		{"system namespace", 2, `"_system" is not a namespace`, []string{"secret", "create", "workload-ca-key", "--for", "x", "-n", "_system", "--file", file}},
 		{"list takes no key", 2, "unknown command", []string{"secret", "list", "k"}},
 		{"missing key", 2, "accepts 1 arg(s)", []string{"secret", "create", "--for", "web"}},
 	} {
@@ -162,7 +162,7 @@ func TestSecretSystemKey(t *testing.T) {
 	if !strings.Contains(out, "/demo/_system/otel-logs-headers") {
 		t.Errorf("list --system:\n%s", out)
 	}
-	if _, errs, code := c.runSecret("secret", "update", "otel-logs-headers", "--system", "--for", "web", "--stdin"); code != 1 || !strings.Contains(errs, "omit --for and --namespace") {
+	if _, errs, code := c.runSecret("secret", "update", "otel-logs-headers", "--system", "--for", "web", "--stdin"); code != 2 || !strings.Contains(errs, "omit --for and --namespace") {
 		t.Errorf("--system with --for: exit %d %s", code, errs)
 	}
 }

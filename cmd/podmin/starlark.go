@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -63,12 +64,16 @@ reads see, and nothing real is modified. The plan printed at the end lists, per
 call, each changed object, secret, context and file with a diff. With -o json
 standard output carries only the plan; the script's print() goes to standard
 error. Destructive operations need confirm = True or confirm = "<cluster>" in the
-script, or --yes (-y) for the whole run.
+script, or --yes (-y) for the whole run; confirm = naming another cluster refuses
+the call even with --yes. A dry run needs none: its plan marks each destructive
+call.
 
-Exit status: 0 success, 1 Podmin failed, 2 bad usage, 3 FILE does not exist,
-4 a destructive operation was not confirmed, 5 the script failed (the error
-shows the Starlark backtrace with file:line), 124 a deadline passed. See
-"podmin help starlark" for the language reference.`,
+Exit status: 0 success, 2 bad usage, 3 FILE does not exist, 4 a destructive
+operation was not confirmed or was refused, 5 the script failed (the error shows
+the Starlark backtrace with file:line), 124 a deadline passed. A built-in's
+error keeps its command's status: 1 the operation failed, 3 what it asked for
+does not exist, 6 the outcome of a write is unknown. See "podmin help starlark"
+for the language reference.`,
 		Example: `  podmin run recipes/quickstart.star
   podmin run --dry-run recipes/rollout.star -- --image=hello:v2 --nodegroups=a --nodegroups=b`,
 		Args:        cobra.MinimumNArgs(1),
@@ -77,6 +82,7 @@ shows the Starlark backtrace with file:line), 124 a deadline passed. See
 			if err := checkOutput(out); err != nil {
 				return err
 			}
+			lessGC()
 			if dash := cmd.ArgsLenAtDash(); dash > 1 || dash == -1 && len(args) > 1 {
 				return usageError{errors.New(`pass the script's arguments after "--": podmin run FILE -- --key=value`)}
 			}
@@ -137,11 +143,15 @@ needs images starts t.fake_registry() and pulls from it.
 t.assert.eq/ne/true/contains, t.fails(fn, "regexp"), t.run(main, **kwargs) and
 t.fake_registry() are available.
 
+Reads are jailed like writes: a test reads its sandbox and its own directory (a
+relative path finds the fixtures next to the test), and a local bucket it
+connects to by absolute path is mapped into the sandbox.
+
 It prints one line per test and "N passed, N failed"; a failing test's output
 is printed under it, a passing test's only with -v. It exits 5 when a test
-failed.`,
+failed, 3 when a PATH does not exist or no test matches -run.`,
 		Example: `  podmin test recipes/
-  podmin test -run 'deploy$' -v recipes/quickstart_test.star`,
+  podmin test -run 'twice$' -v recipes/quickstart_test.star`,
 		Annotations: map[string]string{noContext: "true"},
 		// Go's spelling (-run, -v) is parsed here, beside --run and --verbose.
 		DisableFlagParsing: true,
@@ -208,7 +218,9 @@ pre-loading FILE. Tab completes names and attributes, help(x) documents a builti
 _ holds the last value, Ctrl-C cancels the running call, Ctrl-D leaves. History is
 kept in the Podmin data directory (repl_history, mode 0600); it never keeps a line
 that contains a secret value. On a terminal, a destructive call without confirm =
-asks before it runs. The session has no overall deadline unless --timeout is given.`,
+asks you to type the cluster ID before it runs, as the CLI commands do; Tab twice
+lists the candidates. The session has no overall deadline unless --timeout is
+given.`,
 		Example: `  podmin repl
   podmin repl recipes/rollout.star`,
 		Args:        cobra.MaximumNArgs(1),
@@ -257,5 +269,16 @@ func newStarlarkTopic() *cobra.Command {
 		Long:  pstar.Markdown(),
 		Example: `  podmin help starlark
   podmin help starlark | less`,
+	}
+}
+
+// lessGC makes the garbage collector start later in a recipe run: a run
+// is short, allocates freely while it renders and parses manifests, and
+// keeps little, so the collector's default 100% growth target had it
+// collecting several times for memory about to be returned on exit. An
+// explicit GOGC setting wins.
+func lessGC() {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(400)
 	}
 }

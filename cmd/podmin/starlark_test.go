@@ -7,16 +7,21 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/creack/pty"
+
+	"podmin.dev/podmin/builtins"
 )
 
 func (c *cli) script(name, content string) string {
@@ -36,7 +41,7 @@ func TestRunExitCodes(t *testing.T) {
 		t.Fatalf("stdout %q", out)
 	}
 	c.fails(5, "bad.star:2:9: in main", "run", c.script("bad.star", "def main(ctx):\n    fail(\"boom\")\n"))
-	c.fails(5, "Error in fail: fail: boom", "run", filepath.Join(c.root, "bad.star"))
+	c.fails(5, "error in fail: fail: boom", "run", filepath.Join(c.root, "bad.star"))
 	c.fails(5, "syntax.star:1:", "run", c.script("syntax.star", "def (\n"))
 	c.fails(2, "--n: want an integer", "run", ok, "--", "--n=x")
 	c.fails(2, "unknown flag: --n", "run", ok, "--n=1")
@@ -242,46 +247,17 @@ func (s *syncBuffer) waitForAfter(t *testing.T, anchor, want string) {
 
 func TestREPLInPseudoTerminal(t *testing.T) {
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "repl")
-	cmd.Env = append(xdgEnv(dir), "PODMIN_TEST_RUN_MAIN=1", "TERM=dumb")
-	cmd.Dir = dir
-	tty, err := pty.Start(cmd)
-	if err != nil {
-		t.Skipf("no pseudo-terminal: %v", err)
-	}
-	defer tty.Close()
-	out := &syncBuffer{more: make(chan struct{}, 1)}
-	go func() { _, _ = io.Copy(out, tty) }()
-
-	out.waitFor(t, ">>> ")
-	if _, err := tty.Write([]byte("def f(n):\r")); err != nil {
-		t.Fatal(err)
-	}
-	out.waitFor(t, "... ")
-	if _, err := tty.Write([]byte("    return n + 40\r\r")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tty.Write([]byte("f(2)\r")); err != nil {
-		t.Fatal(err)
-	}
-	out.waitFor(t, "42")
+	r := startREPL(t, dir, "dumb", nil)
+	r.out.waitFor(t, ">>> ")
+	r.send(t, "def f(n):\r")
+	r.out.waitFor(t, "... ")
+	r.send(t, "    return n + 40\r\r")
+	r.send(t, "f(2)\r")
+	r.out.waitFor(t, "42")
 	// Ctrl-D ends the session only at a fresh prompt: wait for the one
 	// after the result, or the byte can reach the terminal mid-redraw.
-	out.waitForAfter(t, "42", ">>> ")
-	if _, err := tty.Write([]byte{4}); err != nil { // Ctrl-D
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("repl exited with %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatal("repl did not exit on Ctrl-D")
-	}
+	r.out.waitForAfter(t, "42", ">>> ")
+	r.quit(t)
 	if _, err := os.Stat(filepath.Join(dir, "data", "podmin", "repl_history")); err != nil {
 		t.Errorf("no history file: %v", err)
 	}
@@ -324,4 +300,232 @@ func BenchmarkRunPrintOnly(b *testing.B) {
 func BenchmarkRunQuickstart(b *testing.B) {
 	recipe, _ := filepath.Abs("../../recipes/quickstart.star")
 	benchmarkRun(b, recipe, true)
+}
+
+// TestREPLConfirmsWithTheClusterID: on a terminal the REPL asks for the
+// cluster ID like the CLI does; "y" is not an answer, the ID is, and a
+// confirm = naming another cluster refuses without asking.
+func TestREPLConfirmsWithTheClusterID(t *testing.T) {
+	dir := t.TempDir()
+	c := newCLI(t)
+	c.root = dir
+	for k, v := range map[string]string{"config": "XDG_CONFIG_HOME", "data": "XDG_DATA_HOME", "cache": "XDG_CACHE_HOME", "run": "XDG_RUNTIME_DIR"} {
+		c.env[v] = filepath.Join(dir, k)
+	}
+	c.ok("connect", "demo", "--provider", "local", "--bucket", "demo-bucket")
+	c.ok("deploy", "web", "-g", "workers", "--image", "hello:v1")
+	c.ok("deploy", "api", "-g", "workers", "--image", "hello:v1")
+	r := startREPL(t, dir, "dumb", nil)
+	send := func(s string) { t.Helper(); r.send(t, s+"\r") }
+	out := r.out
+	out.waitFor(t, ">>> ")
+	send(`podmin.deployments.delete("web", nodegroup = "workers")`)
+	out.waitFor(t, `podmin.deployments.delete("web") is destructive. Type the cluster ID (demo) to confirm: `)
+	send("y")
+	out.waitFor(t, `you typed "y", not the cluster ID "demo"; nothing was changed`)
+	out.waitForAfter(t, "nothing was changed", ">>> ")
+	send(`podmin.deployments.delete("api", nodegroup = "workers", confirm = "prod")`)
+	out.waitFor(t, `confirm = "prod" does not match the cluster "demo"`)
+	out.waitForAfter(t, `does not match the cluster "demo"`, ">>> ")
+	send(`podmin.deployments.delete("web", nodegroup = "workers").action`)
+	out.waitForAfter(t, "nothing was changed", "Type the cluster ID (demo) to confirm: ")
+	send("demo")
+	out.waitFor(t, `"deleted"`)
+	out.waitForAfter(t, `"deleted"`, ">>> ")
+	r.quit(t)
+	if list := c.ok("list"); strings.Contains(list, "web") || !strings.Contains(list, "api") {
+		t.Errorf("after the session:\n%s", list)
+	}
+	got := r.output()
+	start := strings.Index(got, `confirm = "prod")`)
+	end := strings.Index(got, `does not match the cluster "demo"`)
+	if start < 0 || end < start || strings.Contains(got[start:end], "Type the cluster ID") {
+		t.Errorf("the mismatched confirm = asked for the cluster ID:\n%s", got)
+	}
+}
+
+// dryRunDeploy3 is the recipe of BenchmarkRunDryRunVsVersion: three
+// deployments, two with a Service, and a list.
+const dryRunDeploy3 = `def main(ctx, image = "hello:v1"):
+    for app in ["web", "api", "worker"]:
+        podmin.deployments.deploy(app, nodegroup = "workers", image = image, service = app != "worker")
+    print(len(podmin.deployments.list()))
+`
+
+// BenchmarkRunDryRunVsVersion measures whole podmin processes: "podmin
+// run --dry-run" of a three-deployment recipe against "podmin version",
+// interleaved so both see the same machine load, at least 30 pairs per
+// op. It reports the medians of wall time and of CPU time (user +
+// system) of each, and their ratio:
+//
+//	go test ./cmd/podmin -run '^$' -bench RunDryRunVsVersion -benchtime 1x
+func BenchmarkRunDryRunVsVersion(b *testing.B) {
+	bin, err := buildPodmin()
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	env := xdgEnv(dir)
+	connect := exec.Command(bin, "connect", "demo", "--provider", "local", "--bucket", "demo")
+	connect.Env, connect.Dir = env, dir
+	if out, err := connect.CombinedOutput(); err != nil {
+		b.Fatalf("%v\n%s", err, out)
+	}
+	recipe := filepath.Join(dir, "deploy3.star")
+	if err := os.WriteFile(recipe, []byte(dryRunDeploy3), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	type sample struct{ wall, cpu time.Duration }
+	run := func(args ...string) sample {
+		cmd := exec.Command(bin, args...)
+		cmd.Env, cmd.Dir = env, dir
+		start := time.Now()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("podmin %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return sample{time.Since(start), cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}
+	}
+	median := func(s []sample, f func(sample) time.Duration) time.Duration {
+		v := make([]time.Duration, len(s))
+		for i, x := range s {
+			v[i] = f(x)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	var version, dryRun []sample
+	run("run", "--dry-run", recipe) // warm the page cache
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for range 30 {
+			version = append(version, run("version"))
+			dryRun = append(dryRun, run("run", "--dry-run", recipe))
+		}
+	}
+	b.StopTimer()
+	wall := func(s sample) time.Duration { return s.wall }
+	cpu := func(s sample) time.Duration { return s.cpu }
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	b.ReportMetric(ms(median(dryRun, wall)), "dryrun-wall-ms")
+	b.ReportMetric(ms(median(version, wall)), "version-wall-ms")
+	b.ReportMetric(ms(median(dryRun, cpu)), "dryrun-cpu-ms")
+	b.ReportMetric(ms(median(version, cpu)), "version-cpu-ms")
+	b.ReportMetric(float64(median(dryRun, wall))/float64(median(version, wall)), "wall-ratio")
+	b.ReportMetric(float64(median(dryRun, cpu))/float64(median(version, cpu)), "cpu-ratio")
+}
+
+// TestDocumentedTestRunExamplesMatch runs the "podmin test -run" examples
+// of the README and of "podmin test --help" on the repository's recipes:
+// each must select and pass at least one test (a pattern matching nothing
+// is an error, exit 3).
+func TestDocumentedTestRunExamplesMatch(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	help := newTestCmd(&builtins.Env{}).Example
+	exampleRE := regexp.MustCompile(`podmin test -run (\S+) -v (recipes/\S*)`)
+	var found [][]string
+	for _, src := range []string{string(readme), help} {
+		found = append(found, exampleRE.FindAllStringSubmatch(src, -1)...)
+	}
+	if len(found) < 2 {
+		t.Fatalf("found %d -run examples, want the README's and the help's", len(found))
+	}
+	c := newCLI(t)
+	for _, m := range found {
+		pattern := strings.Trim(m[1], `'"`)
+		out, errs, code := c.run("test", "-run", pattern, "-v", filepath.Join("../..", m[2]))
+		if code != 0 || strings.Contains(out, "0 passed") || !strings.Contains(out, "--- PASS") {
+			t.Errorf("podmin test -run %s -v %s: exit %d\n%s%s", m[1], m[2], code, out, errs)
+		}
+	}
+	out, errs, code := c.run("test", "-run", "no_such_test", "../../recipes/")
+	if code != exitNotFound || !strings.Contains(errs, "the tests are test_find_and_report, ") {
+		t.Errorf("-run matching nothing: exit %d\n%s%s", code, out, errs)
+	}
+}
+
+// TestREPLTabListsCandidatesOnce: Tab completes what the candidates share;
+// the next Tab lists them once above the prompt, however the terminal
+// handles cursor movement.
+func TestREPLTabListsCandidatesOnce(t *testing.T) {
+	dir := t.TempDir()
+	r := startREPL(t, dir, "xterm", &pty.Winsize{Rows: 24, Cols: 100})
+	r.out.waitFor(t, ">>> ")
+	r.send(t, "podmin.de\t")
+	r.out.waitFor(t, ">>> podmin.dep")
+	r.send(t, "\t")
+	r.out.waitFor(t, "deployments  deps")
+	r.send(t, "loyments.del\t")
+	r.out.waitFor(t, ">>> podmin.deployments.delete")
+	r.send(t, "\r")
+	r.out.waitForAfter(t, "<built-in function podmin.deployments.delete>", ">>> ")
+	r.quit(t)
+	if n := strings.Count(r.output(), "deployments  deps"); n != 1 {
+		t.Errorf("the candidates were printed %d times, want once:\n%q", n, r.output())
+	}
+}
+
+// ptyREPL is "podmin repl" running on a pseudo-terminal of the given size
+// with its state below dir.
+type ptyREPL struct {
+	cmd *exec.Cmd
+	tty *os.File
+	out *syncBuffer
+}
+
+// startREPL starts the REPL on a pseudo-terminal; the test is skipped
+// where there is none.
+func startREPL(t *testing.T, dir, term string, size *pty.Winsize) *ptyREPL {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "repl")
+	cmd.Env = append(xdgEnv(dir), "PODMIN_TEST_RUN_MAIN=1", "TERM="+term)
+	cmd.Dir = dir
+	tty, err := pty.StartWithSize(cmd, size)
+	if err != nil {
+		t.Skipf("no pseudo-terminal: %v", err)
+	}
+	t.Cleanup(func() { _ = tty.Close() })
+	r := &ptyREPL{cmd: cmd, tty: tty, out: &syncBuffer{more: make(chan struct{}, 1)}}
+	go func() { _, _ = io.Copy(r.out, tty) }()
+	return r
+}
+
+// send types s on the terminal.
+func (r *ptyREPL) send(t *testing.T, s string) {
+	t.Helper()
+	if _, err := r.tty.Write([]byte(s)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// quit types Ctrl-D, which must end the session with status 0. Call it
+// at a fresh prompt: a byte that reaches the terminal mid-redraw is lost.
+func (r *ptyREPL) quit(t *testing.T) {
+	t.Helper()
+	r.send(t, "\x04")
+	if err := waitExit(r.cmd, 20*time.Second); err != nil {
+		t.Fatalf("repl after Ctrl-D: %v", err)
+	}
+}
+
+// output is everything the terminal showed.
+func (r *ptyREPL) output() string {
+	r.out.mu.Lock()
+	defer r.out.mu.Unlock()
+	return r.out.buf.String()
+}
+
+// waitExit waits for cmd to exit, at most d, and kills it after that.
+func waitExit(cmd *exec.Cmd, d time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		_ = cmd.Process.Kill()
+		return fmt.Errorf("%s did not exit within %s", strings.Join(cmd.Args, " "), d)
+	}
 }

@@ -29,31 +29,75 @@ type fakeLeader struct {
 }
 
 func newFakeLeader(c *cli) *fakeLeader {
-	return &fakeLeader{t: c.t, store: localstore.Open(filepath.Join(c.root, "data", "podmin", "buckets", "demo-bucket"))}
+	return newFakeLeaderAt(c.t, filepath.Join(c.root, "data", "podmin", "buckets", "demo-bucket"))
+}
+
+// newFakeLeaderAt is a fake leader of the local bucket at dir.
+func newFakeLeaderAt(t *testing.T, dir string) *fakeLeader {
+	return &fakeLeader{t: t, store: localstore.Open(dir)}
 }
 
 func (f *fakeLeader) revision() string {
 	f.t.Helper()
-	ix, _, err := state.ReadIndex(context.Background(), f.store)
+	rev, err := f.committed()
 	if err != nil {
 		f.t.Fatal(err)
 	}
+	return rev
+}
+
+// committed is the revision of workers/web in the index.
+func (f *fakeLeader) committed() (string, error) {
+	ix, _, err := state.ReadIndex(context.Background(), f.store)
+	if err != nil {
+		return "", err
+	}
 	e, ok := ix.Lookup(state.Key{NodeGroup: "workers", Name: "web"})
 	if !ok {
-		f.t.Fatal("workers/web is not committed")
+		return "", fmt.Errorf("workers/web is not committed")
 	}
-	return nodepod.Revision(e)
+	return nodepod.Revision(e), nil
 }
 
 func (f *fakeLeader) publish(nodes, expected int, readiness, errKind string) {
 	f.t.Helper()
+	if err := f.tryPublish(nodes, expected, readiness, errKind); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// follow publishes every new revision of workers/web ready on 3 of 3
+// nodes, as a leader would once kubelet reports it, until stop is called.
+func (f *fakeLeader) follow() (stop func()) {
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		last := ""
+		for {
+			if rev, err := f.committed(); err == nil && rev != last && f.tryPublish(3, 3, state.Ready, "") == nil {
+				last = rev
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
+	return func() { close(done); <-stopped }
+}
+
+func (f *fakeLeader) tryPublish(nodes, expected int, readiness, errKind string) error {
 	ctx := context.Background()
 	now := time.Now().UTC()
 	lease := fmt.Sprintf(`{"leaderID":"node-0","leaderAddr":"[2001:db8::1]:8081","lastUpdated":%q,"term":3}`, now.Format(time.RFC3339Nano))
 	if _, err := f.store.Put(ctx, state.DNSLeaderPath, []byte(lease)); err != nil {
-		f.t.Fatal(err)
+		return err
 	}
-	rev := f.revision()
+	rev, err := f.committed()
+	if err != nil {
+		return err
+	}
 	s := &state.NodeGroupStatus{NodeGroup: "workers", Leader: "node-0", Term: 3, UpdatedAt: now, Settled: true, Expected: &expected, Live: nodes, Missing: max(0, expected-nodes)}
 	for i := range nodes {
 		r := state.DeploymentReport{Name: "web", Revision: rev, AppliedAt: &now, Desired: rev, Readiness: readiness, ReportedAt: now}
@@ -64,11 +108,10 @@ func (f *fakeLeader) publish(nodes, expected int, readiness, errKind string) {
 	}
 	data, err := s.Encode()
 	if err != nil {
-		f.t.Fatal(err)
+		return err
 	}
-	if _, err := f.store.Put(ctx, "status/nodegroups/workers.json", data); err != nil {
-		f.t.Fatal(err)
-	}
+	_, err = f.store.Put(ctx, "status/nodegroups/workers.json", data)
+	return err
 }
 
 // podmin status reports and exits 0 whatever the state; with --wait it is
@@ -149,28 +192,4 @@ func TestStatusCommand(t *testing.T) {
 	c.fails(exitUsage, `unknown wait goal "soon": use one of applied or ready`, "status", "web", "-g", "workers", "--wait=soon")
 	c.fails(exitUsage, `unknown wait goal "soon"`, "deploy", "web", "-g", "workers", "--image", "hello:v1", "--wait=soon")
 	c.fails(exitNotFound, "deployment workers/api is not in the deployment index", "status", "api", "-g", "workers")
-}
-
-// statusExitRows are status's rows of the exit-code table.
-func statusExitRows(t *testing.T, fresh, c *cli) []exitRow {
-	s := newCLI(t)
-	s.ok("connect", "demo", "--provider", "local", "--bucket", "demo-bucket")
-	s.ok("deploy", "web", "-g", "workers", "--image", "hello:v1")
-	failing := newCLI(t)
-	failing.ok("connect", "demo", "--provider", "local", "--bucket", "demo-bucket")
-	failing.ok("deploy", "web", "-g", "workers", "--image", "hello:v1")
-	newFakeLeader(failing).publish(3, 3, state.NotReady, "kubelet")
-	return []exitRow{
-		{c, exitOK, "", []string{"status"}},
-		{s, exitOK, "", []string{"status", "web", "-g", "workers", "-o", "json"}},
-		{failing, exitOK, "", []string{"status", "-g", "workers"}},
-		{s, exitDeadline, "waiting for workers/web revision", []string{"status", "web", "-g", "workers", "--wait", "--timeout", "1s"}},
-		{s, exitDeadline, "waiting for workers/web revision", []string{"deploy", "web", "-g", "workers", "--image", "hello:v1", "--wait=applied", "--timeout", "1s"}},
-		{failing, exitFailed, "a node reports an error for the revision", []string{"status", "web", "-g", "workers", "--wait"}},
-		{fresh, exitUsage, "a deployment name needs its NodeGroup", []string{"status", "web"}},
-		{fresh, exitUsage, `unknown wait goal "soon"`, []string{"status", "-g", "workers", "--wait=soon"}},
-		{fresh, exitUsage, `invalid NodeGroup ID "Bad_Group"`, []string{"status", "-g", "Bad_Group"}},
-		{fresh, exitUsage, "accepts at most 1 arg(s)", []string{"status", "a", "b"}},
-		{s, exitNotFound, "deployment workers/nope is not in the deployment index", []string{"status", "nope", "-g", "workers"}},
-	}
 }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"podmin.dev/podmin/internal/scrub"
 )
 
 // ValidateS3BucketName applies S3's general-purpose bucket naming rules, so a
@@ -16,7 +18,7 @@ import (
 func ValidateS3BucketName(name string) error {
 	const rule = "use 3-63 lowercase letters, digits, dots and hyphens, starting and ending with a letter or digit"
 	bad := func(why string) error {
-		return fmt.Errorf("invalid bucket name %q: %s: %s", name, why, rule)
+		return fmt.Errorf("invalid bucket name %s: %s: %s", scrub.Quote(name), why, rule)
 	}
 	if len(name) < 3 || len(name) > 63 {
 		return bad(fmt.Sprintf("%d characters", len(name)))
@@ -24,7 +26,10 @@ func ValidateS3BucketName(name string) error {
 	for i := 0; i < len(name); i++ {
 		c := name[i]
 		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '.' && c != '-' {
-			return bad(fmt.Sprintf("character %q is not allowed", rune(c)))
+			if ch := scrub.QuoteRune(name, rune(c)); ch != scrub.Withheld && c < 0x80 {
+				return bad("character " + ch + " is not allowed")
+			}
+			return bad("it holds a character that is not allowed")
 		}
 	}
 	alnum := func(c byte) bool { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') }

@@ -15,6 +15,7 @@ import (
 	"sort"
 
 	"podmin.dev/podmin/internal/paths"
+	"podmin.dev/podmin/internal/scrub"
 )
 
 // FileName is the name of the contexts file inside the config directory.
@@ -34,6 +35,11 @@ type Context struct {
 	Bucket          string `json:"bucket"`
 	Profile         string `json:"profile,omitempty"`
 	SecretsProvider string `json:"secretsProvider"`
+	// BucketNonce is the nonce connect drew just before it created the
+	// bucket and also wrote into the bucket's BucketNonceTag; empty when
+	// the bucket existed already (it is used, never deleted). Only a
+	// matching pair lets destroy delete the bucket.
+	BucketNonce string `json:"bucketNonce,omitempty"`
 }
 
 // File is the whole contexts file.
@@ -71,9 +77,9 @@ func (f *File) Lookup(name string) (Context, error) {
 	if !ok {
 		known := f.Names()
 		if len(known) == 0 {
-			return Context{}, fmt.Errorf("%w %q: no contexts are saved: run \"podmin connect %s --provider aws|local --bucket BUCKET\"", ErrUnknown, name, name)
+			return Context{}, fmt.Errorf("%w %s: no contexts are saved: run \"podmin connect CLUSTER --provider aws|local --bucket BUCKET\"", ErrUnknown, scrub.Quote(name))
 		}
-		return Context{}, fmt.Errorf("%w %q: saved contexts are %q: run \"podmin use\" to list them or \"podmin connect\" to add one", ErrUnknown, name, known)
+		return Context{}, fmt.Errorf("%w %s: saved contexts are %q: run \"podmin use\" to list them or \"podmin connect\" to add one", ErrUnknown, scrub.Quote(name), known)
 	}
 	return c, nil
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -96,5 +97,19 @@ func TestErrors(t *testing.T) {
 	}
 	if err := Update(filepath.Join(file, "podmin"), func(*File) error { return nil }); err == nil {
 		t.Fatal("update under a regular file succeeded")
+	}
+}
+
+func TestNonces(t *testing.T) {
+	a, b := NewNonce(), NewNonce()
+	if len(a) != 64 || a == b || !ProvenBy(a, a) {
+		t.Fatalf("nonces %q and %q", a, b)
+	}
+	for _, tc := range []struct{ want, got string }{
+		{a, b}, {a, ""}, {"", ""}, {a, a[:63]}, {strings.ToUpper(a), strings.ToUpper(a)}, {a + "0", a + "0"},
+	} {
+		if ProvenBy(tc.want, tc.got) {
+			t.Errorf("ProvenBy(%q, %q) = true", tc.want, tc.got)
+		}
 	}
 }

@@ -11,6 +11,9 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unicode/utf8"
+
+	"podmin.dev/podmin/internal/scrub"
 )
 
 // MaxLen is the longest cluster or NodeGroup ID.
@@ -43,23 +46,29 @@ func ValidateNodeGroup(id string) error { return validate("NodeGroup ID", id) }
 
 func validate(kind, id string) error {
 	const rule = "use 1 to 32 lowercase letters, digits and hyphens, starting with a letter and not ending with a hyphen"
+	// The ID may be anything the operator typed (a secret pasted into the
+	// wrong field): it is quoted only through the scrubber's quoting.
+	q := scrub.Quote(id)
 	if why, ok := reserved[id]; ok {
-		return fmt.Errorf("invalid %s %q: the name is reserved (%s): choose another name", kind, id, why)
+		return fmt.Errorf("invalid %s %s: the name is reserved (%s): choose another name", kind, q, why)
 	}
 	switch {
 	case id == "":
 		return fmt.Errorf("invalid %s: it is empty: %s", kind, rule)
 	case len(id) > MaxLen:
-		return fmt.Errorf("invalid %s %q: %d characters is longer than %d: %s", kind, id, len(id), MaxLen, rule)
+		return fmt.Errorf("invalid %s %s: %d characters is longer than %d: %s", kind, q, len(id), MaxLen, rule)
 	case id[0] < 'a' || id[0] > 'z':
-		return fmt.Errorf("invalid %s %q: it must start with a lowercase letter: %s", kind, id, rule)
+		return fmt.Errorf("invalid %s %s: it must start with a lowercase letter: %s", kind, q, rule)
 	case strings.HasSuffix(id, "-"):
-		return fmt.Errorf("invalid %s %q: it must not end with a hyphen: %s", kind, id, rule)
+		return fmt.Errorf("invalid %s %s: it must not end with a hyphen: %s", kind, q, rule)
 	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
+	for i, c := range id {
 		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
-			return fmt.Errorf("invalid %s %q: character %q at position %d is not allowed: %s", kind, id, rune(c), i+1, rule)
+			ch := scrub.QuoteRune(id, c)
+			if ch == scrub.Withheld || c == utf8.RuneError {
+				return fmt.Errorf("invalid %s %s: it holds a character that is not allowed: %s", kind, q, rule)
+			}
+			return fmt.Errorf("invalid %s %s: character %s at position %d is not allowed: %s", kind, q, ch, i+1, rule)
 		}
 	}
 	return nil

@@ -6,9 +6,10 @@ package manifest
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
+
+	"podmin.dev/podmin/internal/scrub"
 )
 
 const (
@@ -39,8 +40,6 @@ func reservedAnnotations() []string {
 	return []string{ServiceAnnotation, MaxUnavailableAnnotation, "podmin.dev/revision", "podmin.dev/identity-revision"}
 }
 
-var secretKeyRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,255}$`)
-
 // ParseSecretKeys splits the value of a podmin.dev/<provider> annotation.
 // Each key becomes one file name and one secret path component, so it must
 // be a safe single path component: letters, digits, '.', '_' or '-', not
@@ -56,15 +55,15 @@ func ParseSecretKeys(value string) ([]string, error) {
 			return nil, err
 		}
 		if slices.Contains(keys[:i], k) {
-			return nil, fmt.Errorf("key %q is listed twice; list each key once", k)
+			return nil, fmt.Errorf("key %s is listed twice; list each key once", scrub.Quote(k))
 		}
 	}
 	return keys, nil
 }
 
 func checkSecretKey(k string) error {
-	if !secretKeyRE.MatchString(k) || k == "." || k == ".." {
-		return fmt.Errorf("%q is not a safe key: use 1 to 255 letters, digits, '.', '_' or '-' (not \".\" or \"..\"), separated by commas without spaces", k)
+	if !safeSecretKey(k) {
+		return fmt.Errorf("%s is not a safe key: use 1 to 255 letters, digits, '.', '_' or '-' (not \".\" or \"..\"), separated by commas without spaces", scrub.Quote(k))
 	}
 	return nil
 }
@@ -89,4 +88,20 @@ func checkPodminAnnotations(p *problems, path string, annotations map[string]str
 			p.add(subjectDaemonSet, field, "unknown Podmin annotation: use podmin.dev/%s", strings.Join(SecretsProviders(), " or podmin.dev/"))
 		}
 	}
+}
+
+// safeSecretKey reports whether k is 1 to 255 letters, digits, '.', '_' or
+// '-' and not "." or "..". (A regular expression with {1,255} compiles to
+// 255 copies of its class, which every process paid for at start.)
+func safeSecretKey(k string) bool {
+	if len(k) == 0 || len(k) > 255 || k == "." || k == ".." {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }

@@ -17,6 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"podmin.dev/podmin/internal/scrub"
 )
 
 // BuildOptions describe the built-in minimal DaemonSet. Field names follow
@@ -66,6 +68,29 @@ const (
 // Build renders the built-in DaemonSet (and its Service) as a canonical
 // YAML stream that Extract accepts: the same options give the same bytes.
 func Build(opts BuildOptions) ([]byte, error) {
+	out, _, err := BuildExtracted(opts)
+	return out, err
+}
+
+// BuildExtracted is Build that also returns what Extract makes of the
+// stream with the DaemonSet's name and NodeGroup and no image overrides:
+// Build checks its output with that extraction, so a caller that would
+// extract the same stream next (deploy, init) takes it from here.
+func BuildExtracted(opts BuildOptions) ([]byte, *Result, error) {
+	out, err := build(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	// The options were validated by build, so a failure here is a bug in
+	// Build, reported as such rather than as ErrInvalid.
+	res, err := Extract(out, ExtractOptions{Name: opts.Name, NodeGroup: opts.NodeGroup})
+	if err != nil {
+		return nil, nil, fmt.Errorf("built-in manifest failed its own validation: %s", err.Error())
+	}
+	return out, res, nil
+}
+
+func build(opts BuildOptions) ([]byte, error) {
 	var p problems
 	ns := cmp.Or(opts.Namespace, DefaultNamespace)
 	if problem := dnsLabel("DaemonSet name", opts.Name); problem != "" {
@@ -84,7 +109,7 @@ func Build(opts BuildOptions) ([]byte, error) {
 	ports := parsePorts(&p, opts.Ports)
 	wantService := opts.Service || len(opts.Ports) > 0
 	if problem := dnsLabel("DaemonSet name", opts.Name); wantService && problem == "" && len(validation.IsDNS1035Label(opts.Name)) > 0 {
-		p.add("name", "", "%q cannot name the built-in Service: Service names start with a letter; rename the DaemonSet", opts.Name)
+		p.add("name", "", "%s cannot name the built-in Service: Service names start with a letter; rename the DaemonSet", scrub.Quote(opts.Name))
 	}
 	if wantService && len(opts.Images) > 1 {
 		p.add("service", "", "the built-in Service needs exactly one image, not %d; write the Service into a manifest file instead", len(opts.Images))
@@ -152,11 +177,6 @@ func Build(opts BuildOptions) ([]byte, error) {
 		}
 		out = slices.Concat(out, []byte("---\n"), y)
 	}
-	// The options were validated above, so a failure here is a bug in
-	// Build, reported as such rather than as ErrInvalid.
-	if _, err := Extract(out, ExtractOptions{Name: opts.Name, NodeGroup: opts.NodeGroup}); err != nil {
-		return nil, fmt.Errorf("built-in manifest failed its own validation: %s", err.Error())
-	}
 	return out, nil
 }
 
@@ -165,11 +185,11 @@ func Build(opts BuildOptions) ([]byte, error) {
 func parsePorts(p *problems, values []string) []Port {
 	var out []Port
 	for _, v := range values {
-		subject := fmt.Sprintf("port %q", v)
+		subject := "port " + scrub.Quote(v)
 		for item := range strings.SplitSeq(v, ",") {
 			svc, target, ok := strings.Cut(item, ":")
 			if !ok {
-				p.add(subject, "", "%q must be SERVICE:TARGET, e.g. 443:8443", item)
+				p.add(subject, "", "%s must be SERVICE:TARGET, e.g. 443:8443", scrub.QuotePart(v, item))
 				continue
 			}
 			sp, err1 := portNumber(svc)
@@ -191,7 +211,7 @@ func parsePorts(p *problems, values []string) []Port {
 func portNumber(s string) (int32, error) {
 	n, err := strconv.ParseInt(s, 10, 32)
 	if err != nil {
-		return 0, fmt.Errorf("%q is not a port number: use 1 to 65535", s)
+		return 0, fmt.Errorf("%s is not a port number: use 1 to 65535", scrub.Quote(s))
 	}
 	if n < 1 || n > 65535 {
 		return 0, fmt.Errorf("port %d is out of range: use 1 to 65535", n)
@@ -205,7 +225,7 @@ func quantity(p *problems, name, value, example string, res corev1.ResourceName,
 	}
 	q, err := resource.ParseQuantity(value)
 	if err != nil || q.Sign() <= 0 {
-		p.add(fmt.Sprintf("%s %q", name, value), "", "must be a positive Kubernetes quantity such as %s", example)
+		p.add(name+" "+scrub.Quote(value), "", "must be a positive Kubernetes quantity such as %s", example)
 		return
 	}
 	limits[res] = q
@@ -214,21 +234,21 @@ func quantity(p *problems, name, value, example string, res corev1.ResourceName,
 func buildEnv(p *problems, values []string, lookup func(string) (string, bool)) []corev1.EnvVar {
 	var out []corev1.EnvVar
 	for _, v := range values {
-		subject := fmt.Sprintf("env %q", v)
+		subject := "env " + scrub.Quote(v)
 		key, value, ok := strings.Cut(v, "=")
 		switch {
 		case len(validation.IsEnvVarName(key)) > 0:
-			p.add(subject, "", "%q is not a valid variable name: use letters, digits, '_', '-' or '.', not starting with a digit", key)
+			p.add(subject, "", "%s is not a valid variable name: use letters, digits, '_', '-' or '.', not starting with a digit", scrub.QuotePart(v, key))
 			continue
 		case slices.ContainsFunc(out, func(e corev1.EnvVar) bool { return e.Name == key }):
-			p.add(subject, "", "%s is set twice; set each variable once", key)
+			p.add(subject, "", "%s is set twice; set each variable once", scrub.QuotePart(v, key))
 			continue
 		case !ok:
 			if lookup != nil {
 				value, ok = lookup(key)
 			}
 			if !ok {
-				p.add(subject, "", "%s is not set in the environment; pass %s=VALUE", key, key)
+				p.add(subject, "", "%s is not set in the environment; pass it as KEY=VALUE", scrub.QuotePart(v, key))
 				continue
 			}
 		}
@@ -242,14 +262,14 @@ func buildSecrets(p *problems, keys []string, provider string) map[string]string
 		return nil
 	}
 	if !slices.Contains(SecretsProviders(), provider) {
-		p.add(fmt.Sprintf("secrets provider %q", provider), "", "is not supported: use %s", strings.Join(SecretsProviders(), " or "))
+		p.add("secrets provider "+scrub.Quote(provider), "", "is not supported: use %s", strings.Join(SecretsProviders(), " or "))
 		return nil
 	}
 	for i, k := range keys {
 		if err := checkSecretKey(k); err != nil {
-			p.add(fmt.Sprintf("secret %q", k), "", "%v", err)
+			p.add("secret "+scrub.Quote(k), "", "%v", err)
 		} else if slices.Contains(keys[:i], k) {
-			p.add(fmt.Sprintf("secret %q", k), "", "is listed twice; list each key once")
+			p.add("secret "+scrub.Quote(k), "", "is listed twice; list each key once")
 		}
 	}
 	return map[string]string{podminPrefix + provider: strings.Join(keys, ",")}

@@ -14,6 +14,8 @@ import (
 
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"podmin.dev/podmin/internal/scrub"
 )
 
 // MaxManifestBytes bounds the input of Extract. A deployment stream holds
@@ -46,18 +48,18 @@ func splitStream(data []byte) ([]document, error) {
 		subject := fmt.Sprintf("document %d", i+1)
 		j, err := yaml.YAMLToJSONStrict(raw)
 		if err != nil {
-			return nil, &Error{Subject: subject, Detail: fmt.Sprintf("invalid YAML: %v", err)}
+			return nil, &Error{Subject: subject, Detail: "invalid YAML: " + parserError(err)}
 		}
 		v, err := decodeJSON(j)
 		if err != nil {
-			return nil, &Error{Subject: subject, Detail: fmt.Sprintf("invalid JSON: %v", err)}
+			return nil, &Error{Subject: subject, Detail: "invalid JSON: " + parserError(err)}
 		}
 		if v == nil {
 			continue // an empty document, such as a trailing "---"
 		}
 		obj, ok := v.(map[string]any)
 		if !ok {
-			return nil, &Error{Subject: subject, Detail: "must be a Kubernetes object with apiVersion and kind, not " + describe(v)}
+			return nil, &Error{Subject: subject, Detail: "must be a Kubernetes object with apiVersion and kind, not " + describeDocument(v)}
 		}
 		d := document{subject: subject, object: obj}
 		var p problems
@@ -83,13 +85,13 @@ func rawDocuments(data []byte) ([][]byte, error) {
 				return out, nil
 			}
 			if err != nil {
-				return nil, &Error{Subject: fmt.Sprintf("document %d", i), Detail: fmt.Sprintf("invalid JSON: %v", err)}
+				return nil, &Error{Subject: fmt.Sprintf("document %d", i), Detail: "invalid JSON: " + parserError(err)}
 			}
 			// Compact JSON is valid YAML, so duplicate keys are found by
 			// the same strict YAML decoder as for YAML input.
 			var b bytes.Buffer
 			if err := json.Compact(&b, raw); err != nil {
-				return nil, &Error{Subject: fmt.Sprintf("document %d", i), Detail: fmt.Sprintf("invalid JSON: %v", err)}
+				return nil, &Error{Subject: fmt.Sprintf("document %d", i), Detail: "invalid JSON: " + parserError(err)}
 			}
 			out = append(out, b.Bytes())
 		}
@@ -102,7 +104,7 @@ func rawDocuments(data []byte) ([][]byte, error) {
 			return out, nil
 		}
 		if err != nil {
-			return nil, &Error{Subject: fmt.Sprintf("document %d", i), Detail: fmt.Sprintf("invalid YAML: %v", err)}
+			return nil, &Error{Subject: fmt.Sprintf("document %d", i), Detail: "invalid YAML: " + parserError(err)}
 		}
 		out = append(out, raw)
 	}
@@ -137,7 +139,7 @@ func describe(v any) string {
 	case nil:
 		return "null"
 	case string:
-		return fmt.Sprintf("%q", v)
+		return scrub.Quote(v)
 	case json.Number:
 		return v.String()
 	case bool:
@@ -150,3 +152,21 @@ func describe(v any) string {
 		return fmt.Sprintf("%T", v)
 	}
 }
+
+// describeDocument names a whole document that is not an object without
+// quoting it: a file that is one scalar (a key, a token) would otherwise
+// be echoed whole.
+func describeDocument(v any) string {
+	switch v := v.(type) {
+	case string:
+		return fmt.Sprintf("a string of %d bytes (not shown): check that the file is the manifest", len(v))
+	case json.Number, bool:
+		return "a scalar (not shown): check that the file is the manifest"
+	}
+	return describe(v)
+}
+
+// parserError renders a YAML or JSON parser's error with every piece of
+// the input it quotes passed through the scrubber's quoting: bounded, and
+// withheld where it shares text with a secret value.
+func parserError(err error) string { return scrub.QuoteSpans(err.Error()) }

@@ -9,6 +9,8 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"podmin.dev/podmin/internal/scrub"
 )
 
 // ErrInvalid is wrapped by every validation error, so callers can tell a
@@ -75,7 +77,7 @@ func dnsLabel(what, s string) string {
 		return what + " is required"
 	}
 	if len(validation.IsDNS1123Label(s)) > 0 {
-		return fmt.Sprintf("%q is not a valid %s: %s", s, what, labelHint)
+		return fmt.Sprintf("%s is not a valid %s: %s", scrub.Quote(s), what, labelHint)
 	}
 	return ""
 }
@@ -90,7 +92,7 @@ const DefaultNamespace = "default"
 // namespaceProblem reports why ns cannot hold a deployment, or "".
 func namespaceProblem(ns string) string {
 	if ns == ReservedNamespace {
-		return fmt.Sprintf("%q is reserved for Podmin system state; choose another namespace", ns)
+		return fmt.Sprintf("%s is reserved for Podmin system state; choose another namespace", scrub.Quote(ns))
 	}
 	return dnsLabel("namespace", ns)
 }

@@ -14,6 +14,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"podmin.dev/podmin/internal/scrub"
 )
 
 // ExtractOptions carries the deploy command's expectations. Zero values
@@ -88,11 +90,11 @@ func Extract(data []byte, opts ExtractOptions) (*Result, error) {
 	tmpl := ds.Spec.Template
 	if svc != nil {
 		if svc.Namespace != r.Namespace {
-			p.add(subjectService, "metadata.namespace", "%q does not match the DaemonSet's namespace %q; put both in the same namespace", svc.Namespace, r.Namespace)
+			p.add(subjectService, "metadata.namespace", "%s does not match the DaemonSet's namespace %s; put both in the same namespace", scrub.Quote(svc.Namespace), scrub.Quote(r.Namespace))
 		}
 		for _, k := range sortedKeys(svc.Selector) {
 			if v, ok := tmpl.Labels[k]; !ok || v != svc.Selector[k] {
-				p.add(subjectService, "spec.selector", "does not select this DaemonSet's Pods: spec.template.metadata.labels lacks %s: %s; make the selector match the template labels", k, svc.Selector[k])
+				p.add(subjectService, "spec.selector", "does not select this DaemonSet's Pods: spec.template.metadata.labels lacks %s: %s; make the selector match the template labels", scrub.Quote(k), scrub.Quote(svc.Selector[k]))
 				break
 			}
 		}
@@ -151,9 +153,9 @@ func classify(docs []document) (ds, svc *document, err error) {
 		d := &docs[i]
 		switch {
 		case d.kind == "DaemonSet" && d.apiVersion != "apps/v1":
-			p.add(d.subject, "apiVersion", "%q is not supported for a DaemonSet: use apps/v1", d.apiVersion)
+			p.add(d.subject, "apiVersion", "%s is not supported for a DaemonSet: use apps/v1", scrub.Quote(d.apiVersion))
 		case d.kind == "Service" && d.apiVersion != "v1":
-			p.add(d.subject, "apiVersion", "%q is not supported for a Service: use v1", d.apiVersion)
+			p.add(d.subject, "apiVersion", "%s is not supported for a Service: use v1", scrub.Quote(d.apiVersion))
 		case d.kind == "DaemonSet" && ds != nil:
 			p.add(d.subject, "", "a second DaemonSet is not supported: a deployment stream holds exactly one; deploy each DaemonSet separately")
 		case d.kind == "DaemonSet":
@@ -163,7 +165,7 @@ func classify(docs []document) (ds, svc *document, err error) {
 		case d.kind == "Service":
 			svc = d
 		default:
-			p.add(d.subject, "kind", "%q is not supported: a deployment stream holds one apps/v1 DaemonSet and at most one v1 Service; remove it", d.kind)
+			p.add(d.subject, "kind", "%s is not supported: a deployment stream holds one apps/v1 DaemonSet and at most one v1 Service; remove it", scrub.Quote(d.kind))
 		}
 	}
 	if p.ok() && ds == nil {
@@ -182,7 +184,7 @@ func checkDaemonSet(p *problems, ds *appsv1.DaemonSet, raw map[string]any, opts 
 	if problem := dnsLabel("DaemonSet name", ds.Name); problem != "" {
 		p.add(subjectDaemonSet, "metadata.name", "%s", problem)
 	} else if opts.Name != "" && ds.Name != opts.Name {
-		p.add(subjectDaemonSet, "metadata.name", "%q does not match the deployment name %q; rename the DaemonSet or deploy it as %q", ds.Name, opts.Name, ds.Name)
+		p.add(subjectDaemonSet, "metadata.name", "%s does not match the deployment name %s; rename the DaemonSet or deploy it as %[1]s", scrub.Quote(ds.Name), scrub.Quote(opts.Name))
 	}
 	if problem := namespaceProblem(cmp.Or(ds.Namespace, DefaultNamespace)); problem != "" {
 		p.add(subjectDaemonSet, "metadata.namespace", "%s", problem)
@@ -205,7 +207,7 @@ func checkDaemonSet(p *problems, ds *appsv1.DaemonSet, raw map[string]any, opts 
 	case dnsLabel("NodeGroup name", nodeGroup) != "":
 		p.add(subjectDaemonSet, field, "%s", dnsLabel("NodeGroup name", nodeGroup))
 	case opts.NodeGroup != "" && nodeGroup != opts.NodeGroup:
-		p.add(subjectDaemonSet, field, "%q does not match the requested NodeGroup %q; change the selector or deploy to %q", nodeGroup, opts.NodeGroup, nodeGroup)
+		p.add(subjectDaemonSet, field, "%s does not match the requested NodeGroup %s; change the selector or deploy to %[1]s", scrub.Quote(nodeGroup), scrub.Quote(opts.NodeGroup))
 	}
 	for _, k := range sortedKeys(spec.NodeSelector) {
 		if k != NodeGroupSelector {
@@ -236,13 +238,13 @@ func checkDaemonSet(p *problems, ds *appsv1.DaemonSet, raw map[string]any, opts 
 		if problem := dnsLabel("container name", c.Name); problem != "" {
 			p.add(subjectDaemonSet, field+".name", "%s", problem)
 		} else if slices.Contains(names, c.Name) {
-			p.add(subjectDaemonSet, field+".name", "%q is used by another container; give every container and init container a unique name", c.Name)
+			p.add(subjectDaemonSet, field+".name", "%s is used by another container; give every container and init container a unique name", scrub.Quote(c.Name))
 		}
 		names = append(names, c.Name)
 		switch c.ImagePullPolicy {
 		case "", corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
 		default:
-			p.add(subjectDaemonSet, field+".imagePullPolicy", "%q is not valid: use Always, IfNotPresent or Never", string(c.ImagePullPolicy))
+			p.add(subjectDaemonSet, field+".imagePullPolicy", "%s is not valid: use Always, IfNotPresent or Never", scrub.Quote(string(c.ImagePullPolicy)))
 		}
 	}
 	for i := range spec.InitContainers {

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"podmin.dev/podmin/internal/scrub"
 )
 
 const (
@@ -73,7 +75,7 @@ func addIdentity(p *problems, spec *corev1.PodSpec, pod string) {
 			case m.Name == IdentityVolume:
 				p.add(subjectDaemonSet, fmt.Sprintf("%s.volumeMounts[%d]", field, j), "volume %q may only be mounted read-only at exactly %s, without subPath or propagation; remove this mount, Podmin adds it", IdentityVolume, IdentityMountPath)
 			case mp == IdentityMountPath || strings.HasPrefix(mp, IdentityMountPath+"/"):
-				p.add(subjectDaemonSet, fmt.Sprintf("%s.volumeMounts[%d].mountPath", field, j), "%q is reserved for the workload identity mount; choose another path", m.MountPath)
+				p.add(subjectDaemonSet, fmt.Sprintf("%s.volumeMounts[%d].mountPath", field, j), "%s is reserved for the workload identity mount; choose another path", scrub.Quote(m.MountPath))
 			}
 		}
 		if !have {

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
+
+	"podmin.dev/podmin/internal/scrub"
 )
 
 // ClusterRegistry is the hostname of the node-local read-only registry, the
@@ -136,11 +138,11 @@ func ParseImageRef(s string) (ImageRef, error) {
 	if !strings.Contains(r.Digest, "@") {
 		for c := range strings.SplitSeq(r.Path, "/") {
 			if !pathComponentRE.MatchString(c) {
-				return ImageRef{}, ruleErrorf("repository component %q must be lowercase letters and digits separated by '.', '_', '__' or '-'", c)
+				return ImageRef{}, ruleErrorf("repository component %s must be lowercase letters and digits separated by '.', '_', '__' or '-'", scrub.QuotePart(s, c))
 			}
 		}
 		if r.Tag != "" && !tagStartRE.MatchString(r.Tag) {
-			return ImageRef{}, ruleErrorf("tag %q must start with a letter, a digit or '_'", r.Tag)
+			return ImageRef{}, ruleErrorf("tag %s must start with a letter, a digit or '_'", scrub.QuotePart(s, r.Tag))
 		}
 	}
 	opts := []name.Option{name.WithDefaultRegistry(""), name.WithDefaultTag("")}
@@ -166,7 +168,12 @@ func ggcrProblem(s string, opts []name.Option) error {
 	if err == nil {
 		err = errors.New("could not parse the reference")
 	}
-	return fmt.Errorf("%v; write [registry/]repository[:tag][@sha256:<hex>], e.g. hello:v1", err)
+	// The name package's messages hold parts of s as they are.
+	msg := err.Error()
+	if !scrub.Showable(s) {
+		msg = "the name package could not parse it"
+	}
+	return fmt.Errorf("%s; write [registry/]repository[:tag][@sha256:<hex>], e.g. hello:v1", msg)
 }
 
 // splitRef splits s into parts with name.ParseReference's rules, keeping
@@ -198,22 +205,22 @@ func splitRef(s string) ImageRef {
 func ResolveImage(value string) (string, error) {
 	r, err := ParseImageRef(value)
 	if err != nil {
-		return "", fmt.Errorf("%q is not a valid image reference: %w", value, err)
+		return "", fmt.Errorf("%s is not a valid image reference: %w", scrub.Quote(value), err)
 	}
 	if r.Domain == "" {
 		r.Domain, r.Path = ClusterRegistry, clusterAppsPrefix+r.Path
 		if n := len(r.Domain) + len(r.Path); n > maxNameLength {
-			return "", fmt.Errorf("%q is too long: as %s it has %d characters; the limit is %d", value, r, n, maxNameLength)
+			return "", fmt.Errorf("%s is too long: as a cluster reference it has %d characters; the limit is %d", scrub.Quote(value), n, maxNameLength)
 		}
 	}
 	if !strings.EqualFold(hostOf(r.Domain), ClusterRegistry) {
-		return "", fmt.Errorf("%q is not in the cluster registry, the only one nodes pull from: %s", value, pushAdvice(value, r))
+		return "", fmt.Errorf("%s is not in the cluster registry, the only one nodes pull from: %s", scrub.Quote(value), pushAdvice(value, r))
 	}
 	if r.Domain != ClusterRegistry {
-		return "", fmt.Errorf("%q names the cluster registry as %q: write it exactly %s, without a port or capitals", value, r.Domain, ClusterRegistry)
+		return "", fmt.Errorf("%s names the cluster registry as %s: write it exactly %s, without a port or capitals", scrub.Quote(value), scrub.QuotePart(value, r.Domain), ClusterRegistry)
 	}
 	if r.Digest != "" && !strings.HasPrefix(r.Digest, "sha256:") {
-		return "", fmt.Errorf("%q is not a valid cluster image reference: cluster images are addressed by sha256 digests; use the digest \"podmin push\" prints", value)
+		return "", fmt.Errorf("%s is not a valid cluster image reference: cluster images are addressed by sha256 digests; use the digest \"podmin push\" prints", scrub.Quote(value))
 	}
 	switch {
 	case strings.HasPrefix(r.Path, clusterAppsPrefix):
@@ -224,12 +231,13 @@ func ResolveImage(value string) (string, error) {
 			return r.String(), nil
 		}
 		source := ImageRef{Path: strings.TrimPrefix(r.Path, clusterMirrorPrefix), Tag: r.Tag, Digest: r.Digest}.String()
-		return "", fmt.Errorf("%q is not a platform image: mirror/ holds only the images Podmin manages (%s); %s",
-			value, platformNames(), pushAdvice(source, splitRef(source)))
+		return "", fmt.Errorf("%s is not a platform image: mirror/ holds only the images Podmin manages (%s); %s",
+			scrub.Quote(value), platformNames(), pushAdvice(source, splitRef(source)))
 	default:
 		short := ImageRef{Path: r.Path, Tag: r.Tag, Digest: r.Digest}
-		return "", fmt.Errorf("%q is not a cluster image: cluster images live under %s/%s<repository>; write %s/%s%s or the shorthand %s",
-			value, ClusterRegistry, clusterAppsPrefix, ClusterRegistry, clusterAppsPrefix, short, short)
+		full := ClusterRegistry + "/" + clusterAppsPrefix + short.String()
+		return "", fmt.Errorf("%s is not a cluster image: cluster images live under %s/%s<repository>; write %s or the shorthand %s",
+			scrub.Quote(value), ClusterRegistry, clusterAppsPrefix, scrub.QuotePart(value, full), scrub.QuotePart(value, short.String()))
 	}
 }
 
@@ -248,6 +256,11 @@ func hostOf(domain string) string {
 // and the reference it then prints: push keeps the repository and tag
 // beneath apps/ and replaces the registry host.
 func pushAdvice(source string, r ImageRef) string {
+	// The command quotes source whole, so only a source the scrubber's
+	// quoting would show whole is spelled out.
+	if !scrub.Showable(source) {
+		return `copy it with "podmin push SOURCE" and use the reference it prints`
+	}
 	advice := fmt.Sprintf("run %q", "podmin push "+shellWord(source))
 	if r.Digest != "" {
 		return advice + " and use the reference it prints"

@@ -111,7 +111,7 @@ func TestResolveImage(t *testing.T) {
 		{in: "Registry.Podmin.Internal/apps/hello",
 			err: `"Registry.Podmin.Internal/apps/hello" names the cluster registry as "Registry.Podmin.Internal": write it exactly registry.podmin.internal, without a port or capitals`},
 		{in: "registry.podmin.internal/hello:v1",
-			err: `"registry.podmin.internal/hello:v1" is not a cluster image: cluster images live under registry.podmin.internal/apps/<repository>; write registry.podmin.internal/apps/hello:v1 or the shorthand hello:v1`},
+			err: `"registry.podmin.internal/hello:v1" is not a cluster image: cluster images live under registry.podmin.internal/apps/<repository>; write "registry.podmin.internal/apps/hello:v1" or the shorthand "hello:v1"`},
 		{in: "registry.podmin.internal/apps/hello@sha512:" + strings.Repeat("a", 128),
 			err: `"registry.podmin.internal/apps/hello@sha512:` + strings.Repeat("a", 128) + `" is not a valid cluster image reference: cluster images are addressed by sha256 digests; use the digest "podmin push" prints`},
 		// Invalid references.
@@ -201,7 +201,7 @@ func TestExtractImages(t *testing.T) {
 		{name: "empty reference", in: ds(), opts: ExtractOptions{Images: []string{"web="}}, want: `image "web=": the reference is empty: use <reference> or <container>=<reference>`},
 		{name: "invalid override", in: ds(), opts: ExtractOptions{Images: []string{"web=Hello"}}, want: `image "web=Hello": "Hello" is not a valid image reference: repository component "Hello" must be lowercase letters and digits separated by '.', '_', '__' or '-'`},
 		{name: "invalid manifest image", in: ds(set(base+".containers.0.image", "nginx:@")), want: `DaemonSet spec.template.spec.containers[0].image: "nginx:@" is not a valid image reference: invalid checksum digest format: ; write [registry/]repository[:tag][@sha256:<hex>], e.g. hello:v1`},
-		{name: "invalid cluster image", in: ds(set(base+".containers.0.image", "registry.podmin.internal/web:v1")), want: `DaemonSet spec.template.spec.containers[0].image: "registry.podmin.internal/web:v1" is not a cluster image: cluster images live under registry.podmin.internal/apps/<repository>; write registry.podmin.internal/apps/web:v1 or the shorthand web:v1`},
+		{name: "invalid cluster image", in: ds(set(base+".containers.0.image", "registry.podmin.internal/web:v1")), want: `DaemonSet spec.template.spec.containers[0].image: "registry.podmin.internal/web:v1" is not a cluster image: cluster images live under registry.podmin.internal/apps/<repository>; write "registry.podmin.internal/apps/web:v1" or the shorthand "web:v1"`},
 		{name: "other registry in a manifest", in: ds(set(base+".containers.0.image", "docker.io/library/nginx:1.27")),
 			want: `DaemonSet spec.template.spec.containers[0].image: "docker.io/library/nginx:1.27" is not in the cluster registry, the only one nodes pull from: run "podmin push docker.io/library/nginx:1.27", then use the reference it prints, registry.podmin.internal/apps/library/nginx:1.27`},
 		{name: "other registry in an init container", in: ds(set(base+".initContainers", []any{container("migrate", "ghcr.io/org/migrate:v3")})),

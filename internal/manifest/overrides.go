@@ -5,10 +5,11 @@
 package manifest
 
 import (
-	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"podmin.dev/podmin/internal/scrub"
 )
 
 // imageValue is one parsed image option: "<reference>" (bare, container
@@ -19,7 +20,16 @@ type imageValue struct {
 	ref       string
 }
 
-func imageSubject(raw string) string { return fmt.Sprintf("image %q", raw) }
+func imageSubject(raw string) string { return "image " + scrub.Quote(raw) }
+
+// CheckImageValues applies to image option values ("<reference>" or
+// "<container>=<reference>") the rules that need no manifest: syntax,
+// resolvable references, duplicates, one bare value, no mixing.
+func CheckImageValues(raws []string) error {
+	var p problems
+	parseImageValues(&p, raws)
+	return p.err()
+}
 
 // parseImageValues applies the rules that need no template: syntax,
 // duplicates, at most one bare value, and no mixing of bare and named.
@@ -47,7 +57,7 @@ func parseImageValues(p *problems, raws []string) []imageValue {
 				continue
 			}
 			if seen[name] {
-				p.add(subject, "", "container %q is named twice; give each container one image", name)
+				p.add(subject, "", "container %s is named twice; give each container one image", scrub.QuotePart(raw, name))
 				continue
 			}
 			seen[name] = true
@@ -103,7 +113,7 @@ func applyImages(p *problems, spec *corev1.PodSpec, values []imageValue) {
 		}
 		c, ok := byName[v.container]
 		if !ok {
-			p.add(imageSubject(v.raw), "", "no container or init container is named %q; use one of: %s", v.container, strings.Join(names, ", "))
+			p.add(imageSubject(v.raw), "", "no container or init container is named %s; use one of: %s", scrub.QuotePart(v.raw, v.container), strings.Join(names, ", "))
 			continue
 		}
 		c.Image = v.ref

@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"podmin.dev/podmin/internal/scrub"
 )
 
 // Service is the deliberately small subset of a v1 Service that Podmin
@@ -100,7 +102,7 @@ func decodeService(obj map[string]any) (*Service, error) {
 			for _, k := range sortedKeys(m) {
 				switch m[k].(type) {
 				case map[string]any, []any:
-					p.add(subjectService, "spec.selector", "must be an equality-based map of label keys to values, not %s with %q; write key: value pairs", describe(m[k]), k)
+					p.add(subjectService, "spec.selector", "must be an equality-based map of label keys to values, not %s with %s; write key: value pairs", describe(m[k]), scrub.Quote(k))
 					return nil, p.err()
 				}
 			}
@@ -118,7 +120,7 @@ func decodeService(obj map[string]any) (*Service, error) {
 	if in.Name == "" {
 		p.add(subjectService, "metadata.name", "is required: name the Service")
 	} else if len(validation.IsDNS1035Label(in.Name)) > 0 {
-		p.add(subjectService, "metadata.name", "%q is not a valid Service name: use 1 to 63 lowercase letters, digits or '-', starting with a letter and ending with a letter or digit", in.Name)
+		p.add(subjectService, "metadata.name", "%s is not a valid Service name: use 1 to 63 lowercase letters, digits or '-', starting with a letter and ending with a letter or digit", scrub.Quote(in.Name))
 	}
 	if problem := namespaceProblem(svc.Namespace); problem != "" {
 		p.add(subjectService, "metadata.namespace", "%s", problem)
@@ -142,20 +144,20 @@ func decodeService(obj map[string]any) (*Service, error) {
 		switch {
 		case sp.Name == "":
 		case len(validation.IsDNS1123Label(sp.Name)) > 0:
-			p.add(subjectService, path+".name", "%q is not a valid port name: %s", sp.Name, labelHint)
+			p.add(subjectService, path+".name", "%s is not a valid port name: %s", scrub.Quote(sp.Name), labelHint)
 		case names[sp.Name]:
-			p.add(subjectService, path+".name", "%q names another port too: give each port a unique name", sp.Name)
+			p.add(subjectService, path+".name", "%s names another port too: give each port a unique name", scrub.Quote(sp.Name))
 		}
 		names[sp.Name] = true
 		if port.Protocol != corev1.ProtocolTCP && port.Protocol != corev1.ProtocolUDP {
-			p.add(subjectService, path+".protocol", "%q is not supported: use TCP or UDP", string(sp.Protocol))
+			p.add(subjectService, path+".protocol", "%s is not supported: use TCP or UDP", scrub.Quote(string(sp.Protocol)))
 		}
 		if sp.Port < 1 || sp.Port > 65535 {
 			p.add(subjectService, path+".port", "must be from 1 through 65535, not %d", sp.Port)
 		}
 		switch {
 		case sp.TargetPort.Type == intstr.String:
-			p.add(subjectService, path+".targetPort", "named target port %q is not supported: use the container's port number", sp.TargetPort.StrVal)
+			p.add(subjectService, path+".targetPort", "named target port %s is not supported: use the container's port number", scrub.Quote(sp.TargetPort.StrVal))
 		case sp.TargetPort.IntVal != 0:
 			port.TargetPort = sp.TargetPort.IntVal
 			if port.TargetPort < 1 || port.TargetPort > 65535 {
@@ -255,10 +257,10 @@ func remarshal(v any, out any) error {
 // labelProblem reports why key=value is not a valid Kubernetes label.
 func labelProblem(key, value string) string {
 	if len(validation.IsQualifiedName(key)) > 0 {
-		return fmt.Sprintf("%q is not a valid label key: use an optional DNS subdomain prefix and '/', then 1 to 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", key)
+		return fmt.Sprintf("%s is not a valid label key: use an optional DNS subdomain prefix and '/', then 1 to 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", scrub.Quote(key))
 	}
 	if len(validation.IsValidLabelValue(value)) > 0 {
-		return fmt.Sprintf("%q is not a valid label value: use at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", value)
+		return fmt.Sprintf("%s is not a valid label value: use at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", scrub.Quote(value))
 	}
 	return ""
 }

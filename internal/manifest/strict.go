@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"podmin.dev/podmin/internal/scrub"
 )
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
@@ -178,5 +180,5 @@ func fieldPath(path, key string) string {
 
 // keyPath appends a map key: metadata.annotations["podmin.dev/service"].
 func keyPath(path, key string) string {
-	return fmt.Sprintf("%s[%q]", path, key)
+	return path + "[" + scrub.Quote(key) + "]"
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 
 	"podmin.dev/podmin/internal/manifest"
+	"podmin.dev/podmin/internal/scrub"
 	"podmin.dev/podmin/internal/state"
 )
 
@@ -41,7 +42,7 @@ func BuildRef(tag string) (LocalRef, error) {
 	}
 	r, _ := manifest.ParseImageRef(resolved)
 	if r.Digest != "" {
-		return LocalRef{}, fmt.Errorf("build tag %q has a digest: tag the image with a name and an optional tag instead", tag)
+		return LocalRef{}, fmt.Errorf("build tag %s has a digest: tag the image with a name and an optional tag instead", scrub.Quote(tag))
 	}
 	return LocalRef{Repo: r.Domain + "/" + r.Path, Tag: orDefault(r.Tag)}, nil
 }
@@ -50,15 +51,15 @@ func BuildRef(tag string) (LocalRef, error) {
 // defaults ("nginx" is index.docker.io/library/nginx:latest).
 func RemoteRef(s string) (LocalRef, error) {
 	if _, err := manifest.ParseImageRef(s); err != nil {
-		return LocalRef{}, fmt.Errorf("%q is not a valid image reference: %w", s, err)
+		return LocalRef{}, fmt.Errorf("%s is not a valid image reference: %w", scrub.Quote(s), err)
 	}
 	ref, err := name.ParseReference(s)
 	if err != nil {
-		return LocalRef{}, fmt.Errorf("%q is not a valid image reference: %w", s, err)
+		return LocalRef{}, fmt.Errorf("%s is not a valid image reference: %w", scrub.Quote(s), err)
 	}
 	t, ok := ref.(name.Tag)
 	if !ok {
-		return LocalRef{}, fmt.Errorf("%q names a digest only: give it a tag (name:tag) so the local store can name it", s)
+		return LocalRef{}, fmt.Errorf("%s names a digest only: give it a tag (name:tag) so the local store can name it", scrub.Quote(s))
 	}
 	return LocalRef{Repo: ref.Context().Name(), Tag: t.TagStr(), Remote: ref}, nil
 }
@@ -69,7 +70,7 @@ func RemoteRef(s string) (LocalRef, error) {
 func SourceRefs(s string) ([]LocalRef, error) {
 	r, err := manifest.ParseImageRef(s)
 	if err != nil {
-		return nil, fmt.Errorf("%q is not a valid image reference: %w", s, err)
+		return nil, fmt.Errorf("%s is not a valid image reference: %w", scrub.Quote(s), err)
 	}
 	var out []LocalRef
 	if r.Domain == "" || r.Domain == manifest.ClusterRegistry {
@@ -85,7 +86,7 @@ func SourceRefs(s string) ([]LocalRef, error) {
 		out = append(out, rr)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("%q is not a cluster application image: cluster images live under %s/apps/", s, manifest.ClusterRegistry)
+		return nil, fmt.Errorf("%s is not a cluster application image: cluster images live under %s/apps/", scrub.Quote(s), manifest.ClusterRegistry)
 	}
 	return out, nil
 }
@@ -116,7 +117,7 @@ func Destination(source, destination string) (ClusterRef, error) {
 	if destination == "" {
 		src, err := manifest.ParseImageRef(source)
 		if err != nil {
-			return ClusterRef{}, fmt.Errorf("%q is not a valid image reference: %w", source, err)
+			return ClusterRef{}, fmt.Errorf("%s is not a valid image reference: %w", scrub.Quote(source), err)
 		}
 		path := src.Path
 		if src.Domain == manifest.ClusterRegistry {
@@ -129,16 +130,16 @@ func Destination(source, destination string) (ClusterRef, error) {
 	} else {
 		d, err := manifest.ParseImageRef(destination)
 		if err != nil {
-			return ClusterRef{}, fmt.Errorf("destination %q is not a valid image reference: %w", destination, err)
+			return ClusterRef{}, fmt.Errorf("destination %s is not a valid image reference: %w", scrub.Quote(destination), err)
 		}
 		if (d.Domain == "" || d.Domain == manifest.ClusterRegistry) && (d.Path+"/" == state.MirrorPrefix || strings.HasPrefix(d.Path, state.MirrorPrefix)) {
 			return ClusterRef{}, errMirror
 		}
 		if d.Digest != "" {
-			return ClusterRef{}, fmt.Errorf("destination %q has a digest: give a name and an optional tag; push prints the digest", destination)
+			return ClusterRef{}, fmt.Errorf("destination %s has a digest: give a name and an optional tag; push prints the digest", scrub.Quote(destination))
 		}
 		if d.Domain != "" && d.Domain != manifest.ClusterRegistry {
-			return ClusterRef{}, fmt.Errorf("destination %q is not in the cluster registry: use a shorthand such as hello:v1 or %s/apps/<repository>:<tag>", destination, manifest.ClusterRegistry)
+			return ClusterRef{}, fmt.Errorf("destination %s is not in the cluster registry: use a shorthand such as hello:v1 or %s/apps/<repository>:<tag>", scrub.Quote(destination), manifest.ClusterRegistry)
 		}
 		if ref, err = manifest.ResolveImage(destination); err != nil {
 			return ClusterRef{}, fmt.Errorf("destination %w", err)
@@ -146,15 +147,15 @@ func Destination(source, destination string) (ClusterRef, error) {
 	}
 	r, err := manifest.ParseImageRef(ref)
 	if err != nil {
-		return ClusterRef{}, fmt.Errorf("destination %q: %w", ref, err)
+		return ClusterRef{}, fmt.Errorf("destination %s: %w", scrub.Quote(ref), err)
 	}
 	repo, ok := r.ClusterRepository()
 	if !ok {
-		return ClusterRef{}, fmt.Errorf("destination %q is not beneath %s/apps/", ref, manifest.ClusterRegistry)
+		return ClusterRef{}, fmt.Errorf("destination %s is not beneath %s/apps/", scrub.Quote(ref), manifest.ClusterRegistry)
 	}
 	l, err := state.AppLayout(repo)
 	if err != nil {
-		return ClusterRef{}, fmt.Errorf("destination %q: %w", ref, err)
+		return ClusterRef{}, fmt.Errorf("destination %s: %w", scrub.Quote(ref), err)
 	}
 	return ClusterRef{Repository: repo, Tag: orDefault(r.Tag), Layout: l}, nil
 }

@@ -34,13 +34,18 @@ func Redacted(label string) string {
 type Registry struct {
 	mu       sync.RWMutex
 	patterns map[string]string // pattern (value or an encoding) → label
+	values   []string          // the values as registered, for QuotePart
 	rep      *strings.Replacer // nil until needed after a change
 	sorted   []string          // patterns, longest first
 	fails    [][]int           // KMP failure function of each sorted pattern
 }
 
 // New returns an empty Registry.
-func New() *Registry { return &Registry{patterns: map[string]string{}} }
+func New() *Registry {
+	r := &Registry{patterns: map[string]string{}}
+	track(r)
+	return r
+}
 
 // Add registers value under label (the secret's key, shown in its place).
 // A value already registered keeps its first label.
@@ -51,6 +56,9 @@ func (r *Registry) Add(label string, value []byte) {
 	forms := Encodings(value)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if _, known := r.patterns[string(value)]; !known {
+		r.values = append(r.values, string(value))
+	}
 	changed := false
 	for _, f := range forms {
 		if _, ok := r.patterns[f]; !ok {

@@ -12,6 +12,7 @@ import (
 
 	"podmin.dev/podmin/internal/ids"
 	"podmin.dev/podmin/internal/manifest"
+	"podmin.dev/podmin/internal/scrub"
 )
 
 // SystemNamespace holds Podmin's own keys at /<cluster>/_system/<key>. It is
@@ -67,7 +68,7 @@ func SystemSecret(cluster, key string) (Name, error) {
 		return Name{}, err
 	}
 	if !slices.Contains(UserSystemKeys(), key) {
-		return Name{}, fmt.Errorf("%w: %q is not a system key you can manage: --system addresses only %q", ErrInvalid, key, UserSystemKeys())
+		return Name{}, fmt.Errorf("%w: %s is not a system key you can manage: --system addresses only %q", ErrInvalid, scrub.Quote(key), UserSystemKeys())
 	}
 	return Name{cluster: cluster, namespace: SystemNamespace, key: key}, nil
 }
@@ -79,7 +80,7 @@ func InternalSecret(cluster, key string) (Name, error) {
 		return Name{}, err
 	}
 	if !slices.Contains(InternalSystemKeys(), key) {
-		return Name{}, fmt.Errorf("%w: %q is not an internal system key: use one of %q", ErrInvalid, key, InternalSystemKeys())
+		return Name{}, fmt.Errorf("%w: %s is not an internal system key: use one of %q", ErrInvalid, scrub.Quote(key), InternalSystemKeys())
 	}
 	return Name{cluster: cluster, namespace: SystemNamespace, key: key}, nil
 }
@@ -98,7 +99,7 @@ func ParseName(path string) (Name, error) {
 	case len(parts) == 4:
 		return PodSecret(parts[0], parts[1], parts[2], parts[3])
 	}
-	return Name{}, fmt.Errorf("%w: %q is not a Podmin secret name: names are /<cluster>/<namespace>/<pod>/<key> or /<cluster>/_system/<key>", ErrInvalid, path)
+	return Name{}, fmt.Errorf("%w: %s is not a Podmin secret name: names are /<cluster>/<namespace>/<pod>/<key> or /<cluster>/_system/<key>", ErrInvalid, scrub.Quote(path))
 }
 
 // String returns the provider name, e.g. /demo/default/web/db-password.
@@ -154,7 +155,7 @@ func CheckKey(key string) error {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if len(keys) != 1 {
-		return fmt.Errorf("%w: %q is not a safe key: a key is one name without commas; create each key separately", ErrInvalid, key)
+		return fmt.Errorf("%w: %s is not a safe key: a key is one name without commas; create each key separately", ErrInvalid, scrub.Quote(key))
 	}
 	return nil
 }
@@ -225,7 +226,7 @@ func checkCluster(cluster string) error {
 
 func checkNamespace(ns string) error {
 	if ns == SystemNamespace {
-		return fmt.Errorf("%w: %q is not a namespace: it holds Podmin's system keys; address %s with --system", ErrInvalid, ns, OtelLogsHeaders)
+		return fmt.Errorf("%w: %s is not a namespace: it holds Podmin's system keys; address %s with --system", ErrInvalid, scrub.Quote(ns), OtelLogsHeaders)
 	}
 	return checkLabel("namespace", ns, "pass --namespace with the Pod's namespace")
 }
@@ -239,7 +240,7 @@ func checkLabel(what, s, hint string) error {
 		return fmt.Errorf("%w: no %s given: %s", ErrInvalid, what, hint)
 	}
 	if len(s) > 63 || !dnsLabelRE.MatchString(s) {
-		return fmt.Errorf("%w: %q is not a valid %s: use 1 to 63 lowercase letters, digits or '-', starting and ending with a letter or digit", ErrInvalid, s, what)
+		return fmt.Errorf("%w: %s is not a valid %s: use 1 to 63 lowercase letters, digits or '-', starting and ending with a letter or digit", ErrInvalid, scrub.Quote(s), what)
 	}
 	return nil
 }

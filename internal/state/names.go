@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"podmin.dev/podmin/internal/ids"
+	"podmin.dev/podmin/internal/scrub"
 )
 
 // Path components are validated with the narrowest rule the thing they name
@@ -66,7 +67,7 @@ func validateDeploymentName(name string) error {
 		ok = ok && dnsLabel(label)
 	}
 	if !ok {
-		return fmt.Errorf("invalid deployment name %q: %s", name, subdomainRule)
+		return fmt.Errorf("invalid deployment name %s: %s", scrub.Quote(name), subdomainRule)
 	}
 	return nil
 }

@@ -3,8 +3,11 @@
 # SPDX-License-Identifier: Apache-2.0
 
 locals {
+  # podmin:cluster names the cluster; podmin:create-nonce proves that this
+  # cluster's setup created the resource.
   tags = {
-    "podmin:cluster" = var.cluster
+    "podmin:cluster"      = var.cluster
+    "podmin:create-nonce" = var.create_nonce
   }
 
   create_vpc = var.existing_vpc_id == ""

@@ -86,12 +86,15 @@ resource "aws_route_table_association" "nodegroup" {
   route_table_id = aws_route_table.nodegroup[each.key].id
 }
 
-# The S3 gateway endpoint admits only the cluster bucket and the regional
-# SSM Agent package path.
+# The S3 gateway endpoint admits only the cluster bucket, the regional SSM
+# Agent package path and the exact external objects nodes read or write.
+# It is dual-stack, so the IPv6 traffic of the IPv6-only nodes takes it
+# (and its policy) too.
 resource "aws_vpc_endpoint" "s3" {
   vpc_id            = local.vpc_id
   service_name      = "com.amazonaws.${var.region}.s3"
   vpc_endpoint_type = "Gateway"
+  ip_address_type   = "dualstack"
   route_table_ids = concat(
     [for k, rt in aws_route_table.nodegroup : rt.id],
     [for k, rt in aws_route_table.nat64 : rt.id],
@@ -120,6 +123,14 @@ resource "aws_vpc_endpoint" "s3" {
         Principal = "*"
         Action    = ["s3:GetObject", "s3:PutObject"]
         Resource  = ["arn:aws:s3:::${var.workload_ca_publish.bucket}/${var.workload_ca_publish.key}"]
+      },
+      ], local.otel_logs_ca == null ? [] : [
+      {
+        Sid       = "OtelLogsCA"
+        Effect    = "Allow"
+        Principal = "*"
+        Action    = ["s3:GetObject"]
+        Resource  = ["arn:aws:s3:::${local.otel_logs_ca[0]}/${local.otel_logs_ca[1]}"]
       },
     ])
   })

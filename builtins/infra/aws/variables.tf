@@ -37,6 +37,16 @@ variable "existing_vpc_id" {
   default     = ""
 }
 
+variable "create_nonce" {
+  description = "Drawn by the cluster's first setup and kept since: every resource is tagged podmin:create-nonce with it, the proof destroy requires."
+  type        = string
+
+  validation {
+    condition     = can(regex("^[0-9a-f]{64}$", var.create_nonce))
+    error_message = "create_nonce is 32 random bytes in lowercase hex."
+  }
+}
+
 variable "amis" {
   description = "The pinned Debian 13 AMI of each architecture in use."
   type        = map(string)

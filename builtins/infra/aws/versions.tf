@@ -9,8 +9,10 @@ terraform {
 
   required_providers {
     aws = {
-      source  = "hashicorp/aws"
-      version = "~> 6.0"
+      source = "hashicorp/aws"
+      # 5.100 is the oldest release the module is tested with; 6 is the
+      # current major.
+      version = ">= 5.100, < 7.0"
     }
   }
 

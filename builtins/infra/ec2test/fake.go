@@ -36,6 +36,8 @@ type FakeEC2 struct {
 	Images  []Image
 	VPCs    []VPC
 	Subnets []Subnet
+	// InternetGateways are attached to their VPC.
+	InternetGateways []InternetGateway
 	// NotOffered lists "zone/type" pairs DescribeInstanceTypeOfferings
 	// leaves out; every other type is offered in every zone.
 	NotOffered map[string]bool
@@ -65,8 +67,11 @@ type VPC struct {
 	Tags                     map[string]string
 }
 
-// Subnet is a subnet's IPv6 /64.
-type Subnet struct{ ID, VPC, IPv6 string }
+// Subnet is a subnet's IPv6 /64 and, when set, its IPv4 CIDR.
+type Subnet struct{ ID, VPC, IPv6, CIDR string }
+
+// InternetGateway is an internet gateway attached to VPC.
+type InternetGateway struct{ ID, VPC string }
 
 // debianOwner publishes the official Debian AMIs.
 const debianOwner = "136693071363"
@@ -210,11 +215,28 @@ func (f *FakeEC2) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		vpcs := filterParams(q)["vpc-id"]
 		var b strings.Builder
 		for _, s := range f.Subnets {
-			if contains(vpcs, s.VPC) {
-				fmt.Fprintf(&b, "<item><subnetId>%s</subnetId><vpcId>%s</vpcId><ipv6CidrBlockAssociationSet><item><ipv6CidrBlock>%s</ipv6CidrBlock><ipv6CidrBlockState><state>associated</state></ipv6CidrBlockState></item></ipv6CidrBlockAssociationSet></item>", s.ID, s.VPC, s.IPv6)
+			if !contains(vpcs, s.VPC) {
+				continue
 			}
+			fmt.Fprintf(&b, "<item><subnetId>%s</subnetId><vpcId>%s</vpcId>", s.ID, s.VPC)
+			if s.CIDR != "" {
+				fmt.Fprintf(&b, "<cidrBlock>%s</cidrBlock>", s.CIDR)
+			}
+			if s.IPv6 != "" {
+				fmt.Fprintf(&b, "<ipv6CidrBlockAssociationSet><item><ipv6CidrBlock>%s</ipv6CidrBlock><ipv6CidrBlockState><state>associated</state></ipv6CidrBlockState></item></ipv6CidrBlockAssociationSet>", s.IPv6)
+			}
+			b.WriteString("</item>")
 		}
 		body = "<subnetSet>" + b.String() + "</subnetSet>"
+	case "DescribeInternetGateways":
+		vpcs := filterParams(q)["attachment.vpc-id"]
+		var b strings.Builder
+		for _, g := range f.InternetGateways {
+			if len(vpcs) == 0 || contains(vpcs, g.VPC) {
+				fmt.Fprintf(&b, "<item><internetGatewayId>%s</internetGatewayId><attachmentSet><item><vpcId>%s</vpcId><state>available</state></item></attachmentSet></item>", g.ID, g.VPC)
+			}
+		}
+		body = "<internetGatewaySet>" + b.String() + "</internetGatewaySet>"
 	default:
 		f.fail(w, 400, "InvalidAction", "The action "+action+" is not valid for this web service.")
 		return

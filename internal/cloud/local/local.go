@@ -15,6 +15,7 @@ import (
 	"podmin.dev/podmin/internal/cloud"
 	"podmin.dev/podmin/internal/objstore"
 	localstore "podmin.dev/podmin/internal/objstore/local"
+	"podmin.dev/podmin/internal/scrub"
 )
 
 // Region is the only region of the local provider.
@@ -42,7 +43,7 @@ func (Provider) Name() string { return "local" }
 func (Provider) ValidateBucketName(name string) error {
 	if filepath.IsAbs(name) {
 		if filepath.Clean(name) == "/" {
-			return fmt.Errorf("invalid bucket %q: the root directory cannot be a bucket: name a directory of its own", name)
+			return fmt.Errorf("invalid bucket %s: the root directory cannot be a bucket: name a directory of its own", scrub.Quote(name))
 		}
 		return nil
 	}
@@ -55,7 +56,7 @@ func (Provider) ValidateBucketName(name string) error {
 // ResolveRegion implements cloud.Provider: the only region is "local".
 func (Provider) ResolveRegion(_ context.Context, region, _ string) (string, error) {
 	if region != "" && region != Region {
-		return "", fmt.Errorf("the local provider has one region, %q, not %q: omit --region", Region, region)
+		return "", fmt.Errorf("the local provider has one region, %q, not %s: omit --region", Region, scrub.Quote(region))
 	}
 	return Region, nil
 }

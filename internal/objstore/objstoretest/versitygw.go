@@ -68,6 +68,23 @@ func StartVersityGW(t testing.TB) *S3Server {
 	return startVersityGW(t, false)
 }
 
+// UseVersityGW starts versitygw and points the AWS SDK's standard
+// configuration at it through the environment, as an operator would
+// (AWS_ENDPOINT_URL_S3, keys, region; no shared files, no instance
+// metadata), for tests that open the aws provider as the CLI does.
+func UseVersityGW(t *testing.T) *S3Server {
+	t.Helper()
+	srv := StartVersityGW(t)
+	t.Setenv("AWS_ENDPOINT_URL_S3", srv.Endpoint)
+	t.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
+	t.Setenv("AWS_REGION", srv.Region)
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	return srv
+}
+
 // StartVersityGWTLS is StartVersityGW serving HTTPS with a self-signed
 // certificate for 127.0.0.1, found in the server's CAFile.
 func StartVersityGWTLS(t testing.TB) *S3Server {

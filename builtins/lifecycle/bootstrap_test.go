@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package lifecycle_test
 
 import (
 	"bytes"
@@ -20,8 +20,10 @@ import (
 	"podmin.dev/podmin/builtins/deps"
 	"podmin.dev/podmin/builtins/deps/depstest"
 	"podmin.dev/podmin/builtins/infra"
+	"podmin.dev/podmin/builtins/lifecycle"
 	"podmin.dev/podmin/builtins/userdata"
 	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/progress/progresstest"
 )
 
 // TestAWSSetupPublishesNodeBootstrap runs AWS setup with the real node
@@ -33,9 +35,9 @@ func TestAWSSetupPublishesNodeBootstrap(t *testing.T) {
 	ae := newAWSEnv(t)
 	ctx := t.Context()
 	up, boots := ae.realBootstrap(t)
-	sink := &recordingSink{}
+	sink := &progresstest.Recorder{}
 	ae.Transfers = sink
-	opts := SetupOptions{VPCCIDR: "10.0.0.0/16", NAT64: "instance-type=m7i.large",
+	opts := lifecycle.SetupOptions{VPCCIDR: "10.0.0.0/16", NAT64: "instance-type=m7i.large",
 		NodeGroup: []string{"default", "workers,instance-type=m7i.large,zone=b"},
 		OtelLogs:  "endpoint=https://otel.example.com/v1/logs,protocol=http,mtls=false"}
 
@@ -43,11 +45,10 @@ func TestAWSSetupPublishesNodeBootstrap(t *testing.T) {
 	// plan it was shown was made with the staged dependencies' user data.
 	// The staging layer keeps no streamed body here, so any read back of
 	// a staged file would fail the setup.
-	defer func(n int64) { stageKeepAtMost = n }(stageKeepAtMost)
-	stageKeepAtMost = 1
+	ae.keepAtMost = 1
 	refused := errors.New("refused")
 	refusedOpts := opts
-	refusedOpts.Confirm = func(PlanSummary) error { return refused }
+	refusedOpts.Confirm = func(lifecycle.PlanSummary) error { return refused }
 	if _, err := ae.Setup(ctx, refusedOpts); !errors.Is(err, refused) {
 		t.Fatalf("refused setup: %v", err)
 	}
@@ -76,11 +77,11 @@ func TestAWSSetupPublishesNodeBootstrap(t *testing.T) {
 	t.Logf("first setup: %d files uploaded, %d images, %d downloads", len(first.Uploaded), len(first.Images), up.Downloaded())
 	// Downloads and uploads report their bytes to the Env's transfers.
 	var moved = map[string]int64{}
-	for _, tr := range sink.transfers {
-		if !tr.ended || tr.err != nil || tr.done != tr.items {
+	for _, tr := range sink.Transfers() {
+		if !tr.Ended || tr.Err != nil || tr.Done != tr.Items {
 			t.Fatalf("transfers:\n%s", sink)
 		}
-		moved[tr.title] += tr.moved
+		moved[tr.Title] += tr.Moved
 	}
 	if moved["download node dependencies"] == 0 || moved["upload node dependencies"] != moved["download node dependencies"] {
 		t.Fatalf("transfers:\n%s", sink)
@@ -140,7 +141,7 @@ func TestAWSSetupPublishesNodeBootstrap(t *testing.T) {
 
 	// A second setup finds the manifest current: no download, no upload,
 	// no manifest write, and the same user data.
-	before, transfers := up.Downloaded(), len(sink.transfers)
+	before, transfers := up.Downloaded(), len(sink.Transfers())
 	if _, err := ae.Setup(ctx, opts); err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +149,7 @@ func TestAWSSetupPublishesNodeBootstrap(t *testing.T) {
 	if len(*boots) != 2 || second == nil || second.Written || len(second.Uploaded)+len(second.Images) != 0 || up.Downloaded() != before {
 		t.Fatalf("second publication %+v, %d downloads", second, up.Downloaded()-before)
 	}
-	if len(sink.transfers) != transfers {
+	if len(sink.Transfers()) != transfers {
 		t.Fatalf("the second setup transferred:\n%s", sink)
 	}
 	again, err := os.ReadFile(filepath.Join(infra.ModuleDir(ae.Dirs.Cache, "demo"), infra.VarsFile))
@@ -167,12 +168,12 @@ func TestAWSSetupPublishesNodeBootstrap(t *testing.T) {
 // realBootstrap makes every AWS setup of ae use the real node bootstrap
 // over the recorded upstream releases; it returns the upstream and the
 // bootstraps made so far.
-func (ae *awsEnv) realBootstrap(t *testing.T) (*depstest.Upstream, *[]*AWSBootstrap) {
+func (ae *awsEnv) realBootstrap(t *testing.T) (*depstest.Upstream, *[]*lifecycle.AWSBootstrap) {
 	up := depstest.NewUpstream(t)
-	var boots []*AWSBootstrap
+	var boots []*lifecycle.AWSBootstrap
 	client := ae.ec2.Client(t)
-	ae.bootstrap = func(e *Env) NodeBootstrap {
-		b := &AWSBootstrap{Env: e, EC2: client, Client: up.Server.Client(), Resolver: up.Resolver(),
+	ae.bootstrap = func(h lifecycle.Host) lifecycle.NodeBootstrap {
+		b := &lifecycle.AWSBootstrap{Host: h, EC2: client, Client: up.Server.Client(), Resolver: up.Resolver(), StageKeepAtMost: ae.keepAtMost,
 			Mirror: depstest.MirrorImage, Check: depstest.CheckImage, ImageManifestURL: up.ImageManifestURL}
 		boots = append(boots, b)
 		return b

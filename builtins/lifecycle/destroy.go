@@ -2,14 +2,14 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package lifecycle
 
 import (
 	"context"
 	"errors"
 	"fmt"
 
-	"podmin.dev/podmin/internal/cloud"
+	"podmin.dev/podmin/builtins/infra"
 	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/objstore"
 )
@@ -44,8 +44,12 @@ type DestroyResult struct {
 	// ObjectsDeleted counts the objects emptied from the bucket.
 	ObjectsDeleted int `json:"objectsDeleted"`
 	// BucketDeleted is false when the bucket was already gone (a re-run
-	// of an interrupted destroy).
+	// of an interrupted destroy) or is kept (BucketKept).
 	BucketDeleted bool `json:"bucketDeleted"`
+	// BucketKept is true for a bucket connect found existing: only
+	// Podmin's objects were deleted from it; the bucket and every other
+	// object stay.
+	BucketKept bool `json:"bucketKept"`
 	// ContextRemoved is true once the saved context is gone.
 	ContextRemoved bool `json:"contextRemoved"`
 }
@@ -56,36 +60,6 @@ type bucketDeleter interface {
 	DeleteBucket(ctx context.Context) error
 }
 
-// openBucketAdmin opens c's bucket with its administration.
-func (e *Env) openBucketAdmin(ctx context.Context, c contexts.Context) (objstore.Bucket, error) {
-	p, err := e.provider(c.Provider)
-	if err != nil {
-		return nil, fmt.Errorf("context %s: %w", c.Cluster, err)
-	}
-	b, err := p.OpenBucket(ctx, cloud.BucketRef{Bucket: c.Bucket, Region: c.Region, Profile: c.Profile})
-	if err != nil {
-		return nil, fmt.Errorf("open bucket %s of cluster %s: %w", c.Bucket, c.Cluster, err)
-	}
-	return b, nil
-}
-
-// proveBucket fails closed unless the bucket carries the tag connect wrote
-// when it created the bucket for this cluster. Names prove nothing.
-func proveBucket(ctx context.Context, b objstore.BucketAdmin, c contexts.Context) error {
-	tags, err := b.BucketTags(ctx)
-	if err != nil {
-		return fmt.Errorf("%w: the tags of bucket %q cannot be read (%v): Podmin deletes a bucket only when its %s tag proves this cluster created it; nothing was deleted", ErrNotOwned, c.Bucket, err, ClusterTag)
-	}
-	owner, ok := tags[ClusterTag]
-	switch {
-	case !ok:
-		return fmt.Errorf("%w: bucket %q has no %s tag, so Podmin did not create it (connect found it existing) and will not delete it; nothing was deleted: run \"podmin teardown\" to remove the infrastructure, then empty and delete the bucket yourself and run \"podmin disconnect %s\"", ErrNotOwned, c.Bucket, ClusterTag, c.Cluster)
-	case owner != c.Cluster:
-		return fmt.Errorf("%w: bucket %q is tagged %s=%s, another cluster's, so this cluster will not delete it; nothing was deleted: destroy it from a context of cluster %q, or run \"podmin disconnect %s\" to forget this context", ErrNotOwned, c.Bucket, ClusterTag, owner, owner, c.Cluster)
-	}
-	return nil
-}
-
 // refuseForeignBucket fails when the bucket is tagged for another cluster:
 // its state is not this cluster's to act on.
 func refuseForeignBucket(ctx context.Context, b objstore.BucketAdmin, c contexts.Context) error {
@@ -93,8 +67,8 @@ func refuseForeignBucket(ctx context.Context, b objstore.BucketAdmin, c contexts
 	if err != nil {
 		return fmt.Errorf("%w: the tags of bucket %q cannot be read (%v): Podmin will not act on a bucket whose owner it cannot check", ErrNotOwned, c.Bucket, err)
 	}
-	if owner, ok := tags[ClusterTag]; ok && owner != c.Cluster {
-		return fmt.Errorf("%w: bucket %q is tagged %s=%s, another cluster's: nothing was changed", ErrNotOwned, c.Bucket, ClusterTag, owner)
+	if owner, ok := tags[infra.ClusterTag]; ok && owner != c.Cluster {
+		return fmt.Errorf("%w: bucket %q is tagged %s=%s, another cluster's: nothing was changed", ErrNotOwned, c.Bucket, infra.ClusterTag, owner)
 	}
 	return nil
 }
@@ -102,14 +76,14 @@ func refuseForeignBucket(ctx context.Context, b objstore.BucketAdmin, c contexts
 // Teardown destroys the cluster's compute and networking. The bucket, the
 // context, both CA secrets and the public workload CA state stay, so a
 // later setup restores the cluster without changing trust.
-func (e *Env) Teardown(ctx context.Context, opts TeardownOptions) (TeardownResult, error) {
-	c, err := e.CurrentContext()
+func Teardown(ctx context.Context, h Host, opts TeardownOptions) (TeardownResult, error) {
+	c, err := h.CurrentContext()
 	if err != nil {
 		return TeardownResult{}, err
 	}
 	res := TeardownResult{Cluster: c.Cluster, Kept: []string{
 		"bucket " + c.Bucket, "context " + c.Cluster, "CA secrets", "public workload CA state (identity/ca.json)"}}
-	b, err := e.openBucketAdmin(ctx, c)
+	b, err := h.OpenBucket(ctx, c)
 	if err != nil {
 		return res, err
 	}
@@ -121,7 +95,7 @@ func (e *Env) Teardown(ctx context.Context, opts TeardownOptions) (TeardownResul
 	if err := refuseForeignBucket(ctx, b, c); err != nil {
 		return res, err
 	}
-	inf, err := e.infraFor(ctx, c)
+	inf, err := infraFor(ctx, h, c)
 	if err != nil {
 		return res, err
 	}
@@ -141,13 +115,13 @@ func (e *Env) Teardown(ctx context.Context, opts TeardownOptions) (TeardownResul
 // that succeeded. The bucket is deleted only when its tag proves this
 // cluster created it; every step is idempotent, so an interrupted destroy
 // is completed by running it again.
-func (e *Env) Destroy(ctx context.Context, opts DestroyOptions) (DestroyResult, error) {
-	c, err := e.CurrentContext()
+func Destroy(ctx context.Context, h Host, opts DestroyOptions) (DestroyResult, error) {
+	c, err := h.CurrentContext()
 	if err != nil {
 		return DestroyResult{}, err
 	}
 	res := DestroyResult{Cluster: c.Cluster}
-	b, err := e.openBucketAdmin(ctx, c)
+	b, err := h.OpenBucket(ctx, c)
 	if err != nil {
 		return res, err
 	}
@@ -159,13 +133,14 @@ func (e *Env) Destroy(ctx context.Context, opts DestroyOptions) (DestroyResult, 
 	if err != nil {
 		return res, fmt.Errorf("check bucket %q: %w", c.Bucket, err)
 	}
-	var inf ClusterInfra
+	var inf Infra
+	owned := false
 	if exists {
 		// Every proof comes first: a refusal leaves everything in place.
-		if err := proveBucket(ctx, b, c); err != nil {
+		if owned, err = proveBucket(ctx, b, c); err != nil {
 			return res, err
 		}
-		if inf, err = e.infraFor(ctx, c); err != nil {
+		if inf, err = infraFor(ctx, h, c); err != nil {
 			return res, err
 		}
 		if res.Plan, err = inf.PlanDestroy(ctx, c); err != nil {
@@ -173,8 +148,15 @@ func (e *Env) Destroy(ctx context.Context, opts DestroyOptions) (DestroyResult, 
 		}
 	}
 	res.Plan.Steps = append(res.Plan.Steps, "destroy the CA secrets of "+c.Cluster)
-	if exists {
+	switch {
+	case exists && owned:
 		res.Plan.Steps = append(res.Plan.Steps, "empty and delete bucket "+c.Bucket)
+	case exists:
+		step, err := adoptedBucketStep(ctx, b, c)
+		if err != nil {
+			return res, err
+		}
+		res.Plan.Steps = append(res.Plan.Steps, step)
 	}
 	res.Plan.Steps = append(res.Plan.Steps, "remove context "+c.Cluster)
 	if opts.Confirm != nil {
@@ -187,56 +169,57 @@ func (e *Env) Destroy(ctx context.Context, opts DestroyOptions) (DestroyResult, 
 			return res, err
 		}
 	}
-	if res.Secrets, err = e.destroyCASecrets(ctx, c); err != nil {
+	if res.Secrets, err = destroyCASecrets(ctx, h, c); err != nil {
 		return res, err
 	}
-	if exists {
-		if res.ObjectsDeleted, err = e.emptyBucket(ctx, b, c); err != nil {
+	if exists && !owned {
+		if res.ObjectsDeleted, err = emptyBucket(ctx, h, b, c, podminPrefixes()); err != nil {
 			return res, err
 		}
-		e.progress("deleting bucket %s", c.Bucket)
+		res.BucketKept = true
+	}
+	if exists && owned {
+		if res.ObjectsDeleted, err = emptyBucket(ctx, h, b, c, []string{""}); err != nil {
+			return res, err
+		}
+		progressf(h, "deleting bucket %s", c.Bucket)
 		if err := deleter.DeleteBucket(ctx); err != nil && !errors.Is(err, objstore.ErrBucketNotFound) {
 			return res, fmt.Errorf("delete bucket %q: %w: run \"podmin destroy\" again to finish", c.Bucket, err)
 		}
 		res.BucketDeleted = true
 	}
-	err = e.contextsFile().Update(func(f *contexts.File) error {
-		if _, ok := f.Contexts[c.Cluster]; !ok {
-			return nil
-		}
-		delete(f.Contexts, c.Cluster)
-		if f.Current == c.Cluster {
-			f.Current = ""
-		}
-		return nil
-	})
-	if err != nil {
+	if err := h.RemoveContext(c.Cluster); err != nil {
 		return res, fmt.Errorf("the cluster is destroyed but its context could not be removed: %w: run \"podmin disconnect %s\"", err, c.Cluster)
 	}
 	res.ContextRemoved = true
 	return res, nil
 }
 
-// emptyBucket deletes every object, page by page, until a listing is
-// empty.
-func (e *Env) emptyBucket(ctx context.Context, b objstore.Store, c contexts.Context) (int, error) {
+// emptyBucket deletes every object below prefixes, page by page, until a
+// listing of each is empty.
+func emptyBucket(ctx context.Context, h Host, b objstore.Store, c contexts.Context, prefixes []string) (int, error) {
 	const maxRounds = 1000
 	n := 0
-	for round := 0; round < maxRounds; round++ {
-		page, err := b.List(ctx, "", objstore.ListOptions{})
-		if err != nil {
-			return n, fmt.Errorf("list bucket %q: %w: run \"podmin destroy\" again to finish", c.Bucket, err)
-		}
-		if len(page.Objects) == 0 {
-			return n, nil
-		}
-		for _, o := range page.Objects {
-			if err := b.Delete(ctx, o.Key, ""); err != nil {
-				return n, fmt.Errorf("empty bucket %q: delete %s: %w: run \"podmin destroy\" again to finish", c.Bucket, o.Key, err)
+	for _, prefix := range prefixes {
+		for round := 0; ; round++ {
+			if round == maxRounds {
+				return n, fmt.Errorf("bucket %q still lists objects after %d rounds of deletes: something keeps writing to it; stop it (the node agents, other tools), then run \"podmin destroy\" again", c.Bucket, maxRounds)
 			}
-			n++
+			page, err := b.List(ctx, prefix, objstore.ListOptions{})
+			if err != nil {
+				return n, fmt.Errorf("list bucket %q: %w: run \"podmin destroy\" again to finish", c.Bucket, err)
+			}
+			if len(page.Objects) == 0 {
+				break
+			}
+			for _, o := range page.Objects {
+				if err := b.Delete(ctx, o.Key, ""); err != nil {
+					return n, fmt.Errorf("empty bucket %q: delete %s: %w: run \"podmin destroy\" again to finish", c.Bucket, o.Key, err)
+				}
+				n++
+			}
+			progressf(h, "emptied %d objects from bucket %s", n, c.Bucket)
 		}
-		e.progress("emptied %d objects from bucket %s", n, c.Bucket)
 	}
-	return n, fmt.Errorf("bucket %q still lists objects after %d rounds of deletes: something keeps writing to it; stop it (the node agents, other tools), then run \"podmin destroy\" again", c.Bucket, maxRounds)
+	return n, nil
 }

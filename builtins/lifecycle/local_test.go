@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package lifecycle_test
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 
+	"podmin.dev/podmin/builtins"
+	"podmin.dev/podmin/builtins/lifecycle"
 	"podmin.dev/podmin/internal/cloud/local"
 	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/objstore"
@@ -28,7 +30,7 @@ import (
 // clusterEnv is a connected local cluster "demo" with the local secrets
 // store.
 type clusterEnv struct {
-	*Env
+	*builtins.Env
 	secrets *localsecrets.Store
 	bucket  *localstore.Bucket
 }
@@ -45,7 +47,7 @@ func newClusterEnv(t *testing.T, connect bool) *clusterEnv {
 	}
 	ce.bucket = localstore.Open(ce.Providers["local"].(local.Provider).Dir("demo-bucket"))
 	if connect {
-		if _, err := ce.Connect(t.Context(), ConnectOptions{Cluster: "demo", Provider: "local", Bucket: "demo-bucket"}); err != nil {
+		if _, err := ce.Connect(t.Context(), builtins.ConnectOptions{Cluster: "demo", Provider: "local", Bucket: "demo-bucket"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -68,16 +70,16 @@ func (ce *clusterEnv) secret(t *testing.T, key string) (secrets.Value, bool) {
 	return v, true
 }
 
-func (ce *clusterEnv) config(t *testing.T) (ClusterConfig, bool) {
+func (ce *clusterEnv) config(t *testing.T) (lifecycle.ClusterConfig, bool) {
 	t.Helper()
 	obj, err := ce.bucket.Get(t.Context(), state.TFVarsPath, objstore.GetOptions{})
 	if errors.Is(err, objstore.ErrNotFound) {
-		return ClusterConfig{}, false
+		return lifecycle.ClusterConfig{}, false
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cfg ClusterConfig
+	var cfg lifecycle.ClusterConfig
 	if err := json.Unmarshal(obj.Data, &cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +89,7 @@ func (ce *clusterEnv) config(t *testing.T) (ClusterConfig, bool) {
 func TestLocalSetupStoresSecretsAndPublishesConfig(t *testing.T) {
 	ce := newClusterEnv(t, true)
 	ctx := t.Context()
-	res, err := ce.Setup(ctx, SetupOptions{NodeGroup: []string{"default", "workers,size=2"},
+	res, err := ce.Setup(ctx, lifecycle.SetupOptions{NodeGroup: []string{"default", "workers,size=2"},
 		WorkloadCAPublish: "s3://trust-bucket/ca.pem", OtelLogs: "mtls=true,endpoint=https://otel.example.com/v1/logs,protocol=http"})
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +142,7 @@ func TestLocalSetupStoresSecretsAndPublishesConfig(t *testing.T) {
 	}
 
 	// A second setup keeps both secrets (create-only) and the configuration.
-	res2, err := ce.Setup(ctx, SetupOptions{NodeGroup: []string{"default", "workers,size=2"},
+	res2, err := ce.Setup(ctx, lifecycle.SetupOptions{NodeGroup: []string{"default", "workers,size=2"},
 		WorkloadCAPublish: "s3://trust-bucket/ca.pem", OtelLogs: "endpoint=https://otel.example.com/v1/logs,mtls=true"})
 	if err != nil {
 		t.Fatal(err)
@@ -155,14 +157,14 @@ func TestLocalSetupStoresSecretsAndPublishesConfig(t *testing.T) {
 
 func TestSetupWritesNothingUntilValidAndConfirmed(t *testing.T) {
 	ce := newClusterEnv(t, true)
-	_, err := ce.Setup(t.Context(), SetupOptions{NodeGroup: []string{"default", "workers,size=-2"}})
-	if !errors.Is(err, ErrInvalidSetup) {
+	_, err := ce.Setup(t.Context(), lifecycle.SetupOptions{NodeGroup: []string{"default", "workers,size=-2"}})
+	if !errors.Is(err, lifecycle.ErrInvalidSetup) {
 		t.Fatalf("bad size: %v", err)
 	}
 	refused := errors.New("refused")
-	var shown PlanSummary
-	_, err = ce.Setup(t.Context(), SetupOptions{NodeGroup: []string{"default"},
-		Confirm: func(p PlanSummary) error { shown = p; return refused }})
+	var shown lifecycle.PlanSummary
+	_, err = ce.Setup(t.Context(), lifecycle.SetupOptions{NodeGroup: []string{"default"},
+		Confirm: func(p lifecycle.PlanSummary) error { shown = p; return refused }})
 	if !errors.Is(err, refused) || len(shown.Steps) != 3 {
 		t.Fatalf("refused confirmation: %v, plan %+v", err, shown)
 	}
@@ -177,13 +179,13 @@ func TestSetupWritesNothingUntilValidAndConfirmed(t *testing.T) {
 func TestLocalTeardownKeepsBucketSecretsAndContext(t *testing.T) {
 	ce := newClusterEnv(t, true)
 	ctx := t.Context()
-	if _, err := ce.Setup(ctx, SetupOptions{NodeGroup: []string{"default"}}); err != nil {
+	if _, err := ce.Setup(ctx, lifecycle.SetupOptions{NodeGroup: []string{"default"}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ce.bucket.Put(ctx, state.IdentityCAPath, []byte("{}")); err != nil {
 		t.Fatal(err)
 	}
-	res, err := ce.Teardown(ctx, TeardownOptions{})
+	res, err := ce.Teardown(ctx, lifecycle.TeardownOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +207,7 @@ func TestLocalTeardownKeepsBucketSecretsAndContext(t *testing.T) {
 		t.Errorf("teardown removed the context: %v", err)
 	}
 	// Teardown is repeatable.
-	if _, err := ce.Teardown(ctx, TeardownOptions{}); err != nil {
+	if _, err := ce.Teardown(ctx, lifecycle.TeardownOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -213,7 +215,7 @@ func TestLocalTeardownKeepsBucketSecretsAndContext(t *testing.T) {
 func TestLocalDestroyRemovesEverythingItOwns(t *testing.T) {
 	ce := newClusterEnv(t, true)
 	ctx := t.Context()
-	if _, err := ce.Setup(ctx, SetupOptions{NodeGroup: []string{"default"}}); err != nil {
+	if _, err := ce.Setup(ctx, lifecycle.SetupOptions{NodeGroup: []string{"default"}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range []string{state.IndexPath, "apps/hello/oci-layout", state.IdentityCAPath} {
@@ -221,8 +223,8 @@ func TestLocalDestroyRemovesEverythingItOwns(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var shown PlanSummary
-	res, err := ce.Destroy(ctx, DestroyOptions{Confirm: func(p PlanSummary) error { shown = p; return nil }})
+	var shown lifecycle.PlanSummary
+	res, err := ce.Destroy(ctx, lifecycle.DestroyOptions{Confirm: func(p lifecycle.PlanSummary) error { shown = p; return nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,34 +250,124 @@ func TestLocalDestroyRemovesEverythingItOwns(t *testing.T) {
 	}
 }
 
-func TestDestroyRefusesUnprovenBucket(t *testing.T) {
+// userFile is an operator's own object in a bucket Podmin did not create.
+const userFile = "notes/keep-me.txt"
+
+// A bucket connect found existing is never deleted, whatever its tags
+// say: not when it was untagged, not when someone forged Podmin's tags into
+// it after connect, not when it carried them before connect (connect does
+// not even report it as owned). Destroy removes the infrastructure, the CA
+// secrets and Podmin's objects, lists them in the plan, and keeps the
+// bucket with every other file.
+func TestDestroyKeepsABucketPodminDidNotCreate(t *testing.T) {
+	forged := map[string]string{builtins.ClusterTag: "demo", contexts.BucketNonceTag: contexts.NewNonce()}
 	for _, tc := range []struct {
-		name string
-		tags map[string]string
-		want string
+		name                 string
+		before, afterConnect map[string]string
 	}{
-		{"untagged", map[string]string{}, `no proof of ownership: bucket "demo-bucket" has no podmin:cluster tag, so Podmin did not create it (connect found it existing) and will not delete it; nothing was deleted: run "podmin teardown" to remove the infrastructure, then empty and delete the bucket yourself and run "podmin disconnect demo"`},
-		{"other cluster", map[string]string{ClusterTag: "prod"}, `no proof of ownership: bucket "demo-bucket" is tagged podmin:cluster=prod, another cluster's, so this cluster will not delete it; nothing was deleted: destroy it from a context of cluster "prod", or run "podmin disconnect demo" to forget this context`},
+		{"untagged", nil, nil},
+		{"forged tags", nil, forged},
+		{"pre-tagged", map[string]string{builtins.ClusterTag: "demo"}, nil},
+		{"pre-tagged with a nonce", forged, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ce := newClusterEnv(t, false)
 			ctx := t.Context()
-			// An operator's existing bucket: connect uses it but does not claim it.
-			if err := ce.bucket.CreateBucket(ctx); err != nil {
+			// An operator's existing directory with a file of their own.
+			if err := os.MkdirAll(filepath.Join(ce.bucket.Dir(), "notes"), 0o700); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := ce.Connect(ctx, ConnectOptions{Cluster: "demo", Provider: "local", Bucket: "demo-bucket"}); err != nil {
+			if err := os.WriteFile(filepath.Join(ce.bucket.Dir(), userFile), []byte("mine"), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := ce.Setup(ctx, SetupOptions{NodeGroup: []string{"default"}}); err != nil {
+			if tc.before != nil {
+				if err := ce.bucket.CreateBucket(ctx); err != nil && !errors.Is(err, objstore.ErrBucketExists) {
+					t.Fatal(err)
+				}
+				if err := ce.bucket.SetBucketTags(ctx, tc.before); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cres, err := ce.Connect(ctx, builtins.ConnectOptions{Cluster: "demo", Provider: "local", Bucket: "demo-bucket"})
+			if err != nil {
 				t.Fatal(err)
 			}
-			if err := ce.bucket.SetBucketTags(ctx, tc.tags); err != nil {
+			if cres.BucketCreated || cres.BucketOwned || cres.Context.BucketNonce != "" {
+				t.Fatalf("connect claimed an existing directory: %+v", cres)
+			}
+			if _, err := ce.Setup(ctx, lifecycle.SetupOptions{NodeGroup: []string{"default"}}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ce.bucket.Put(ctx, state.IndexPath, []byte("{}")); err != nil {
+				t.Fatal(err)
+			}
+			if tc.afterConnect != nil {
+				if err := ce.bucket.SetBucketTags(ctx, tc.afterConnect); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var shown lifecycle.PlanSummary
+			res, err := ce.Destroy(ctx, lifecycle.DestroyOptions{Confirm: func(p lifecycle.PlanSummary) error { shown = p; return nil }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			step := shown.Steps[len(shown.Steps)-2]
+			if !strings.HasPrefix(step, "keep bucket demo-bucket, which existed before connect") ||
+				!strings.HasSuffix(step, "delete Podmin's 2 objects: tfstate/ (1), deployments/ (1)") {
+				t.Errorf("plan step %q", step)
+			}
+			// The configuration is withdrawn with the (local) infrastructure,
+			// the index with the bucket's Podmin objects.
+			if res.BucketDeleted || !res.BucketKept || res.ObjectsDeleted != 1 || !res.ContextRemoved {
+				t.Errorf("result %+v", res)
+			}
+			if data, err := os.ReadFile(filepath.Join(ce.bucket.Dir(), userFile)); err != nil || string(data) != "mine" {
+				t.Fatalf("the operator's file is gone: %q %v", data, err)
+			}
+			for _, k := range []string{state.TFVarsPath, state.IndexPath} {
+				if _, err := ce.bucket.Head(ctx, k); !errors.Is(err, objstore.ErrNotFound) {
+					t.Errorf("Podmin's object %s remains: %v", k, err)
+				}
+			}
+		})
+	}
+}
+
+// A bucket Podmin created is deleted only while it carries the nonce the
+// context recorded: tags replaced or copied onto a replacement stop
+// destroy before anything is deleted.
+func TestDestroyRefusesUnprovenBucket(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tags func(nonce string) map[string]string
+		want string
+	}{
+		{"tags removed", func(string) map[string]string { return map[string]string{} },
+			`no proof of ownership: bucket "demo-bucket" does not carry the podmin:create-nonce this context recorded when connect created it (the bucket was replaced or its tags were changed), so Podmin cannot prove it is the bucket it created; nothing was deleted: check the bucket, then delete it yourself if it should go and run "podmin disconnect demo"`},
+		{"cluster tag only", func(string) map[string]string { return map[string]string{builtins.ClusterTag: "demo"} }, "does not carry the podmin:create-nonce"},
+		{"another nonce", func(string) map[string]string {
+			return map[string]string{builtins.ClusterTag: "demo", contexts.BucketNonceTag: contexts.NewNonce()}
+		}, "does not carry the podmin:create-nonce"},
+		{"nonce under another cluster", func(n string) map[string]string {
+			return map[string]string{builtins.ClusterTag: "prod", contexts.BucketNonceTag: n}
+		}, `no proof of ownership: bucket "demo-bucket" is tagged podmin:cluster=prod, another cluster's, so this cluster will not delete it; nothing was deleted: destroy it from a context of cluster "prod", or run "podmin disconnect demo" to forget this context`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ce := newClusterEnv(t, true)
+			ctx := t.Context()
+			c, err := ce.CurrentContext()
+			if err != nil || len(c.BucketNonce) != 64 {
+				t.Fatalf("connect recorded no nonce for the bucket it created: %+v %v", c, err)
+			}
+			if _, err := ce.Setup(ctx, lifecycle.SetupOptions{NodeGroup: []string{"default"}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := ce.bucket.SetBucketTags(ctx, tc.tags(c.BucketNonce)); err != nil {
 				t.Fatal(err)
 			}
 			asked := false
-			_, err := ce.Destroy(ctx, DestroyOptions{Confirm: func(PlanSummary) error { asked = true; return nil }})
-			if !errors.Is(err, ErrNotOwned) || err.Error() != tc.want {
+			_, err = ce.Destroy(ctx, lifecycle.DestroyOptions{Confirm: func(lifecycle.PlanSummary) error { asked = true; return nil }})
+			if !errors.Is(err, lifecycle.ErrNotOwned) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("destroy error\n got %v\nwant %s", err, tc.want)
 			}
 			if asked {
@@ -299,25 +391,25 @@ func TestDestroyRefusesUnprovenBucket(t *testing.T) {
 func TestTeardownRefusesAnotherClustersState(t *testing.T) {
 	ce := newClusterEnv(t, true)
 	ctx := t.Context()
-	if _, err := ce.Setup(ctx, SetupOptions{NodeGroup: []string{"default"}}); err != nil {
+	if _, err := ce.Setup(ctx, lifecycle.SetupOptions{NodeGroup: []string{"default"}}); err != nil {
 		t.Fatal(err)
 	}
 	// The bucket tagged for another cluster.
-	if err := ce.bucket.SetBucketTags(ctx, map[string]string{ClusterTag: "prod"}); err != nil {
+	if err := ce.bucket.SetBucketTags(ctx, map[string]string{builtins.ClusterTag: "prod"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ce.Teardown(ctx, TeardownOptions{}); !errors.Is(err, ErrNotOwned) ||
+	if _, err := ce.Teardown(ctx, lifecycle.TeardownOptions{}); !errors.Is(err, lifecycle.ErrNotOwned) ||
 		err.Error() != `no proof of ownership: bucket "demo-bucket" is tagged podmin:cluster=prod, another cluster's: nothing was changed` {
 		t.Fatalf("foreign bucket: %v", err)
 	}
 	// A configuration published by another cluster.
-	if err := ce.bucket.SetBucketTags(ctx, map[string]string{ClusterTag: "demo"}); err != nil {
+	if err := ce.bucket.SetBucketTags(ctx, map[string]string{builtins.ClusterTag: "demo"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ce.bucket.Put(ctx, state.TFVarsPath, []byte(`{"version":1,"cluster":"prod","nodegroups":[]}`)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ce.Teardown(ctx, TeardownOptions{}); !errors.Is(err, ErrNotOwned) ||
+	if _, err := ce.Teardown(ctx, lifecycle.TeardownOptions{}); !errors.Is(err, lifecycle.ErrNotOwned) ||
 		err.Error() != `no proof of ownership: the cluster configuration tfstate/podmin.auto.tfvars.json names cluster "prod", not "demo": nothing was changed` {
 		t.Fatalf("foreign configuration: %v", err)
 	}
@@ -325,7 +417,7 @@ func TestTeardownRefusesAnotherClustersState(t *testing.T) {
 		t.Fatalf("the foreign configuration was deleted: %v", err)
 	}
 	// Setup never replaces another cluster's configuration either.
-	if _, err := ce.Setup(ctx, SetupOptions{NodeGroup: []string{"default"}}); !errors.Is(err, ErrNotOwned) ||
+	if _, err := ce.Setup(ctx, lifecycle.SetupOptions{NodeGroup: []string{"default"}}); !errors.Is(err, lifecycle.ErrNotOwned) ||
 		!strings.Contains(err.Error(), `belongs to cluster "prod", not "demo"`) {
 		t.Fatalf("setup over a foreign configuration: %v", err)
 	}
@@ -349,7 +441,7 @@ func (f *failingSecrets) Destroy(ctx context.Context, n secrets.Name) error {
 
 // failingContexts fails Update while fail is set.
 type failingContexts struct {
-	ContextsFile
+	builtins.ContextsFile
 	fail bool
 }
 
@@ -363,16 +455,16 @@ func (f *failingContexts) Update(fn func(*contexts.File) error) error {
 func TestInterruptedDestroyRunsToCompletion(t *testing.T) {
 	ce := newClusterEnv(t, true)
 	ctx := t.Context()
-	if _, err := ce.Setup(ctx, SetupOptions{NodeGroup: []string{"default"}}); err != nil {
+	if _, err := ce.Setup(ctx, lifecycle.SetupOptions{NodeGroup: []string{"default"}}); err != nil {
 		t.Fatal(err)
 	}
 	fs := &failingSecrets{Store: ce.secrets, fail: true}
 	ce.Secrets = func(context.Context, contexts.Context, string) (secrets.Store, error) { return fs, nil }
-	fc := &failingContexts{ContextsFile: ConfigContexts{Dir: ce.Dirs.Config}}
+	fc := &failingContexts{ContextsFile: builtins.ConfigContexts{Dir: ce.Dirs.Config}}
 	ce.Contexts = fc
 
 	// Interrupted while destroying the secrets: the bucket and context stay.
-	if _, err := ce.Destroy(ctx, DestroyOptions{}); err == nil || !strings.Contains(err.Error(), "connection reset") {
+	if _, err := ce.Destroy(ctx, lifecycle.DestroyOptions{}); err == nil || !strings.Contains(err.Error(), "connection reset") {
 		t.Fatalf("first destroy: %v", err)
 	}
 	if exists, _ := ce.bucket.BucketExists(ctx); !exists {
@@ -380,13 +472,13 @@ func TestInterruptedDestroyRunsToCompletion(t *testing.T) {
 	}
 	// Interrupted after deleting the bucket, before removing the context.
 	fs.fail, fc.fail = false, true
-	res, err := ce.Destroy(ctx, DestroyOptions{})
+	res, err := ce.Destroy(ctx, lifecycle.DestroyOptions{})
 	if err == nil || !res.BucketDeleted || res.ContextRemoved {
 		t.Fatalf("second destroy: %+v %v", res, err)
 	}
 	// The re-run finds the bucket gone and finishes.
 	fc.fail = false
-	res, err = ce.Destroy(ctx, DestroyOptions{})
+	res, err = ce.Destroy(ctx, lifecycle.DestroyOptions{})
 	if err != nil || res.BucketDeleted || !res.ContextRemoved || res.Secrets[0].Action != "absent" {
 		t.Fatalf("third destroy: %+v %v", res, err)
 	}

@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package lifecycle
 
 import (
 	"bufio"
@@ -20,6 +20,7 @@ import (
 	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/ids"
 	"podmin.dev/podmin/internal/otellogs"
+	"podmin.dev/podmin/internal/scrub"
 )
 
 // SetupOptions are the inputs of setup; field names follow the flags
@@ -53,7 +54,8 @@ type SetupOptions struct {
 var ErrInvalidSetup = errors.New("invalid setup")
 
 func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalidSetup, fmt.Sprintf(format, args...))
+	// The values quoted pass the scrubber's quoting, like all input.
+	return fmt.Errorf("%w: %s", ErrInvalidSetup, scrub.QuoteSpans(fmt.Sprintf(format, args...)))
 }
 
 var (

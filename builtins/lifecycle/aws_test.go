@@ -2,10 +2,11 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package lifecycle_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -18,8 +19,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
+	"podmin.dev/podmin/builtins"
 	"podmin.dev/podmin/builtins/infra"
 	"podmin.dev/podmin/builtins/infra/ec2test"
+	"podmin.dev/podmin/builtins/lifecycle"
 	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/objstore/objstoretest"
@@ -66,14 +69,16 @@ func (fakeBootstrap) JoolArchive(_ context.Context, _ infra.Cluster, arch, _ str
 }
 
 type awsEnv struct {
-	*Env
+	*builtins.Env
 	srv       *objstoretest.S3Server
 	ec2       *ec2test.FakeEC2
 	ssm       *secretstest.FakeSSM
 	log, seen string
 	// bootstrap returns the node bootstrap of an operation's Env; nil is
 	// fakeBootstrap.
-	bootstrap func(e *Env) NodeBootstrap
+	bootstrap func(h lifecycle.Host) lifecycle.NodeBootstrap
+	// keepAtMost is the node bootstrap's StageKeepAtMost.
+	keepAtMost int64
 }
 
 func newAWSEnv(t *testing.T) *awsEnv {
@@ -97,17 +102,17 @@ func newAWSEnv(t *testing.T) *awsEnv {
 		return parameterstore.New(ssm.New(ssm.Options{Region: "us-west-2", BaseEndpoint: awssdk.String(ae.ssm.URL()), Credentials: creds})), nil
 	}
 	client := ae.ec2.Client(t)
-	ae.Infrastructure = func(_ context.Context, e *Env, c contexts.Context) (ClusterInfra, error) {
-		var boot NodeBootstrap = fakeBootstrap{}
+	ae.Infrastructure = func(_ context.Context, h lifecycle.Host, c contexts.Context) (builtins.ClusterInfra, error) {
+		var boot lifecycle.NodeBootstrap = fakeBootstrap{}
 		if ae.bootstrap != nil {
-			boot = ae.bootstrap(e)
+			boot = ae.bootstrap(h)
 		}
-		return &AWSInfra{Env: e, Context: c, EC2: client, Bootstrap: boot,
+		return &lifecycle.AWSInfra{Host: h, Context: c, EC2: client, Bootstrap: boot,
 			Now: func() time.Time { return time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC) },
 			Runner: &infra.Runner{CacheDir: ae.Dirs.Cache, Environ: []string{"PATH=" + os.Getenv("PATH"), "FAKE_TF_LOG=" + ae.log, "FAKE_TF_SEEN=" + ae.seen},
 				LookupEnv: func(k string) (string, bool) { return bin, k == "PODMIN_TF_CMD" }}}, nil
 	}
-	if _, err := ae.Connect(t.Context(), ConnectOptions{Cluster: "demo", Provider: "aws", Bucket: "demo-state"}); err != nil {
+	if _, err := ae.Connect(t.Context(), builtins.ConnectOptions{Cluster: "demo", Provider: "aws", Bucket: "demo-state"}); err != nil {
 		t.Fatal(err)
 	}
 	return ae
@@ -142,7 +147,7 @@ func TestAWSSetupAndDestroy(t *testing.T) {
 
 	// An incompatible VPC stops setup before any file or tool run.
 	ae.ec2.VPCs = []ec2test.VPC{{ID: "vpc-theirs", CIDR: "10.0.0.0/16", IPv6: "2600:1f14:abc:de00::/56", IPv6Pool: "Amazon", DNSSupport: true}}
-	_, err := ae.Setup(ctx, SetupOptions{VPCCIDR: "10.0.0.0/16", NodeGroup: []string{"default,zone=a"}})
+	_, err := ae.Setup(ctx, lifecycle.SetupOptions{VPCCIDR: "10.0.0.0/16", NodeGroup: []string{"default,zone=a"}})
 	if !errors.Is(err, infra.ErrIncompatible) || !strings.Contains(err.Error(), "cannot be reused until you: turn on enableDnsHostnames") {
 		t.Fatalf("incompatible VPC: %v", err)
 	}
@@ -156,8 +161,8 @@ func TestAWSSetupAndDestroy(t *testing.T) {
 
 	// A refused confirmation applies nothing and stores no secret.
 	refused := errors.New("refused")
-	_, err = ae.Setup(ctx, SetupOptions{VPCCIDR: "10.0.0.0/16", NAT64: "instance-type=m7i.large", NodeGroup: []string{"default,zone=" + region + "a"},
-		Confirm: func(p PlanSummary) error {
+	_, err = ae.Setup(ctx, lifecycle.SetupOptions{VPCCIDR: "10.0.0.0/16", NAT64: "instance-type=m7i.large", NodeGroup: []string{"default,zone=" + region + "a"},
+		Confirm: func(p lifecycle.PlanSummary) error {
 			if p.Add != 2 || !strings.Contains(p.Text, "Plan: 40 to add") {
 				t.Errorf("plan shown %+v", p)
 			}
@@ -173,7 +178,7 @@ func TestAWSSetupAndDestroy(t *testing.T) {
 		t.Fatal("a secret was stored before the confirmation")
 	}
 
-	res, err := ae.Setup(ctx, SetupOptions{VPCCIDR: "10.0.0.0/16", NAT64: "instance-type=m7i.large", NodeGroup: []string{"default", "workers,instance-type=m7i.large,zone=b"}})
+	res, err := ae.Setup(ctx, lifecycle.SetupOptions{VPCCIDR: "10.0.0.0/16", NAT64: "instance-type=m7i.large", NodeGroup: []string{"default", "workers,instance-type=m7i.large,zone=b"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,15 +237,21 @@ func TestAWSSetupAndDestroy(t *testing.T) {
 	}
 	// Destroy: the state's VPC must carry the cluster's tag.
 	ae.ec2.VPCs = []ec2test.VPC{{ID: "vpc-owned", CIDR: "10.0.0.0/16"}}
-	_, err = ae.Destroy(ctx, DestroyOptions{})
-	if !errors.Is(err, ErrNotOwned) || !strings.Contains(err.Error(), "VPC vpc-owned has no podmin:cluster tag") {
+	_, err = ae.Destroy(ctx, lifecycle.DestroyOptions{})
+	if !errors.Is(err, lifecycle.ErrNotOwned) || !strings.Contains(err.Error(), "VPC vpc-owned has no podmin:cluster tag") {
 		t.Fatalf("untagged VPC: %v", err)
 	}
 	if ae.secret(t, "cluster-ca") == "" {
 		t.Fatal("a refused destroy deleted a secret")
 	}
+	// A copied cluster tag is no proof; the create nonce the published
+	// variables record is.
 	ae.ec2.VPCs[0].Tags = map[string]string{"podmin:cluster": "demo"}
-	dres, err := ae.Destroy(ctx, DestroyOptions{})
+	if _, err = ae.Destroy(ctx, lifecycle.DestroyOptions{}); !errors.Is(err, lifecycle.ErrNotOwned) || !strings.Contains(err.Error(), "VPC vpc-owned does not carry this cluster's podmin:create-nonce") {
+		t.Fatalf("VPC with a forged tag: %v", err)
+	}
+	ae.ec2.VPCs[0].Tags[infra.NonceTag] = publishedNonce(t, b)
+	dres, err := ae.Destroy(ctx, lifecycle.DestroyOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +302,7 @@ func TestAWSTeardownNeedsProofOfTheState(t *testing.T) {
 	b := rawBucket(t, ae.srv, "demo-state")
 
 	// No state and no variables: nothing to destroy, nothing run.
-	res, err := ae.Teardown(ctx, TeardownOptions{})
+	res, err := ae.Teardown(ctx, lifecycle.TeardownOptions{})
 	if err != nil || len(ae.toolCalls(t)) != 0 || !strings.Contains(strings.Join(res.Plan.Steps, ""), "no OpenTofu/Terraform state") {
 		t.Fatalf("teardown without state: %+v %v %v", res, err, ae.toolCalls(t))
 	}
@@ -299,15 +310,15 @@ func TestAWSTeardownNeedsProofOfTheState(t *testing.T) {
 	if _, err := b.Put(ctx, state.TFStatePath, []byte(`{"version":4}`)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ae.Teardown(ctx, TeardownOptions{}); !errors.Is(err, ErrNotOwned) ||
-		err.Error() != "no proof of ownership: tfstate/podmin.tfstate exists but tfstate/podmin.auto.tfvars.json does not, so Podmin cannot show what the state belongs to: nothing was changed" {
+	if _, err := ae.Teardown(ctx, lifecycle.TeardownOptions{}); !errors.Is(err, lifecycle.ErrNotOwned) ||
+		!strings.HasPrefix(err.Error(), "no proof of ownership: tfstate/podmin.tfstate exists but tfstate/podmin.auto.tfvars.json does not, so Podmin cannot show what the state belongs to: nothing was changed; put back the variables") {
 		t.Fatalf("state without variables: %v", err)
 	}
 	// Variables of another cluster.
 	if _, err := b.Put(ctx, state.TFVarsPath, []byte(`{"cluster":"prod","vpc_cidr":"10.0.0.0/16"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ae.Teardown(ctx, TeardownOptions{}); !errors.Is(err, ErrNotOwned) ||
+	if _, err := ae.Teardown(ctx, lifecycle.TeardownOptions{}); !errors.Is(err, lifecycle.ErrNotOwned) ||
 		err.Error() != `no proof of ownership: tfstate/podmin.auto.tfvars.json names cluster "prod", not "demo": nothing was changed` {
 		t.Fatalf("another cluster's variables: %v", err)
 	}
@@ -316,24 +327,27 @@ func TestAWSTeardownNeedsProofOfTheState(t *testing.T) {
 	}
 
 	// Setup never takes over another cluster's state either.
-	if _, err := ae.Setup(ctx, SetupOptions{VPCCIDR: "10.0.0.0/16", NodeGroup: []string{"default"}}); !errors.Is(err, ErrNotOwned) {
+	if _, err := ae.Setup(ctx, lifecycle.SetupOptions{VPCCIDR: "10.0.0.0/16", NodeGroup: []string{"default"}}); !errors.Is(err, lifecycle.ErrNotOwned) {
 		t.Fatalf("setup over another cluster's variables: %v", err)
 	}
-	for _, k := range []string{state.TFVarsPath} {
+	for _, k := range []string{state.TFVarsPath, state.TFStatePath} {
 		if err := b.Delete(ctx, k, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
 
-	// With proof, teardown plans the destroy, checks the VPC tag and applies;
-	// secrets, bucket and context stay.
-	if _, err := ae.Setup(ctx, SetupOptions{VPCCIDR: "10.0.0.0/16", NodeGroup: []string{"default"}}); err != nil {
+	// With proof, teardown plans the destroy, checks the VPC's tags and
+	// applies; secrets, bucket and context stay.
+	if _, err := ae.Setup(ctx, lifecycle.SetupOptions{VPCCIDR: "10.0.0.0/16", NodeGroup: []string{"default"}}); err != nil {
 		t.Fatal(err)
 	}
-	ae.ec2.VPCs = []ec2test.VPC{{ID: "vpc-owned", CIDR: "10.0.0.0/16", Tags: map[string]string{"podmin:cluster": "demo"}}}
+	if _, err := b.Put(ctx, state.TFStatePath, []byte(`{"version":4}`)); err != nil {
+		t.Fatal(err)
+	}
+	ae.ec2.VPCs = []ec2test.VPC{{ID: "vpc-owned", CIDR: "10.0.0.0/16", Tags: map[string]string{"podmin:cluster": "demo", infra.NonceTag: publishedNonce(t, b)}}}
 	before := len(ae.toolCalls(t))
-	var shown PlanSummary
-	if _, err := ae.Teardown(ctx, TeardownOptions{Confirm: func(p PlanSummary) error { shown = p; return nil }}); err != nil {
+	var shown lifecycle.PlanSummary
+	if _, err := ae.Teardown(ctx, lifecycle.TeardownOptions{Confirm: func(p lifecycle.PlanSummary) error { shown = p; return nil }}); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(ae.toolCalls(t)[before:], " "); got != "version init plan show output apply" || shown.Add != 2 {
@@ -352,4 +366,57 @@ func TestAWSTeardownNeedsProofOfTheState(t *testing.T) {
 	if exists, err := b.BucketExists(ctx); !exists || err != nil {
 		t.Fatalf("teardown removed the bucket: %v", err)
 	}
+}
+
+// publishedNonce is the create nonce of the variables setup published.
+func publishedNonce(t *testing.T, b objstore.Store) string {
+	t.Helper()
+	v := publishedVars(t, b)
+	if len(v.CreateNonce) != 64 {
+		t.Fatalf("the published variables record no create nonce: %q", v.CreateNonce)
+	}
+	return v.CreateNonce
+}
+
+// A later setup keeps what the first one published: the create nonce its
+// resources carry and every existing NodeGroup's subnet, whatever names
+// are added.
+func TestAWSSetupKeepsNonceAndSubnets(t *testing.T) {
+	ae := newAWSEnv(t)
+	ctx := t.Context()
+	b := rawBucket(t, ae.srv, "demo-state")
+	if _, err := ae.Setup(ctx, lifecycle.SetupOptions{VPCCIDR: "10.0.0.0/16", NodeGroup: []string{"workers", "default"}}); err != nil {
+		t.Fatal(err)
+	}
+	first := publishedVars(t, b)
+	// a152 hashes to workers' netnum.
+	if _, err := ae.Setup(ctx, lifecycle.SetupOptions{VPCCIDR: "10.0.0.0/16", NodeGroup: []string{"a152", "default", "workers"}}); err != nil {
+		t.Fatal(err)
+	}
+	second := publishedVars(t, b)
+	if second.CreateNonce != first.CreateNonce || len(first.CreateNonce) != 64 {
+		t.Fatalf("the create nonce changed from %q to %q", first.CreateNonce, second.CreateNonce)
+	}
+	for n, ng := range first.NodeGroups {
+		if second.NodeGroups[n].SubnetIndex != ng.SubnetIndex {
+			t.Errorf("NodeGroup %s moved from netnum %d to %d", n, ng.SubnetIndex, second.NodeGroups[n].SubnetIndex)
+		}
+	}
+	if a := second.NodeGroups["a152"].SubnetIndex; a == first.NodeGroups["workers"].SubnetIndex || a == first.NodeGroups["default"].SubnetIndex {
+		t.Errorf("a152 got a taken netnum %d", a)
+	}
+}
+
+// publishedVars reads the variables setup published.
+func publishedVars(t *testing.T, b objstore.Store) infra.Vars {
+	t.Helper()
+	obj, err := b.Get(t.Context(), state.TFVarsPath, objstore.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vars infra.Vars
+	if err := json.Unmarshal(obj.Data, &vars); err != nil {
+		t.Fatal(err)
+	}
+	return vars
 }

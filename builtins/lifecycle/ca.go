@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package lifecycle
 
 import (
 	"context"
@@ -34,25 +34,22 @@ func caSecretsProvider(c contexts.Context) string {
 }
 
 // ensureCASecrets create-only stores the workload CA key and the cluster
-// CA through EnsureCASecrets, in the store the agents read. An existing
-// secret is kept as it is, so a setup after teardown keeps the cluster's
-// trust.
-func (e *Env) ensureCASecrets(ctx context.Context, c contexts.Context) ([]SecretAction, error) {
-	if e.Secrets == nil {
-		return nil, errors.New("no secrets providers are configured: the cluster's CA secrets cannot be stored")
-	}
-	res, err := e.EnsureCASecrets(ctx, CASecretsOptions{Provider: caSecretsProvider(c)})
+// CA through the Host's EnsureCASecrets, in the store the agents read. An
+// existing secret is kept as it is, so a setup after teardown keeps the
+// cluster's trust.
+func ensureCASecrets(ctx context.Context, h Host, c contexts.Context) ([]SecretAction, error) {
+	provider, got, err := h.EnsureCASecrets(ctx, caSecretsProvider(c))
 	if err != nil {
 		return nil, err
 	}
-	out := make([]SecretAction, 0, len(res.Secrets))
-	for _, s := range res.Secrets {
+	out := make([]SecretAction, 0, len(got))
+	for _, s := range got {
 		action := s.Action
 		if action == "existing" {
 			action = "kept"
 		}
 		if action == "created" {
-			e.progress("stored %s in %s", s.Name, res.Provider)
+			progressf(h, "stored %s in %s", s.Name, provider)
 		}
 		out = append(out, SecretAction{Name: s.Name, Action: action})
 	}
@@ -61,8 +58,8 @@ func (e *Env) ensureCASecrets(ctx context.Context, c contexts.Context) ([]Secret
 
 // destroyCASecrets permanently deletes both CA secrets; an absent one is
 // already gone, so an interrupted destroy can run again.
-func (e *Env) destroyCASecrets(ctx context.Context, c contexts.Context) ([]SecretAction, error) {
-	store, err := e.caStore(ctx, c)
+func destroyCASecrets(ctx context.Context, h Host, c contexts.Context) ([]SecretAction, error) {
+	store, err := caStore(ctx, h, c)
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +71,7 @@ func (e *Env) destroyCASecrets(ctx context.Context, c contexts.Context) ([]Secre
 		}
 		switch err := store.Destroy(ctx, n); {
 		case err == nil:
-			e.progress("destroyed %s in %s", n, store.Provider())
+			progressf(h, "destroyed %s in %s", n, store.Provider())
 			out = append(out, SecretAction{Name: n.String(), Action: "destroyed"})
 		case errors.Is(err, secrets.ErrNotFound):
 			out = append(out, SecretAction{Name: n.String(), Action: "absent"})
@@ -85,12 +82,9 @@ func (e *Env) destroyCASecrets(ctx context.Context, c contexts.Context) ([]Secre
 	return out, nil
 }
 
-func (e *Env) caStore(ctx context.Context, c contexts.Context) (secrets.Store, error) {
-	if e.Secrets == nil {
-		return nil, errors.New("no secrets providers are configured: the cluster's CA secrets cannot be stored")
-	}
+func caStore(ctx context.Context, h Host, c contexts.Context) (secrets.Store, error) {
 	p := caSecretsProvider(c)
-	s, err := e.Secrets(ctx, c, p)
+	s, err := h.Secrets(ctx, c, p)
 	if err != nil {
 		return nil, fmt.Errorf("open secrets provider %s for the cluster's CA secrets: %w", p, err)
 	}

@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package lifecycle
 
 import (
 	"context"
@@ -39,7 +39,9 @@ type NodeBootstrap interface {
 // rendered under <cache>/infrastructure/<cluster>, run by OpenTofu/
 // Terraform, after the EC2 API checked every input.
 type AWSInfra struct {
-	Env *Env
+	// Host is the operation's face (a dry run's own): it opens the
+	// bucket and names the cache.
+	Host BootstrapHost
 	// Context is the cluster's context.
 	Context contexts.Context
 	// EC2 answers the checks before anything runs.
@@ -56,11 +58,14 @@ type AWSInfra struct {
 	vpc  infra.VPCChoice
 	amis map[string]string
 	vars *infra.Vars
+	// prev is what the last setup published (zero before the first):
+	// its create nonce and subnet allocation are kept.
+	prev infra.Vars
 }
 
-var _ ClusterInfra = (*AWSInfra)(nil)
+var _ Infra = (*AWSInfra)(nil)
 
-func (a *AWSInfra) dir() string { return infra.ModuleDir(a.Env.Dirs.Cache, a.Context.Cluster) }
+func (a *AWSInfra) dir() string { return infra.ModuleDir(a.Host.CacheDir(), a.Context.Cluster) }
 
 // runner returns the runner for the module directory and the cluster's
 // backend.
@@ -71,7 +76,7 @@ func (a *AWSInfra) runner() infra.Runner {
 	return r
 }
 
-// Prepare implements ClusterInfra: zones, instance types, AMIs and the VPC
+// Prepare implements Infra: zones, instance types, AMIs and the VPC
 // are checked through the EC2 API before anything is written or run.
 func (a *AWSInfra) Prepare(ctx context.Context, cl *infra.Cluster) error {
 	if err := infra.ResolveZones(ctx, a.EC2, cl); err != nil {
@@ -84,7 +89,10 @@ func (a *AWSInfra) Prepare(ctx context.Context, cl *infra.Cluster) error {
 	if err != nil {
 		return err
 	}
-	vpc, err := infra.SelectVPC(ctx, a.EC2, *cl)
+	if a.prev, _, err = a.storedVars(ctx, a.Context); err != nil {
+		return err
+	}
+	vpc, err := infra.SelectVPC(ctx, a.EC2, *cl, a.prev)
 	if err != nil {
 		return err
 	}
@@ -95,14 +103,20 @@ func (a *AWSInfra) Prepare(ctx context.Context, cl *infra.Cluster) error {
 	return nil
 }
 
-// Plan implements ClusterInfra: it renders the module and plans.
+// Plan implements Infra: it renders the module and plans.
 func (a *AWSInfra) Plan(ctx context.Context, cl infra.Cluster) (PlanSummary, error) {
 	now := time.Now
 	if a.Now != nil {
 		now = a.Now
 	}
 	in := infra.Inputs{AccountID: a.AccountID, AMIs: a.amis, LaunchGeneration: now().UTC().Format("20060102T150405Z"),
-		UserData: map[string]string{}, JoolArchives: map[string]infra.JoolArchive{}}
+		UserData: map[string]string{}, JoolArchives: map[string]infra.JoolArchive{}, CreateNonce: a.prev.CreateNonce,
+		Previous: a.prev}
+	if in.CreateNonce == "" {
+		// The first setup draws the nonce before anything is created;
+		// Config publishes it with the variables before apply.
+		in.CreateNonce = contexts.NewNonce()
+	}
 	if a.vpc.Reuse {
 		in.ExistingVPCID = a.vpc.ID
 	}
@@ -156,7 +170,7 @@ func (a *AWSInfra) plan(ctx context.Context, v infra.Vars, destroy bool) (PlanSu
 	return PlanSummary{Add: p.Add, Change: p.Change, Destroy: p.Destroy, Text: p.Text, Steps: []string{step}}, nil
 }
 
-// Config implements ClusterInfra: the variables file is what setup stores
+// Config implements Infra: the variables file is what setup stores
 // beside the state.
 func (a *AWSInfra) Config(infra.Cluster) ([]byte, error) {
 	if a.vars == nil {
@@ -166,13 +180,13 @@ func (a *AWSInfra) Config(infra.Cluster) ([]byte, error) {
 	return append(data, '\n'), err
 }
 
-// Commit implements ClusterInfra: it publishes the node dependencies the
+// Commit implements Infra: it publishes the node dependencies the
 // plan was made with.
 func (a *AWSInfra) Commit(ctx context.Context, cl infra.Cluster) error {
 	return a.Bootstrap.Publish(ctx, cl)
 }
 
-// Apply implements ClusterInfra: it applies exactly the shown plan.
+// Apply implements Infra: it applies exactly the shown plan.
 func (a *AWSInfra) Apply(ctx context.Context, _ infra.Cluster) error {
 	r := a.runner()
 	return r.Apply(ctx)
@@ -181,7 +195,7 @@ func (a *AWSInfra) Apply(ctx context.Context, _ infra.Cluster) error {
 // storedVars reads the variables setup stored beside the state; ok is
 // false when the cluster has no infrastructure state at all.
 func (a *AWSInfra) storedVars(ctx context.Context, c contexts.Context) (infra.Vars, bool, error) {
-	_, b, err := a.Env.openCluster(ctx)
+	_, b, err := a.Host.OpenCluster(ctx)
 	if err != nil {
 		return infra.Vars{}, false, err
 	}
@@ -191,7 +205,7 @@ func (a *AWSInfra) storedVars(ctx context.Context, c contexts.Context) (infra.Va
 	case errors.Is(err, objstore.ErrNotFound) && errors.Is(stateErr, objstore.ErrNotFound):
 		return infra.Vars{}, false, nil
 	case errors.Is(err, objstore.ErrNotFound):
-		return infra.Vars{}, false, fmt.Errorf("%w: %s exists but %s does not, so Podmin cannot show what the state belongs to: nothing was changed", ErrNotOwned, state.TFStatePath, state.TFVarsPath)
+		return infra.Vars{}, false, fmt.Errorf("%w: %s exists but %s does not, so Podmin cannot show what the state belongs to: nothing was changed; put back the variables setup published (the module directory %s keeps a copy as %s)", ErrNotOwned, state.TFStatePath, state.TFVarsPath, a.dir(), infra.VarsFile)
 	case err != nil:
 		return infra.Vars{}, false, fmt.Errorf("read %s: %w", state.TFVarsPath, err)
 	}
@@ -208,7 +222,7 @@ func (a *AWSInfra) storedVars(ctx context.Context, c contexts.Context) (infra.Va
 	return v, true, nil
 }
 
-// PlanDestroy implements ClusterInfra: it re-renders the module with the
+// PlanDestroy implements Infra: it re-renders the module with the
 // stored variables, so teardown works from any machine, and plans the
 // destroy of what the state holds.
 func (a *AWSInfra) PlanDestroy(ctx context.Context, c contexts.Context) (PlanSummary, error) {
@@ -221,9 +235,9 @@ func (a *AWSInfra) PlanDestroy(ctx context.Context, c contexts.Context) (PlanSum
 	return a.plan(ctx, v, true)
 }
 
-// Destroy implements ClusterInfra. A VPC the state created must still
-// carry this cluster's tag; a reused VPC is only read by the module and
-// never deleted.
+// Destroy implements Infra. A VPC the state created must still carry
+// this cluster's tag and create nonce, and outputs that cannot be read stop
+// it; a reused VPC is only read by the module and never deleted.
 func (a *AWSInfra) Destroy(ctx context.Context, c contexts.Context) error {
 	if a.vars == nil {
 		return nil // PlanDestroy found no state
@@ -236,13 +250,13 @@ func (a *AWSInfra) Destroy(ctx context.Context, c contexts.Context) error {
 	if err != nil {
 		return err
 	}
-	var created bool
-	var vpc string
-	_ = json.Unmarshal(outs["vpc_created"], &created)
-	_ = json.Unmarshal(outs["vpc_id"], &vpc)
-	if created && vpc != "" {
-		if err := infra.CheckOwnedVPC(ctx, a.EC2, vpc, c.Cluster); err != nil {
-			return fmt.Errorf("%w: %w", ErrNotOwned, err)
+	vpc, created, err := infra.CreatedVPC(outs)
+	if err != nil {
+		return err
+	}
+	if created {
+		if err := infra.CheckOwnedVPC(ctx, a.EC2, vpc, c.Cluster, a.vars.CreateNonce); err != nil {
+			return err
 		}
 	}
 	return r.Apply(ctx)

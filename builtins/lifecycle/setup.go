@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package lifecycle
 
 import (
 	"bytes"
@@ -16,6 +16,11 @@ import (
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/state"
 )
+
+// ErrNotOwned reports an operation refused because Podmin cannot prove
+// that the cluster owns what it would change or delete (an untagged
+// bucket, a VPC it did not create): a refusal for safety.
+var ErrNotOwned = infra.ErrNotOwned
 
 // PlanSummary is what setup, teardown or destroy will change in the
 // provider's infrastructure, shown before confirmation.
@@ -31,10 +36,10 @@ type PlanSummary struct {
 	Text string `json:"-"`
 }
 
-// ClusterInfra is a provider's compute and networking, as setup, teardown
-// and destroy drive it. The local provider has none; the AWS one renders
-// the embedded module and runs OpenTofu/Terraform.
-type ClusterInfra interface {
+// Infra is a provider's compute and networking, as setup, teardown and
+// destroy drive it. The local provider has none; the AWS one renders the
+// embedded module and runs OpenTofu/Terraform.
+type Infra interface {
 	// Prepare checks cl against the provider's API and completes it
 	// (zones, architectures, images). It writes nothing.
 	Prepare(ctx context.Context, cl *infra.Cluster) error
@@ -56,14 +61,11 @@ type ClusterInfra interface {
 }
 
 // infraFor returns the infrastructure of c's provider.
-func (e *Env) infraFor(ctx context.Context, c contexts.Context) (ClusterInfra, error) {
+func infraFor(ctx context.Context, h Host, c contexts.Context) (Infra, error) {
 	if c.Provider == "local" {
-		return localInfra{e: e}, nil
+		return localInfra{h: h}, nil
 	}
-	if e.Infrastructure == nil {
-		return nil, fmt.Errorf("provider %q has no infrastructure support in this build: use a local context, or the podmin command, which sets up aws", c.Provider)
-	}
-	return e.Infrastructure(ctx, e, c)
+	return h.Infrastructure(ctx, c)
 }
 
 // SetupResult reports what setup did.
@@ -87,19 +89,16 @@ type SetupResult struct {
 // plan, asks opts.Confirm, then publishes the nodes' dependencies, stores
 // the CA secrets (create-only), publishes the cluster configuration and
 // applies the infrastructure. Nothing is written before the confirmation.
-func (e *Env) Setup(ctx context.Context, opts SetupOptions) (SetupResult, error) {
-	c, err := e.CurrentContext()
+func Setup(ctx context.Context, h Host, opts SetupOptions) (SetupResult, error) {
+	c, err := h.CurrentContext()
 	if err != nil {
 		return SetupResult{}, err
-	}
-	if opts.AgentSource != "" {
-		opts.AgentSource = e.path(opts.AgentSource)
 	}
 	cl, err := parseSetup(opts, c)
 	if err != nil {
 		return SetupResult{}, err
 	}
-	inf, err := e.infraFor(ctx, c)
+	inf, err := infraFor(ctx, h, c)
 	if err != nil {
 		return SetupResult{}, err
 	}
@@ -124,10 +123,10 @@ func (e *Env) Setup(ctx context.Context, opts SetupOptions) (SetupResult, error)
 	if err := inf.Commit(ctx, cl); err != nil {
 		return res, err
 	}
-	if res.Secrets, err = e.ensureCASecrets(ctx, c); err != nil {
+	if res.Secrets, err = ensureCASecrets(ctx, h, c); err != nil {
 		return res, err
 	}
-	if res.ConfigChanged, err = e.publishClusterConfig(ctx, c, cfg); err != nil {
+	if res.ConfigChanged, err = publishClusterConfig(ctx, h, c, cfg); err != nil {
 		return res, err
 	}
 	if err := inf.Apply(ctx, cl); err != nil {
@@ -135,7 +134,7 @@ func (e *Env) Setup(ctx context.Context, opts SetupOptions) (SetupResult, error)
 	}
 	res.Applied = true
 	if c.Provider == "local" {
-		res.LocalAgents = e.localAgents(ctx, c, cl)
+		res.LocalAgents = localAgents(h, c, cl)
 	}
 	return res, nil
 }
@@ -150,8 +149,8 @@ type ClusterConfig struct {
 
 // publishClusterConfig writes the configuration when it differs from the
 // published one.
-func (e *Env) publishClusterConfig(ctx context.Context, c contexts.Context, data []byte) (bool, error) {
-	_, b, err := e.openCluster(ctx)
+func publishClusterConfig(ctx context.Context, h Host, c contexts.Context, data []byte) (bool, error) {
+	_, b, err := h.OpenCluster(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -178,7 +177,7 @@ func (e *Env) publishClusterConfig(ctx context.Context, c contexts.Context, data
 	if err != nil {
 		return false, fmt.Errorf("publish the cluster configuration %s in bucket %s: %w", state.TFVarsPath, c.Bucket, err)
 	}
-	e.progress("published the cluster configuration at %s", state.TFVarsPath)
+	progressf(h, "published the cluster configuration at %s", state.TFVarsPath)
 	return true, nil
 }
 

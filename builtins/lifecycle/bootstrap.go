@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package lifecycle
 
 import (
 	"context"
@@ -32,11 +32,11 @@ import (
 // the files Stage resolved: user data names files by path and digest
 // alone, and images by their pinned path and version, so the published
 // manifest renders the user data the plan showed. The bucket is the one
-// the Env opens, so a dry run publishes only into its overlay.
+// the Host opens, so a dry run publishes only into its overlay.
 type AWSBootstrap struct {
-	// Env is the operation's Env (a dry run's own): it opens the bucket,
-	// holds the caches and receives progress.
-	Env *Env
+	// Host is the operation's face (a dry run's own): it opens the
+	// bucket, holds the caches and receives progress.
+	Host BootstrapHost
 	// EC2 names the pinned AMIs, whose Debian image manifests give the
 	// NAT64 kernels.
 	EC2 infra.EC2API
@@ -44,15 +44,19 @@ type AWSBootstrap struct {
 	// the agent matching this CLI's version.
 	Resolver *deps.Resolver
 	// Client downloads dependency files into the cache; nil uses the
-	// Env's Transport, else http.DefaultClient.
+	// Host's Transport, else http.DefaultClient.
 	Client *http.Client
-	// Mirror and Check publish the image dependencies; nil uses
-	// deps.OCIMirror over the Env's local image store and registries.
+	// Mirror and Check publish the image dependencies; nil uses the
+	// Host's ImageMirror.
 	Mirror func(ctx context.Context, store objstore.Store, img deps.Image) (deps.ImageEntry, error)
 	Check  func(ctx context.Context, store objstore.Store, img deps.Image, e deps.ImageEntry) error
 	// ImageManifestURL maps an official Debian AMI name to its versioned
 	// image manifest; nil is userdata.DebianImageManifestURL.
 	ImageManifestURL func(amiName string) (string, error)
+	// StageKeepAtMost is the largest streamed object the staging layer
+	// keeps whole (image manifests and indexes); larger ones are only
+	// hashed. Zero is one MiB; tests lower it to drop every file.
+	StageKeepAtMost int64
 
 	mu     sync.Mutex
 	staged *userdata.Bootstrap
@@ -62,10 +66,8 @@ type AWSBootstrap struct {
 
 var _ NodeBootstrap = (*AWSBootstrap)(nil)
 
-// stageKeepAtMost is the largest streamed object the staging layer keeps
-// whole (image manifests and indexes); larger ones are only hashed. A
-// variable so tests can drop every file.
-var stageKeepAtMost int64 = 1 << 20
+// defaultStageKeepAtMost is StageKeepAtMost's default.
+const defaultStageKeepAtMost int64 = 1 << 20
 
 // Published returns the result of the dependency step's publication, or
 // nil before it ran.
@@ -84,15 +86,19 @@ func (a *AWSBootstrap) Stage(ctx context.Context, cl infra.Cluster, amis map[str
 	if a.staged != nil {
 		return nil
 	}
-	_, store, err := a.Env.openCluster(ctx)
+	_, store, err := a.Host.OpenCluster(ctx)
 	if err != nil {
 		return err
 	}
 	opts, res := a.options(cl)
+	keep := a.StageKeepAtMost
+	if keep == 0 {
+		keep = defaultStageKeepAtMost
+	}
 	opts.SkipRetention = true
 	// Hashing cached files into the staging layer is no upload.
 	opts.Transfers, opts.Progress = nil, nil
-	b := &userdata.Bootstrap{Store: overlay.New(store, overlay.Options{KeepAtMost: stageKeepAtMost}),
+	b := &userdata.Bootstrap{Store: overlay.New(store, overlay.Options{KeepAtMost: keep}),
 		Cluster: cl.ID, Bucket: cl.Bucket, Region: cl.Region, Options: opts,
 		Kernel: func(ctx context.Context, arch deps.Arch) (string, error) {
 			return a.kernel(ctx, res, amis[string(arch)])
@@ -103,7 +109,7 @@ func (a *AWSBootstrap) Stage(ctx context.Context, cl infra.Cluster, amis map[str
 	}
 	a.staged, a.files = b, staged.Files
 	if n := len(staged.Uploaded) + len(staged.Images); n > 0 || staged.Written {
-		a.Env.progress("%d node dependency files and images are published under dependencies/ and mirror/ once the plan is confirmed", n)
+		progressf(a.Host, "%d node dependency files and images are published under dependencies/ and mirror/ once the plan is confirmed", n)
 	}
 	return nil
 }
@@ -117,14 +123,14 @@ func (a *AWSBootstrap) Publish(ctx context.Context, cl infra.Cluster) error {
 	if a.staged == nil {
 		return errors.New("the node dependencies were not staged (a Podmin bug: Stage runs first)")
 	}
-	_, store, err := a.Env.openCluster(ctx)
+	_, store, err := a.Host.OpenCluster(ctx)
 	if err != nil {
 		return err
 	}
 	opts := a.staged.Options
 	opts.Files = a.files
 	opts.SkipRetention = false
-	opts.Transfers, opts.Progress = a.Env.Transfers, a.Env.Progress
+	opts.Transfers, opts.Progress = a.Host.Transfers(), a.Host.Progress
 	b := &userdata.Bootstrap{Store: store, Cluster: cl.ID, Bucket: cl.Bucket, Region: cl.Region, Options: opts}
 	res, err := b.Publish(ctx)
 	if err != nil {
@@ -132,9 +138,9 @@ func (a *AWSBootstrap) Publish(ctx context.Context, cl infra.Cluster) error {
 	}
 	a.last = &res
 	if n := len(res.Uploaded) + len(res.Images); n > 0 || res.Written {
-		a.Env.progress("published %d node dependency files and images under dependencies/ and mirror/", n)
+		progressf(a.Host, "published %d node dependency files and images under dependencies/ and mirror/", n)
 	} else {
-		a.Env.progress("node dependencies are current: nothing to transfer")
+		progressf(a.Host, "node dependencies are current: nothing to transfer")
 	}
 	return nil
 }
@@ -174,8 +180,8 @@ func (a *AWSBootstrap) stagedBootstrap() (*userdata.Bootstrap, error) {
 // use.
 func (a *AWSBootstrap) options(cl infra.Cluster) (deps.PublishOptions, *deps.Resolver) {
 	client := a.Client
-	if client == nil && a.Env.Transport != nil {
-		client = &http.Client{Transport: a.Env.Transport}
+	if t := a.Host.Transport(); client == nil && t != nil {
+		client = &http.Client{Transport: t}
 	}
 	res := a.Resolver
 	if res == nil {
@@ -187,14 +193,14 @@ func (a *AWSBootstrap) options(cl infra.Cluster) (deps.PublishOptions, *deps.Res
 		Images:      deps.Images,
 		Mirror:      a.Mirror,
 		Check:       a.Check,
-		Cache: &deps.Cache{Dir: deps.CacheDir(a.Env.Dirs.Cache), Client: client, Progress: a.Env.Progress,
-			Transfers: a.Env.Transfers},
-		Warn:      a.Env.Progress,
-		Progress:  a.Env.Progress,
-		Transfers: a.Env.Transfers,
+		Cache: &deps.Cache{Dir: deps.CacheDir(a.Host.CacheDir()), Client: client, Progress: a.Host.Progress,
+			Transfers: a.Host.Transfers()},
+		Warn:      a.Host.Progress,
+		Progress:  a.Host.Progress,
+		Transfers: a.Host.Transfers(),
 	}
 	if opts.Mirror == nil {
-		m := &deps.OCIMirror{Local: a.Env.imageStore().WithProgress(a.Env.Transfers, "mirror node images"), Remote: a.Env.remoteOptions()}
+		m := a.Host.ImageMirror()
 		opts.Mirror, opts.Check = m.Mirror, m.Check
 	}
 	if cl.OtelLogs != "" {

@@ -2,13 +2,12 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package lifecycle
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 
 	"podmin.dev/podmin/builtins/infra"
@@ -20,12 +19,12 @@ import (
 // run on this machine and are started by the operator, so setup only
 // stores the CA secrets and publishes the configuration they read, and
 // teardown only withdraws that configuration.
-type localInfra struct{ e *Env }
+type localInfra struct{ h Host }
 
-// Prepare implements ClusterInfra: there is no provider API to ask.
+// Prepare implements Infra: there is no provider API to ask.
 func (localInfra) Prepare(context.Context, *infra.Cluster) error { return nil }
 
-// Plan implements ClusterInfra.
+// Plan implements Infra.
 func (l localInfra) Plan(_ context.Context, cl infra.Cluster) (PlanSummary, error) {
 	p := PlanSummary{Steps: []string{
 		"store the CA secrets of " + cl.ID + " in the local secrets store (create-only)",
@@ -37,22 +36,22 @@ func (l localInfra) Plan(_ context.Context, cl infra.Cluster) (PlanSummary, erro
 	return p, nil
 }
 
-// Config implements ClusterInfra: the validated cluster, which the local
+// Config implements Infra: the validated cluster, which the local
 // agents read.
 func (localInfra) Config(cl infra.Cluster) ([]byte, error) {
 	data, err := json.MarshalIndent(ClusterConfig{Version: 1, Cluster: cl}, "", "  ")
 	return append(data, '\n'), err
 }
 
-// Commit implements ClusterInfra: a local cluster has no node dependencies.
+// Commit implements Infra: a local cluster has no node dependencies.
 func (localInfra) Commit(context.Context, infra.Cluster) error { return nil }
 
-// Apply implements ClusterInfra: nothing runs in a cloud.
+// Apply implements Infra: nothing runs in a cloud.
 func (localInfra) Apply(context.Context, infra.Cluster) error { return nil }
 
-// PlanDestroy implements ClusterInfra.
+// PlanDestroy implements Infra.
 func (l localInfra) PlanDestroy(ctx context.Context, c contexts.Context) (PlanSummary, error) {
-	_, b, err := l.e.openCluster(ctx)
+	_, b, err := l.h.OpenCluster(ctx)
 	if err != nil {
 		return PlanSummary{}, err
 	}
@@ -75,10 +74,10 @@ func (l localInfra) PlanDestroy(ctx context.Context, c contexts.Context) (PlanSu
 	}}, nil
 }
 
-// Destroy implements ClusterInfra: it deletes the published configuration
+// Destroy implements Infra: it deletes the published configuration
 // only when it names this cluster, and only at the ETag it was read at.
 func (l localInfra) Destroy(ctx context.Context, c contexts.Context) error {
-	_, b, err := l.e.openCluster(ctx)
+	_, b, err := l.h.OpenCluster(ctx)
 	if err != nil {
 		return err
 	}
@@ -92,7 +91,7 @@ func (l localInfra) Destroy(ctx context.Context, c contexts.Context) error {
 	if err := b.Delete(ctx, state.TFVarsPath, etag); err != nil {
 		return fmt.Errorf("withdraw the cluster configuration %s: %w", state.TFVarsPath, err)
 	}
-	l.e.progress("withdrew the cluster configuration %s", state.TFVarsPath)
+	progressf(l.h, "withdrew the cluster configuration %s", state.TFVarsPath)
 	return nil
 }
 
@@ -106,19 +105,14 @@ type LocalAgent struct {
 }
 
 // localAgents returns one agent command per node of every NodeGroup.
-func (e *Env) localAgents(ctx context.Context, c contexts.Context, cl infra.Cluster) []LocalAgent {
-	bucket := c.Bucket
-	if p, err := e.provider(c.Provider); err == nil {
-		if d, ok := p.(interface{ Dir(string) string }); ok {
-			bucket = d.Dir(c.Bucket)
-		}
-	}
+func localAgents(h Host, c contexts.Context, cl infra.Cluster) []LocalAgent {
+	bucket := h.AgentBucket(c)
 	// Agents on one machine need their own root and ports.
 	var out []LocalAgent
 	for i, ng := range cl.NodeGroups {
 		for n := 1; n <= ng.Size; n++ {
 			k := len(out)
-			root := filepath.Join(e.Dirs.Data, "nodes", c.Cluster, fmt.Sprintf("%s-%d", ng.Name, n))
+			root := h.AgentRoot(c.Cluster, fmt.Sprintf("%s-%d", ng.Name, n))
 			out = append(out, LocalAgent{NodeGroup: ng.Name, Command: fmt.Sprintf(
 				"PODMIN_ROOT=%s PODMIN_AGENT_HEALTH_ADDR=127.0.0.1:%d PODMIN_AGENT_API_ADDR=[::1]:%d PODMIN_AGENT_DNS_ADDR=127.0.0.1:%d PODMIN_AGENT_REGISTRY_ADDR=127.0.0.1:%d "+
 					"podmin-agent --provider local --bucket %s --region local --cluster %s --nodegroup %s --ipv6-prefix 2001:db8:0:%x:%x::/80",
