@@ -106,6 +106,7 @@ func newCoordination(ctx context.Context, cfg Config, opts Options, r identity.S
 		OnView:      c.view,
 		OnIndexHint: func(string) { c.trigger() },
 		OnSlotFreed: func() { c.trigger() },
+		SlotTimeout: opts.SlotTimeout,
 		Kubelet:     cfg.Provider != "local" || kubeletSocketExists(opts.Root),
 		Log:         clog,
 	}

@@ -362,26 +362,53 @@ func TestRollingUpdatePercentageRoundsUp(t *testing.T) {
 	}
 }
 
-// A node whose new Pod never becomes ready holds the only slot: the
-// rollout stops there, the other nodes keep serving the old revision,
-// and status and the wait name the stuck node.
-func TestStuckNodeStopsTheRollout(t *testing.T) {
-	f := newFleet(t, 3)
+// startWithV1 starts three nodes whose Pods are ready 50 ms after they
+// run, commits v1 (maxUnavailable 1) and waits until status shows it
+// ready on all three.
+func (f *fleet) startWithV1(t *testing.T) builtins.DeployResult {
+	t.Helper()
 	for i := range 3 {
 		f.start(i, readyAt(50*time.Millisecond))
 	}
-	ctx := context.Background()
-	dctx, cancel := context.WithTimeout(ctx, time.Minute)
+	dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	v1, err := f.deploy(dctx, "hello:v1", "", "")
 	if err != nil {
 		t.Fatalf("v1: %v\n%s", err, f.logs())
 	}
 	f.eventually(time.Minute, "v1 ready on 3 nodes", func() bool { return f.statusOf("web").State == builtins.StateReady })
+	return v1
+}
+
+// runsRevisions checks that the stuck node's static Pod file carries
+// stuckRev and every other node's keeps rev.
+func (f *fleet) runsRevisions(t *testing.T, stuck, stuckRev, rev string) {
+	t.Helper()
+	for _, n := range f.nodes {
+		b, err := os.ReadFile(filepath.Join(n.root, "etc", "podmin", "manifests", "web.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := rev
+		if n.id == stuck {
+			want = stuckRev
+		}
+		if !strings.Contains(string(b), nodepod.RevisionAnnotation+": "+want) {
+			t.Errorf("%s runs the wrong revision:\n%s", n.id, b)
+		}
+	}
+}
+
+// A node whose new Pod never becomes ready holds the only slot: the
+// rollout stops there, the other nodes keep serving the old revision,
+// and status and the wait name the stuck node.
+func TestStuckNodeStopsTheRollout(t *testing.T) {
+	f := newFleet(t, 3)
+	v1 := f.startWithV1(t)
 	for _, n := range f.nodes {
 		n.kube.setBehaviour(func(string) podBehaviour { return podBehaviour{never: true} })
 	}
-	wctx, wcancel := context.WithTimeout(ctx, 4*time.Second)
+	wctx, wcancel := context.WithTimeout(context.Background(), 4*time.Second)
 	defer wcancel()
 	v2, err := f.deploy(wctx, "hello:v2", "", builtins.UntilReady)
 	var te *builtins.WaitTimeoutError
@@ -393,19 +420,7 @@ func TestStuckNodeStopsTheRollout(t *testing.T) {
 		t.Fatalf("%d nodes replaced their Pod, want 1: %+v", len(replaced), replaced)
 	}
 	stuck := replaced[0].node
-	for _, n := range f.nodes {
-		b, err := os.ReadFile(filepath.Join(n.root, "etc", "podmin", "manifests", "web.yaml"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := v1.Revision
-		if n.id == stuck {
-			want = v2.Revision
-		}
-		if !strings.Contains(string(b), nodepod.RevisionAnnotation+": "+want) {
-			t.Errorf("%s runs the wrong revision:\n%s", n.id, b)
-		}
-	}
+	f.runsRevisions(t, stuck, v2.Revision, v1.Revision)
 	d := f.statusOf("web")
 	if d.Rollout == nil || !slices.Equal(d.Rollout.Updating, []string{stuck}) || d.Rollout.Waiting != 2 || d.Rollout.Allowed != 1 || d.Rollout.MaxUnavailable != "1" {
 		t.Fatalf("rollout status: %+v", d.Rollout)
@@ -415,4 +430,46 @@ func TestStuckNodeStopsTheRollout(t *testing.T) {
 			t.Errorf("%s waits for %q", n.Node, n.Waiting)
 		}
 	}
+}
+
+// Past the slot timeout the leader reports the stuck node: status lists
+// it as stuck with an error of kind rollout for the revision, so deploy
+// --wait fails with that node's error (exit 1) well before its own
+// timeout. The slot is taken back but the node still counts as
+// unavailable, so the rollout stays stopped: the other nodes keep v1.
+func TestStuckNodeIsReportedAfterTheSlotTimeout(t *testing.T) {
+	f := newFleet(t, 3)
+	f.slotTimeout = time.Second
+	v1 := f.startWithV1(t)
+	for _, n := range f.nodes {
+		n.kube.setBehaviour(func(string) podBehaviour { return podBehaviour{never: true} })
+	}
+	wctx, wcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer wcancel()
+	start := time.Now()
+	v2, err := f.deploy(wctx, "hello:v2", "", builtins.UntilReady)
+	took := time.Since(start)
+	replaced := intervalsOf(f.events(), v2.Revision)
+	if len(replaced) != 1 {
+		t.Fatalf("%d nodes replaced their Pod, want 1: %+v\n%s", len(replaced), replaced, f.logs())
+	}
+	stuck := replaced[0].node
+	if !errors.Is(err, builtins.ErrNodeError) || !strings.Contains(err.Error(), stuck+" (rollout): did not report revision "+v2.Revision[:12]+" ready within 1s of its rollout slot") {
+		t.Fatalf("deploy --wait with a node stuck past the slot timeout: %v\n%s", err, f.logs())
+	}
+	d := f.statusOf("web")
+	if d.State != builtins.StateFailed || d.Rollout == nil || !slices.Equal(d.Rollout.Stuck, []string{stuck}) || d.Rollout.Waiting != 2 {
+		t.Fatalf("status of a stuck rollout: %+v, rollout %+v", d, d.Rollout)
+	}
+	if len(d.Errors) != 1 || d.Errors[0].Node != stuck || d.Errors[0].Kind != state.ErrorRollout || d.Errors[0].Revision != v2.Revision {
+		t.Fatalf("errors: %+v", d.Errors)
+	}
+	// An observation window, not a wait for a condition: over two more
+	// slot timeouts nobody else is replaced.
+	time.Sleep(2 * f.slotTimeout)
+	if n := len(intervalsOf(f.events(), v2.Revision)); n != 1 {
+		t.Fatalf("%d nodes replaced their Pod after the slot timeout, want 1", n)
+	}
+	f.runsRevisions(t, stuck, v2.Revision, v1.Revision)
+	t.Logf("deploy --wait failed %s after the commit with %v", took.Round(time.Millisecond), err)
 }
