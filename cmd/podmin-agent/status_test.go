@@ -473,3 +473,72 @@ func TestStuckNodeIsReportedAfterTheSlotTimeout(t *testing.T) {
 	f.runsRevisions(t, stuck, v2.Revision, v1.Revision)
 	t.Logf("deploy --wait failed %s after the commit with %v", took.Round(time.Millisecond), err)
 }
+
+// betweenOf is, per node, each stretch between revisions: from a Pod
+// replaced by one of revisions until the Pod of the revision it then
+// runs is ready (a replacement while between extends the stretch).
+func betweenOf(events []kubeletEvent, revisions ...string) []interval {
+	open := map[string]*interval{}
+	current := map[string]string{}
+	var out []interval
+	for _, e := range events {
+		switch {
+		case e.what == "replaced" && slices.Contains(revisions, e.revision):
+			if open[e.node] == nil {
+				open[e.node] = &interval{node: e.node, replaced: e.at}
+			}
+			current[e.node] = e.revision
+		case e.what == "ready" && open[e.node] != nil && current[e.node] == e.revision:
+			iv := open[e.node]
+			iv.ready = e.at
+			out = append(out, *iv)
+			delete(open, e.node)
+		}
+	}
+	for _, iv := range open {
+		out = append(out, *iv)
+	}
+	slices.SortFunc(out, func(a, b interval) int { return a.replaced.Compare(b.replaced) })
+	return out
+}
+
+// A commit in the middle of a rolling update (maxUnavailable 1)
+// supersedes it: the node that was updating to v2 goes on to v3 at once
+// (its Pod serves nothing anyway), no other node ever runs v2, and v3
+// rolls out one node at a time; never are two nodes between revisions.
+func TestNewCommitMidRolloutSupersedes(t *testing.T) {
+	f := newFleet(t, 3)
+	f.startWithV1(t)
+	for _, n := range f.nodes {
+		n.kube.setBehaviour(readyAt(time.Second))
+	}
+	ctx := context.Background()
+	v2, err := f.deploy(ctx, "hello:v2", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.eventually(30*time.Second, "a node runs v2", func() bool { return len(intervalsOf(f.events(), v2.Revision)) > 0 })
+	dctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	start := time.Now()
+	v3, err := f.deploy(dctx, "hello:v3", "", builtins.UntilReady)
+	if err != nil {
+		t.Fatalf("deploy --wait of v3 mid-rollout: %v\n%s", err, f.logs())
+	}
+	took := time.Since(start)
+	events := f.events()
+	if ivs := intervalsOf(events, v2.Revision); len(ivs) != 1 {
+		t.Fatalf("%d nodes ran v2, want only the one updating when v3 was committed: %+v", len(ivs), ivs)
+	}
+	if ivs := intervalsOf(events, v3.Revision); len(ivs) != 3 {
+		t.Fatalf("%d nodes run v3, want 3: %+v", len(ivs), ivs)
+	}
+	ivs := betweenOf(events, v2.Revision, v3.Revision)
+	if n := maxBetween(ivs); n != 1 {
+		t.Fatalf("%d nodes between revisions at once, want 1: %+v", n, ivs)
+	}
+	for _, iv := range ivs {
+		t.Logf("%s: between revisions from %s for %s", iv.node, iv.replaced.Format("15:04:05.000"), iv.ready.Sub(iv.replaced).Round(time.Millisecond))
+	}
+	t.Logf("v3 ready on 3 nodes %s after its commit", took.Round(time.Millisecond))
+}
