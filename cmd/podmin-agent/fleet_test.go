@@ -415,9 +415,16 @@ func (k *fakeKubelet) ListPods(context.Context, *podsapi.ListPodsRequest) (*pods
 }
 
 func (k *fakeKubelet) WatchPods(_ *podsapi.WatchPodsRequest, s grpc.ServerStreamingServer[podsapi.WatchPodsEvent]) error {
+	return streamPods(s, k.list, k.changed, time.Second)
+}
+
+// streamPods serves a Pods API watch as kubelet does: the Pods of list as
+// ADDED, INITIAL_SYNC_COMPLETE, then MODIFIED, ADDED and DELETED events
+// as list changes, looked at again on changed or every interval.
+func streamPods(s grpc.ServerStreamingServer[podsapi.WatchPodsEvent], list func() map[string][]byte, changed <-chan struct{}, every time.Duration) error {
 	sent := map[string][]byte{}
 	for synced := false; ; synced = true {
-		cur := k.list()
+		cur := list()
 		for name, b := range cur {
 			typ := podsapi.EventType_ADDED
 			if old, ok := sent[name]; ok {
@@ -440,6 +447,7 @@ func (k *fakeKubelet) WatchPods(_ *podsapi.WatchPodsRequest, s grpc.ServerStream
 			}
 		}
 		if !synced {
+			// The first round is the initial list.
 			if err := s.Send(&podsapi.WatchPodsEvent{Type: podsapi.EventType_INITIAL_SYNC_COMPLETE}); err != nil {
 				return err
 			}
@@ -447,8 +455,8 @@ func (k *fakeKubelet) WatchPods(_ *podsapi.WatchPodsRequest, s grpc.ServerStream
 		select {
 		case <-s.Context().Done():
 			return nil
-		case <-k.changed:
-		case <-time.After(time.Second):
+		case <-changed:
+		case <-time.After(every):
 		}
 	}
 }
