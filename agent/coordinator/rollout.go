@@ -7,7 +7,6 @@ package coordinator
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -67,39 +66,24 @@ func newRollouts() *rollouts {
 // maxUnavailable (once per immutable payload).
 type desiredReader struct {
 	store Store
+	index *IndexCache
 
 	mu       sync.Mutex
-	ix       *state.Index
-	etag     string
 	payloads map[string]intstr.IntOrString
 }
 
 func newDesiredReader(store Store) *desiredReader {
-	return &desiredReader{store: store, payloads: map[string]intstr.IntOrString{}}
+	return &desiredReader{store: store, index: NewIndexCache(store), payloads: map[string]intstr.IntOrString{}}
 }
 
 // entry returns the committed entry of key, reading the index again only
 // when its ETag changed.
 func (d *desiredReader) entry(ctx context.Context, key state.Key) (state.Entry, bool, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	opts := objstore.GetOptions{}
-	if d.ix != nil {
-		opts.IfNoneMatch = d.etag
+	ix, _, err := d.index.Read(ctx)
+	if err != nil {
+		return state.Entry{}, false, err
 	}
-	obj, err := d.store.Get(ctx, state.IndexPath, opts)
-	switch {
-	case errors.Is(err, objstore.ErrNotModified):
-	case err != nil:
-		return state.Entry{}, false, fmt.Errorf("read %s: %w", state.IndexPath, err)
-	default:
-		ix, err := state.DecodeIndex(obj.Data)
-		if err != nil {
-			return state.Entry{}, false, err
-		}
-		d.ix, d.etag = ix, obj.ETag
-	}
-	e, ok := d.ix.Lookup(key)
+	e, ok := ix.Lookup(key)
 	return e, ok, nil
 }
 
