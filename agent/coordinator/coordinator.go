@@ -95,6 +95,9 @@ type Coordinator struct {
 	server  *api.Server
 	cache   *Cache
 	kick    chan struct{}
+	// leadership runs each leadership's work (leader.go); Run waits for it,
+	// so no write of a leadership outlives the coordinator.
+	leadership sync.WaitGroup
 
 	mu       sync.Mutex
 	services []staticpod.Service
@@ -261,6 +264,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	// node's API closes.
 	c.server.Stop()
 	wg.Wait()
+	c.leadership.Wait()
 	return err
 }
 

@@ -155,8 +155,8 @@ func (c *Coordinator) acquire(ctx context.Context, term election.Term) error {
 	c.leader = l
 	c.mu.Unlock()
 	c.log.Info("leading: collecting endpoints", "term", term.Record.Term, "generation", w.Generation(), "known_nodes", len(stored.GetNodes()))
-	go c.lead(ctx, l)
-	go c.leadStatus(ctx, l)
+	c.leadership.Go(func() { c.lead(ctx, l) })
+	c.leadership.Go(func() { c.leadStatus(ctx, l) })
 	c.reportOwnStatus()
 	return nil
 }
