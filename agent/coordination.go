@@ -400,8 +400,10 @@ func newDataplaneFeed(cfg Config, opts Options, store objstore.Store, nodeAddr n
 		return f
 	}
 	if localMode(cfg) && !opts.NodeAddr.IsValid() {
-		// A documentation identity address is no source for NAT (Run
-		// refuses DataplaneOn without a node address in local mode).
+		// The documentation identity address derived from the API port is
+		// no source for NAT; an address given with EnvNodeAddr (a local
+		// node with a network of its own) is. Run refuses DataplaneOn
+		// without one in local mode.
 		nodeAddr = netip.Addr{}
 	}
 	dp, err := newDataplane(dataplane.Config{NodeAddr: nodeAddr, PodPrefix: cfg.IPv6Prefix, Log: log,

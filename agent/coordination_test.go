@@ -426,3 +426,37 @@ func TestDataplaneFedFromViewAndDetachedLast(t *testing.T) {
 		t.Fatal("the dataplane was not stopped")
 	}
 }
+
+// In local node mode the dataplane source-NATs to the node address given
+// with PODMIN_AGENT_NODE_ADDR (without one, Run refuses the dataplane:
+// TestLocalDataplaneNeedsANodeAddress).
+func TestLocalDataplaneNodeAddress(t *testing.T) {
+	if l, err := net.Listen("tcp", "[::1]:0"); err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	} else {
+		l.Close()
+	}
+	given := netip.MustParseAddr("2001:db8:0:e2e::10")
+	got := make(chan netip.Addr, 1)
+	saved := newDataplane
+	t.Cleanup(func() { newDataplane = saved })
+	newDataplane = func(cfg dataplane.Config) (programmer, error) {
+		got <- cfg.NodeAddr
+		return &recordingDataplane{}, nil
+	}
+	a := startLocalAgent(t, 20*time.Millisecond, func(o *Options) {
+		o.DNSAddr, o.APIAddr, o.Dataplane, o.NodeAddr = "127.0.0.1:0", "[::1]:0", DataplaneOn, given
+		storeClusterCA(t, o.DataDir)
+	})
+	select {
+	case addr := <-got:
+		if addr != given {
+			t.Errorf("node address %v given: the dataplane NATs to %v", given, addr)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no dataplane loaded:\n%s", a.logs.String())
+	}
+	a.cancel()
+	err := <-a.done
+	a.done <- err // for the cleanup
+}

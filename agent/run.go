@@ -125,7 +125,7 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	sopts := staticpod.Options{
 		Store: store, Cluster: cfg.Cluster, NodeGroup: cfg.NodeGroup, Root: opts.Root,
 		Secrets: readers, Publisher: publisher, Log: log, Step: opts.Step,
-		BucketExists: store.BucketExists,
+		BucketExists: store.BucketExists, Prepull: newPrepuller(opts.Root, log),
 	}
 	if identities != nil {
 		sopts.Identity = identities

@@ -15,7 +15,8 @@ if [[ -n "$unformatted" ]]; then
   exit 1
 fi
 
-go vet ./...
+# -tags e2e: the real-node test (make e2e) is vetted too.
+go vet -tags e2e ./...
 
 # Test-only programs are pinned in tools/go.mod; their dependencies must not
 # leak into Podmin's own module graph.

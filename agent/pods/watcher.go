@@ -105,7 +105,8 @@ func (w *Watcher) Run(ctx context.Context) error {
 	go func() { defer wg.Done(); w.deliver(ctx) }()
 	defer wg.Wait()
 	for {
-		err := w.watch(ctx, client)
+		start := time.Now()
+		synced, err := w.watch(ctx, client)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -115,6 +116,12 @@ func (w *Watcher) Run(ctx context.Context) error {
 			if w.opts.Lost != nil {
 				w.opts.Lost(err)
 			}
+		}
+		// A stream that synced and lasted a Relist period ended for a
+		// reason of its own (kubelet drops a watcher that falls behind):
+		// watch again at once rather than go blind for a period.
+		if synced && time.Since(start) >= w.opts.Relist {
+			continue
 		}
 		select {
 		case <-ctx.Done():
@@ -138,22 +145,22 @@ func (w *Watcher) deliver(ctx context.Context) {
 	}
 }
 
-// watch follows one WatchPods stream until it fails. The stream's initial
-// ADDED events rebuild the set, which replaces the old one at
-// INITIAL_SYNC_COMPLETE.
-func (w *Watcher) watch(ctx context.Context, client podsapi.PodsClient) error {
+// watch follows one WatchPods stream until it fails, and reports whether
+// it synced. The stream's initial ADDED events rebuild the set, which
+// replaces the old one at INITIAL_SYNC_COMPLETE. kubelet sends a DELETED
+// event once a Pod has finished, with only its name, namespace and UID.
+func (w *Watcher) watch(ctx context.Context, client podsapi.PodsClient) (synced bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := client.WatchPods(ctx, &podsapi.WatchPodsRequest{})
 	if err != nil {
-		return err
+		return false, err
 	}
 	initial := map[string]*corev1.Pod{}
-	synced := false
 	for {
 		ev, err := stream.Recv()
 		if err != nil {
-			return err
+			return synced, err
 		}
 		if ev.GetType() == podsapi.EventType_INITIAL_SYNC_COMPLETE {
 			w.mu.Lock()
@@ -165,7 +172,7 @@ func (w *Watcher) watch(ctx context.Context, client podsapi.PodsClient) error {
 		}
 		var p corev1.Pod
 		if err := p.Unmarshal(ev.GetPod()); err != nil {
-			return fmt.Errorf("decode a Pod of a %s event: %w", ev.GetType(), err)
+			return synced, fmt.Errorf("decode a Pod of a %s event: %w", ev.GetType(), err)
 		}
 		if !synced {
 			if ev.GetType() != podsapi.EventType_DELETED {

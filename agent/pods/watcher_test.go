@@ -6,16 +6,19 @@ package pods_test
 
 import (
 	"context"
-	"errors"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,9 +27,12 @@ import (
 	"podmin.dev/podmin/agent/pods"
 )
 
-// fakeKubelet serves the real generated Pods service over a unix socket.
-// WatchPods sends the current Pods, INITIAL_SYNC_COMPLETE, then whatever
-// arrives on events until drop is closed.
+// fakeKubelet serves the real generated Pods service over a unix socket
+// the way kubelet 1.36 does (pkg/kubelet/apis/pods/server.go): WatchPods
+// sends the current Pods as ADDED events in UID order,
+// INITIAL_SYNC_COMPLETE, then whatever arrives on events until drop is
+// closed, when it ends the stream as kubelet ends a watcher that fell
+// behind. watches counts the streams opened.
 type fakeKubelet struct {
 	podsapi.UnimplementedPodsServer
 	mu      sync.Mutex
@@ -34,13 +40,16 @@ type fakeKubelet struct {
 	events  chan *podsapi.WatchPodsEvent
 	drop    chan struct{}
 	lists   int
+	watches int
 }
 
 func (k *fakeKubelet) snapshot() [][]byte {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	ps := slices.Collect(maps.Values(k.current))
+	slices.SortFunc(ps, func(a, b *corev1.Pod) int { return strings.Compare(string(a.UID), string(b.UID)) })
 	var out [][]byte
-	for _, p := range k.current {
+	for _, p := range ps {
 		b, _ := p.Marshal()
 		out = append(out, b)
 	}
@@ -48,6 +57,9 @@ func (k *fakeKubelet) snapshot() [][]byte {
 }
 
 func (k *fakeKubelet) WatchPods(_ *podsapi.WatchPodsRequest, s grpc.ServerStreamingServer[podsapi.WatchPodsEvent]) error {
+	k.mu.Lock()
+	k.watches++
+	k.mu.Unlock()
 	for _, b := range k.snapshot() {
 		if err := s.Send(&podsapi.WatchPodsEvent{Type: podsapi.EventType_ADDED, Pod: b}); err != nil {
 			return err
@@ -66,7 +78,7 @@ func (k *fakeKubelet) WatchPods(_ *podsapi.WatchPodsRequest, s grpc.ServerStream
 				return err
 			}
 		case <-drop:
-			return errors.New("kubelet restarting")
+			return status.Error(codes.ResourceExhausted, "watch client channel closed")
 		case <-s.Context().Done():
 			return nil
 		}
@@ -95,6 +107,10 @@ func pod(ns, name string, ready bool, labels map[string]string) *corev1.Pod {
 }
 
 func event(t corev1.Pod, typ podsapi.EventType) *podsapi.WatchPodsEvent {
+	if typ == podsapi.EventType_DELETED {
+		// kubelet sends a finished Pod's name, namespace and UID only.
+		t = corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: t.Name, Namespace: t.Namespace, UID: t.UID}}
+	}
 	b, _ := t.Marshal()
 	return &podsapi.WatchPodsEvent{Type: typ, Pod: b}
 }
@@ -107,7 +123,10 @@ func names(rs []pods.Ready) []string {
 	return out
 }
 
-func TestWatcherAgainstTheKubeletPodsAPI(t *testing.T) {
+// serveKubelet serves a fake kubelet with the given Pods on a unix socket
+// and returns it and the socket's path.
+func serveKubelet(t *testing.T, current map[string]*corev1.Pod) (*fakeKubelet, string) {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "pods")
 	if err != nil {
 		t.Fatal(err)
@@ -118,28 +137,31 @@ func TestWatcherAgainstTheKubeletPodsAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app := map[string]string{"app": "web"}
-	k := &fakeKubelet{
-		current: map[string]*corev1.Pod{
-			"a": pod("product", "web-1", true, app),
-			"b": pod("product", "web-2", false, app),
-			"c": pod("other", "web-3", true, app),
-			"d": pod("product", "db-4", true, map[string]string{"app": "db"}),
-		},
-		events: make(chan *podsapi.WatchPodsEvent), drop: make(chan struct{}),
-	}
+	k := &fakeKubelet{current: current, events: make(chan *podsapi.WatchPodsEvent), drop: make(chan struct{})}
 	srv := grpc.NewServer()
 	podsapi.RegisterPodsServer(srv, k)
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(srv.Stop)
+	return k, sock
+}
 
+// runWatcher runs a watcher with opts (its Refresh is the test's) until the
+// test ends, and returns it with a wait for what it selects with sel.
+func runWatcher(t *testing.T, opts pods.Options, sel pods.Selector) (*pods.Watcher, func(what string, want []string)) {
+	t.Helper()
 	refreshed := make(chan []*corev1.Pod, 100)
-	w := pods.New(pods.Options{Socket: sock, Relist: 5 * time.Millisecond, Refresh: func(ps []*corev1.Pod) { refreshed <- ps }})
+	opts.Refresh = func(ps []*corev1.Pod) { refreshed <- ps }
+	w := pods.New(opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	sel := pods.Selector{Namespace: "product", Labels: app}
-	waitFor := func(what string, want []string) {
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return w, func(what string, want []string) {
 		t.Helper()
 		deadline := time.After(20 * time.Second)
 		for {
@@ -153,6 +175,18 @@ func TestWatcherAgainstTheKubeletPodsAPI(t *testing.T) {
 			}
 		}
 	}
+}
+
+func TestWatcherAgainstTheKubeletPodsAPI(t *testing.T) {
+	app := map[string]string{"app": "web"}
+	k, sock := serveKubelet(t, map[string]*corev1.Pod{
+		"a": pod("product", "web-1", true, app),
+		"b": pod("product", "web-2", false, app),
+		"c": pod("other", "web-3", true, app),
+		"d": pod("product", "db-4", true, map[string]string{"app": "db"}),
+	})
+	sel := pods.Selector{Namespace: "product", Labels: app}
+	w, waitFor := runWatcher(t, pods.Options{Socket: sock, Relist: 5 * time.Millisecond}, sel)
 	waitFor("initial sync", []string{"product/web-1"})
 	if r := w.Select(sel); r[0].IPs[0] != "2001:db8::1" {
 		t.Fatalf("ready %+v", r)
@@ -177,10 +211,6 @@ func TestWatcherAgainstTheKubeletPodsAPI(t *testing.T) {
 	if lists == 0 {
 		t.Fatal("no relist after the disconnect")
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
 }
 
 func TestSelect(t *testing.T) {
@@ -198,5 +228,36 @@ func TestSelect(t *testing.T) {
 	}
 	if got := pods.Select(ps, pods.Selector{Namespace: "default"}); len(got) != 0 {
 		t.Fatalf("an empty selector selected %q", names(got))
+	}
+}
+
+// TestWatcherResumesADroppedStreamAtOnce: kubelet ends a healthy stream
+// (a watcher that fell behind); the watcher relists and watches again
+// without waiting a relist period, and sees the next update.
+func TestWatcherResumesADroppedStreamAtOnce(t *testing.T) {
+	app := map[string]string{"app": "web"}
+	k, sock := serveKubelet(t, map[string]*corev1.Pod{"a": pod("default", "web-1", true, app)})
+	waits := make(chan time.Duration, 10)
+	_, waitFor := runWatcher(t, pods.Options{Socket: sock, Relist: 10 * time.Millisecond,
+		After: func(d time.Duration) <-chan time.Time { waits <- d; return nil }, // a period never ends
+	}, pods.Selector{Namespace: "default", Labels: app})
+	waitFor("initial sync", []string{"default/web-1"})
+	time.Sleep(20 * time.Millisecond) // the stream outlives a relist period
+	k.mu.Lock()
+	close(k.drop)
+	k.drop = make(chan struct{})
+	k.mu.Unlock()
+	k.events <- event(*pod("default", "web-2", true, app), podsapi.EventType_ADDED) // only a new stream receives it
+	waitFor("the update on the resumed stream", []string{"default/web-1", "default/web-2"})
+	select {
+	case d := <-waits:
+		t.Fatalf("the watcher waited %v before watching again", d)
+	default:
+	}
+	k.mu.Lock()
+	watches, lists := k.watches, k.lists
+	k.mu.Unlock()
+	if watches != 2 || lists != 1 {
+		t.Fatalf("%d streams and %d relists, want 2 and 1", watches, lists)
 	}
 }

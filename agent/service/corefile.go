@@ -5,11 +5,9 @@
 package service
 
 import (
-	"bytes"
 	"fmt"
 	"net/netip"
 	"strings"
-	"text/template"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -34,22 +32,27 @@ type CorefileConfig struct {
 	Upstreams []string
 }
 
-var corefile = template.Must(template.New("Corefile").Parse(`# CoreDNS of a Podmin node, rendered by podmin-agent.
+// corefileFormat is the Corefile; its arguments are the zone, port, bind
+// address, agent address, port again, bind address again and the
+// upstreams. It is a format, not a text/template: a program that can reach
+// text/template's executor keeps every exported method of every type it
+// links, which would grow the agent every node downloads by megabytes.
+const corefileFormat = `# CoreDNS of a Podmin node, rendered by podmin-agent.
 # Service names are answered by the agent's authoritative server; every
 # other name goes to the provider's resolver.
-{{.Zone}}:{{.Port}} {
-    bind {{.Bind}}
-    forward . {{.Agent}}
+%s:%d {
+    bind %s
+    forward . %s
     errors
 }
-.:{{.Port}} {
-    bind {{.Bind}}
-    forward .{{range .Upstreams}} {{.}}{{end}}
+.:%d {
+    bind %s
+    forward . %s
     cache 30
     loop
     errors
 }
-`))
+`
 
 // RenderCorefile returns the node's Corefile.
 func RenderCorefile(c CorefileConfig) ([]byte, error) {
@@ -80,15 +83,8 @@ func RenderCorefile(c CorefileConfig) ([]byte, error) {
 		}
 		return nil, fmt.Errorf("upstream %q is neither an IP address, an address:port nor a resolv.conf path", u)
 	}
-	var b bytes.Buffer
-	err := corefile.Execute(&b, struct {
-		Zone      string
-		Port      uint16
-		Bind      netip.Addr
-		Agent     netip.AddrPort
-		Upstreams []string
-	}{strings.TrimSuffix(Zone, "."), c.Port, c.Bind, c.Agent, c.Upstreams})
-	return b.Bytes(), err
+	zone := strings.TrimSuffix(Zone, ".")
+	return fmt.Appendf(nil, corefileFormat, zone, c.Port, c.Bind, c.Agent, c.Port, c.Bind, strings.Join(c.Upstreams, " ")), nil
 }
 
 // SearchList is the DNS search list of a Pod in namespace, most specific

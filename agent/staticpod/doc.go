@@ -7,9 +7,11 @@
 // gives: read the complete deployments/index.json and its ETag, keep this
 // NodeGroup's entries, fetch only their immutable
 // payloads (each verified against its SHA-512), transform and stage the
-// complete candidate set (Pods, secret values, Services), confirm the index
-// ETag is unchanged, then publish: per Pod its values and an atomically
-// renamed file, then removal of stale *.yaml files and the workload
+// complete candidate set (Pods, secret values, Services), pre-pull the
+// images the set adds to the node (Options.Prepull, so that kubelet's stop
+// and start of an updated Pod does not wait for a download; a failed
+// pre-pull only logs), confirm the index ETag is unchanged, then publish:
+// per Pod its values and an atomically renamed file, then removal of stale *.yaml files and the workload
 // directories of deleted Pods, and only after those the Service desired
 // state.
 //

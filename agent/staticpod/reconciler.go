@@ -94,6 +94,11 @@ type Options struct {
 	// Gate, when set, decides when a running Pod is replaced by a new
 	// revision (rolling updates); nil replaces it at once.
 	Gate Gate
+	// Prepull, when set, fetches the images a pass adds to the node before
+	// any file changes; PrepullTimeout bounds it (0 means
+	// DefaultPrepullTimeout).
+	Prepull        Prepuller
+	PrepullTimeout time.Duration
 }
 
 // Identity is the workload identity the reconciler needs
@@ -451,6 +456,7 @@ func (r *Reconciler) pass(ctx context.Context, forced bool) (Result, error) {
 	if err != nil {
 		return Result{ETag: etag}, err
 	}
+	r.prepull(ctx, c)
 	if err := r.confirm(ctx, etag); err != nil {
 		return Result{ETag: etag}, err
 	}

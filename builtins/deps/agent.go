@@ -20,6 +20,13 @@ import (
 // AgentPackage is the agent's main package inside a Podmin checkout.
 const AgentPackage = "./cmd/podmin-agent"
 
+// AgentBuildArgs are the go build arguments of an agent built from a
+// checkout: the release build's (the Makefile's build target), static and
+// stripped, without gRPC's tracing pages, whose html/template would keep
+// every exported method of every linked type in the binary every node
+// downloads.
+var AgentBuildArgs = []string{"-trimpath", "-tags", "grpcnotrace", "-ldflags", "-s -w"}
+
 // BuildAgent cross-compiles podmin-agent for arch from the Podmin checkout
 // at source (--agent-source) into the cache. Its version is a development
 // version carrying the binary's digest, so every distinct build gets its
@@ -35,7 +42,8 @@ func BuildAgent(ctx context.Context, source string, arch Arch, cache *Cache) (Fi
 	}
 	tmp.Close()
 	defer os.Remove(tmp.Name())
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", tmp.Name(), AgentPackage)
+	args := append(append([]string{"build"}, AgentBuildArgs...), "-o", tmp.Name(), AgentPackage)
+	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = source
 	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+string(arch), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -6,6 +6,8 @@ package deps
 
 import (
 	"context"
+	"debug/buildinfo"
+	"debug/elf"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,6 +81,31 @@ func TestFetchAgentSourceCrossCompiles(t *testing.T) {
 	// An ELF for aarch64: e_machine 183 at offset 18.
 	if err != nil || string(b[:4]) != "\x7fELF" || b[18] != 183 {
 		t.Fatalf("not an arm64 ELF: %v", err)
+	}
+	// Built as the release build is: static, stripped, without gRPC tracing.
+	bi, err := buildinfo.ReadFile(last.Cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings := map[string]string{}
+	for _, s := range bi.Settings {
+		settings[s.Key] = s.Value
+	}
+	for k, v := range map[string]string{"CGO_ENABLED": "0", "-trimpath": "true", "-tags": "grpcnotrace"} {
+		if settings[k] != v {
+			t.Errorf("agent built with %s=%q, want %q (all: %v)", k, settings[k], v, settings)
+		}
+	}
+	// -trimpath keeps -ldflags out of the build information: read the ELF.
+	ef, err := elf.Open(last.Cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	for _, name := range []string{".symtab", ".debug_info", ".interp"} {
+		if ef.Section(name) != nil {
+			t.Errorf("agent has a %s section: not static and stripped", name)
+		}
 	}
 	if _, ok := (&Cache{}).Check(File{}); ok {
 		t.Fatal("empty file checked valid")

@@ -13,7 +13,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"text/template"
 
 	"podmin.dev/podmin/builtins/deps"
 	"podmin.dev/podmin/internal/otellogs"
@@ -133,14 +132,11 @@ func RenderNode(n Node) (Rendered, error) {
 	})
 }
 
-// render executes a script template, strips it and encodes it.
-func render(name, text string, data any) (Rendered, error) {
-	t, err := template.New(name).Option("missingkey=error").Parse(text)
-	if err != nil {
-		return Rendered{}, fmt.Errorf("%s: %w", name, err) // a Podmin bug: the template is embedded
-	}
+// render executes a script template (see execute), strips it and
+// encodes it. An error is a Podmin bug: the templates are embedded.
+func render(name, text string, data map[string]any) (Rendered, error) {
 	var buf bytes.Buffer
-	if err := t.Execute(&buf, data); err != nil {
+	if err := execute(&buf, name, text, data); err != nil {
 		return Rendered{}, fmt.Errorf("%s: %w", name, err)
 	}
 	script := Strip(buf.Bytes())

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/term"
 
 	"podmin.dev/podmin/internal/progress"
+	"podmin.dev/podmin/internal/progress/bars"
 )
 
 // transferSink decides how long transfers are shown on standard error:
@@ -21,7 +22,7 @@ import (
 // Nothing here ever writes to standard output.
 func transferSink(raw, w io.Writer) (progress.Sink, func(string)) {
 	if f, ok := raw.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		b := progress.NewBars(w, int(f.Fd()))
+		b := bars.New(w, int(f.Fd()))
 		return b, b.Log
 	}
 	l := &progress.Lines{W: w}

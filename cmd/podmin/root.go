@@ -93,7 +93,10 @@ is named in the error together with the endpoint it went to.`,
 		},
 	}
 	root.PersistentFlags().DurationVar(&timeout, "timeout", DefaultTimeout, "overall deadline of the command, e.g. 30s or 5m; 0 means none")
-	root.SetVersionTemplate("podmin {{.Version}}\n")
+	// No SetVersionTemplate: --version prints cobra's "podmin version …"
+	// line. A template would make text/template's executor reachable, whose
+	// by-name method lookups keep every exported method of every linked
+	// type (all operations of the AWS SDK clients) in the binary.
 	// The flag package quotes the values it refuses: they pass the
 	// scrubber's quoting like every other piece of input an error shows.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{errors.New(scrub.QuoteSpans(err.Error()))} })

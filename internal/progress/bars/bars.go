@@ -2,7 +2,10 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package progress
+// Package bars draws transfer progress as live bars on a terminal. It is
+// kept apart from package progress so that programs which never draw on a
+// terminal (the node agent) do not link the terminal drawing libraries.
+package bars
 
 import (
 	"fmt"
@@ -13,6 +16,8 @@ import (
 	"github.com/vbauerster/cupwriter"
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
+
+	"podmin.dev/podmin/internal/progress"
 )
 
 // Bars draws live bars on a terminal: one per blob or file in flight with
@@ -26,9 +31,9 @@ type Bars struct {
 	active *mpb.Progress // the running transfer's container, if any
 }
 
-// NewBars draws on w, which writes to the terminal whose file descriptor
+// New draws on w, which writes to the terminal whose file descriptor
 // is fd (used for its width).
-func NewBars(w io.Writer, fd int) *Bars { return &Bars{w: w, fd: fd} }
+func New(w io.Writer, fd int) *Bars { return &Bars{w: w, fd: fd} }
 
 // Log writes one line above the bars of a running transfer, or directly.
 func (b *Bars) Log(msg string) {
@@ -56,7 +61,7 @@ func (c console) GetTermSize() (int, int, error) {
 }
 
 // Begin starts a transfer's bars.
-func (b *Bars) Begin(title string, total int64) Transfer {
+func (b *Bars) Begin(title string, total int64) progress.Transfer {
 	cw := cupwriter.New(b.w, true)
 	cw.SetTermFd(b.fd)
 	p := mpb.New(mpb.WithConsoleWriter(console{cw}), mpb.WithAutoRefresh())
@@ -90,7 +95,7 @@ type barTransfer struct {
 	items []*mpb.Bar
 }
 
-func (t *barTransfer) Item(name string, size int64) Item {
+func (t *barTransfer) Item(name string, size int64) progress.Item {
 	t.mu.Lock()
 	if t.grow {
 		t.size += size

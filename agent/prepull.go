@@ -1,0 +1,78 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"podmin.dev/podmin/agent/staticpod"
+)
+
+// ContainerdSocket is the node's containerd CRI endpoint, relative to the
+// node root (the bootstrap's containerd configuration and crictl.yaml).
+const ContainerdSocket = "/run/podmin/containerd/containerd.sock"
+
+// prepullConcurrency bounds the images pulled at once.
+const prepullConcurrency = 4
+
+// CRIPuller pre-pulls images through the container runtime's CRI image
+// service, exactly as kubelet pulls them (from the node registry), so that
+// a static Pod's restart onto a new version does not wait for its download.
+// It is the reconciler's staticpod.Prepuller.
+type CRIPuller struct {
+	// Socket is the CRI endpoint's unix socket.
+	Socket string
+	Log    *slog.Logger
+}
+
+// newPrepuller returns the node's CRI puller.
+func newPrepuller(root string, log *slog.Logger) *CRIPuller {
+	return &CRIPuller{Socket: filepath.Join(root, filepath.FromSlash(ContainerdSocket)), Log: log.With("component", "prepull")}
+}
+
+// Prepull pulls every image, a few at a time, and joins the failures. On
+// a node without the runtime's socket (local node mode without
+// containerd) it pulls nothing and answers staticpod.ErrNoRuntime.
+func (p *CRIPuller) Prepull(ctx context.Context, images []string) error {
+	if fi, err := os.Stat(p.Socket); err != nil || fi.Mode()&os.ModeSocket == 0 {
+		return fmt.Errorf("%w: no socket at %s", staticpod.ErrNoRuntime, p.Socket)
+	}
+	conn, err := grpc.NewClient("unix://"+p.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return fmt.Errorf("container runtime at %s: %w", p.Socket, err)
+	}
+	defer conn.Close()
+	client := runtimeapi.NewImageServiceClient(conn)
+	errs := make([]error, len(images))
+	var g errgroup.Group
+	g.SetLimit(prepullConcurrency)
+	for i, img := range images {
+		g.Go(func() error {
+			if err := ctx.Err(); err != nil {
+				errs[i] = fmt.Errorf("pull %s: %w", img, err)
+				return nil
+			}
+			resp, err := client.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: img}})
+			if err != nil {
+				errs[i] = fmt.Errorf("pull %s through %s: %w", img, p.Socket, err)
+				return nil
+			}
+			p.Log.Debug("image pre-pulled", "image", img, "ref", resp.GetImageRef())
+			return nil
+		})
+	}
+	_ = g.Wait() // the errors are in errs
+	return errors.Join(errs...)
+}

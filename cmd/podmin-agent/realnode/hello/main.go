@@ -1,0 +1,136 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Command hello is the workload of the real-node end-to-end test: a static
+// HTTP server built into a FROM-scratch image. It answers on :8080 in plain
+// HTTP and on :8443 with the Pod's workload identity, and reports what a
+// test cannot see from outside the container:
+//
+//	GET /            {"version", "pod", "kernel"}: the kernel line is the
+//	                 sandbox's (gVisor reports its own), not the host's
+//	GET /healthz     ok
+//	GET /read?path=P the bytes of P, for P beneath the workload identity
+//	                 or the secret mounts only
+//	GET /fetch?url=U[&timeout=D]
+//	                 GET U from inside the Pod within D (default 2s),
+//	                 trusting the mounted workload CA; answers
+//	                 {"status", "body"} or 502
+//
+// It exits at once on SIGTERM, so a rollout waits for nothing but kubelet.
+// HELLO_VERSION names the version it reports.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"os"
+	"os/signal"
+	"path"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Where Podmin mounts a Pod's identity and its secret values.
+const (
+	identityDir = "/var/run/secrets/podmin.dev/tls"
+	secretsDir  = "/var/run/podmin"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	mux := newMux()
+	plain := &http.Server{Addr: ":8080", Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	secure := &http.Server{Addr: ":8443", Handler: mux, ReadHeaderTimeout: 5 * time.Second,
+		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS13, GetCertificate: identity}}
+	errc := make(chan error, 2)
+	go func() { errc <- plain.ListenAndServe() }()
+	go func() { errc <- secure.ListenAndServeTLS("", "") }()
+	log.Printf("hello %s serving :8080 and :8443", os.Getenv("HELLO_VERSION"))
+	select {
+	case <-ctx.Done():
+		log.Print("SIGTERM: exiting")
+	case err := <-errc:
+		log.Fatal(err)
+	}
+}
+
+// identity loads the mounted certificate on every handshake, so a renewed
+// generation is served without a restart.
+func identity(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	c, err := tls.LoadX509KeyPair(identityDir+"/tls.crt", identityDir+"/tls.key")
+	if err != nil {
+		return nil, fmt.Errorf("workload identity: %w", err)
+	}
+	return &c, nil
+}
+
+func newMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+		host, _ := os.Hostname()
+		kernel, _ := os.ReadFile("/proc/version")
+		writeJSON(w, http.StatusOK, map[string]string{
+			"version": os.Getenv("HELLO_VERSION"), "pod": host, "kernel": strings.TrimSpace(string(kernel)),
+		})
+	})
+	mux.HandleFunc("GET /read", func(w http.ResponseWriter, r *http.Request) {
+		p := path.Clean(r.URL.Query().Get("path"))
+		if !strings.HasPrefix(p, identityDir+"/") && !strings.HasPrefix(p, secretsDir+"/") {
+			http.Error(w, "only the identity and secret mounts are readable", http.StatusForbidden)
+			return
+		}
+		b, err := os.ReadFile(p)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			http.Error(w, err.Error(), http.StatusNotFound)
+		case err != nil:
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		default:
+			_, _ = w.Write(b)
+		}
+	})
+	mux.HandleFunc("GET /fetch", fetch)
+	return mux
+}
+
+// fetch GETs a URL from inside the Pod: the Pod's resolver, its network
+// and the workload CA it mounts.
+func fetch(w http.ResponseWriter, r *http.Request) {
+	roots := x509.NewCertPool()
+	if pem, err := os.ReadFile(identityDir + "/ca.crt"); err == nil {
+		roots.AppendCertsFromPEM(pem)
+	}
+	timeout := 2 * time.Second
+	if d, err := time.ParseDuration(r.URL.Query().Get("timeout")); err == nil && d > 0 {
+		timeout = d
+	}
+	client := &http.Client{Timeout: timeout, Transport: &http.Transport{
+		TLSClientConfig:   &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS13},
+		DisableKeepAlives: true,
+	}}
+	resp, err := client.Get(r.URL.Query().Get("url"))
+	if err != nil {
+		writeJSON(w, http.StatusBadGateway, map[string]string{"error": err.Error()})
+		return
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	writeJSON(w, http.StatusOK, map[string]any{"status": resp.StatusCode, "body": string(body)})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
