@@ -108,6 +108,9 @@ func newCoordination(ctx context.Context, cfg Config, opts Options, r identity.S
 		Views:       state.NewViewKeeper(store),
 		OnView:      c.view,
 		OnIndexHint: func(etag string) { c.hint(etag) },
+		OnSlotFreed: func() { c.hint("") },
+		SlotTimeout: opts.SlotTimeout,
+		Kubelet:     cfg.Provider != "local" || kubeletSocketExists(opts.Root),
 		Log:         clog,
 	}
 	if localMode(cfg) {

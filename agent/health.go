@@ -26,6 +26,15 @@ type Health struct {
 	mu       sync.Mutex
 	reasons  map[string]string
 	draining bool
+	// detail, when set, adds lines to /readyz?verbose.
+	detail func() []string
+}
+
+// SetDetail adds detail lines (one per deployment) to /readyz?verbose.
+func (h *Health) SetDetail(detail func() []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.detail = detail
 }
 
 // NewHealth tracks the named components, each not ready yet.
@@ -83,12 +92,24 @@ func (h *Health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")
 	case "/readyz":
 		ok, reasons := h.Ready()
+		var detail []string
+		if r.URL.Query().Has("verbose") {
+			h.mu.Lock()
+			fn := h.detail
+			h.mu.Unlock()
+			if fn != nil {
+				detail = fn()
+			}
+		}
 		if ok {
 			fmt.Fprintln(w, "ready")
-			return
+		} else {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "not ready:\n%s\n", strings.Join(reasons, "\n"))
 		}
-		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprintf(w, "not ready:\n%s\n", strings.Join(reasons, "\n"))
+		for _, line := range detail {
+			fmt.Fprintln(w, line)
+		}
 	default:
 		http.NotFound(w, r)
 	}

@@ -125,6 +125,14 @@ func TestMetricsCoverEverySubsystem(t *testing.T) {
 		"podmin_agent_dns_answers_total": func(s map[string]float64) bool {
 			return s[ng+`,rcode="NOERROR"`] >= 1 && s[ng+`,rcode="NXDOMAIN"`] >= 1
 		},
+		// The deployment's own families (deployment_status.go): applied,
+		// readiness unknown without a kubelet, no error.
+		"podmin_agent_deployment_applied":                   func(s map[string]float64) bool { return s[ng+`,deployment="web"`] == 1 },
+		"podmin_agent_deployment_ready":                     func(s map[string]float64) bool { return s[ng+`,deployment="web"`] == -1 },
+		"podmin_agent_deployment_restarts":                  func(s map[string]float64) bool { _, ok := s[ng+`,deployment="web"`]; return ok },
+		"podmin_agent_deployment_waiting":                   func(s map[string]float64) bool { return s[ng+`,deployment="web"`] == 0 },
+		"podmin_agent_deployment_error":                     func(s map[string]float64) bool { return s[ng+`,deployment="web",kind=""`] == 0 },
+		"podmin_agent_deployment_applied_timestamp_seconds": func(s map[string]float64) bool { return s[ng+`,deployment="web"`] > 0 },
 		"podmin_agent_dataplane_packets_total": func(s map[string]float64) bool {
 			return len(s) == 5 && s[ng+`,result="forwarded"`] == 40 && s[ng+`,result="icmp_translated"`] == 4
 		},

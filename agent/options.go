@@ -130,6 +130,10 @@ type Options struct {
 	// Started, when set, is called with the health server's bound address
 	// once every component runs.
 	Started func(healthAddr string)
+	// SlotTimeout is how long the leader lets a node hold a rollout slot
+	// before it reports the node stuck; zero means
+	// coordinator.SlotTimeout.
+	SlotTimeout time.Duration
 	// RestartWindow spreads the restarts of Pods whose workload leaf is
 	// replaced (workload.Options.RestartWindow); nil means the default.
 	RestartWindow *time.Duration

@@ -130,6 +130,10 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	if identities != nil {
 		sopts.Identity = identities
 	}
+	if co != nil {
+		// Rolling updates and status reports go through coordination.
+		sopts.Gate, sopts.Hooks.Deployments = co.coord, co.coord.DeploymentsChanged
+	}
 	rec, err := staticpod.New(sopts)
 	if err != nil {
 		return err
@@ -137,7 +141,9 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	if opts.Once {
 		return runOnce(ctx, rec, log)
 	}
-	m := newMetrics(cfg.NodeGroup, append([]metricSource{reconcileMetrics{rec}}, co.metricSources()...)...)
+	deployments := deploymentReports(rec, co)
+	health.SetDetail(deployments.detail)
+	m := newMetrics(cfg.NodeGroup, append([]metricSource{reconcileMetrics{rec}, deployments}, co.metricSources()...)...)
 	hs := &healthServer{addr: opts.HealthAddr, health: health, metrics: m}
 	lopts := staticpod.LoopOptions{Interval: opts.PollInterval, Health: health}
 	if co != nil {
@@ -277,7 +283,7 @@ func kubeletSocketExists(root string) bool {
 // the coordinator this node's ready endpoints and hints the dataplane to
 // refresh its interfaces.
 func kubeletWatcher(opts Options, co *coordination, log *slog.Logger) Component {
-	w := pods.New(pods.Options{
+	wopts := pods.Options{
 		Socket: filepath.Join(opts.Root, filepath.FromSlash(pods.SocketPath)),
 		Log:    log.With("component", "pods"),
 		Refresh: func(ps []*corev1.Pod) {
@@ -292,6 +298,9 @@ func kubeletWatcher(opts Options, co *coordination, log *slog.Logger) Component 
 				co.podsChanged(ps)
 			}
 		},
-	})
-	return NewLoopComponent("pods", w.Run)
+	}
+	if co != nil {
+		wopts.Lost = co.coord.KubeletLost // readiness is unknown until kubelet answers again
+	}
+	return NewLoopComponent("pods", pods.New(wopts).Run)
 }

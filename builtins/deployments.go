@@ -17,6 +17,7 @@ import (
 	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/ids"
 	"podmin.dev/podmin/internal/manifest"
+	"podmin.dev/podmin/internal/nodepod"
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/state"
 )
@@ -28,6 +29,10 @@ type DeployOptions struct {
 	ManifestOptions
 	// File is an explicit manifest ("-" reads standard input).
 	File string
+	// Wait, when set (UntilApplied or UntilReady), waits after the commit
+	// until every expected node runs the committed revision (and reports
+	// it ready); the wait ends with the context (--timeout).
+	Wait string
 }
 
 // DeployResult reports a committed deployment.
@@ -52,6 +57,10 @@ type DeployResult struct {
 	Repaired []string `json:"repaired,omitempty"`
 	// Bucket is where the index was committed.
 	Bucket string `json:"bucket"`
+	// Revision is the committed podmin.dev/revision.
+	Revision string `json:"revision"`
+	// Wait is the deployment's status when a wait ended, nil without one.
+	Wait *WaitResult `json:"wait"`
 }
 
 // deployManifest returns the manifest bytes and the image overrides that
@@ -127,6 +136,12 @@ func (e *Env) Deploy(ctx context.Context, opts DeployOptions) (DeployResult, err
 	if err != nil {
 		return DeployResult{}, err
 	}
+	wopts := WaitOptions{Name: opts.Name, NodeGroup: opts.NodeGroup, Until: opts.Wait}
+	if opts.Wait != "" {
+		if err := checkWait(&wopts); err != nil {
+			return DeployResult{}, err
+		}
+	}
 	ex, err := e.deployManifest(opts)
 	if err != nil {
 		return DeployResult{}, err
@@ -157,6 +172,16 @@ func (e *Env) Deploy(ctx context.Context, opts DeployOptions) (DeployResult, err
 	}
 	if r.Replaced != nil {
 		res.ReplacedNamespace = r.Replaced.Namespace
+	}
+	res.Revision = nodepod.Revision(r.Entry)
+	if opts.Wait != "" {
+		// The commit stands whatever the wait finds: the error says so.
+		wopts.Revision = res.Revision
+		w, err := e.wait(ctx, store, wopts)
+		res.Wait = &w
+		if err != nil {
+			return res, fmt.Errorf("%s %s (revision %s committed), but the wait failed: %w", key, res.Action, short(res.Revision), e.waitError(c, err))
+		}
 	}
 	return res, nil
 }

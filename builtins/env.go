@@ -78,6 +78,10 @@ type Env struct {
 	// setup, teardown and destroy, for the operation whose face is h (a
 	// dry run's own); nil supports only the local provider.
 	Infrastructure func(ctx context.Context, h lifecycle.Host, c contexts.Context) (ClusterInfra, error)
+	// Now and Sleep are the clock of waits (deploy --wait, status --wait);
+	// nil means the real clock. Recipe tests advance a virtual one.
+	Now   func() time.Time
+	Sleep func(ctx context.Context, d time.Duration) error
 	// UpstreamRegistries replaces an upstream registry host (docker.io)
 	// with another address when an install mirrors a pinned image; tests
 	// point it at a local registry. Nil fetches from the real registries.

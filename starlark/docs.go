@@ -65,6 +65,18 @@ stores a random image there and returns the reference to pull:
         ref = t.fake_registry().image("apps/hello:v1", platforms = ["linux/amd64"])
         t.assert.eq(podmin.images.pull(ref).platforms, ["linux/amd64"])
 
+A test has no node agents. t.fake_nodes(nodegroup, nodes = 3, state = "ready")
+stands in for a NodeGroup's nodes and their leader: whenever a wait pauses, it
+publishes the lease and the NodeGroup's status object (the real formats), every
+node reporting the committed revision of each deployment as "ready",
+"not-ready", "error" (a kubelet error) or "stopped" (every node missing). Waits
+run on the test's virtual clock, so a timeout of minutes ends at once:
+
+    def test_canary_gate(t):
+        t.fake_nodes("canary", state = "not-ready")
+        podmin.deployments.deploy("web", nodegroup = "canary", image = "hello:v2")
+        t.fails(lambda: podmin.deployments.wait("web", nodegroup = "canary"), "timed out")
+
 t also has name, workdir, assert.eq/ne/true/contains(x, y, msg=),
 fails(fn, "regexp") and run(main, **kwargs). -run REGEX selects test functions;
 a passing test's print() output is shown only with -v.

@@ -32,6 +32,7 @@ type Ops interface {
 	contextOps
 	manifestOps
 	deploymentOps
+	statusOps
 	secretOps
 	imageOps
 	previewOps

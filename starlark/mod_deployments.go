@@ -31,19 +31,28 @@ func deploymentsFamily() []*Builtin {
 	return []*Builtin{
 		{
 			Name: "deployments.deploy", Command: "deploy", Returns: "deployment", Mutates: true,
-			Params: manifestParams("deploy this manifest instead of the built-in one"),
+			Params: append(manifestParams("deploy this manifest instead of the built-in one"), waitParam),
 			Doc: `Commits a deployment to the cluster's desired state.
 
 Same as "podmin deploy". Without file the built-in minimal DaemonSet is used,
 shaped by the other arguments. Returns deployment(name, nodegroup, namespace,
-service, action, pod, service_path, replaced_namespace, repaired, bucket, planned); action
+service, action, pod, service_path, replaced_namespace, repaired, bucket, revision, planned); action
 is created, updated, unchanged or repaired (a payload the committed entry names was
 missing or corrupt in the bucket and was rewritten). Success means the desired
-state was committed, not that a Pod runs.`,
+state was committed, not that a Pod runs, unless wait = "ready" (or "applied")
+waits for the nodes as podmin.deployments.wait does (until podmin run's
+--timeout); then a failed wait fails the call, the deployment staying committed.
+Under --dry-run the wait is planned, not performed.`,
 			impl: func(c *call) (star.Value, error) {
 				var o builtins.DeployOptions
-				if err := c.unpackManifest(&o.ManifestOptions, &o.File); err != nil {
+				if err := c.unpackManifest(&o.ManifestOptions, &o.File, &o.Wait); err != nil {
 					return nil, err
+				}
+				if c.host.planned() && o.Wait != "" {
+					if o.Wait != builtins.UntilReady && o.Wait != builtins.UntilApplied {
+						return nil, fmt.Errorf("wait = %q: wait for %q or %q", o.Wait, builtins.UntilReady, builtins.UntilApplied)
+					}
+					o.Wait = "" // recorded writes never reach a node: nothing to wait for
 				}
 				res, err := c.host.ops.Deploy(c.ctx, o)
 				if err != nil {
@@ -57,7 +66,8 @@ state was committed, not that a Pod runs.`,
 				}
 				return result("deployment", str("name", res.Name), str("nodegroup", res.NodeGroup), str("namespace", res.Namespace),
 					str("service", res.Service), str("action", res.Action), str("pod", res.Pod), str("service_path", res.ServicePath),
-					str("replaced_namespace", res.ReplacedNamespace), value("repaired", stringList(res.Repaired)), str("bucket", res.Bucket), boolean("planned", c.host.planned())), nil
+					str("replaced_namespace", res.ReplacedNamespace), value("repaired", stringList(res.Repaired)), str("bucket", res.Bucket),
+					str("revision", res.Revision), boolean("planned", c.host.planned())), nil
 			},
 		},
 		{

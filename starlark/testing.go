@@ -24,6 +24,7 @@ import (
 	"podmin.dev/podmin/internal/cloud"
 	"podmin.dev/podmin/internal/cloud/local"
 	"podmin.dev/podmin/internal/contexts"
+	localstore "podmin.dev/podmin/internal/objstore/local"
 	"podmin.dev/podmin/internal/paths"
 	"podmin.dev/podmin/internal/scrub"
 	"podmin.dev/podmin/internal/secrets"
@@ -147,6 +148,7 @@ type sandbox struct {
 	host     *Host
 	dir      string
 	net      *netGuard
+	nodes    *fakeNodes
 	cleanups []func()
 	done     func()
 }
@@ -173,9 +175,10 @@ func newSandbox(ctx context.Context, opts TestOptions, testDir string, out io.Wr
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return nil, err
 	}
-	sb := &sandbox{dir: dir, net: &netGuard{}}
+	sb := &sandbox{dir: dir, net: &netGuard{}, nodes: newFakeNodes(localstore.Open(filepath.Join(dir, "bucket")), TestClock)}
 	jail := newJailFiles(dir, work, testDir)
 	env := &builtins.Env{
+		Now: sb.nodes.Now, Sleep: sb.nodes.Sleep,
 		Dirs: dirs, Providers: map[string]cloud.Provider{"local": jailProvider{Provider: local.New(dirs.Data), jail: jail}}, WorkDir: work,
 		Secrets:   sandboxSecrets(filepath.Join(dirs.Data, "secrets")),
 		Files:     jail,

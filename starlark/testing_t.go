@@ -17,7 +17,7 @@ import (
 
 // newTestT builds the t passed to test_*(t): t.name, t.workdir,
 // t.assert.eq/ne/true/contains, t.fails(fn, "regexp"),
-// t.run(main, **kwargs) and t.fake_registry().
+// t.run(main, **kwargs), t.fake_registry() and t.fake_nodes().
 func newTestT(name string, sb *sandbox) star.Value {
 	assert := &starlarkstruct.Module{Name: "assert", Members: star.StringDict{
 		"eq":       star.NewBuiltin("t.assert.eq", assertEq(true)),
@@ -28,7 +28,7 @@ func newTestT(name string, sb *sandbox) star.Value {
 	assert.Freeze()
 	return result("t", str("name", name), str("workdir", sb.host.opts.WorkDir), value("assert", assert),
 		value("fails", star.NewBuiltin("t.fails", testFails)), value("run", star.NewBuiltin("t.run", testRun)),
-		value("fake_registry", fakeRegistryBuiltin(sb)))
+		value("fake_registry", fakeRegistryBuiltin(sb)), value("fake_nodes", fakeNodesBuiltin(sb.nodes)))
 }
 
 func message(msg string, format string, args ...any) error {

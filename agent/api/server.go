@@ -281,20 +281,9 @@ func (s *Server) ReportEndpoints(ctx context.Context, req *pb.EndpointReport) (*
 	if err != nil {
 		return nil, err
 	}
-	prefix := node.PodPrefix
-	eps := make([]Endpoint, 0, len(req.GetEndpoints()))
-	for _, e := range req.GetEndpoints() {
-		addr, err := netip.ParseAddr(e.GetAddress())
-		if err != nil || addr.String() != e.GetAddress() || addr.Zone() != "" {
-			return nil, status.Errorf(codes.InvalidArgument, "endpoint address %q is not a canonical IPv6 address", e.GetAddress())
-		}
-		if !prefix.Contains(addr) {
-			return nil, status.Errorf(codes.PermissionDenied, "endpoint %s of %s/%s is outside node %s's Pod prefix %s", addr, e.GetNamespace(), e.GetService(), node.ID, prefix)
-		}
-		if e.GetNamespace() == "" || e.GetService() == "" {
-			return nil, status.Errorf(codes.InvalidArgument, "endpoint %s names no namespaced Service", addr)
-		}
-		eps = append(eps, Endpoint{Namespace: e.GetNamespace(), Service: e.GetService(), Addr: addr})
+	eps, err := checkEndpoints(node, req.GetEndpoints())
+	if err != nil {
+		return nil, err
 	}
 	pos, refused, err := s.backend.Report(ctx, node, eps)
 	if errors.Is(err, ErrUnregistered) {

@@ -5,6 +5,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -79,6 +80,16 @@ type Options struct {
 	// IndexPoll and ViewCheck default to IndexPollInterval and
 	// ViewCheckInterval.
 	IndexPoll, ViewCheck time.Duration
+	// Kubelet tells whether the node follows a kubelet Pods API; without
+	// one its Pods' readiness is unknown and rollouts pace it on applied
+	// revisions.
+	Kubelet bool
+	// OnSlotFreed is told that a rollout slot freed, so the reconcile loop
+	// asks again for the updates it holds.
+	OnSlotFreed func()
+	// SlotTimeout, LeaderlessAfter and LeaderlessStep default to
+	// SlotTimeout, LeaderlessAfter and LeaderlessStep; tests shorten them.
+	SlotTimeout, LeaderlessAfter, LeaderlessStep time.Duration
 	// Clock, Timing and Retention default to the real clock, the
 	// election's defaults and Retention; tests shorten them.
 	Clock     election.Clock
@@ -99,6 +110,9 @@ type Coordinator struct {
 	server  *api.Server
 	cache   *Cache
 	kick    chan struct{}
+	// leadership runs each leadership's work (leader.go); Run waits for it,
+	// so no write of a leadership outlives the coordinator.
+	leadership sync.WaitGroup
 
 	mu       sync.Mutex
 	services []staticpod.Service
@@ -118,6 +132,11 @@ type Coordinator struct {
 	// indexSeen is the last index version the leader's poll read, for the
 	// first message of a watch.
 	indexSeen atomic.Pointer[IndexVersion]
+	// node is this node's share of observed state and rolling updates
+	// (nodestatus.go, gate.go); sizes the NodeGroups' configured sizes
+	// the leader reads.
+	node  nodeSide
+	sizes *clusterSizes
 }
 
 type realClock struct{}
@@ -156,6 +175,10 @@ func New(opts Options) (*Coordinator, error) {
 		// The poll keeps the cache current: a publish needs no request.
 		c.opts.Services = servicesFrom(c.opts.Index, 2*c.opts.IndexPoll)
 	}
+	c.opts.SlotTimeout = cmp.Or(c.opts.SlotTimeout, SlotTimeout)
+	c.opts.LeaderlessAfter = cmp.Or(c.opts.LeaderlessAfter, LeaderlessAfter)
+	c.opts.LeaderlessStep = cmp.Or(c.opts.LeaderlessStep, LeaderlessStep)
+	c.node = newNodeSide()
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -163,6 +186,7 @@ func New(opts Options) (*Coordinator, error) {
 	elog := c.log
 	c.log = c.log.With("node", opts.NodeID)
 	c.cache = NewCache(c.opts.Retention)
+	c.sizes = &clusterSizes{store: opts.Store, log: c.log.Warn}
 	c.server = api.NewServer(opts.Identity.ServerConfig(), opts.Identity, c, c.log)
 	el, err := election.New(election.Options{
 		ID: opts.NodeID, Addr: opts.Advertise.String(), Store: opts.Store, Clock: c.clock, Timing: c.timing, Log: elog,
@@ -273,6 +297,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	// node's API closes.
 	c.server.Stop()
 	wg.Wait()
+	c.leadership.Wait()
 	return err
 }
 

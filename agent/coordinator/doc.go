@@ -38,7 +38,22 @@
 // (state.ViewKeeper): a view a committer left stale is rewritten within
 // one poll, and every view is checked every ViewCheckInterval.
 //
+// Observed state and rolling updates: each node reports what it runs of
+// every deployment of its NodeGroup (the reconciler's applied and desired
+// revisions, kubelet readiness from the Pods API, restarts, errors;
+// DeploymentsChanged, PodsChanged, KubeletLost), and the leader publishes
+// one status object per NodeGroup (status/nodegroups/<ng>.json) only when
+// it changes. The Coordinator is the reconciler's Gate: a node asks the
+// leader for a rollout slot before it replaces a running Pod with a new
+// revision; the leader grants slots as the DaemonSet's maxUnavailable
+// allows over the NodeGroup's expected nodes, withdraws the Pod's
+// endpoints from the snapshot before it answers, frees a slot when the
+// node reports the revision ready and reports a node stuck after
+// SlotTimeout. Without an answering leader a node applies after a
+// deterministic per-node delay (LeaderlessAfter, LeaderlessStep). The index
+// says what each Pod is; the leader paces only when.
+//
 // It never writes desired state (deployments/index.json and payloads), only
-// the derived NodeGroup views, and does not serve DNS or program the
-// dataplane: it hands snapshots to them.
+// the derived NodeGroup views and the NodeGroups' status objects, and does
+// not serve DNS or program the dataplane: it hands snapshots to them.
 package coordinator

@@ -54,15 +54,29 @@ func (c *Coordinator) PublishServices(_ context.Context, services []staticpod.Se
 func (c *Coordinator) PodsChanged(podList []*corev1.Pod) {
 	c.mu.Lock()
 	c.pods = podList
+	c.node.podsSeen, c.node.kubeletLost = true, ""
 	c.mu.Unlock()
 	c.refreshEndpoints()
+	c.statusChanged()
 }
 
+// refreshEndpoints derives this node's endpoints and sets them in one step
+// with the withdrawals of its rollout slots, so that a slot granted
+// meanwhile is never undone by endpoints derived before it.
 func (c *Coordinator) refreshEndpoints() {
 	c.mu.Lock()
-	eps := LocalEndpoints(c.services, c.pods, c.opts.PodPrefix)
+	if c.draining {
+		c.mu.Unlock()
+		return // the node is leaving: its endpoints stay withdrawn
+	}
+	eps := c.localEndpoints() // only addresses inside the node's prefix
+	c.local = eps
+	l := c.leader
 	c.mu.Unlock()
-	_ = c.SetEndpoints(eps) // LocalEndpoints keeps only addresses inside the prefix
+	if l != nil {
+		l.report(c.opts.NodeID, eps, c.clock.Now())
+	}
+	c.poke()
 }
 
 var _ staticpod.Publisher = (*Coordinator)(nil)

@@ -104,6 +104,9 @@ func (c *Coordinator) sync(ctx context.Context, s *leaderLink) {
 		c.refusals.reset()
 		s.hello = true
 	}
+	// A slot request (gate.go) withdraws endpoints: no report of the
+	// endpoints from before it may overtake it.
+	c.node.sendMu.Lock()
 	c.mu.Lock()
 	local := c.local
 	c.mu.Unlock()
@@ -112,6 +115,7 @@ func (c *Coordinator) sync(ctx context.Context, s *leaderLink) {
 		rep.Endpoints = append(rep.Endpoints, &pb.ReportedEndpoint{Namespace: e.Service.Namespace, Service: e.Service.Name, Address: e.Addr.String()})
 	}
 	resp, err := s.client.ReportEndpoints(ctx, rep)
+	c.node.sendMu.Unlock()
 	if err != nil {
 		s.hello = false // a new leader process forgets registrations
 		c.log.Warn("reporting endpoints failed", "leader", s.leader.LeaderID, "err", err)
@@ -120,6 +124,7 @@ func (c *Coordinator) sync(ctx context.Context, s *leaderLink) {
 	if len(resp.GetRefused()) > 0 {
 		c.log.Warn("the leader refused endpoints of Services this node's NodeGroup does not define", "leader", s.leader.LeaderID, "refused", resp.GetRefused())
 	}
+	c.sendStatus(ctx, s)
 	snap, err := s.client.Snapshot(ctx, &pb.SnapshotRequest{})
 	if err != nil {
 		c.log.Warn("fetching the snapshot failed", "leader", s.leader.LeaderID, "err", err)
@@ -156,6 +161,10 @@ func (c *Coordinator) watch(ctx context.Context, cl *api.Client) {
 					c.IndexChanged(h.IndexEtag)
 				case pb.Hint_SNAPSHOT_CHANGED:
 					c.poke()
+				case pb.Hint_SLOT_FREED:
+					if c.opts.OnSlotFreed != nil {
+						c.opts.OnSlotFreed()
+					}
 				}
 			}
 		}

@@ -33,6 +33,11 @@ type leaderState struct {
 	// it, as last read; nil before the first read.
 	owners map[ServiceID]string
 	snap   *pb.ServiceSnapshot
+	// obs, ro and desired are observed state and rolling updates
+	// (status.go, rollout.go).
+	obs     *observed
+	ro      *rollouts
+	desired *desiredReader
 }
 
 type nodeReport struct {
@@ -108,7 +113,8 @@ func (c *Coordinator) acquire(ctx context.Context, term election.Term) error {
 		return err
 	}
 	now := c.clock.Now()
-	l := &leaderState{writer: w, dirty: make(chan struct{}, 1), reports: map[string]nodeReport{}, nodes: newRegistry()}
+	l := &leaderState{writer: w, dirty: make(chan struct{}, 1), reports: map[string]nodeReport{}, nodes: newRegistry(),
+		ro: newRollouts(), desired: newDesiredReader(c.opts.Store)}
 	l.nodes.seed(stored.GetNodes(), now)
 	if !c.cache.Expired(now) {
 		// The backends this node was still serving: the last leader's
@@ -137,15 +143,24 @@ func (c *Coordinator) acquire(ctx context.Context, term election.Term) error {
 		}
 	}
 	l.nodes.nodes[self.ID] = registration{node: self, seen: now}
+	var seeded []string
+	for id := range l.nodes.nodes {
+		if id != self.ID {
+			seeded = append(seeded, id)
+		}
+	}
+	l.obs = newObserved(now, seeded)
 	c.mu.Lock()
 	l.reports[c.opts.NodeID] = nodeReport{eps: c.local, at: now}
 	c.leader = l
 	c.mu.Unlock()
 	c.log.Info("leading: collecting endpoints", "term", term.Record.Term, "generation", w.Generation(), "known_nodes", len(stored.GetNodes()))
-	go c.lead(ctx, l)
+	c.leadership.Go(func() { c.lead(ctx, l) })
+	c.leadership.Go(func() { c.leadStatus(ctx, l) })
 	if c.opts.Index != nil {
-		go c.pollIndex(ctx, l)
+		c.leadership.Go(func() { c.pollIndex(ctx, l) })
 	}
+	c.reportOwnStatus()
 	return nil
 }
 
@@ -372,6 +387,7 @@ func (c *Coordinator) Leave(ctx context.Context, n api.Node) (api.Position, erro
 	if reg, ok := l.nodes.nodes[n.ID]; ok && reg.node.Addr == n.Addr {
 		delete(l.nodes.nodes, n.ID)
 	}
+	l.obs.markDirty()
 	l.mu.Unlock()
 	written, err := c.publish(ctx, l, false)
 	if err != nil {

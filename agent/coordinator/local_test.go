@@ -117,6 +117,8 @@ type localCluster struct {
 	services  func(context.Context) ([]coordinator.IndexService, error)
 	// tune, when set, adjusts each agent's options.
 	tune func(spec agentSpec, o *coordinator.Options)
+	// tweak, when set, adjusts each agent's options.
+	tweak func(*coordinator.Options)
 }
 
 func newLocalCluster(t testing.TB, timing election.Timing, retention time.Duration, services func(context.Context) ([]coordinator.IndexService, error)) *localCluster {
@@ -190,6 +192,9 @@ func (c *localCluster) start(t testing.TB, spec agentSpec) *localAgent {
 	}
 	if c.tune != nil {
 		c.tune(spec, &opts)
+	}
+	if c.tweak != nil {
+		c.tweak(&opts)
 	}
 	a.coord, err = coordinator.New(opts)
 	if err != nil {

@@ -74,6 +74,12 @@ func TestDamagedSnapshotWithALeaderChangeRecovers(t *testing.T) {
 			// next leader's restart at generation 1 is older by number.
 			var l int
 			eventually(t, 5*time.Second, "one leader", func() bool { n, i := leaderOf(agents); l = i; return n == 1 })
+			// Stopped before its first write, the leader would leave no
+			// generation for the next one to climb above.
+			eventually(t, 5*time.Second, "the first leader's snapshot stored", func() bool {
+				s, err := coordinator.LoadDurable(context.Background(), store)
+				return err == nil && s.LeaderId == agents[l].id
+			})
 			agents[l].stop()
 			agents = slices.Delete(agents, l, l+1)
 			eventually(t, 5*time.Second, "a later generation stored", func() bool {

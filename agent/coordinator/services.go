@@ -31,7 +31,7 @@ type IndexService struct {
 // so that no reader takes a vanishing bucket for a cluster without
 // Services. It is safe for concurrent use.
 type IndexCache struct {
-	store objstore.Store
+	store getter
 
 	mu   sync.Mutex
 	ix   *state.Index
@@ -42,8 +42,13 @@ type IndexCache struct {
 	at time.Time
 }
 
+// getter is the one call of a store an IndexCache makes.
+type getter interface {
+	Get(ctx context.Context, key string, opts objstore.GetOptions) (objstore.Object, error)
+}
+
 // NewIndexCache returns a cache that has read nothing yet.
-func NewIndexCache(store objstore.Store) *IndexCache {
+func NewIndexCache(store getter) *IndexCache {
 	return &IndexCache{store: store}
 }
 

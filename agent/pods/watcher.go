@@ -30,6 +30,9 @@ type Options struct {
 	// Refresh receives the node's complete Pod set after each coalesced
 	// batch of updates, and after every relist. It must not block long.
 	Refresh func(pods []*corev1.Pod)
+	// Lost, when set, is told that kubelet stopped answering: the watch
+	// ended and a relist failed. Refresh follows when it answers again.
+	Lost func(err error)
 	// Relist is the period of relisting while the watch stream is down;
 	// 0 means 10 s.
 	Relist time.Duration
@@ -110,6 +113,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 		w.log.Warn("kubelet Pods API watch ended: relisting periodically until it is back", "socket", w.opts.Socket, "err", err)
 		if err := w.relist(ctx, client); err != nil && ctx.Err() == nil {
 			w.log.Warn("kubelet Pods API relist failed", "err", err)
+			if w.opts.Lost != nil {
+				w.opts.Lost(err)
+			}
 		}
 		// A stream that synced and lasted a Relist period ended for a
 		// reason of its own (kubelet drops a watcher that falls behind):

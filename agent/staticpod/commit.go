@@ -27,8 +27,11 @@ import (
 // then each is renamed into place, one atomic rename at a time. Values
 // and the identity directory therefore exist before kubelet can see the
 // Pod. A Pod whose values or file cannot be written keeps its last valid
-// file and is recorded in c.failures; every other Pod proceeds. Only a
-// problem with the directory itself (or a Step fault) ends the pass.
+// file and is recorded in c.failures; every other Pod proceeds. A Pod
+// that replaces a running revision first asks the Gate, one Pod at a time
+// before its batch is prepared; a held Pod keeps its file and values
+// (res.Held). Only a problem with the directory itself (or a Step fault)
+// ends the pass.
 func (r *Reconciler) publish(ctx context.Context, c *candidate, res *Result) error {
 	if err := os.MkdirAll(r.manifests, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w: check the node root", r.manifests, err)
@@ -42,9 +45,19 @@ func (r *Reconciler) publish(ctx context.Context, c *candidate, res *Result) err
 			return err
 		}
 		batch := c.pods[start:min(start+publishBatch, len(c.pods))]
+		for i := range batch {
+			if sp := &batch[i]; !r.admit(ctx, sp) {
+				res.Held = append(res.Held, HeldPod{Deployment: sp.pod.Key, Pod: sp.pod.Name, Revision: sp.pod.Revision, Reason: sp.held})
+			}
+		}
 		prepared := make([]*pendingFile, len(batch))
+		kinds := make([]string, len(batch))
 		errs := make([]error, len(batch))
-		parallel(len(batch), func(i int) { prepared[i], errs[i] = r.preparePod(ctx, &batch[i]) })
+		parallel(len(batch), func(i int) {
+			if batch[i].held == "" {
+				prepared[i], kinds[i], errs[i] = r.preparePod(ctx, &batch[i])
+			}
+		})
 		var files []*pendingFile
 		for i := range batch {
 			sp := &batch[i]
@@ -52,12 +65,13 @@ func (r *Reconciler) publish(ctx context.Context, c *candidate, res *Result) err
 			switch sp.valuesWritten {
 			case valuesInstalled:
 				r.loaded[sp.pod.Name] = sp.pod.Revision
+				delete(r.pending, sp.pod.Name)
 			case valuesFailed:
 				delete(r.loaded, sp.pod.Name)
 			}
 			if errs[i] != nil {
 				sp.failed = true
-				c.fail(r, sp.pod.Key, errs[i])
+				c.fail(r, sp.pod.Key, kinds[i], sp.pod.Revision, errs[i])
 				continue
 			}
 			if prepared[i] != nil {
@@ -92,34 +106,73 @@ func (r *Reconciler) syncManifests() error {
 	return nil
 }
 
+// admit asks the Gate whether a Pod that replaces a running revision may
+// be written now. A refusal sets sp.held to the Gate's reason and keeps
+// the values fetched for the revision for a later pass; new Pods, and
+// file changes within one revision, never ask.
+func (r *Reconciler) admit(ctx context.Context, sp *stagedPod) bool {
+	p := sp.pod
+	running := ""
+	if r.opts.Gate != nil {
+		running = r.runningRevision(p.Name)
+	}
+	if running == "" || running == p.Revision {
+		return true
+	}
+	u := Update{Deployment: p.Key, Pod: p.Name, Namespace: p.Namespace, From: running, To: p.Revision}
+	if sp.service != nil {
+		id := sp.service.ID
+		u.Service = &id
+	}
+	ok, why := r.opts.Gate.Admit(ctx, u)
+	if ok {
+		delete(r.heldLogged, p.Name)
+		return true
+	}
+	sp.held = why
+	if sp.values != nil {
+		r.pending[p.Name] = pendingValues{revision: p.Revision, values: sp.values}
+	}
+	if r.heldLogged[p.Name] != p.Revision+"\x00"+why {
+		r.heldLogged[p.Name] = p.Revision + "\x00" + why
+		r.log.Info("Pod update waits for a rollout slot: the running revision keeps serving", "deployment", p.Key.String(),
+			"running", running, "revision", p.Revision, "reason", why)
+	}
+	return false
+}
+
 // preparePod installs one Pod's identity directory and values and writes
 // its file to a temporary file, returning nil when the file already has
 // exactly these bytes. It runs concurrently for the Pods of a batch, so
 // it touches no Reconciler state: what became of the values is left in
 // sp for publish to record. With an Identity the Pod's leaf is ensured first
 // and the Pod's bytes carry its revision; a Pod whose identity fails keeps
-// its last file.
-func (r *Reconciler) preparePod(ctx context.Context, sp *stagedPod) (*pendingFile, error) {
+// its last file. kind names what failed (state.ErrorIdentity, ...).
+func (r *Reconciler) preparePod(ctx context.Context, sp *stagedPod) (*pendingFile, string, error) {
 	p := sp.pod
 	if r.opts.Identity != nil {
 		annotated, _, err := r.opts.Identity.AnnotatePod(ctx, p.YAML)
 		if err != nil {
-			return nil, fmt.Errorf("pod %s: workload identity: %w", p.Name, err)
+			return nil, state.ErrorIdentity, fmt.Errorf("pod %s: workload identity: %w", p.Name, err)
 		}
 		p.YAML = annotated
 	} else if err := r.ensureIdentityDir(p); err != nil {
-		return nil, err
+		return nil, state.ErrorFile, err
 	}
 	if sp.values != nil {
 		// Until the complete set is written, no revision's values count
 		// as installed.
 		sp.valuesWritten = valuesFailed
 		if err := mounts.Write(r.opts.Root, p, sp.values); err != nil {
-			return nil, err
+			return nil, state.ErrorSecret, err
 		}
 		sp.valuesWritten = valuesInstalled
 	}
-	return r.writeTemp(sp)
+	f, err := r.writeTemp(sp)
+	if err != nil {
+		return nil, state.ErrorFile, err
+	}
+	return f, "", nil
 }
 
 // ensureIdentityDir makes the workload identity host path exist so that
@@ -165,7 +218,7 @@ func (r *Reconciler) cleanup(c *candidate, keep map[string]bool, res *Result) er
 			err = fmt.Errorf("remove stale %s: %w", filepath.Join(r.manifests, name), err)
 			if stale {
 				pod := strings.TrimSuffix(name, ".yaml")
-				c.fail(r, state.Key{Name: pod}, err)
+				c.fail(r, state.Key{Name: pod}, state.ErrorFile, "", err)
 				keep[name] = true
 			} else {
 				r.log.Warn("temporary file left behind", "file", name, "err", err)
@@ -207,7 +260,7 @@ func (r *Reconciler) removeStaleWorkloads(c *candidate, keep map[string]bool) {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-			c.fail(r, state.Key{Name: e.Name()}, fmt.Errorf("remove the workload directory of deleted Pod %s: %w", e.Name(), err))
+			c.fail(r, state.Key{Name: e.Name()}, state.ErrorFile, "", fmt.Errorf("remove the workload directory of deleted Pod %s: %w", e.Name(), err))
 			continue
 		}
 		delete(r.loaded, e.Name())

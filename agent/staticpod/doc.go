@@ -26,6 +26,16 @@
 // old or new (never partial, since temporary files are short hidden dot
 // files kubelet ignores) and converges on the next attempt.
 //
+// When a Pod's running revision differs from the committed one, an
+// optional Gate decides when it is replaced (rolling updates): a held Pod
+// keeps its file, values and Service, is reported (Result.Held,
+// DeploymentState.Waiting), and is asked about again at the next poll. The
+// index stays the one source of what each Pod is; the Gate paces only
+// when. New Pods, deletions and file changes within one revision never
+// wait. After every pass that read the index the reconciler reports each
+// deployment's applied and desired revision and its failure, by kind
+// (Deployments, Hooks.Deployments).
+//
 // Nothing desired is an explicit empty index ({}), which podmin delete
 // leaves when it removes the last deployment. A missing bucket is
 // ErrBucketMissing, and an index absent after this node had a desired state

@@ -56,6 +56,9 @@ type Hooks struct {
 	// Published is called after a pass published the NodeGroup's state,
 	// also when some Pods were kept at their last valid state.
 	Published func(etag string, pods int)
+	// Deployments receives the state of every deployment of the NodeGroup
+	// after each pass that read the index (not after idle polls).
+	Deployments func([]DeploymentState)
 }
 
 // Options configure a Reconciler.
@@ -93,6 +96,9 @@ type Options struct {
 	// forgets the identities of Pods that left. Without it the reconciler
 	// only creates the identity directory kubelet's hostPath needs.
 	Identity Identity
+	// Gate, when set, decides when a running Pod is replaced by a new
+	// revision (rolling updates); nil replaces it at once.
+	Gate Gate
 	// Prepull, when set, fetches the images a pass adds to the node before
 	// any file changes; PrepullTimeout bounds it (0 means
 	// DefaultPrepullTimeout).
@@ -140,8 +146,15 @@ type Reconciler struct {
 	// starts with it set: a process that died before its sync left
 	// files whose bytes match, which no later rename would sync.
 	unsynced bool
-	counters counters
-	fmu      sync.Mutex
+	// pending holds values fetched for Pods the Gate held back, by Pod;
+	// heldLogged the last hold logged for each Pod.
+	pending    map[string]pendingValues
+	heldLogged map[string]string
+	counters   counters
+	fmu        sync.Mutex
+	// states are the deployments after the last pass that read the index.
+	smu    sync.Mutex
+	states []DeploymentState
 }
 
 // New checks the options and returns a Reconciler that has published
@@ -174,6 +187,7 @@ func New(opts Options) (*Reconciler, error) {
 		opts: opts, log: log.With("nodegroup", opts.NodeGroup),
 		manifests: filepath.Join(opts.Root, filepath.FromSlash(nodepod.ManifestsDir)),
 		payloads:  map[string][]byte{}, loaded: map[string]string{}, published: map[state.Key]Service{},
+		pending: map[string]pendingValues{}, heldLogged: map[string]string{},
 		unsynced: true,
 		counters: counters{pods: map[string]uint64{}, now: time.Now},
 	}, nil
@@ -218,6 +232,9 @@ type Result struct {
 	Pods, Written, Removed int
 	// Failed lists the Pods kept at their last valid state.
 	Failed []PodFailure
+	// Held lists the Pods whose new revision the Gate held back: they keep
+	// running their old one.
+	Held []HeldPod
 }
 
 // PodFailure is one Pod that a pass could not publish: its last valid
@@ -225,7 +242,13 @@ type Result struct {
 type PodFailure struct {
 	Deployment state.Key
 	Pod        string
-	Err        error
+	// Kind says what failed: state.ErrorPayload, ErrorSecret,
+	// ErrorIdentity or ErrorFile.
+	Kind string
+	// Revision is the revision the pass tried to publish ("" when the
+	// failure is about no deployment's revision, like a stale file).
+	Revision string
+	Err      error
 }
 
 // PodsFailedError reports a pass that published the NodeGroup except for
@@ -462,7 +485,9 @@ func (r *Reconciler) pass(ctx context.Context, forced bool) (Result, error) {
 	r.keepPayloads(c)
 	r.transformed = c.transformed
 	res.Failed = c.failures
-	r.retry = len(c.failures) > 0
+	// A held Pod is asked about again at the next poll (or a hint).
+	r.retry = len(c.failures) > 0 || len(res.Held) > 0
+	r.record(items, c)
 	r.counters.podFailures(c.failures)
 	if r.opts.Hooks.Published != nil {
 		r.opts.Hooks.Published(etag, res.Pods)
@@ -472,7 +497,11 @@ func (r *Reconciler) pass(ctx context.Context, forced bool) (Result, error) {
 			"removed", res.Removed, "services", len(services), "failed", len(c.failures))
 		return res, &PodsFailedError{Failures: c.failures}
 	}
-	log.Info("desired state published", "pods", res.Pods, "written", res.Written, "removed", res.Removed, "services", len(services))
+	level := slog.LevelInfo
+	if res.Written == 0 && res.Removed == 0 && len(res.Held) > 0 {
+		level = slog.LevelDebug // a pass asking again for a rollout slot
+	}
+	log.Log(ctx, level, "desired state published", "pods", res.Pods, "written", res.Written, "removed", res.Removed, "services", len(services), "held", len(res.Held))
 	return res, nil
 }
 
@@ -482,7 +511,16 @@ func (r *Reconciler) pass(ctx context.Context, forced bool) (Result, error) {
 func (r *Reconciler) servicesOf(c *candidate) []Service {
 	var out []Service
 	for _, sp := range c.pods {
-		if sp.service != nil && !sp.failed {
+		switch {
+		case sp.service == nil || sp.failed:
+		case sp.held != "":
+			// The running revision keeps serving under its Service.
+			if s, ok := r.published[sp.service.Deployment]; ok {
+				out = append(out, s)
+			} else {
+				out = append(out, *sp.service)
+			}
+		default:
 			out = append(out, *sp.service)
 		}
 	}

@@ -27,6 +27,9 @@ type stagedPod struct {
 	// failed reports that publishing it failed: it keeps its last valid
 	// state, and so does its Service.
 	failed bool
+	// held, when set, says why the Gate kept the running revision: the
+	// Pod keeps its file and values, and its Service stays as published.
+	held string
 	// valuesWritten says what publishing did to the values on the tmpfs.
 	valuesWritten valuesOutcome
 }
@@ -77,10 +80,12 @@ func (t transformed) staged() stagedPod {
 	return sp
 }
 
-// fail records that the deployment's Pod keeps its last valid state.
-func (c *candidate) fail(r *Reconciler, key state.Key, err error) {
-	r.log.Warn("Pod kept at its last valid state", "deployment", key.String(), "pod", key.Name, "err", err)
-	c.failures = append(c.failures, PodFailure{Deployment: key, Pod: key.Name, Err: err})
+// fail records that the deployment's Pod keeps its last valid state: kind
+// says what failed (state.ErrorPayload, ...), revision is the revision the
+// pass tried to publish ("" when unknown).
+func (c *candidate) fail(r *Reconciler, key state.Key, kind, revision string, err error) {
+	r.log.Warn("Pod kept at its last valid state", "deployment", key.String(), "pod", key.Name, "kind", kind, "err", err)
+	c.failures = append(c.failures, PodFailure{Deployment: key, Pod: key.Name, Kind: kind, Revision: revision, Err: err})
 }
 
 // stage fetches and verifies the referenced payloads, transforms every
@@ -112,21 +117,26 @@ func (r *Reconciler) stage(ctx context.Context, items []state.Item) (*candidate,
 	c.transformed = make(map[state.Key]transformed, len(items))
 	for i, it := range items {
 		if errs[i] != nil {
-			c.fail(r, it.Key, errs[i])
+			c.fail(r, it.Key, state.ErrorPayload, nodepod.Revision(it.Entry), errs[i])
 			continue
 		}
 		c.transformed[it.Key] = results[i]
 		sp := results[i].staged()
 		p := sp.pod
 		if len(p.Mounts) > 0 && r.loaded[p.Name] != p.Revision {
-			var err error
-			sp.values, err = mounts.Fetch(ctx, r.opts.Secrets, r.opts.Cluster, p)
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil, ctx.Err()
+			if pv, ok := r.pending[p.Name]; ok && pv.revision == p.Revision {
+				// Fetched for this revision while its Pod waited for a
+				// rollout slot: values are read once per revision.
+				sp.values = pv.values
+			} else {
+				var err error
+				if sp.values, err = mounts.Fetch(ctx, r.opts.Secrets, r.opts.Cluster, p); err != nil {
+					if ctx.Err() != nil {
+						return nil, ctx.Err()
+					}
+					c.fail(r, it.Key, state.ErrorSecret, p.Revision, err)
+					continue
 				}
-				c.fail(r, it.Key, err)
-				continue
 			}
 		}
 		c.pods = append(c.pods, sp)

@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"podmin.dev/podmin/internal/paths"
+	"podmin.dev/podmin/internal/state"
 )
 
 // publishBatch is how many Pods publish prepares before it syncs their
@@ -101,7 +102,7 @@ func (r *Reconciler) renameFiles(ctx context.Context, c *candidate, files []*pen
 		if pf.err != nil {
 			_ = os.Remove(pf.tmp.Name())
 			pf.pod.failed = true
-			c.fail(r, p.Key, fmt.Errorf("write %s: %w", pf.dst, pf.err))
+			c.fail(r, p.Key, state.ErrorFile, p.Revision, fmt.Errorf("write %s: %w", pf.dst, pf.err))
 			continue
 		}
 		if err := r.step(StepRename, p.File); err != nil {
@@ -110,7 +111,7 @@ func (r *Reconciler) renameFiles(ctx context.Context, c *candidate, files []*pen
 		if err := os.Rename(pf.tmp.Name(), pf.dst); err != nil {
 			_ = os.Remove(pf.tmp.Name())
 			pf.pod.failed = true
-			c.fail(r, p.Key, fmt.Errorf("write %s: %w", pf.dst, err))
+			c.fail(r, p.Key, state.ErrorFile, p.Revision, fmt.Errorf("write %s: %w", pf.dst, err))
 			continue
 		}
 		r.unsynced = true

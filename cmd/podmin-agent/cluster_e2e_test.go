@@ -91,33 +91,7 @@ func (k *podsKubelet) ListPods(context.Context, *podsapi.ListPodsRequest) (*pods
 }
 
 func (k *podsKubelet) WatchPods(_ *podsapi.WatchPodsRequest, s grpc.ServerStreamingServer[podsapi.WatchPodsEvent]) error {
-	sent := map[string][]byte{}
-	for synced := false; ; synced = true {
-		for name, b := range k.pods() {
-			typ := podsapi.EventType_ADDED
-			if old, ok := sent[name]; ok {
-				if string(old) == string(b) {
-					continue
-				}
-				typ = podsapi.EventType_MODIFIED
-			}
-			if err := s.Send(&podsapi.WatchPodsEvent{Type: typ, Pod: b}); err != nil {
-				return err
-			}
-			sent[name] = b
-		}
-		if !synced {
-			// The first round is the initial list.
-			if err := s.Send(&podsapi.WatchPodsEvent{Type: podsapi.EventType_INITIAL_SYNC_COMPLETE}); err != nil {
-				return err
-			}
-		}
-		select {
-		case <-s.Context().Done():
-			return nil
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	return streamPods(s, k.pods, nil, 50*time.Millisecond)
 }
 
 // startKubelet serves a kubelet Pods API beneath root before the agent

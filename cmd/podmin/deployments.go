@@ -36,6 +36,15 @@ It reports created, updated or unchanged; an identical re-deploy writes nothing,
 unless a payload the index names is missing or corrupt in the bucket: then it
 rewrites it and reports repaired.
 
+With --wait (or --wait=ready) deploy then waits until every expected node of the
+NodeGroup runs the committed revision and kubelet reports it ready; --wait=applied
+waits until every node runs it. Nodes replace a running Pod one rollout slot at a
+time, as the DaemonSet's updateStrategy (maxUnavailable, default 1) allows, so the
+wait covers the whole rolling update. It shows progress on standard error, exits
+124 when --timeout passes first (naming what is missing: nodes not ready, waiting
+for a slot, missing), and 1 when a node reports an error for the revision (the
+deployment stays committed) or another commit replaces it.
+
 A write whose reply was lost is resolved by reading the index back; when that
 cannot prove whether it landed (other writers changed the index meanwhile), deploy
 exits 6 and writes nothing more: run "podmin list" to check, then repeat it if
@@ -44,7 +53,8 @@ needed.
 Deployment identity is NODEGROUP/NAME: deploying a same-named DaemonSet from
 another namespace replaces the entry, and deploy warns when it does.`,
 		Example: `  podmin deploy web -g workers --image hello:v1 --service
-  podmin deploy web -g workers -f daemonset.yaml --image web=hello:v2`,
+  podmin deploy web -g workers -f daemonset.yaml --image web=hello:v2
+  podmin deploy web -g workers --image hello:v2 --wait --timeout 5m`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(out); err != nil {
@@ -52,7 +62,13 @@ another namespace replaces the entry, and deploy warns when it does.`,
 			}
 			opts.Name = args[0]
 			res, err := env.Deploy(cmd.Context(), opts)
+			if err != nil && res.Wait == nil {
+				return err
+			}
 			if err != nil {
+				// Committed, but the wait failed: the result still goes
+				// to standard output.
+				_ = printResult(cmd.OutOrStdout(), out, res, func(w io.Writer) error { return nil })
 				return err
 			}
 			for _, p := range res.Repaired {
@@ -72,7 +88,11 @@ another namespace replaces the entry, and deploy warns when it does.`,
 				default:
 					fmt.Fprintf(w, "%s %s: desired state committed to deployments/index.json in bucket %s\n", target, res.Action, res.Bucket)
 				}
-				_, err := fmt.Fprintf(w, "nodes in NodeGroup %s reconcile it asynchronously; this does not mean the Pod is running\n", res.NodeGroup)
+				if res.Wait != nil {
+					_, err := fmt.Fprint(w, waitNote(res.Wait))
+					return err
+				}
+				_, err := fmt.Fprintf(w, "nodes in NodeGroup %s reconcile it asynchronously; this does not mean the Pod is running (--wait waits for it)\n", res.NodeGroup)
 				return err
 			})
 		},
@@ -81,6 +101,7 @@ another namespace replaces the entry, and deploy warns when it does.`,
 	addManifestFlags(f, &opts.ManifestOptions)
 	f.StringVar(&opts.Namespace, "namespace", "", "namespace of the built-in DaemonSet and its Service (default \"default\")")
 	f.StringVarP(&opts.File, "file", "f", "", "deploy this manifest instead of the built-in one (- reads standard input)")
+	addWaitFlag(cmd, &opts.Wait, "after the commit, wait")
 	addOutputFlag(cmd, &out)
 	requireFlags(cmd, "nodegroup")
 	checkUsage(cmd, func(args []string) error {

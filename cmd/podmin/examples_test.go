@@ -289,6 +289,10 @@ func TestInitThenDeployExamplesRun(t *testing.T) {
 	}
 	initExamples := exampleCommands(find("init").Example)
 	c.ok(initExamples[0]...)
+	// A wait is answered by a fake leader that reports each committed
+	// revision ready, as agents with kubelets would.
+	stop := newFakeLeaderAt(t, filepath.Join(c.root, "bucket")).follow()
+	defer stop()
 	for _, args := range exampleCommands(find("deploy").Example) {
 		c.ok(args...)
 	}

@@ -319,6 +319,7 @@ func TestExitCodeContract(t *testing.T) {
 	rows = append(rows, installExitRows(t, fresh, other)...)
 	rows = append(rows, fetchExitRows(t, fresh, c)...)
 	rows = append(rows, indexExitRows(t, fresh)...)
+	rows = append(rows, statusExitRows(t, fresh, c)...)
 	if len(rows) < 100 {
 		t.Fatalf("%d rows, want at least 100", len(rows))
 	}
@@ -437,5 +438,33 @@ func TestSignalExitCodes(t *testing.T) {
 				t.Errorf("a stack dump:\n%s", stderr)
 			}
 		})
+	}
+}
+
+// statusExitRows are status's rows of the exit-code table.
+func statusExitRows(t *testing.T, fresh, c *cli) []exitRow {
+	s := newCLI(t)
+	s.ok("connect", "demo", "--provider", "local", "--bucket", "demo-bucket")
+	s.ok("deploy", "web", "-g", "workers", "--image", "hello:v1")
+	failing := newCLI(t)
+	failing.ok("connect", "demo", "--provider", "local", "--bucket", "demo-bucket")
+	failing.ok("deploy", "web", "-g", "workers", "--image", "hello:v1")
+	newFakeLeader(failing).publish(3, 3, state.NotReady, "kubelet")
+	return []exitRow{
+		{c, exitOK, "", []string{"status"}},
+		{s, exitOK, "", []string{"status", "web", "-g", "workers", "-o", "json"}},
+		{failing, exitOK, "", []string{"status", "-g", "workers"}},
+		{s, exitDeadline, "waiting for workers/web revision", []string{"status", "web", "-g", "workers", "--wait", "--timeout", "1s"}},
+		{s, exitDeadline, "waiting for workers/web revision", []string{"deploy", "web", "-g", "workers", "--image", "hello:v1", "--wait=applied", "--timeout", "1s"}},
+		{failing, exitFailed, "a node reports an error for the revision", []string{"status", "web", "-g", "workers", "--wait"}},
+		{fresh, exitUsage, "a deployment name needs its NodeGroup", []string{"status", "web"}},
+		{fresh, exitUsage, `unknown wait goal "soon"`, []string{"status", "-g", "workers", "--wait=soon"}},
+		{fresh, exitUsage, `invalid NodeGroup ID "Bad_Group"`, []string{"status", "-g", "Bad_Group"}},
+		{fresh, exitUsage, "accepts at most 1 arg(s)", []string{"status", "a", "b"}},
+		{s, exitNotFound, "deployment workers/nope is not in the deployment index", []string{"status", "nope", "-g", "workers"}},
+		// The same gates inside a recipe keep their commands' statuses.
+		{s, exitDeadline, "waiting for workers/web revision", []string{"run", s.script("wait.star", "podmin.deployments.wait(\"web\", nodegroup = \"workers\", timeout = \"1s\")\n")}},
+		{failing, exitFailed, "a node reports an error for the revision", []string{"run", failing.script("werr.star", "podmin.deployments.wait(\"web\", nodegroup = \"workers\")\n")}},
+		{failing, exitFailed, "a node reports an error for the revision", []string{"run", failing.script("derr.star", "podmin.deployments.deploy(\"web\", nodegroup = \"workers\", image = \"hello:v1\", wait = \"ready\")\n")}},
 	}
 }

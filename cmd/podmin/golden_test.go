@@ -80,6 +80,7 @@ func TestJSONGolden(t *testing.T) {
 		{"deploy", []string{"deploy", "web", "-g", "workers", "-f", manifest}},
 		{"deploy-service", []string{"deploy", "api", "-g", "workers", "--image", "hello:v1", "--service"}},
 		{"list", []string{"list"}},
+		{"status", []string{"status", "-g", "workers"}},
 		{"preview", []string{"preview", "-g", "workers"}},
 		{"secret-create", []string{"secret", "create", "token", "--for", "web", "--file", value}},
 		{"secret-update", []string{"secret", "update", "token", "--for", "web", "--file", value}},

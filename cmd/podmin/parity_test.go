@@ -44,6 +44,7 @@ var (
 	parityExemptBuiltins = map[string]string{
 		"contexts.current": "Starlark-only accessor: the CLI shows the current context in \"podmin use\"",
 		"deployments.get":  "Starlark-only lookup built on list, for expected absence via default=",
+		"deployments.wait": "the gate of status --wait and deploy --wait as a call of its own: until is --wait's value, timeout the command's --timeout",
 		"secret":           "Starlark-only constructor of an opaque secret value: the CLI reads values from a prompt, --stdin or --file",
 		"secrets.read":     "Starlark-only: a script receives an opaque secret; the CLI never prints a value",
 	}

@@ -122,7 +122,7 @@ func TestREADMEDocumentsTheJSONSchemas(t *testing.T) {
 	section, _, _ = strings.Cut(section, "\n#")
 	golden := map[string][]string{
 		"connect": {"connect"}, "use": {"use-list"}, "use CLUSTER": {"use"}, "init": {"init"},
-		"validate": {"validate"}, "deploy": {"deploy", "deploy-service"}, "list": {"list"},
+		"validate": {"validate"}, "deploy": {"deploy", "deploy-service"}, "list": {"list"}, "status": {"status"},
 		"delete": {"delete", "delete-absent"}, "preview": {"preview"}, "build": {"build"}, "pull": {"pull"},
 		"push": {"push"}, "secret create": {"secret-create"}, "update": {"secret-update"},
 		"delete (secret)": {"secret-delete"}, "restore": {"secret-restore"}, "destroy (secret)": {"secret-destroy"},

@@ -86,6 +86,7 @@ func Extract(data []byte, opts ExtractOptions) (*Result, error) {
 
 	r := &Result{Name: ds.Name, Namespace: cmp.Or(ds.Namespace, DefaultNamespace), Service: svc}
 	r.NodeGroup = checkDaemonSet(&p, &ds, dsDoc.object, opts)
+	maxUnavailable := checkUpdateStrategy(&p, ds.Spec.UpdateStrategy)
 	tmpl := ds.Spec.Template
 	if svc != nil {
 		if svc.Namespace != r.Namespace {
@@ -119,6 +120,12 @@ func Extract(data []byte, opts ExtractOptions) (*Result, error) {
 			annotations = map[string]string{}
 		}
 		annotations[ServiceAnnotation] = svc.Name
+	}
+	if maxUnavailable != "" {
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		annotations[MaxUnavailableAnnotation] = maxUnavailable
 	}
 	r.Pod = &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},

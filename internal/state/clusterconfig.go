@@ -52,3 +52,44 @@ func ReadClusterSettings(ctx context.Context, store objstore.Store, cluster stri
 	}
 	return s, true, nil
 }
+
+// NodeGroupSizes reads the configured size of every NodeGroup from the
+// cluster configuration's bytes. Setup publishes "nodegroups" as a list of
+// {"name", "size"} on a local context and as a map from name to
+// {"size", ...} on AWS; both are read. A NodeGroup without a size is left
+// out: its size is unknown.
+func NodeGroupSizes(data []byte) (map[string]int, error) {
+	var doc struct {
+		NodeGroups json.RawMessage `json:"nodegroups"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("the cluster configuration %s is not valid JSON: %w: run podmin setup again to republish it", TFVarsPath, err)
+	}
+	type group struct {
+		Name string `json:"name"`
+		Size *int   `json:"size"`
+	}
+	out := map[string]int{}
+	if len(doc.NodeGroups) == 0 || string(doc.NodeGroups) == "null" {
+		return out, nil
+	}
+	var list []group
+	if err := json.Unmarshal(doc.NodeGroups, &list); err == nil {
+		for _, g := range list {
+			if g.Name != "" && g.Size != nil && *g.Size >= 0 {
+				out[g.Name] = *g.Size
+			}
+		}
+		return out, nil
+	}
+	var byName map[string]group
+	if err := json.Unmarshal(doc.NodeGroups, &byName); err != nil {
+		return nil, fmt.Errorf("the cluster configuration %s: \"nodegroups\" is neither a list nor a map of NodeGroups: run podmin setup again to republish it", TFVarsPath)
+	}
+	for name, g := range byName {
+		if g.Size != nil && *g.Size >= 0 {
+			out[name] = *g.Size
+		}
+	}
+	return out, nil
+}

@@ -182,4 +182,16 @@
 // its digest, so nothing is read between the index read and its
 // conditional write. An entry whose namespace cannot be read is not
 // reported as a replacement: the warning only states what is known.
+//
+// # Observed state
+//
+// status/nodegroups/<nodegroup>.json (NodeGroupStatusPath) is what the
+// nodes of one NodeGroup report about each of its deployments, published
+// by the coordination leader (NodeGroupStatus): the revision each node's
+// static Pod runs, kubelet readiness, restarts and errors, the expected
+// node count from the cluster configuration (NodeGroupSizes) and the
+// leader's rollout slots. It is rewritten only when it changes; a reader
+// proves it current with the lease (ReadLease): the leader of its term
+// must hold a live one. It is observation, never desired state: nothing
+// reconciles from it.
 package state

@@ -42,7 +42,22 @@ const (
 	NodeGroupsPrefix = "nodegroups/"
 	// ServicesPrefix holds the content-addressed Service payloads.
 	ServicesPrefix = "services/"
+	// NodeGroupStatusPrefix holds the observed state the coordination
+	// leader publishes, one object per NodeGroup.
+	NodeGroupStatusPrefix = "status/nodegroups/"
 )
+
+// NodeGroupStatusPath is status/nodegroups/<nodegroup>.json, the observed
+// state of one NodeGroup (NodeGroupStatus): what each of its nodes reports
+// about each deployment. Only the coordination leader writes it, and only
+// when it changes, so reading a NodeGroup's status is one GET whatever the
+// number of nodes.
+func NodeGroupStatusPath(nodegroup string) (string, error) {
+	if err := validateNodeGroup(nodegroup); err != nil {
+		return "", err
+	}
+	return NodeGroupStatusPrefix + nodegroup + ".json", nil
+}
 
 // DependencyPath is dependencies/<name>/<file> for one versioned dependency file.
 func DependencyPath(name, file string) (string, error) {

@@ -28,6 +28,60 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Readiness is kubelet's PodReady for a node's Pod of a deployment.
+type Readiness int32
+
+const (
+	Readiness_READINESS_UNSPECIFIED Readiness = 0
+	Readiness_READINESS_READY       Readiness = 1
+	Readiness_READINESS_NOT_READY   Readiness = 2
+	// READINESS_UNKNOWN: no kubelet Pods API answers on the node.
+	Readiness_READINESS_UNKNOWN Readiness = 3
+)
+
+// Enum value maps for Readiness.
+var (
+	Readiness_name = map[int32]string{
+		0: "READINESS_UNSPECIFIED",
+		1: "READINESS_READY",
+		2: "READINESS_NOT_READY",
+		3: "READINESS_UNKNOWN",
+	}
+	Readiness_value = map[string]int32{
+		"READINESS_UNSPECIFIED": 0,
+		"READINESS_READY":       1,
+		"READINESS_NOT_READY":   2,
+		"READINESS_UNKNOWN":     3,
+	}
+)
+
+func (x Readiness) Enum() *Readiness {
+	p := new(Readiness)
+	*p = x
+	return p
+}
+
+func (x Readiness) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Readiness) Descriptor() protoreflect.EnumDescriptor {
+	return file_coordination_proto_enumTypes[0].Descriptor()
+}
+
+func (Readiness) Type() protoreflect.EnumType {
+	return &file_coordination_proto_enumTypes[0]
+}
+
+func (x Readiness) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Readiness.Descriptor instead.
+func (Readiness) EnumDescriptor() ([]byte, []int) {
+	return file_coordination_proto_rawDescGZIP(), []int{0}
+}
+
 type Hint_Kind int32
 
 const (
@@ -36,19 +90,23 @@ const (
 	Hint_INDEX_CHANGED Hint_Kind = 1
 	// SNAPSHOT_CHANGED: a new Service snapshot is available.
 	Hint_SNAPSHOT_CHANGED Hint_Kind = 2
+	// SLOT_FREED: a rollout slot freed; nodes waiting for one ask again.
+	Hint_SLOT_FREED Hint_Kind = 200
 )
 
 // Enum value maps for Hint_Kind.
 var (
 	Hint_Kind_name = map[int32]string{
-		0: "KIND_UNSPECIFIED",
-		1: "INDEX_CHANGED",
-		2: "SNAPSHOT_CHANGED",
+		0:   "KIND_UNSPECIFIED",
+		1:   "INDEX_CHANGED",
+		2:   "SNAPSHOT_CHANGED",
+		200: "SLOT_FREED",
 	}
 	Hint_Kind_value = map[string]int32{
 		"KIND_UNSPECIFIED": 0,
 		"INDEX_CHANGED":    1,
 		"SNAPSHOT_CHANGED": 2,
+		"SLOT_FREED":       200,
 	}
 )
 
@@ -63,11 +121,11 @@ func (x Hint_Kind) String() string {
 }
 
 func (Hint_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_coordination_proto_enumTypes[0].Descriptor()
+	return file_coordination_proto_enumTypes[1].Descriptor()
 }
 
 func (Hint_Kind) Type() protoreflect.EnumType {
-	return &file_coordination_proto_enumTypes[0]
+	return &file_coordination_proto_enumTypes[1]
 }
 
 func (x Hint_Kind) Number() protoreflect.EnumNumber {
@@ -1009,6 +1067,428 @@ func (*NotifyResponse) Descriptor() ([]byte, []int) {
 	return file_coordination_proto_rawDescGZIP(), []int{15}
 }
 
+// DeploymentReport is what a node knows of one deployment of its
+// NodeGroup.
+type DeploymentReport struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// revision is the podmin.dev/revision of the node's static Pod file, ""
+	// when it has none; applied_at_unix_ms is when the node wrote it.
+	Revision        string `protobuf:"bytes,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	AppliedAtUnixMs int64  `protobuf:"varint,3,opt,name=applied_at_unix_ms,json=appliedAtUnixMs,proto3" json:"applied_at_unix_ms,omitempty"`
+	// desired is the revision the node read from the deployment index.
+	Desired   string    `protobuf:"bytes,4,opt,name=desired,proto3" json:"desired,omitempty"`
+	Readiness Readiness `protobuf:"varint,5,opt,name=readiness,proto3,enum=podmin.coordination.v1.Readiness" json:"readiness,omitempty"`
+	// reason says why the Pod is not ready, or why readiness is unknown.
+	Reason   string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	Restarts uint32 `protobuf:"varint,7,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	// waiting says why the node has not applied desired yet (it waits for
+	// a rollout slot), empty otherwise.
+	Waiting string         `protobuf:"bytes,8,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	Error   *ReportedError `protobuf:"bytes,9,opt,name=error,proto3" json:"error,omitempty"`
+	// granted is the revision of a slot the node holds and has not applied
+	// yet, so that a new leader counts it.
+	Granted       string `protobuf:"bytes,10,opt,name=granted,proto3" json:"granted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeploymentReport) Reset() {
+	*x = DeploymentReport{}
+	mi := &file_coordination_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeploymentReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeploymentReport) ProtoMessage() {}
+
+func (x *DeploymentReport) ProtoReflect() protoreflect.Message {
+	mi := &file_coordination_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeploymentReport.ProtoReflect.Descriptor instead.
+func (*DeploymentReport) Descriptor() ([]byte, []int) {
+	return file_coordination_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *DeploymentReport) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeploymentReport) GetRevision() string {
+	if x != nil {
+		return x.Revision
+	}
+	return ""
+}
+
+func (x *DeploymentReport) GetAppliedAtUnixMs() int64 {
+	if x != nil {
+		return x.AppliedAtUnixMs
+	}
+	return 0
+}
+
+func (x *DeploymentReport) GetDesired() string {
+	if x != nil {
+		return x.Desired
+	}
+	return ""
+}
+
+func (x *DeploymentReport) GetReadiness() Readiness {
+	if x != nil {
+		return x.Readiness
+	}
+	return Readiness_READINESS_UNSPECIFIED
+}
+
+func (x *DeploymentReport) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *DeploymentReport) GetRestarts() uint32 {
+	if x != nil {
+		return x.Restarts
+	}
+	return 0
+}
+
+func (x *DeploymentReport) GetWaiting() string {
+	if x != nil {
+		return x.Waiting
+	}
+	return ""
+}
+
+func (x *DeploymentReport) GetError() *ReportedError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *DeploymentReport) GetGranted() string {
+	if x != nil {
+		return x.Granted
+	}
+	return ""
+}
+
+// ReportedError is a node's last error for a deployment.
+type ReportedError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// kind is payload, secret, identity, file or kubelet.
+	Kind    string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// revision is the revision the error is about.
+	Revision      string `protobuf:"bytes,3,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportedError) Reset() {
+	*x = ReportedError{}
+	mi := &file_coordination_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportedError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportedError) ProtoMessage() {}
+
+func (x *ReportedError) ProtoReflect() protoreflect.Message {
+	mi := &file_coordination_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportedError.ProtoReflect.Descriptor instead.
+func (*ReportedError) Descriptor() ([]byte, []int) {
+	return file_coordination_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ReportedError) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ReportedError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *ReportedError) GetRevision() string {
+	if x != nil {
+		return x.Revision
+	}
+	return ""
+}
+
+// StatusReport replaces every deployment report of the caller.
+type StatusReport struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Deployments []*DeploymentReport    `protobuf:"bytes,1,rep,name=deployments,proto3" json:"deployments,omitempty"`
+	// kubelet tells whether the node follows a kubelet Pods API.
+	Kubelet       bool `protobuf:"varint,2,opt,name=kubelet,proto3" json:"kubelet,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatusReport) Reset() {
+	*x = StatusReport{}
+	mi := &file_coordination_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatusReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatusReport) ProtoMessage() {}
+
+func (x *StatusReport) ProtoReflect() protoreflect.Message {
+	mi := &file_coordination_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatusReport.ProtoReflect.Descriptor instead.
+func (*StatusReport) Descriptor() ([]byte, []int) {
+	return file_coordination_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *StatusReport) GetDeployments() []*DeploymentReport {
+	if x != nil {
+		return x.Deployments
+	}
+	return nil
+}
+
+func (x *StatusReport) GetKubelet() bool {
+	if x != nil {
+		return x.Kubelet
+	}
+	return false
+}
+
+type StatusReportResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatusReportResponse) Reset() {
+	*x = StatusReportResponse{}
+	mi := &file_coordination_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatusReportResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatusReportResponse) ProtoMessage() {}
+
+func (x *StatusReportResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coordination_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatusReportResponse.ProtoReflect.Descriptor instead.
+func (*StatusReportResponse) Descriptor() ([]byte, []int) {
+	return file_coordination_proto_rawDescGZIP(), []int{19}
+}
+
+type SlotRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// deployment is the deployment's name in the caller's NodeGroup;
+	// revision the revision the caller wants to apply.
+	Deployment string `protobuf:"bytes,1,opt,name=deployment,proto3" json:"deployment,omitempty"`
+	Revision   string `protobuf:"bytes,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	// endpoints are the caller's ready endpoints without those of the Pod
+	// to be replaced; they replace its endpoints when the slot is granted.
+	Endpoints     []*ReportedEndpoint `protobuf:"bytes,3,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SlotRequest) Reset() {
+	*x = SlotRequest{}
+	mi := &file_coordination_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SlotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SlotRequest) ProtoMessage() {}
+
+func (x *SlotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coordination_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SlotRequest.ProtoReflect.Descriptor instead.
+func (*SlotRequest) Descriptor() ([]byte, []int) {
+	return file_coordination_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *SlotRequest) GetDeployment() string {
+	if x != nil {
+		return x.Deployment
+	}
+	return ""
+}
+
+func (x *SlotRequest) GetRevision() string {
+	if x != nil {
+		return x.Revision
+	}
+	return ""
+}
+
+func (x *SlotRequest) GetEndpoints() []*ReportedEndpoint {
+	if x != nil {
+		return x.Endpoints
+	}
+	return nil
+}
+
+type SlotResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Granted bool                   `protobuf:"varint,1,opt,name=granted,proto3" json:"granted,omitempty"`
+	// reason says why the slot was not granted (who holds the slots).
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// term, generation and revision name the snapshot written without the
+	// withdrawn endpoints when granted.
+	Term             uint64 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
+	Generation       uint64 `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
+	SnapshotRevision uint64 `protobuf:"varint,5,opt,name=snapshot_revision,json=snapshotRevision,proto3" json:"snapshot_revision,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *SlotResponse) Reset() {
+	*x = SlotResponse{}
+	mi := &file_coordination_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SlotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SlotResponse) ProtoMessage() {}
+
+func (x *SlotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coordination_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SlotResponse.ProtoReflect.Descriptor instead.
+func (*SlotResponse) Descriptor() ([]byte, []int) {
+	return file_coordination_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *SlotResponse) GetGranted() bool {
+	if x != nil {
+		return x.Granted
+	}
+	return false
+}
+
+func (x *SlotResponse) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *SlotResponse) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *SlotResponse) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *SlotResponse) GetSnapshotRevision() uint64 {
+	if x != nil {
+		return x.SnapshotRevision
+	}
+	return 0
+}
+
 var File_coordination_proto protoreflect.FileDescriptor
 
 const file_coordination_proto_rawDesc = "" +
@@ -1067,7 +1547,7 @@ const file_coordination_proto_rawDesc = "" +
 	"generation\x12\x1a\n" +
 	"\brevision\x18\x03 \x01(\x04R\brevision\"\x11\n" +
 	"\x0fSnapshotRequest\"\x0e\n" +
-	"\fWatchRequest\"\xa8\x02\n" +
+	"\fWatchRequest\"\xb9\x02\n" +
 	"\x04Hint\x125\n" +
 	"\x04kind\x18\x01 \x01(\x0e2!.podmin.coordination.v1.Hint.KindR\x04kind\x12\x1d\n" +
 	"\n" +
@@ -1077,22 +1557,65 @@ const file_coordination_proto_rawDesc = "" +
 	"generation\x12\x1a\n" +
 	"\brevision\x18\x04 \x01(\x04R\brevision\x12$\n" +
 	"\x0eindex_write_id\x18d \x01(\tR\findexWriteId\x12!\n" +
-	"\findex_polled\x18e \x01(\bR\vindexPolled\"E\n" +
+	"\findex_polled\x18e \x01(\bR\vindexPolled\"V\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rINDEX_CHANGED\x10\x01\x12\x14\n" +
-	"\x10SNAPSHOT_CHANGED\x10\x02\".\n" +
+	"\x10SNAPSHOT_CHANGED\x10\x02\x12\x0f\n" +
+	"\n" +
+	"SLOT_FREED\x10\xc8\x01\".\n" +
 	"\rNotifyRequest\x12\x1d\n" +
 	"\n" +
 	"index_etag\x18\x01 \x01(\tR\tindexEtag\"\x10\n" +
-	"\x0eNotifyResponse2\xaf\x04\n" +
+	"\x0eNotifyResponse\"\xef\x02\n" +
+	"\x10DeploymentReport\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\brevision\x18\x02 \x01(\tR\brevision\x12+\n" +
+	"\x12applied_at_unix_ms\x18\x03 \x01(\x03R\x0fappliedAtUnixMs\x12\x18\n" +
+	"\adesired\x18\x04 \x01(\tR\adesired\x12?\n" +
+	"\treadiness\x18\x05 \x01(\x0e2!.podmin.coordination.v1.ReadinessR\treadiness\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\x12\x1a\n" +
+	"\brestarts\x18\a \x01(\rR\brestarts\x12\x18\n" +
+	"\awaiting\x18\b \x01(\tR\awaiting\x12;\n" +
+	"\x05error\x18\t \x01(\v2%.podmin.coordination.v1.ReportedErrorR\x05error\x12\x18\n" +
+	"\agranted\x18\n" +
+	" \x01(\tR\agranted\"Y\n" +
+	"\rReportedError\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1a\n" +
+	"\brevision\x18\x03 \x01(\tR\brevision\"t\n" +
+	"\fStatusReport\x12J\n" +
+	"\vdeployments\x18\x01 \x03(\v2(.podmin.coordination.v1.DeploymentReportR\vdeployments\x12\x18\n" +
+	"\akubelet\x18\x02 \x01(\bR\akubelet\"\x16\n" +
+	"\x14StatusReportResponse\"\x91\x01\n" +
+	"\vSlotRequest\x12\x1e\n" +
+	"\n" +
+	"deployment\x18\x01 \x01(\tR\n" +
+	"deployment\x12\x1a\n" +
+	"\brevision\x18\x02 \x01(\tR\brevision\x12F\n" +
+	"\tendpoints\x18\x03 \x03(\v2(.podmin.coordination.v1.ReportedEndpointR\tendpoints\"\xa1\x01\n" +
+	"\fSlotResponse\x12\x18\n" +
+	"\agranted\x18\x01 \x01(\bR\agranted\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x12\n" +
+	"\x04term\x18\x03 \x01(\x04R\x04term\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x04 \x01(\x04R\n" +
+	"generation\x12+\n" +
+	"\x11snapshot_revision\x18\x05 \x01(\x04R\x10snapshotRevision*k\n" +
+	"\tReadiness\x12\x19\n" +
+	"\x15READINESS_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fREADINESS_READY\x10\x01\x12\x17\n" +
+	"\x13READINESS_NOT_READY\x10\x02\x12\x15\n" +
+	"\x11READINESS_UNKNOWN\x10\x032\xed\x05\n" +
 	"\fCoordination\x12T\n" +
 	"\x05Hello\x12$.podmin.coordination.v1.HelloRequest\x1a%.podmin.coordination.v1.HelloResponse\x12a\n" +
 	"\x0fReportEndpoints\x12&.podmin.coordination.v1.EndpointReport\x1a&.podmin.coordination.v1.ReportResponse\x12\\\n" +
 	"\bSnapshot\x12'.podmin.coordination.v1.SnapshotRequest\x1a'.podmin.coordination.v1.ServiceSnapshot\x12M\n" +
 	"\x05Watch\x12$.podmin.coordination.v1.WatchRequest\x1a\x1c.podmin.coordination.v1.Hint0\x01\x12c\n" +
 	"\x12NotifyIndexChanged\x12%.podmin.coordination.v1.NotifyRequest\x1a&.podmin.coordination.v1.NotifyResponse\x12T\n" +
-	"\x05Leave\x12$.podmin.coordination.v1.LeaveRequest\x1a%.podmin.coordination.v1.LeaveResponseB,Z*podmin.dev/podmin/agent/api/coordinationpbb\x06proto3"
+	"\x05Leave\x12$.podmin.coordination.v1.LeaveRequest\x1a%.podmin.coordination.v1.LeaveResponse\x12b\n" +
+	"\fReportStatus\x12$.podmin.coordination.v1.StatusReport\x1a,.podmin.coordination.v1.StatusReportResponse\x12X\n" +
+	"\vAcquireSlot\x12#.podmin.coordination.v1.SlotRequest\x1a$.podmin.coordination.v1.SlotResponseB,Z*podmin.dev/podmin/agent/api/coordinationpbb\x06proto3"
 
 var (
 	file_coordination_proto_rawDescOnce sync.Once
@@ -1106,50 +1629,65 @@ func file_coordination_proto_rawDescGZIP() []byte {
 	return file_coordination_proto_rawDescData
 }
 
-var file_coordination_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_coordination_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_coordination_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_coordination_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_coordination_proto_goTypes = []any{
-	(Hint_Kind)(0),           // 0: podmin.coordination.v1.Hint.Kind
-	(*ServiceSnapshot)(nil),  // 1: podmin.coordination.v1.ServiceSnapshot
-	(*Node)(nil),             // 2: podmin.coordination.v1.Node
-	(*Service)(nil),          // 3: podmin.coordination.v1.Service
-	(*Endpoint)(nil),         // 4: podmin.coordination.v1.Endpoint
-	(*HelloRequest)(nil),     // 5: podmin.coordination.v1.HelloRequest
-	(*HelloResponse)(nil),    // 6: podmin.coordination.v1.HelloResponse
-	(*EndpointReport)(nil),   // 7: podmin.coordination.v1.EndpointReport
-	(*ReportedEndpoint)(nil), // 8: podmin.coordination.v1.ReportedEndpoint
-	(*ReportResponse)(nil),   // 9: podmin.coordination.v1.ReportResponse
-	(*LeaveRequest)(nil),     // 10: podmin.coordination.v1.LeaveRequest
-	(*LeaveResponse)(nil),    // 11: podmin.coordination.v1.LeaveResponse
-	(*SnapshotRequest)(nil),  // 12: podmin.coordination.v1.SnapshotRequest
-	(*WatchRequest)(nil),     // 13: podmin.coordination.v1.WatchRequest
-	(*Hint)(nil),             // 14: podmin.coordination.v1.Hint
-	(*NotifyRequest)(nil),    // 15: podmin.coordination.v1.NotifyRequest
-	(*NotifyResponse)(nil),   // 16: podmin.coordination.v1.NotifyResponse
+	(Readiness)(0),               // 0: podmin.coordination.v1.Readiness
+	(Hint_Kind)(0),               // 1: podmin.coordination.v1.Hint.Kind
+	(*ServiceSnapshot)(nil),      // 2: podmin.coordination.v1.ServiceSnapshot
+	(*Node)(nil),                 // 3: podmin.coordination.v1.Node
+	(*Service)(nil),              // 4: podmin.coordination.v1.Service
+	(*Endpoint)(nil),             // 5: podmin.coordination.v1.Endpoint
+	(*HelloRequest)(nil),         // 6: podmin.coordination.v1.HelloRequest
+	(*HelloResponse)(nil),        // 7: podmin.coordination.v1.HelloResponse
+	(*EndpointReport)(nil),       // 8: podmin.coordination.v1.EndpointReport
+	(*ReportedEndpoint)(nil),     // 9: podmin.coordination.v1.ReportedEndpoint
+	(*ReportResponse)(nil),       // 10: podmin.coordination.v1.ReportResponse
+	(*LeaveRequest)(nil),         // 11: podmin.coordination.v1.LeaveRequest
+	(*LeaveResponse)(nil),        // 12: podmin.coordination.v1.LeaveResponse
+	(*SnapshotRequest)(nil),      // 13: podmin.coordination.v1.SnapshotRequest
+	(*WatchRequest)(nil),         // 14: podmin.coordination.v1.WatchRequest
+	(*Hint)(nil),                 // 15: podmin.coordination.v1.Hint
+	(*NotifyRequest)(nil),        // 16: podmin.coordination.v1.NotifyRequest
+	(*NotifyResponse)(nil),       // 17: podmin.coordination.v1.NotifyResponse
+	(*DeploymentReport)(nil),     // 18: podmin.coordination.v1.DeploymentReport
+	(*ReportedError)(nil),        // 19: podmin.coordination.v1.ReportedError
+	(*StatusReport)(nil),         // 20: podmin.coordination.v1.StatusReport
+	(*StatusReportResponse)(nil), // 21: podmin.coordination.v1.StatusReportResponse
+	(*SlotRequest)(nil),          // 22: podmin.coordination.v1.SlotRequest
+	(*SlotResponse)(nil),         // 23: podmin.coordination.v1.SlotResponse
 }
 var file_coordination_proto_depIdxs = []int32{
-	3,  // 0: podmin.coordination.v1.ServiceSnapshot.services:type_name -> podmin.coordination.v1.Service
-	2,  // 1: podmin.coordination.v1.ServiceSnapshot.nodes:type_name -> podmin.coordination.v1.Node
-	4,  // 2: podmin.coordination.v1.Service.endpoints:type_name -> podmin.coordination.v1.Endpoint
-	8,  // 3: podmin.coordination.v1.EndpointReport.endpoints:type_name -> podmin.coordination.v1.ReportedEndpoint
-	0,  // 4: podmin.coordination.v1.Hint.kind:type_name -> podmin.coordination.v1.Hint.Kind
-	5,  // 5: podmin.coordination.v1.Coordination.Hello:input_type -> podmin.coordination.v1.HelloRequest
-	7,  // 6: podmin.coordination.v1.Coordination.ReportEndpoints:input_type -> podmin.coordination.v1.EndpointReport
-	12, // 7: podmin.coordination.v1.Coordination.Snapshot:input_type -> podmin.coordination.v1.SnapshotRequest
-	13, // 8: podmin.coordination.v1.Coordination.Watch:input_type -> podmin.coordination.v1.WatchRequest
-	15, // 9: podmin.coordination.v1.Coordination.NotifyIndexChanged:input_type -> podmin.coordination.v1.NotifyRequest
-	10, // 10: podmin.coordination.v1.Coordination.Leave:input_type -> podmin.coordination.v1.LeaveRequest
-	6,  // 11: podmin.coordination.v1.Coordination.Hello:output_type -> podmin.coordination.v1.HelloResponse
-	9,  // 12: podmin.coordination.v1.Coordination.ReportEndpoints:output_type -> podmin.coordination.v1.ReportResponse
-	1,  // 13: podmin.coordination.v1.Coordination.Snapshot:output_type -> podmin.coordination.v1.ServiceSnapshot
-	14, // 14: podmin.coordination.v1.Coordination.Watch:output_type -> podmin.coordination.v1.Hint
-	16, // 15: podmin.coordination.v1.Coordination.NotifyIndexChanged:output_type -> podmin.coordination.v1.NotifyResponse
-	11, // 16: podmin.coordination.v1.Coordination.Leave:output_type -> podmin.coordination.v1.LeaveResponse
-	11, // [11:17] is the sub-list for method output_type
-	5,  // [5:11] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	4,  // 0: podmin.coordination.v1.ServiceSnapshot.services:type_name -> podmin.coordination.v1.Service
+	3,  // 1: podmin.coordination.v1.ServiceSnapshot.nodes:type_name -> podmin.coordination.v1.Node
+	5,  // 2: podmin.coordination.v1.Service.endpoints:type_name -> podmin.coordination.v1.Endpoint
+	9,  // 3: podmin.coordination.v1.EndpointReport.endpoints:type_name -> podmin.coordination.v1.ReportedEndpoint
+	1,  // 4: podmin.coordination.v1.Hint.kind:type_name -> podmin.coordination.v1.Hint.Kind
+	0,  // 5: podmin.coordination.v1.DeploymentReport.readiness:type_name -> podmin.coordination.v1.Readiness
+	19, // 6: podmin.coordination.v1.DeploymentReport.error:type_name -> podmin.coordination.v1.ReportedError
+	18, // 7: podmin.coordination.v1.StatusReport.deployments:type_name -> podmin.coordination.v1.DeploymentReport
+	9,  // 8: podmin.coordination.v1.SlotRequest.endpoints:type_name -> podmin.coordination.v1.ReportedEndpoint
+	6,  // 9: podmin.coordination.v1.Coordination.Hello:input_type -> podmin.coordination.v1.HelloRequest
+	8,  // 10: podmin.coordination.v1.Coordination.ReportEndpoints:input_type -> podmin.coordination.v1.EndpointReport
+	13, // 11: podmin.coordination.v1.Coordination.Snapshot:input_type -> podmin.coordination.v1.SnapshotRequest
+	14, // 12: podmin.coordination.v1.Coordination.Watch:input_type -> podmin.coordination.v1.WatchRequest
+	16, // 13: podmin.coordination.v1.Coordination.NotifyIndexChanged:input_type -> podmin.coordination.v1.NotifyRequest
+	11, // 14: podmin.coordination.v1.Coordination.Leave:input_type -> podmin.coordination.v1.LeaveRequest
+	20, // 15: podmin.coordination.v1.Coordination.ReportStatus:input_type -> podmin.coordination.v1.StatusReport
+	22, // 16: podmin.coordination.v1.Coordination.AcquireSlot:input_type -> podmin.coordination.v1.SlotRequest
+	7,  // 17: podmin.coordination.v1.Coordination.Hello:output_type -> podmin.coordination.v1.HelloResponse
+	10, // 18: podmin.coordination.v1.Coordination.ReportEndpoints:output_type -> podmin.coordination.v1.ReportResponse
+	2,  // 19: podmin.coordination.v1.Coordination.Snapshot:output_type -> podmin.coordination.v1.ServiceSnapshot
+	15, // 20: podmin.coordination.v1.Coordination.Watch:output_type -> podmin.coordination.v1.Hint
+	17, // 21: podmin.coordination.v1.Coordination.NotifyIndexChanged:output_type -> podmin.coordination.v1.NotifyResponse
+	12, // 22: podmin.coordination.v1.Coordination.Leave:output_type -> podmin.coordination.v1.LeaveResponse
+	21, // 23: podmin.coordination.v1.Coordination.ReportStatus:output_type -> podmin.coordination.v1.StatusReportResponse
+	23, // 24: podmin.coordination.v1.Coordination.AcquireSlot:output_type -> podmin.coordination.v1.SlotResponse
+	17, // [17:25] is the sub-list for method output_type
+	9,  // [9:17] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_coordination_proto_init() }
@@ -1162,8 +1700,8 @@ func file_coordination_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_coordination_proto_rawDesc), len(file_coordination_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   16,
+			NumEnums:      2,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

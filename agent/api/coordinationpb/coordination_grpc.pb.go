@@ -32,6 +32,8 @@ const (
 	Coordination_Watch_FullMethodName              = "/podmin.coordination.v1.Coordination/Watch"
 	Coordination_NotifyIndexChanged_FullMethodName = "/podmin.coordination.v1.Coordination/NotifyIndexChanged"
 	Coordination_Leave_FullMethodName              = "/podmin.coordination.v1.Coordination/Leave"
+	Coordination_ReportStatus_FullMethodName       = "/podmin.coordination.v1.Coordination/ReportStatus"
+	Coordination_AcquireSlot_FullMethodName        = "/podmin.coordination.v1.Coordination/AcquireSlot"
 )
 
 // CoordinationClient is the client API for Coordination service.
@@ -56,6 +58,14 @@ type CoordinationClient interface {
 	// Leave drains the caller: its endpoints and registration leave the
 	// snapshot, which is written before the call returns.
 	Leave(ctx context.Context, in *LeaveRequest, opts ...grpc.CallOption) (*LeaveResponse, error)
+	// ReportStatus replaces what the caller reports about its NodeGroup's
+	// deployments; the leader publishes it in the NodeGroup's status object.
+	ReportStatus(ctx context.Context, in *StatusReport, opts ...grpc.CallOption) (*StatusReportResponse, error)
+	// AcquireSlot asks for a rollout slot to replace the caller's Pod of a
+	// deployment with a new revision. A granted slot comes with the
+	// caller's endpoints replaced by the ones given (those of the Pod
+	// withdrawn), written to the snapshot before the call returns.
+	AcquireSlot(ctx context.Context, in *SlotRequest, opts ...grpc.CallOption) (*SlotResponse, error)
 }
 
 type coordinationClient struct {
@@ -135,6 +145,26 @@ func (c *coordinationClient) Leave(ctx context.Context, in *LeaveRequest, opts .
 	return out, nil
 }
 
+func (c *coordinationClient) ReportStatus(ctx context.Context, in *StatusReport, opts ...grpc.CallOption) (*StatusReportResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StatusReportResponse)
+	err := c.cc.Invoke(ctx, Coordination_ReportStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordinationClient) AcquireSlot(ctx context.Context, in *SlotRequest, opts ...grpc.CallOption) (*SlotResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SlotResponse)
+	err := c.cc.Invoke(ctx, Coordination_AcquireSlot_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CoordinationServer is the server API for Coordination service.
 // All implementations must embed UnimplementedCoordinationServer
 // for forward compatibility.
@@ -157,6 +187,14 @@ type CoordinationServer interface {
 	// Leave drains the caller: its endpoints and registration leave the
 	// snapshot, which is written before the call returns.
 	Leave(context.Context, *LeaveRequest) (*LeaveResponse, error)
+	// ReportStatus replaces what the caller reports about its NodeGroup's
+	// deployments; the leader publishes it in the NodeGroup's status object.
+	ReportStatus(context.Context, *StatusReport) (*StatusReportResponse, error)
+	// AcquireSlot asks for a rollout slot to replace the caller's Pod of a
+	// deployment with a new revision. A granted slot comes with the
+	// caller's endpoints replaced by the ones given (those of the Pod
+	// withdrawn), written to the snapshot before the call returns.
+	AcquireSlot(context.Context, *SlotRequest) (*SlotResponse, error)
 	mustEmbedUnimplementedCoordinationServer()
 }
 
@@ -184,6 +222,12 @@ func (UnimplementedCoordinationServer) NotifyIndexChanged(context.Context, *Noti
 }
 func (UnimplementedCoordinationServer) Leave(context.Context, *LeaveRequest) (*LeaveResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Leave not implemented")
+}
+func (UnimplementedCoordinationServer) ReportStatus(context.Context, *StatusReport) (*StatusReportResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportStatus not implemented")
+}
+func (UnimplementedCoordinationServer) AcquireSlot(context.Context, *SlotRequest) (*SlotResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AcquireSlot not implemented")
 }
 func (UnimplementedCoordinationServer) mustEmbedUnimplementedCoordinationServer() {}
 func (UnimplementedCoordinationServer) testEmbeddedByValue()                      {}
@@ -307,6 +351,42 @@ func _Coordination_Leave_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Coordination_ReportStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StatusReport)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinationServer).ReportStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Coordination_ReportStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinationServer).ReportStatus(ctx, req.(*StatusReport))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Coordination_AcquireSlot_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SlotRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinationServer).AcquireSlot(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Coordination_AcquireSlot_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinationServer).AcquireSlot(ctx, req.(*SlotRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Coordination_ServiceDesc is the grpc.ServiceDesc for Coordination service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -333,6 +413,14 @@ var Coordination_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Leave",
 			Handler:    _Coordination_Leave_Handler,
+		},
+		{
+			MethodName: "ReportStatus",
+			Handler:    _Coordination_ReportStatus_Handler,
+		},
+		{
+			MethodName: "AcquireSlot",
+			Handler:    _Coordination_AcquireSlot_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

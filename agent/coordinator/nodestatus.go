@@ -1,0 +1,234 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	corev1 "k8s.io/api/core/v1"
+
+	pb "podmin.dev/podmin/agent/api/coordinationpb"
+	"podmin.dev/podmin/agent/pods"
+	"podmin.dev/podmin/agent/staticpod"
+)
+
+// nodeSide is what this node reports about its NodeGroup's deployments
+// and the rollout slots it holds. It is guarded by the Coordinator's mu.
+type nodeSide struct {
+	// sendMu orders endpoint reports and slot requests: a report of the
+	// endpoints read before a slot withdrew some never reaches the leader
+	// after the slot's request.
+	sendMu sync.Mutex
+	// deployments are the reconciler's last states.
+	deployments []staticpod.DeploymentState
+	// podsSeen is set once kubelet listed its Pods; kubeletLost says why
+	// kubelet stopped answering since.
+	podsSeen    bool
+	kubeletLost string
+	// withdrawn maps a Service whose Pod is being replaced to the
+	// revision that must be ready before its endpoints come back.
+	withdrawn map[ServiceID]string
+	// granted maps a deployment to the revision of a slot this node holds
+	// and has not applied yet.
+	granted map[string]string
+	// leaderless is when a deployment's update (name@revision) first
+	// found no leader to ask.
+	leaderless map[string]time.Time
+	// report is the current report; sent the last one a leader accepted.
+	report *pb.StatusReport
+}
+
+func newNodeSide() nodeSide {
+	return nodeSide{withdrawn: map[ServiceID]string{}, granted: map[string]string{}, leaderless: map[string]time.Time{}}
+}
+
+// DeploymentsChanged takes the reconciler's deployment states after each
+// pass that read the index (staticpod Hooks.Deployments).
+func (c *Coordinator) DeploymentsChanged(states []staticpod.DeploymentState) {
+	c.mu.Lock()
+	c.node.deployments = slices.Clone(states)
+	for name, rev := range c.node.granted {
+		i := slices.IndexFunc(states, func(s staticpod.DeploymentState) bool { return s.Deployment.Name == name })
+		if i < 0 || states[i].Applied == rev || states[i].Desired != rev {
+			delete(c.node.granted, name) // applied, deleted or superseded
+		}
+	}
+	c.mu.Unlock()
+	c.statusChanged()
+}
+
+// KubeletLost is the Pods watcher's Lost: kubelet stopped answering, so
+// readiness is unknown until it lists its Pods again.
+func (c *Coordinator) KubeletLost(err error) {
+	c.mu.Lock()
+	c.node.kubeletLost = err.Error()
+	c.mu.Unlock()
+	c.statusChanged()
+}
+
+// statusChanged recomputes this node's report and sends it when it
+// changed: straight into the leader's state when this node leads, through
+// the next sync otherwise.
+func (c *Coordinator) statusChanged() {
+	c.mu.Lock()
+	r := c.buildReport()
+	changed := !proto.Equal(r, c.node.report)
+	c.node.report = r
+	c.mu.Unlock()
+	if !changed {
+		return
+	}
+	c.reportOwnStatus()
+	c.poke()
+}
+
+// reportOwnStatus hands this node's report to its own leadership.
+func (c *Coordinator) reportOwnStatus() {
+	r := c.currentReport()
+	c.mu.Lock()
+	l := c.leader
+	c.mu.Unlock()
+	if l != nil {
+		c.reportStatus(l, c.self(), r, c.clock.Now())
+	}
+}
+
+// currentReport returns the report to send to a leader.
+func (c *Coordinator) currentReport() *pb.StatusReport {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.node.report == nil {
+		c.node.report = c.buildReport()
+	}
+	return c.node.report
+}
+
+// buildReport derives the node's report from the reconciler's states and
+// kubelet's Pods. Called with c.mu held.
+func (c *Coordinator) buildReport() *pb.StatusReport {
+	r := &pb.StatusReport{Kubelet: c.opts.Kubelet}
+	for _, d := range c.node.deployments {
+		rep := &pb.DeploymentReport{Name: d.Deployment.Name, Revision: d.Applied, Desired: d.Desired, Waiting: d.Waiting,
+			Granted: c.node.granted[d.Deployment.Name]}
+		if !d.AppliedAt.IsZero() && d.Applied != "" {
+			rep.AppliedAtUnixMs = d.AppliedAt.UnixMilli()
+		}
+		if d.Error != nil {
+			rep.Error = &pb.ReportedError{Kind: d.Error.Kind, Message: d.Error.Message, Revision: d.Error.Revision}
+		}
+		c.readiness(rep, d)
+		r.Deployments = append(r.Deployments, rep)
+	}
+	return r
+}
+
+// readiness fills in what kubelet says about the Pod of the applied
+// revision. Called with c.mu held.
+func (c *Coordinator) readiness(rep *pb.DeploymentReport, d staticpod.DeploymentState) {
+	unknown := func(why string) {
+		rep.Readiness, rep.Reason = pb.Readiness_READINESS_UNKNOWN, why
+	}
+	switch {
+	case !c.opts.Kubelet:
+		unknown("no kubelet Pods API on this node")
+		return
+	case c.node.kubeletLost != "":
+		unknown("kubelet's Pods API does not answer: " + c.node.kubeletLost)
+		return
+	case !c.node.podsSeen:
+		unknown("kubelet's Pods API has not listed the Pods yet")
+		return
+	case d.Applied == "":
+		rep.Readiness, rep.Reason = pb.Readiness_READINESS_NOT_READY, "the node has no static Pod of it"
+		return
+	}
+	var found *corev1.Pod
+	for _, p := range c.pods {
+		if pods.Revision(p) != d.Applied || d.Namespace != "" && p.Namespace != d.Namespace {
+			continue
+		}
+		if found == nil || pods.IsReady(p) {
+			found = p
+		}
+	}
+	if found == nil {
+		rep.Readiness, rep.Reason = pb.Readiness_READINESS_NOT_READY, fmt.Sprintf("kubelet runs no Pod of revision %s yet", short(d.Applied))
+		return
+	}
+	st := pods.StateOf(found)
+	rep.Restarts = uint32(st.Restarts)
+	if st.Ready {
+		rep.Readiness = pb.Readiness_READINESS_READY
+	} else {
+		rep.Readiness, rep.Reason = pb.Readiness_READINESS_NOT_READY, "kubelet reports the Pod not ready"
+	}
+	if st.Problem != "" {
+		rep.Reason = st.Problem
+		if rep.Error == nil {
+			rep.Error = &pb.ReportedError{Kind: "kubelet", Message: st.Problem, Revision: d.Applied}
+		}
+	}
+}
+
+// sendStatus reports this node's deployments to the leader (every sync:
+// the leader writes only what changed).
+func (c *Coordinator) sendStatus(ctx context.Context, s *leaderLink) {
+	if _, err := s.client.ReportStatus(ctx, c.currentReport()); err != nil {
+		c.log.Warn("reporting the deployments' status failed", "leader", s.leader.LeaderID, "err", err)
+	}
+}
+
+// localEndpoints derives the node's ready endpoints, leaving out those of
+// Services whose Pod is being replaced until a Pod of the new revision is
+// ready (which ends the withdrawal). Called with c.mu held.
+func (c *Coordinator) localEndpoints() []Endpoint {
+	if len(c.node.withdrawn) == 0 {
+		return LocalEndpoints(c.services, c.pods, c.opts.PodPrefix)
+	}
+	var out []Endpoint
+	for _, s := range c.services {
+		id := ServiceID{Namespace: s.ID.Namespace, Name: s.ID.Name}
+		rev, withdrawn := c.node.withdrawn[id]
+		if !withdrawn {
+			out = append(out, LocalEndpoints([]staticpod.Service{s}, c.pods, c.opts.PodPrefix)...)
+			continue
+		}
+		fresh := slices.DeleteFunc(slices.Clone(c.pods), func(p *corev1.Pod) bool { return pods.Revision(p) != rev })
+		eps := LocalEndpoints([]staticpod.Service{s}, fresh, c.opts.PodPrefix)
+		if len(eps) > 0 {
+			delete(c.node.withdrawn, id)
+		}
+		out = append(out, eps...)
+	}
+	return out
+}
+
+// withoutService returns eps without the endpoints of svc.
+func withoutService(eps []Endpoint, svc *ServiceID) []Endpoint {
+	if svc == nil {
+		return slices.Clone(eps)
+	}
+	return slices.DeleteFunc(slices.Clone(eps), func(e Endpoint) bool { return e.Service == *svc })
+}
+
+// reportedEndpoints is eps in the API's form.
+func reportedEndpoints(eps []Endpoint) []*pb.ReportedEndpoint {
+	out := make([]*pb.ReportedEndpoint, 0, len(eps))
+	for _, e := range eps {
+		out = append(out, &pb.ReportedEndpoint{Namespace: e.Service.Namespace, Service: e.Service.Name, Address: e.Addr.String()})
+	}
+	return out
+}
+
+// StatusReport returns this node's current report of its deployments, as the
+// leader receives it.
+func (c *Coordinator) StatusReport() *pb.StatusReport {
+	return proto.Clone(c.currentReport()).(*pb.StatusReport)
+}

@@ -1,0 +1,282 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package coordinator
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"podmin.dev/podmin/agent/api"
+	pb "podmin.dev/podmin/agent/api/coordinationpb"
+	"podmin.dev/podmin/internal/manifest"
+	"podmin.dev/podmin/internal/nodepod"
+	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/state"
+)
+
+// SlotTimeout is how long a node may hold a rollout slot without
+// reporting the new revision ready. Then the slot is taken back and the
+// node is reported stuck (an error of kind rollout in the NodeGroup's
+// status); the node still counts as unavailable while its Pod is not
+// ready, so the rollout does not go on past it. Kubernetes' Deployment
+// progress deadline has the same default.
+const SlotTimeout = 10 * time.Minute
+
+// slotKey is one node's Pod of one deployment.
+type slotKey struct {
+	node, deployment string
+}
+
+// grant is a rollout slot: the node may replace its Pod with revision.
+type grant struct {
+	nodegroup, revision string
+	at                  time.Time
+}
+
+// rollouts is one leadership's pacing of rolling updates: the slots it
+// granted, the ones that timed out, and each deployment's maxUnavailable.
+// It is guarded by the leaderState's mutex.
+type rollouts struct {
+	grants map[slotKey]grant
+	stuck  map[slotKey]grant
+	// strategy is the last maxUnavailable decided on, by deployment key.
+	strategy map[state.Key]strategy
+}
+
+type strategy struct {
+	revision, value string
+	allowed         int
+}
+
+func newRollouts() *rollouts {
+	return &rollouts{grants: map[slotKey]grant{}, stuck: map[slotKey]grant{}, strategy: map[state.Key]strategy{}}
+}
+
+// desiredReader reads what the rollout decisions need from the bucket:
+// the deployment index (conditionally) and each Pod payload's
+// maxUnavailable (once per immutable payload).
+type desiredReader struct {
+	store Store
+	index *IndexCache
+
+	mu       sync.Mutex
+	payloads map[string]intstr.IntOrString
+}
+
+func newDesiredReader(store Store) *desiredReader {
+	return &desiredReader{store: store, index: NewIndexCache(store), payloads: map[string]intstr.IntOrString{}}
+}
+
+// entry returns the committed entry of key, reading the index again only
+// when its ETag changed.
+func (d *desiredReader) entry(ctx context.Context, key state.Key) (state.Entry, bool, error) {
+	ix, _, err := d.index.Read(ctx)
+	if err != nil {
+		return state.Entry{}, false, err
+	}
+	e, ok := ix.Lookup(key)
+	return e, ok, nil
+}
+
+// maxUnavailable reads the maxUnavailable of a Pod payload.
+func (d *desiredReader) maxUnavailable(ctx context.Context, path string) (intstr.IntOrString, error) {
+	d.mu.Lock()
+	v, ok := d.payloads[path]
+	d.mu.Unlock()
+	if ok {
+		return v, nil
+	}
+	obj, err := d.store.Get(ctx, path, objstore.GetOptions{})
+	if err != nil {
+		return intstr.IntOrString{}, fmt.Errorf("read payload %s: %w", path, err)
+	}
+	if err := state.VerifyPayload(path, obj.Data); err != nil {
+		return intstr.IntOrString{}, err
+	}
+	if v, err = manifest.PodMaxUnavailable(obj.Data); err != nil {
+		return intstr.IntOrString{}, fmt.Errorf("payload %s: %w", path, err)
+	}
+	d.mu.Lock()
+	d.payloads[path] = v
+	d.mu.Unlock()
+	return v, nil
+}
+
+// decideSlot answers a node's request for a slot to replace its Pod of a
+// deployment with revision. The revision must be the committed one. A
+// node whose Pod is unavailable anyway gets one at once (replacing a Pod
+// that serves nothing costs nothing, as Kubernetes replaces unavailable
+// Pods first); any other only while fewer than maxUnavailable of the
+// NodeGroup's expected nodes are unavailable: updating, not ready, without
+// a report, or missing. A granted slot is recorded before it is answered.
+func (c *Coordinator) decideSlot(ctx context.Context, l *leaderState, n api.Node, deployment, revision string) (bool, string, error) {
+	key, err := state.NewKey(n.NodeGroup, deployment)
+	if err != nil {
+		return false, "", err
+	}
+	entry, ok, err := l.desired.entry(ctx, key)
+	if err != nil {
+		return false, "", err
+	}
+	if !ok {
+		return false, fmt.Sprintf("deployment %s is not in the deployment index", key), nil
+	}
+	if want := nodepod.Revision(entry); revision != want {
+		return false, fmt.Sprintf("revision %s is not the committed revision %s of %s: reconcile again", short(revision), short(want), key), nil
+	}
+	mu, err := l.desired.maxUnavailable(ctx, entry.Pod)
+	if err != nil {
+		return false, "", err
+	}
+	sizes := c.sizes.get()
+	now := c.clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.obs.settled(l, now, c.opts.Retention) {
+		return false, fmt.Sprintf("the leader (term %d) waits for the reports of the nodes it knows before it grants rollout slots", l.writer.Term()), nil
+	}
+	nodes := l.nodes.inGroup(n.NodeGroup)
+	expected, known := sizes[n.NodeGroup]
+	if !known {
+		expected = len(nodes)
+	}
+	allowed := manifest.AllowedUnavailable(mu, expected)
+	l.ro.strategy[key] = strategy{revision: revision, value: mu.String(), allowed: allowed}
+	sk := slotKey{node: n.ID, deployment: deployment}
+	if busy, _ := l.unavailable(sk, now); busy {
+		l.ro.grants[sk] = grant{nodegroup: n.NodeGroup, revision: revision, at: now}
+		delete(l.ro.stuck, sk)
+		l.obs.markDirty()
+		return true, "", nil
+	}
+	var why []string
+	for _, id := range nodes {
+		if id == n.ID {
+			continue
+		}
+		if busy, reason := l.unavailable(slotKey{node: id, deployment: deployment}, now); busy {
+			why = append(why, id+" "+reason)
+		}
+	}
+	if missing := expected - len(nodes); missing > 0 {
+		why = append(why, fmt.Sprintf("%d node(s) missing (%d expected, %d live)", missing, expected, len(nodes)))
+	}
+	if len(why) < allowed {
+		l.ro.grants[sk] = grant{nodegroup: n.NodeGroup, revision: revision, at: now}
+		delete(l.ro.stuck, sk)
+		l.obs.markDirty()
+		return true, "", nil
+	}
+	return false, fmt.Sprintf("maxUnavailable %s allows %d of %d node(s) of %s to be unavailable at once: %s",
+		mu.String(), allowed, expected, n.NodeGroup, strings.Join(why, "; ")), nil
+}
+
+// unavailable reports whether a node's Pod of a deployment serves nothing
+// (or may stop at any moment) and why. Readiness a node cannot know (no
+// kubelet) counts as available once the revision is applied: such a node
+// paces its rollout on applied revisions.
+func (l *leaderState) unavailable(sk slotKey, now time.Time) (bool, string) {
+	if g, ok := l.ro.grants[sk]; ok && !l.readyAt(sk, g.revision) {
+		return true, fmt.Sprintf("is updating to %s (slot granted %s ago)", short(g.revision), now.Sub(g.at).Round(time.Second))
+	}
+	st := l.obs.nodes[sk.node]
+	if st == nil {
+		return true, "has not reported its Pods yet"
+	}
+	d := st.deployments[sk.deployment]
+	switch {
+	case d == nil:
+		return true, "reports no Pod of it"
+	case d.GetGranted() != "":
+		return true, fmt.Sprintf("is updating to %s (slot of an earlier leader)", short(d.GetGranted()))
+	case d.GetRevision() == "":
+		return true, "has no static Pod of it"
+	case d.GetReadiness() == pb.Readiness_READINESS_READY:
+		return false, ""
+	case d.GetReadiness() == pb.Readiness_READINESS_UNKNOWN && !st.kubelet:
+		return false, ""
+	}
+	return true, "is not ready: " + cmp.Or(d.GetReason(), "no reason given")
+}
+
+// readyAt reports whether the node reports revision of the deployment
+// applied and ready (or applied, without a kubelet).
+func (l *leaderState) readyAt(sk slotKey, revision string) bool {
+	st := l.obs.nodes[sk.node]
+	if st == nil {
+		return false
+	}
+	d := st.deployments[sk.deployment]
+	if d == nil || d.GetRevision() != revision {
+		return false
+	}
+	return d.GetReadiness() == pb.Readiness_READINESS_READY || d.GetReadiness() == pb.Readiness_READINESS_UNKNOWN && !st.kubelet
+}
+
+// releaseSlots frees the slots of nodes that report their revision ready,
+// takes back the ones held past the slot timeout (the node is reported
+// stuck) and the ones of nodes that left; it reports whether a slot
+// freed. Called with l.mu held.
+func (l *leaderState) releaseSlots(now time.Time, timeout time.Duration, live func(string) bool) (freed bool, stuck []string) {
+	for sk, g := range l.ro.grants {
+		switch {
+		case l.readyAt(sk, g.revision), !live(sk.node):
+			delete(l.ro.grants, sk)
+			freed = true
+		case now.Sub(g.at) > timeout:
+			delete(l.ro.grants, sk)
+			l.ro.stuck[sk] = g
+			freed = true
+			stuck = append(stuck, fmt.Sprintf("%s: %s did not report revision %s ready within %s of its rollout slot", sk.deployment, sk.node, short(g.revision), timeout))
+		}
+	}
+	for sk, g := range l.ro.stuck {
+		if l.readyAt(sk, g.revision) || !live(sk.node) {
+			delete(l.ro.stuck, sk)
+		}
+	}
+	slices.Sort(stuck)
+	return freed, stuck
+}
+
+// short is a revision as people read it.
+func short(rev string) string {
+	if len(rev) > 12 {
+		return rev[:12]
+	}
+	return rev
+}
+
+// AcquireSlot implements api.RolloutBackend: a granted slot replaces the
+// node's endpoints with eps (those of the Pod to be replaced withdrawn)
+// and the snapshot without them is written before it answers.
+func (c *Coordinator) AcquireSlot(ctx context.Context, n api.Node, req *pb.SlotRequest, eps []api.Endpoint) (*pb.SlotResponse, error) {
+	l, err := c.leading()
+	if err != nil {
+		return nil, err
+	}
+	granted, reason, err := c.decideSlot(ctx, l, n, req.GetDeployment(), req.GetRevision())
+	if err != nil || !granted {
+		return &pb.SlotResponse{Reason: reason}, err
+	}
+	out := make([]Endpoint, 0, len(eps))
+	for _, e := range eps {
+		out = append(out, Endpoint{Service: ServiceID{Namespace: e.Namespace, Name: e.Service}, Addr: e.Addr})
+	}
+	l.report(n.ID, out, c.clock.Now())
+	written, err := c.publish(ctx, l, false)
+	if err != nil {
+		return nil, fmt.Errorf("write the snapshot without the endpoints of the Pod to be replaced: %w", err)
+	}
+	c.log.Info("rollout slot granted", "peer", n.ID, "deployment", n.NodeGroup+"/"+req.GetDeployment(), "revision", short(req.GetRevision()))
+	return &pb.SlotResponse{Granted: true, Term: written.Term, Generation: written.Generation, SnapshotRevision: written.Revision}, nil
+}

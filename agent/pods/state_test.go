@@ -1,0 +1,109 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package pods_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	corev1 "k8s.io/api/core/v1"
+	podsapi "k8s.io/kubelet/pkg/apis/pods/v1alpha1"
+
+	"podmin.dev/podmin/agent/pods"
+)
+
+func TestStateOf(t *testing.T) {
+	crashing := pod("default", "web-1", false, nil)
+	crashing.Annotations = map[string]string{"podmin.dev/revision": "r2"}
+	crashing.Status.ContainerStatuses = []corev1.ContainerStatus{{
+		Name: "web", RestartCount: 4,
+		State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 40s restarting failed container"}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}},
+	}, {Name: "sidecar", RestartCount: 1}}
+	s := pods.StateOf(crashing)
+	if s.Ready || s.Restarts != 5 || s.Problem != "container web: CrashLoopBackOff: back-off 40s restarting failed container (last exit code 1, Error)" {
+		t.Fatalf("crashing Pod: %+v", s)
+	}
+	if pods.Revision(crashing) != "r2" {
+		t.Fatalf("revision %q", pods.Revision(crashing))
+	}
+
+	starting := pod("default", "web-2", false, nil)
+	starting.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "web", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}}
+	if s := pods.StateOf(starting); s.Problem != "" || s.Ready {
+		t.Fatalf("a Pod being created reports %+v", s)
+	}
+
+	pulling := pod("default", "web-3", false, nil)
+	pulling.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "init", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff"}}}}
+	if s := pods.StateOf(pulling); s.Problem != "container init: ImagePullBackOff" {
+		t.Fatalf("a Pod whose image cannot be pulled: %+v", s)
+	}
+
+	ready := pod("default", "web-4", true, nil)
+	if s := pods.StateOf(ready); !s.Ready || s.Problem != "" || pods.Revision(ready) != "" {
+		t.Fatalf("a ready Pod: %+v", s)
+	}
+
+	failed := pod("default", "web-5", false, nil)
+	failed.Status.Phase, failed.Status.Reason = corev1.PodFailed, "Evicted"
+	if s := pods.StateOf(failed); s.Problem != "the Pod failed: Evicted" {
+		t.Fatalf("a failed Pod: %+v", s)
+	}
+}
+
+// A kubelet that stops answering is reported through Lost, and the Pods
+// it serves again through Refresh.
+func TestWatcherReportsALostKubelet(t *testing.T) {
+	dir, err := os.MkdirTemp("", "pods")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "pods-api.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &fakeKubelet{current: map[string]*corev1.Pod{"a": pod("product", "web-1", true, nil)},
+		events: make(chan *podsapi.WatchPodsEvent), drop: make(chan struct{})}
+	srv := grpc.NewServer()
+	podsapi.RegisterPodsServer(srv, k)
+	go func() { _ = srv.Serve(ln) }()
+	lost := make(chan error, 10)
+	refreshed := make(chan int, 100)
+	w := pods.New(pods.Options{Socket: sock, Relist: 5 * time.Millisecond,
+		Refresh: func(ps []*corev1.Pod) { refreshed <- len(ps) },
+		Lost:    func(err error) { lost <- err }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	select {
+	case n := <-refreshed:
+		if n != 1 {
+			t.Fatalf("first refresh with %d Pods", n)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no refresh")
+	}
+	srv.Stop()
+	select {
+	case err := <-lost:
+		if err == nil {
+			t.Fatal("Lost with a nil error")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a stopped kubelet was not reported lost")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,168 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package staticpod
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"podmin.dev/podmin/agent/mounts"
+	"podmin.dev/podmin/internal/nodepod"
+	"podmin.dev/podmin/internal/state"
+)
+
+// Update is one Pod about to be replaced: its running revision From by
+// the committed revision To.
+type Update struct {
+	Deployment     state.Key
+	Pod, Namespace string
+	From, To       string
+	// Service is the deployment's Service, nil without one: its endpoints
+	// on this node go before the Pod is replaced.
+	Service *state.ServiceID
+}
+
+// Gate decides when a running Pod may be replaced by a new revision: the
+// index says what each Pod is, the Gate only when it changes. New Pods,
+// deleted Pods and file changes within one revision (a renewed workload
+// identity) never ask. Admit returns false with the reason to keep the
+// running revision for now; the reconciler asks again on its next pass.
+type Gate interface {
+	Admit(ctx context.Context, u Update) (bool, string)
+}
+
+// HeldPod is a Pod whose new revision the Gate held back in a pass.
+type HeldPod struct {
+	Deployment state.Key
+	Pod        string
+	// Revision is the revision waiting; Reason the Gate's.
+	Revision, Reason string
+}
+
+// pendingValues are values fetched for a revision whose Pod waits for the
+// Gate, so they are read once per revision.
+type pendingValues struct {
+	revision string
+	values   mounts.Values
+}
+
+// DeploymentState is what the node knows of one deployment of its
+// NodeGroup after the last pass that read the index.
+type DeploymentState struct {
+	Deployment state.Key
+	// Pod and Namespace name the static Pod (Namespace is empty when the
+	// payload could not be read).
+	Pod, Namespace string
+	// Service is the deployment's Service, nil without one.
+	Service *state.ServiceID
+	// Applied is the revision of the static Pod file ("" without a file),
+	// AppliedAt when that file was written.
+	Applied   string
+	AppliedAt time.Time
+	// Desired is the revision the deployment index names.
+	Desired string
+	// Waiting, when set, says why Desired is not applied yet (the Gate).
+	Waiting string
+	// Error is the deployment's failure in the last pass, nil when none.
+	Error *DeploymentError
+}
+
+// DeploymentError is why the last pass could not publish a deployment.
+type DeploymentError struct {
+	// Kind is state.ErrorPayload, ErrorSecret, ErrorIdentity or ErrorFile.
+	Kind, Message string
+	// Revision is the revision the pass tried to publish.
+	Revision string
+}
+
+// maxErrorMessage bounds an error message a node reports.
+const maxErrorMessage = 1024
+
+// Deployments returns the NodeGroup's deployments as the last pass that
+// read the index left them, sorted by name.
+func (r *Reconciler) Deployments() []DeploymentState {
+	r.smu.Lock()
+	defer r.smu.Unlock()
+	return slices.Clone(r.states)
+}
+
+// runningRevision is the podmin.dev/revision of the Pod's file on disk, ""
+// when there is no file or it carries none.
+func (r *Reconciler) runningRevision(pod string) string {
+	rev, _ := r.fileRevision(pod)
+	return rev
+}
+
+// fileRevision reads the revision and modification time of a Pod's file.
+func (r *Reconciler) fileRevision(pod string) (string, time.Time) {
+	path := filepath.Join(r.manifests, nodepod.FileName(pod))
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", time.Time{}
+	}
+	var meta struct {
+		Metadata struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	if yaml.Unmarshal(data, &meta) != nil {
+		return "", time.Time{}
+	}
+	var at time.Time
+	if fi, err := os.Stat(path); err == nil {
+		at = fi.ModTime()
+	}
+	return meta.Metadata.Annotations[nodepod.RevisionAnnotation], at
+}
+
+// record keeps the state of every deployment of items after a pass and
+// tells Hooks.Deployments.
+func (r *Reconciler) record(items []state.Item, c *candidate) {
+	failed := map[state.Key]PodFailure{}
+	for _, f := range c.failures {
+		failed[f.Deployment] = f
+	}
+	staged := map[state.Key]*stagedPod{}
+	for i := range c.pods {
+		staged[c.pods[i].pod.Key] = &c.pods[i]
+	}
+	out := make([]DeploymentState, 0, len(items))
+	for _, it := range items {
+		ds := DeploymentState{Deployment: it.Key, Pod: it.Key.Name, Desired: nodepod.Revision(it.Entry)}
+		if id, ok := it.Entry.ServiceID(); ok {
+			ds.Service = &id
+		}
+		ds.Applied, ds.AppliedAt = r.fileRevision(it.Key.Name)
+		if sp := staged[it.Key]; sp != nil {
+			ds.Namespace, ds.Waiting = sp.pod.Namespace, sp.held
+		}
+		if f, ok := failed[it.Key]; ok {
+			msg := f.Err.Error()
+			if len(msg) > maxErrorMessage {
+				msg = msg[:maxErrorMessage] + "…"
+			}
+			ds.Error = &DeploymentError{Kind: f.Kind, Message: msg, Revision: f.Revision}
+		}
+		out = append(out, ds)
+	}
+	slices.SortFunc(out, func(a, b DeploymentState) int { return strings.Compare(a.Deployment.Name, b.Deployment.Name) })
+	for pod := range r.pending {
+		if _, ok := staged[state.Key{NodeGroup: r.opts.NodeGroup, Name: pod}]; !ok {
+			delete(r.pending, pod)
+		}
+	}
+	r.smu.Lock()
+	r.states = out
+	r.smu.Unlock()
+	if r.opts.Hooks.Deployments != nil {
+		r.opts.Hooks.Deployments(slices.Clone(out))
+	}
+}

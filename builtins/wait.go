@@ -1,0 +1,277 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package builtins
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"podmin.dev/podmin/internal/contexts"
+	"podmin.dev/podmin/internal/ids"
+	"podmin.dev/podmin/internal/nodepod"
+	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/state"
+)
+
+// What a wait waits for.
+const (
+	// UntilApplied: every expected node runs the revision's static Pod.
+	UntilApplied = "applied"
+	// UntilReady: and kubelet reports each of those Pods ready.
+	UntilReady = "ready"
+)
+
+// DefaultWaitPoll is how often a wait reads the status again: one
+// conditional read of the index, the lease and the NodeGroup's status.
+const DefaultWaitPoll = time.Second
+
+// Errors of a wait that ended before its goal.
+var (
+	// ErrNodeError: a node reports an error for the revision waited for.
+	ErrNodeError = errors.New("a node reports an error for the revision")
+	// ErrSuperseded: another commit replaced the revision waited for.
+	ErrSuperseded = errors.New("the revision was superseded by a newer commit")
+	// ErrReadinessUnknowable: a node has no kubelet Pods API, so waiting
+	// for readiness could never end.
+	ErrReadinessUnknowable = errors.New("readiness cannot be known")
+)
+
+// WaitOptions describe a wait for one deployment.
+type WaitOptions struct {
+	Name, NodeGroup string
+	// Until is UntilApplied or UntilReady (the default).
+	Until string
+	// Revision, when set, is the revision to wait for (deploy --wait):
+	// a later commit ends the wait with ErrSuperseded. Empty follows the
+	// index: the wait is for whatever revision it names.
+	Revision string
+	// Timeout ends the wait with a *WaitTimeoutError; zero waits until the
+	// context ends (the CLI's --timeout).
+	Timeout time.Duration
+	// Poll is the interval between reads; zero means DefaultWaitPoll.
+	Poll time.Duration
+}
+
+// WaitResult is the deployment's status when the wait ended.
+type WaitResult struct {
+	DeploymentStatus
+	Until string `json:"until"`
+	// WaitedSeconds is how long the wait took.
+	WaitedSeconds float64 `json:"waitedSeconds"`
+}
+
+// WaitTimeoutError is a wait that ran out of time; it says what was
+// still missing. It matches ErrTimeout and context.DeadlineExceeded.
+type WaitTimeoutError struct {
+	Key    string
+	Until  string
+	Waited time.Duration
+	Last   DeploymentStatus
+}
+
+func (e *WaitTimeoutError) Error() string {
+	what := "the nodes' status"
+	if e.Last.Revision != "" {
+		what = "revision " + short(e.Last.Revision)
+	}
+	return fmt.Sprintf("%v after %s waiting for %s %s to be %s: %s", ErrTimeout, e.Waited.Round(time.Second), e.Key, what, e.Until, e.Last.Summary)
+}
+
+// Unwrap makes the error match ErrTimeout and context.DeadlineExceeded.
+func (e *WaitTimeoutError) Unwrap() []error { return []error{ErrTimeout, context.DeadlineExceeded} }
+
+func short(rev string) string {
+	if len(rev) > 12 {
+		return rev[:12]
+	}
+	return rev
+}
+
+// checkWait validates the options before anything is read.
+func checkWait(opts *WaitOptions) error {
+	if err := ids.ValidateNodeGroup(opts.NodeGroup); err != nil {
+		return fmt.Errorf("--nodegroup: %w", err)
+	}
+	if _, err := state.NewKey(opts.NodeGroup, opts.Name); err != nil {
+		return err
+	}
+	switch opts.Until {
+	case "":
+		opts.Until = UntilReady
+	case UntilApplied, UntilReady:
+	default:
+		return fmt.Errorf("--wait=%s: wait for %s or %s", opts.Until, UntilApplied, UntilReady)
+	}
+	if opts.Timeout < 0 {
+		return fmt.Errorf("timeout %s: use a positive duration", opts.Timeout)
+	}
+	if opts.Poll <= 0 {
+		opts.Poll = DefaultWaitPoll
+	}
+	return nil
+}
+
+// Wait waits until every expected node of the deployment's NodeGroup runs
+// its committed revision (UntilApplied) and kubelet reports it ready
+// (UntilReady). It fails at once when a node reports an error for that
+// revision (ErrNodeError), when another commit replaces the revision it
+// waits for (ErrSuperseded), and when readiness is waited for on a node
+// without a kubelet (ErrReadinessUnknowable). Out of time it returns a
+// *WaitTimeoutError naming what is missing. Progress goes to the Env's
+// Progress whenever the summary changes. Each poll costs one conditional
+// read of the index, one read of the lease and one conditional read of
+// the NodeGroup's status object.
+func (e *Env) Wait(ctx context.Context, opts WaitOptions) (WaitResult, error) {
+	if err := checkWait(&opts); err != nil {
+		return WaitResult{}, err
+	}
+	c, store, err := e.openCluster(ctx)
+	if err != nil {
+		return WaitResult{}, err
+	}
+	res, err := e.wait(ctx, store, opts)
+	return res, e.waitError(c, err)
+}
+
+// waitError explains a bucket error of a wait; its own errors stay as
+// they are.
+func (e *Env) waitError(c contexts.Context, err error) error {
+	var te *WaitTimeoutError
+	if err == nil || errors.As(err, &te) || errors.Is(err, ErrNodeError) || errors.Is(err, ErrSuperseded) ||
+		errors.Is(err, ErrReadinessUnknowable) || errors.Is(err, ErrNoDeployment) {
+		return err
+	}
+	return e.explain(c, err)
+}
+
+func (e *Env) wait(ctx context.Context, store objstore.Store, opts WaitOptions) (WaitResult, error) {
+	key, _ := state.NewKey(opts.NodeGroup, opts.Name)
+	start := e.now()
+	var deadline time.Time
+	if opts.Timeout > 0 {
+		deadline = start.Add(opts.Timeout)
+	}
+	ix := indexReader{store: store}
+	sr := statusReader{store: store}
+	res := WaitResult{Until: opts.Until}
+	res.Name, res.NodeGroup, res.Revision, res.State = key.Name, key.NodeGroup, opts.Revision, StateUnknown
+	res.Summary = "nothing read yet"
+	timeout := func() (WaitResult, error) {
+		waited := e.now().Sub(start)
+		res.WaitedSeconds = waited.Seconds()
+		return res, &WaitTimeoutError{Key: key.String(), Until: opts.Until, Waited: waited, Last: res.DeploymentStatus}
+	}
+	lastLine := ""
+	for {
+		entry, ok, err := ix.entry(ctx, key)
+		if err != nil {
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return timeout()
+			}
+			return res, err
+		}
+		if !ok {
+			return res, fmt.Errorf("%w: deployment %s is not in the deployment index (deleted while waiting?)", ErrNoDeployment, key)
+		}
+		rev := nodepod.Revision(entry)
+		if opts.Revision != "" && rev != opts.Revision {
+			return res, fmt.Errorf("%w: %s is now at revision %s, not %s: stop waiting for a revision that will not run", ErrSuperseded, key, short(rev), short(opts.Revision))
+		}
+		st, err := sr.status(ctx, e.now(), []state.Item{{Key: key, Entry: entry}}, "")
+		if err != nil {
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return timeout()
+			}
+			return res, err
+		}
+		res.DeploymentStatus = st.NodeGroups[0].Deployments[0]
+		res.WaitedSeconds = e.now().Sub(start).Seconds()
+		line := fmt.Sprintf("%s revision %s: %s", key, short(rev), res.Summary)
+		if line != lastLine {
+			e.progress("%s", line)
+			lastLine = line
+		}
+		if done, err := reached(res.DeploymentStatus, opts.Until, st.NodeGroups[0]); done || err != nil {
+			return res, err
+		}
+		if !deadline.IsZero() && !e.now().Before(deadline) {
+			return timeout()
+		}
+		pause := opts.Poll
+		if !deadline.IsZero() {
+			pause = min(pause, deadline.Sub(e.now()))
+		}
+		if err := e.sleep(ctx, pause); err != nil {
+			if errors.Is(err, context.DeadlineExceeded) {
+				return timeout()
+			}
+			return res, err
+		}
+	}
+}
+
+// reached decides whether a wait is over: done, or failed with why.
+func reached(d DeploymentStatus, until string, g NodeGroupStatus) (bool, error) {
+	if d.State == StateUnknown {
+		return false, nil
+	}
+	if len(d.Errors) > 0 {
+		var msgs []string
+		for _, e := range d.Errors {
+			msgs = append(msgs, fmt.Sprintf("%s (%s): %s", e.Node, e.Kind, e.Message))
+		}
+		return true, fmt.Errorf("%w: %s/%s revision %s: %s", ErrNodeError, d.NodeGroup, d.Name, short(d.Revision), strings.Join(msgs, "; "))
+	}
+	if d.Total == 0 {
+		return d.State == StateReady, nil
+	}
+	if until == UntilReady {
+		for _, nd := range d.Nodes {
+			if nd.Revision != d.Revision || nd.Readiness != state.Unknown {
+				continue
+			}
+			for _, n := range g.Nodes {
+				if n.Node == nd.Node && n.State == state.NodeLive && !n.Kubelet {
+					return true, fmt.Errorf("%w on node %s of %s: it follows no kubelet Pods API, so its Pods' readiness is never reported: wait until applied instead", ErrReadinessUnknowable, n.Node, g.NodeGroup)
+				}
+			}
+		}
+		return d.State == StateReady, nil
+	}
+	return d.Applied == d.Total && g.Missing == 0, nil
+}
+
+// indexReader reads the deployment index conditionally on its ETag.
+type indexReader struct {
+	store objstore.Store
+	ix    *state.Index
+	etag  string
+}
+
+func (r *indexReader) entry(ctx context.Context, key state.Key) (state.Entry, bool, error) {
+	opts := objstore.GetOptions{}
+	if r.ix != nil && r.etag != "" {
+		opts.IfNoneMatch = r.etag
+	}
+	obj, err := r.store.Get(ctx, state.IndexPath, opts)
+	switch {
+	case errors.Is(err, objstore.ErrNotModified):
+	case errors.Is(err, objstore.ErrNotFound):
+		return state.Entry{}, false, nil
+	case err != nil:
+		return state.Entry{}, false, fmt.Errorf("read %s: %w", state.IndexPath, err)
+	default:
+		ix, err := state.DecodeIndex(obj.Data)
+		if err != nil {
+			return state.Entry{}, false, err
+		}
+		r.ix, r.etag = ix, obj.ETag
+	}
+	e, ok := r.ix.Lookup(key)
+	return e, ok, nil
+}

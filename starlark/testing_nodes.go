@@ -1,0 +1,151 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package starlark
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	star "go.starlark.net/starlark"
+
+	"podmin.dev/podmin/internal/ids"
+	"podmin.dev/podmin/internal/nodepod"
+	"podmin.dev/podmin/internal/objstore"
+	"podmin.dev/podmin/internal/state"
+)
+
+// fakeNodes stands in for a test's node agents and their leader: on every
+// tick of the test's virtual clock (a wait's pause) it publishes, for
+// each NodeGroup a test declared with t.fake_nodes, the lease and the
+// NodeGroup's status object as a leader would, in the real formats, with
+// every node reporting the committed revision of every deployment in the
+// declared state. Waits in a test therefore end at once in virtual time,
+// and a timeout of minutes costs nothing.
+type fakeNodes struct {
+	store objstore.Store
+
+	mu     sync.Mutex
+	now    time.Time
+	groups map[string]fakeGroup
+}
+
+type fakeGroup struct {
+	nodes int
+	state string
+}
+
+// Fake node states of t.fake_nodes.
+var fakeStates = []string{"ready", "not-ready", "error", "stopped"}
+
+func newFakeNodes(store objstore.Store, start time.Time) *fakeNodes {
+	return &fakeNodes{store: store, now: start, groups: map[string]fakeGroup{}}
+}
+
+// Now is the test's virtual clock.
+func (f *fakeNodes) Now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+// Sleep advances the virtual clock by d and lets the fake nodes report.
+func (f *fakeNodes) Sleep(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.now = f.now.Add(d)
+	f.mu.Unlock()
+	return f.publish(ctx)
+}
+
+// publish writes the lease and the status object of every declared
+// NodeGroup.
+func (f *fakeNodes) publish(ctx context.Context) error {
+	f.mu.Lock()
+	groups, now := make(map[string]fakeGroup, len(f.groups)), f.now
+	for k, v := range f.groups {
+		groups[k] = v
+	}
+	f.mu.Unlock()
+	if len(groups) == 0 {
+		return nil
+	}
+	ix, _, err := state.ReadIndex(ctx, f.store)
+	if err != nil {
+		return err
+	}
+	lease := fmt.Sprintf(`{"leaderID":"fake-leader","leaderAddr":"[2001:db8::1]:8081","lastUpdated":%q,"term":1}`, now.UTC().Format(time.RFC3339Nano))
+	if _, err := f.store.Put(ctx, state.DNSLeaderPath, []byte(lease)); err != nil {
+		return err
+	}
+	for ng, g := range groups {
+		size := g.nodes
+		s := &state.NodeGroupStatus{NodeGroup: ng, Leader: "fake-leader", Term: 1, UpdatedAt: now.UTC(), Settled: true, Expected: &size}
+		live := g.nodes
+		if g.state == "stopped" {
+			live = 0
+		}
+		s.Live, s.Missing = live, g.nodes-live
+		for i := range g.nodes {
+			n := state.NodeStatus{Node: fmt.Sprintf("fake-%s-%d", ng, i), State: state.NodeLive, Kubelet: true}
+			if i >= live {
+				n.State = state.NodeMissing
+				s.Nodes = append(s.Nodes, n)
+				continue
+			}
+			for _, it := range ix.NodeGroup(ng) {
+				rev := nodepod.Revision(it.Entry)
+				at := now.UTC()
+				r := state.DeploymentReport{Name: it.Key.Name, Revision: rev, AppliedAt: &at, Desired: rev, Readiness: state.Ready, ReportedAt: at}
+				switch g.state {
+				case "not-ready":
+					r.Readiness, r.Reason = state.NotReady, "kubelet reports the Pod not ready (fake)"
+				case "error":
+					r.Readiness, r.Reason = state.NotReady, "container web: CrashLoopBackOff (fake)"
+					r.Error = &state.ReportedError{Kind: state.ErrorKubelet, Message: "container web: CrashLoopBackOff (fake)", Revision: rev}
+				}
+				n.Deployments = append(n.Deployments, r)
+			}
+			s.Nodes = append(s.Nodes, n)
+		}
+		data, err := s.Encode()
+		if err != nil {
+			return err
+		}
+		key, _ := state.NodeGroupStatusPath(ng)
+		if _, err := f.store.Put(ctx, key, data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fakeNodesBuiltin is t.fake_nodes(nodegroup, nodes = 3, state = "ready").
+func fakeNodesBuiltin(f *fakeNodes) *star.Builtin {
+	return star.NewBuiltin("t.fake_nodes", func(thread *star.Thread, b *star.Builtin, args star.Tuple, kwargs []star.Tuple) (star.Value, error) {
+		var ng string
+		nodes, st := 3, "ready"
+		if err := star.UnpackArgs(b.Name(), args, kwargs, "nodegroup", &ng, "nodes?", &nodes, "state?", &st); err != nil {
+			return nil, err
+		}
+		if err := ids.ValidateNodeGroup(ng); err != nil {
+			return nil, fmt.Errorf("%s: %w", b.Name(), err)
+		}
+		if nodes < 1 || nodes > 1000 {
+			return nil, fmt.Errorf("%s: nodes = %d: use 1 to 1000", b.Name(), nodes)
+		}
+		if !slices.Contains(fakeStates, st) {
+			return nil, fmt.Errorf("%s: state = %q: use one of %q", b.Name(), st, fakeStates)
+		}
+		f.mu.Lock()
+		f.groups[ng] = fakeGroup{nodes: nodes, state: st}
+		f.mu.Unlock()
+		return star.None, nil
+	})
+}
