@@ -52,7 +52,7 @@ run "no_nat64" {
   }
   assert {
     condition = toset(flatten([for s in jsondecode(aws_iam_role_policy.node.policy).Statement : s.Action])) == toset([
-      "s3:GetObject", "s3:PutObject", "s3:ListBucket", "ssm:GetParameter", "secretsmanager:GetSecretValue", "ec2:AssignIpv6Addresses",
+      "s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:ListBucket", "ssm:GetParameter", "secretsmanager:GetSecretValue", "ec2:AssignIpv6Addresses",
     ])
     error_message = "the node role grants exactly the calls nodes make"
   }
