@@ -88,9 +88,20 @@ func (r *run) deployWait(p *proof) {
 			returned.Round(10*time.Millisecond), firstAnswer)
 	}
 	r.web = ip
+	failures, err := readinessFailures(r.daemon("kubelet").logText(), staticName("web"), start, time.Local)
+	if err != nil {
+		p.Fatal(err)
+	}
 	p.figure("podmin deploy --wait (hello:v2 → hello:v1) returned after %s; the new Pod %s first answered HTTP %s after the deploy, %s before the wait returned; at its return the Pod answered v1 at once",
 		returned.Round(10*time.Millisecond), firstIP, firstAnswer.Sub(start).Round(10*time.Millisecond),
 		start.Add(returned).Sub(firstAnswer).Round(10*time.Millisecond))
+	if len(failures) > 0 {
+		var at []string
+		for _, f := range failures {
+			at = append(at, "+"+f.Sub(start).Round(10*time.Millisecond).String())
+		}
+		p.figure("kubelet's readiness probe (HTTPS /healthz, kubelet's default period of 10 s) failed at %s after the deploy", strings.Join(at, ", "))
+	}
 	if m := regexp.MustCompile(`(?m)^.*revision \S+ ready on .*$`).FindString(out); m != "" {
 		p.figure("it printed %q", m)
 	} else {
