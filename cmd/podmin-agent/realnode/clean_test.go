@@ -76,13 +76,16 @@ func (r *run) secretMount(p *proof) {
 		files, float64(size)/(1<<20), strings.TrimPrefix(host, r.dir+"/"))
 }
 
-// deleted: podmin delete makes kubelet stop both Pods and leaves no
+// deleted: podmin delete makes kubelet stop every Pod and leaves no
 // container, sandbox, mount, interface, file or process behind; then the
 // daemons stop cleanly.
 func (r *run) deleted(p *proof) {
 	start := time.Now()
 	r.podmin("delete", "web", "-g", nodegroup, "-y")
 	r.podmin("delete", "probe", "-g", nodegroup, "-y")
+	for _, d := range r.extra {
+		r.podmin("delete", d[1], "-g", d[0], "-y", "--ignore-not-found")
+	}
 	r.waitFor(p, 3*time.Minute, "kubelet to list no Pods", func() bool { ps, err := listPods(); return err == nil && len(ps) == 0 })
 	p.figure("podmin delete → kubelet lists no Pods: %s", time.Since(start).Round(10*time.Millisecond))
 	// Record when each kind of leftover went last, to say what took long.

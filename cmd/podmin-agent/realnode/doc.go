@@ -11,8 +11,11 @@
 // its workload identity verifies against the cluster CA, that its Service
 // resolves through the agent's DNS and answers on its VIP through the eBPF
 // dataplane, how long a rollout leaves the Service without an answer, that
-// a mounted secret is readable in the container and nowhere else, and that
-// a delete leaves the node clean.
+// a mounted secret is readable in the container and nowhere else, that
+// podmin deploy --wait returns once the new Pod answers and fails with the
+// node's error for an image whose command exits, that the rollout recipe
+// stops at a failing canary NodeGroup, how long a commit takes to show as
+// ready in podmin status, and that a delete leaves the node clean.
 //
 // The node runs in network and mount namespaces of its own (the test
 // re-executes itself inside them), with every path beneath one temporary

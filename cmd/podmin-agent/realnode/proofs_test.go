@@ -36,12 +36,14 @@ type run struct {
 	secret   string
 	deployAt time.Time
 	watch    *watch
-	web      netip.Addr // the web Pod's address
-	probe    netip.Addr // a second Pod, the Service's client
+	web      netip.Addr  // the web Pod's address
+	probe    netip.Addr  // a second Pod, the Service's client
+	extra    [][2]string // NodeGroup and name of the other deployments the proofs made
 }
 
 // runProofs deploys the workload through the podmin CLI and runs the
-// seven proofs in order; each reports PASS, FAIL or NOT RUN.
+// proofs in order; each reports PASS, FAIL or NOT RUN. The last deletes
+// every deployment and stops the node.
 func (n *node) runProofs() {
 	t := n.t
 	n.pushImages()
@@ -58,13 +60,27 @@ func (n *node) runProofs() {
 	n.podmin("deploy", "web", "-g", nodegroup, "--image", "hello:v1", "--service", "--secret", "token")
 	n.podmin("deploy", "probe", "-g", nodegroup, "--image", "hello:v1")
 
-	n.rep.prove(t, 1, "the Pod runs under runsc and answers HTTP on its Pod IP", r.runsc)
-	n.rep.prove(t, 2, "the agent sees it ready through kubelet's Pods API", r.readiness)
-	n.rep.prove(t, 3, "its workload identity is mounted and verifies against the cluster CA", r.identity)
-	n.rep.prove(t, 4, "its Service resolves through the agent's DNS and answers on the VIP through the eBPF dataplane", r.service)
-	n.rep.prove(t, 5, "podmin deploy --image hello:v2 rolls it", r.rollout)
-	n.rep.prove(t, 6, "its secret is readable inside the container and nowhere else", r.secretMount)
-	n.rep.prove(t, 7, "podmin delete stops it and the node ends clean", r.deleted)
+	proofs := []struct {
+		title string
+		fn    func(*proof)
+	}{
+		{"the Pod runs under runsc and answers HTTP on its Pod IP", r.runsc},
+		{"the agent sees it ready through kubelet's Pods API", r.readiness},
+		{"its workload identity is mounted and verifies against the cluster CA", r.identity},
+		{"its Service resolves through the agent's DNS and answers on the VIP through the eBPF dataplane", r.service},
+		{"podmin deploy --image hello:v2 rolls it", r.rollout},
+		{"its secret is readable inside the container and nowhere else", r.secretMount},
+		{"podmin deploy --wait returns once the new Pod answers HTTP, not before", r.deployWait},
+		{"commit → podmin status shows ready (benchmark)", r.benchmark},
+		{"a broken image (its command exits) fails podmin deploy --wait with the node's error within the timeout", r.brokenWait},
+		{"recipes/rollout.star stops at the failing canary NodeGroup and leaves the next untouched", r.rolloutRecipe},
+		{"podmin delete stops every Pod and the node ends clean", r.deleted},
+	}
+	// scripts/e2e.sh expects this many proof lines.
+	n.rep.line(fmt.Sprintf("e2e proofs: %d", len(proofs)))
+	for i, pr := range proofs {
+		n.rep.prove(t, i+1, pr.title, pr.fn)
+	}
 }
 
 // runsc: the Pod answers on its Pod IP from a gVisor sandbox.

@@ -5,6 +5,7 @@
 package realnode
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -61,5 +62,26 @@ func TestParseReplacement(t *testing.T) {
 	}
 	if _, err := parseReplacement(`time="yesterday" level=info msg="x"`, "", "web-e2e-node", since, time.UTC); err == nil {
 		t.Fatal("a bad containerd time was accepted")
+	}
+}
+
+// Failed readiness probes are read from kubelet's own lines, for the named
+// Pod only and from since on.
+func TestReadinessFailures(t *testing.T) {
+	kubelet := strings.Join([]string{
+		`I1204 21:50:59.000000    4242 prober.go:120] "Probe failed" probeType="Readiness" pod="default/web-e2e-node" podUID="a" containerName="web" probeResult="failure" output="connection refused"`,
+		`I1204 21:51:01.500000    4242 prober.go:120] "Probe failed" probeType="Readiness" pod="default/web-e2e-node" podUID="b" containerName="web" probeResult="failure" output="connection refused"`,
+		`I1204 21:51:02.000000    4242 prober.go:120] "Probe failed" probeType="Readiness" pod="default/webby-e2e-node" podUID="c" containerName="webby" probeResult="failure" output="x"`,
+		`I1204 21:51:03.000000    4242 prober.go:120] "Probe failed" probeType="Liveness" pod="default/web-e2e-node" podUID="b" containerName="web" probeResult="failure" output="x"`,
+		`I1204 21:51:11.500000    4242 prober.go:120] "Probe failed" probeType="Readiness" pod="default/web-e2e-node" podUID="b" containerName="web" probeResult="failure" output="x"`,
+	}, "\n")
+	since := time.Date(2026, 12, 4, 21, 51, 0, 0, time.UTC)
+	got, err := readinessFailures(kubelet, "web-e2e-node", since, time.UTC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []time.Time{since.Add(1500 * time.Millisecond), since.Add(11500 * time.Millisecond)}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
 	}
 }

@@ -38,8 +38,7 @@ var (
 // parseReplacement reads the replacement of static Pod pod (kubelet's
 // name, e.g. web-e2e-node) after since. containerd is containerd's whole
 // log (the old sandbox's ID comes from before since), kubelet kubelet's.
-// klog's timestamps carry neither year nor zone: they are taken in loc,
-// in since's year. kubelet's "seen" is its first SyncLoop ADD or REMOVE
+// kubelet's "seen" is its first SyncLoop ADD or REMOVE
 // of pod from the file source.
 func parseReplacement(containerd, kubelet, pod string, since time.Time, loc *time.Location) (replacement, error) {
 	var r replacement
@@ -77,22 +76,42 @@ func parseReplacement(containerd, kubelet, pod string, since time.Time, loc *tim
 			r.started = at
 		}
 	}
+	seen, err := kubeletTimes(kubelet, since, loc, func(line string) bool {
+		return syncLoop.MatchString(line) && strings.Contains(line, `/`+pod+`"`)
+	})
+	if len(seen) > 0 {
+		r.seen = seen[0]
+	}
+	return r, err
+}
+
+// readinessFailures are the times kubelet's log shows a failed readiness
+// probe of static Pod pod at or after since.
+func readinessFailures(kubelet, pod string, since time.Time, loc *time.Location) ([]time.Time, error) {
+	return kubeletTimes(kubelet, since, loc, func(line string) bool {
+		return strings.Contains(line, `"Probe failed" probeType="Readiness"`) && strings.Contains(line, ` pod="default/`+pod+`"`)
+	})
+}
+
+// kubeletTimes are the times of kubelet's log lines that match, at or
+// after since. klog's timestamps carry neither year nor zone: they are
+// taken in loc, in since's year.
+func kubeletTimes(kubelet string, since time.Time, loc *time.Location, match func(string) bool) ([]time.Time, error) {
+	var out []time.Time
 	for line := range strings.Lines(kubelet) {
 		m := klogLine.FindStringSubmatch(line)
-		if m == nil || !syncLoop.MatchString(line) || !strings.Contains(line, `/`+pod+`"`) {
+		if m == nil || !match(line) {
 			continue
 		}
 		at, err := time.ParseInLocation("0102 15:04:05.000000", m[1], loc)
 		if err != nil {
-			return r, fmt.Errorf("kubelet's log: time %q: %w", m[1], err)
+			return out, fmt.Errorf("kubelet's log: time %q: %w", m[1], err)
 		}
-		at = at.AddDate(since.In(loc).Year(), 0, 0)
-		if !at.Before(since) {
-			r.seen = at
-			break
+		if at = at.AddDate(since.In(loc).Year(), 0, 0); !at.Before(since) {
+			out = append(out, at)
 		}
 	}
-	return r, nil
+	return out, nil
 }
 
 // describe lists the steps as offsets from since.

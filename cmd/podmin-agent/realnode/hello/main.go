@@ -18,7 +18,9 @@
 //	                 {"status", "body"} or 502
 //
 // It exits at once on SIGTERM, so a rollout waits for nothing but kubelet.
-// HELLO_VERSION names the version it reports.
+// HELLO_VERSION names the version it reports. Run as "hello exit N" it
+// serves nothing and exits at once with status N: the command of the
+// test's broken image.
 package main
 
 import (
@@ -34,6 +36,7 @@ import (
 	"os"
 	"os/signal"
 	"path"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -46,6 +49,14 @@ const (
 )
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == "exit" {
+		code, err := strconv.Atoi(os.Args[2])
+		if err != nil {
+			log.Fatalf("exit %q: want a status number", os.Args[2])
+		}
+		log.Printf("exiting with status %d, as the command asks", code)
+		os.Exit(code)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	mux := newMux()
