@@ -86,13 +86,10 @@ func (f *fixture) reconcilerWith(t testing.TB, step func(staticpod.Step, string)
 	return r
 }
 
-// deploy commits a built-in deployment straight to the bucket.
-func (f *fixture) deploy(t testing.TB, ng, name, image string, service bool, secrets ...string) state.Entry {
+// builtDeployment builds a deployment with opts and extracts it ready to
+// commit.
+func builtDeployment(t testing.TB, ng, name string, opts manifest.BuildOptions) state.Deployment {
 	t.Helper()
-	opts := manifest.BuildOptions{Name: name, NodeGroup: ng, Images: []string{image}, Service: service, Secrets: secrets}
-	if len(secrets) > 0 {
-		opts.SecretsProvider = "local"
-	}
 	data, err := manifest.Build(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -106,6 +103,17 @@ func (f *fixture) deploy(t testing.TB, ng, name, image string, service bool, sec
 	if ex.Service != nil {
 		d.ServiceName, d.Service = ex.Service.Name, ex.ServiceYAML
 	}
+	return d
+}
+
+// deploy commits a built-in deployment straight to the bucket.
+func (f *fixture) deploy(t testing.TB, ng, name, image string, service bool, secrets ...string) state.Entry {
+	t.Helper()
+	opts := manifest.BuildOptions{Name: name, NodeGroup: ng, Images: []string{image}, Service: service, Secrets: secrets}
+	if len(secrets) > 0 {
+		opts.SecretsProvider = "local"
+	}
+	d := builtDeployment(t, ng, name, opts)
 	res, err := state.NewCommitter(f.bucket, state.CommitOptions{}).Deploy(context.Background(), d)
 	if err != nil {
 		t.Fatal(err)

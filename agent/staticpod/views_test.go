@@ -88,20 +88,7 @@ func nodeOn(t testing.TB, store objstore.Store, root string) *staticpod.Reconcil
 // deployment extracts a built-in deployment ready to commit.
 func deployment(t testing.TB, ng, name, image string, service bool) state.Deployment {
 	t.Helper()
-	data, err := manifest.Build(manifest.BuildOptions{Name: name, NodeGroup: ng, Images: []string{image}, Service: service})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ex, err := manifest.Extract(data, manifest.ExtractOptions{Name: name, NodeGroup: ng})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, _ := state.NewKey(ng, name)
-	d := state.Deployment{Key: k, Namespace: ex.Namespace, Pod: ex.PodYAML}
-	if ex.Service != nil {
-		d.ServiceName, d.Service = ex.Service.Name, ex.ServiceYAML
-	}
-	return d
+	return builtDeployment(t, ng, name, manifest.BuildOptions{Name: name, NodeGroup: ng, Images: []string{image}, Service: service})
 }
 
 // A commit to another NodeGroup costs a node one HEAD of the index and no
