@@ -109,9 +109,9 @@ func newCoordination(ctx context.Context, cfg Config, opts Options, r identity.S
 		OnView:      c.view,
 		OnIndexHint: func(etag string) { c.hint(etag) },
 		OnSlotFreed: func() { c.hint("") },
-		SlotTimeout: opts.SlotTimeout,
-		Kubelet:     cfg.Provider != "local" || kubeletSocketExists(opts.Root),
-		Log:         clog,
+		SlotTimeout: opts.SlotTimeout, ProbelessHold: opts.ProbelessHold,
+		Kubelet: cfg.Provider != "local" || kubeletSocketExists(opts.Root),
+		Log:     clog,
 	}
 	if localMode(cfg) {
 		copts.Dial = api.LoopbackDial

@@ -134,6 +134,11 @@ type Options struct {
 	// before it reports the node stuck; zero means
 	// coordinator.SlotTimeout.
 	SlotTimeout time.Duration
+	// ProbelessHold is how long kubelet must have reported a Pod with a
+	// container without a readiness probe ready before the node reports it
+	// ready; zero means coordinator.ProbelessHold, negative takes kubelet's
+	// word at once.
+	ProbelessHold time.Duration
 	// RestartWindow spreads the restarts of Pods whose workload leaf is
 	// replaced (workload.Options.RestartWindow); nil means the default.
 	RestartWindow *time.Duration

@@ -90,6 +90,11 @@ type Options struct {
 	// SlotTimeout, LeaderlessAfter and LeaderlessStep default to
 	// SlotTimeout, LeaderlessAfter and LeaderlessStep; tests shorten them.
 	SlotTimeout, LeaderlessAfter, LeaderlessStep time.Duration
+	// ProbelessHold is how long kubelet must have reported a Pod with a
+	// container without a readiness probe ready before this node reports
+	// it ready; zero means ProbelessHold, negative takes kubelet's word at
+	// once (tests whose fake kubelet has no clock).
+	ProbelessHold time.Duration
 	// Clock, Timing and Retention default to the real clock, the
 	// election's defaults and Retention; tests shorten them.
 	Clock     election.Clock
@@ -110,6 +115,9 @@ type Coordinator struct {
 	server  *api.Server
 	cache   *Cache
 	kick    chan struct{}
+	// holdKick tells the hold timer (Run) that the earliest end of a
+	// readiness hold changed.
+	holdKick chan struct{}
 	// leadership runs each leadership's work (leader.go); Run waits for it,
 	// so no write of a leadership outlives the coordinator.
 	leadership sync.WaitGroup
@@ -155,7 +163,8 @@ func New(opts Options) (*Coordinator, error) {
 	if !opts.Advertise.IsValid() {
 		return nil, errors.New("coordinator: no advertised address: pass the node's [IPv6]:8081")
 	}
-	c := &Coordinator{opts: opts, clock: opts.Clock, timing: opts.Timing, log: opts.Log, kick: make(chan struct{}, 1)}
+	c := &Coordinator{opts: opts, clock: opts.Clock, timing: opts.Timing, log: opts.Log, kick: make(chan struct{}, 1),
+		holdKick: make(chan struct{}, 1)}
 	if c.clock == nil {
 		c.clock = realClock{}
 	}
@@ -178,6 +187,7 @@ func New(opts Options) (*Coordinator, error) {
 	c.opts.SlotTimeout = cmp.Or(c.opts.SlotTimeout, SlotTimeout)
 	c.opts.LeaderlessAfter = cmp.Or(c.opts.LeaderlessAfter, LeaderlessAfter)
 	c.opts.LeaderlessStep = cmp.Or(c.opts.LeaderlessStep, LeaderlessStep)
+	c.opts.ProbelessHold = cmp.Or(c.opts.ProbelessHold, ProbelessHold)
 	c.node = newNodeSide()
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -284,6 +294,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	defer cancel()
 	wg.Go(func() { _ = c.elector.Run(ectx) })
 	wg.Go(func() { c.follow(ectx) })
+	wg.Go(func() { c.endHolds(ectx) })
 	var err error
 	select {
 	case <-ctx.Done():

@@ -54,6 +54,7 @@ func (c *Coordinator) PublishServices(_ context.Context, services []staticpod.Se
 func (c *Coordinator) PodsChanged(podList []*corev1.Pod) {
 	c.mu.Lock()
 	c.pods = podList
+	c.seeReady(podList)
 	c.node.podsSeen, c.node.kubeletLost = true, ""
 	c.mu.Unlock()
 	c.refreshEndpoints()

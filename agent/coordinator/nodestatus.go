@@ -7,12 +7,14 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	pb "podmin.dev/podmin/agent/api/coordinationpb"
 	"podmin.dev/podmin/agent/pods"
@@ -43,10 +45,48 @@ type nodeSide struct {
 	leaderless map[string]time.Time
 	// report is the current report; sent the last one a leader accepted.
 	report *pb.StatusReport
+	// readySeen is when this node first saw each ready Pod (by UID and
+	// restarts) ready, for a Pod whose kubelet gives no time.
+	readySeen map[readyKey]time.Time
+	// holdEnds is the earliest end of a readiness hold the current report
+	// waits for; zero when none.
+	holdEnds time.Time
 }
 
+// readyKey names one run of a Pod: a restart starts another.
+type readyKey struct {
+	uid      types.UID
+	restarts int
+}
+
+// ProbelessHold is how long kubelet must have reported a Pod ready before
+// a node reports it ready, when a container of the Pod has no readiness
+// probe: kubelet reports such a container ready as soon as it starts, so a
+// container that exits within a second would otherwise pass. A Pod whose
+// containers all have a readiness probe is ready when kubelet says so.
+const ProbelessHold = 5 * time.Second
+
 func newNodeSide() nodeSide {
-	return nodeSide{withdrawn: map[ServiceID]string{}, granted: map[string]string{}, leaderless: map[string]time.Time{}}
+	return nodeSide{withdrawn: map[ServiceID]string{}, granted: map[string]string{}, leaderless: map[string]time.Time{},
+		readySeen: map[readyKey]time.Time{}}
+}
+
+// seeReady records when this node first saw each of podList ready and
+// forgets the rest. Called with c.mu held.
+func (c *Coordinator) seeReady(podList []*corev1.Pod) {
+	now := c.clock.Now()
+	live := map[readyKey]bool{}
+	for _, p := range podList {
+		if !pods.IsReady(p) {
+			continue
+		}
+		k := readyKey{p.UID, pods.StateOf(p).Restarts}
+		live[k] = true
+		if _, ok := c.node.readySeen[k]; !ok {
+			c.node.readySeen[k] = now
+		}
+	}
+	maps.DeleteFunc(c.node.readySeen, func(k readyKey, _ time.Time) bool { return !live[k] })
 }
 
 // DeploymentsChanged takes the reconciler's deployment states after each
@@ -114,6 +154,16 @@ func (c *Coordinator) currentReport() *pb.StatusReport {
 // kubelet's Pods. Called with c.mu held.
 func (c *Coordinator) buildReport() *pb.StatusReport {
 	r := &pb.StatusReport{Kubelet: c.opts.Kubelet}
+	ends := c.node.holdEnds
+	c.node.holdEnds = time.Time{}
+	defer func() {
+		if !c.node.holdEnds.Equal(ends) {
+			select {
+			case c.holdKick <- struct{}{}:
+			default:
+			}
+		}
+	}()
 	for _, d := range c.node.deployments {
 		rep := &pb.DeploymentReport{Name: d.Deployment.Name, Revision: d.Applied, Desired: d.Desired, Waiting: d.Waiting,
 			Granted: c.node.granted[d.Deployment.Name]}
@@ -166,6 +216,7 @@ func (c *Coordinator) readiness(rep *pb.DeploymentReport, d staticpod.Deployment
 	rep.Restarts = uint32(st.Restarts)
 	if st.Ready {
 		rep.Readiness = pb.Readiness_READINESS_READY
+		c.hold(rep, found, st.Restarts)
 	} else {
 		rep.Readiness, rep.Reason = pb.Readiness_READINESS_NOT_READY, "kubelet reports the Pod not ready"
 	}
@@ -173,6 +224,57 @@ func (c *Coordinator) readiness(rep *pb.DeploymentReport, d staticpod.Deployment
 		rep.Reason = st.Problem
 		if rep.Error == nil {
 			rep.Error = &pb.ReportedError{Kind: "kubelet", Message: st.Problem, Revision: d.Applied}
+		}
+	}
+}
+
+// hold keeps a Pod that kubelet reports ready not ready while a container
+// of it has no readiness probe and kubelet has not reported it ready for
+// ProbelessHold: such a container is ready as soon as it starts, even one
+// that exits a second later. Called with c.mu held.
+func (c *Coordinator) hold(rep *pb.DeploymentReport, p *corev1.Pod, restarts int) {
+	hold := c.opts.ProbelessHold
+	if hold < 0 || pods.HasReadinessProbes(p) {
+		return
+	}
+	now := c.clock.Now()
+	since := pods.ReadySince(p)
+	if since.IsZero() {
+		since = c.node.readySeen[readyKey{p.UID, restarts}]
+	}
+	if since.IsZero() {
+		since = now
+	}
+	end := since.Add(hold)
+	if !now.Before(end) {
+		return
+	}
+	rep.Readiness = pb.Readiness_READINESS_NOT_READY
+	rep.Reason = fmt.Sprintf("kubelet reports the Pod ready since %s UTC; a Pod with a container without a readiness probe must stay ready %s before it counts (until %s UTC)",
+		since.UTC().Format(time.TimeOnly), hold, end.UTC().Format(time.TimeOnly))
+	if c.node.holdEnds.IsZero() || end.Before(c.node.holdEnds) {
+		c.node.holdEnds = end
+	}
+}
+
+// endHolds reports again when the earliest readiness hold ends, so a Pod
+// that stayed ready counts as ready without another word from kubelet.
+// It runs until ctx ends.
+func (c *Coordinator) endHolds(ctx context.Context) {
+	for {
+		c.mu.Lock()
+		end := c.node.holdEnds
+		c.mu.Unlock()
+		var fire <-chan time.Time
+		if !end.IsZero() {
+			fire = c.clock.After(end.Sub(c.clock.Now()))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.holdKick:
+		case <-fire:
+			c.statusChanged()
 		}
 	}
 }

@@ -80,7 +80,11 @@ func TestSlotTimeoutReportsTheNodeStuck(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newLocalCluster(t, fastTiming, fastRetention, inNodeGroup("workers"))
-	c.tweak = func(o *coordinator.Options) { o.Kubelet, o.SlotTimeout = true, 300*time.Millisecond }
+	// The fake Pods start ready: the hold for Pods without a readiness
+	// probe is not what this test is about.
+	c.tweak = func(o *coordinator.Options) {
+		o.Kubelet, o.SlotTimeout, o.ProbelessHold = true, 300*time.Millisecond, -1
+	}
 	agents := []*localAgent{c.start(t, c.spec(0, store)), c.start(t, c.spec(1, store))}
 	r0 := nodepod.Revision(commitWeb(t, store, "hello:v1"))
 	for _, a := range agents {

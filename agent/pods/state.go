@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -71,3 +72,65 @@ func StateOf(p *corev1.Pod) State {
 // Revision is the podmin.dev/revision of a Pod kubelet runs from a Podmin
 // static Pod file, "" for any other Pod.
 func Revision(p *corev1.Pod) string { return p.Annotations[nodepod.RevisionAnnotation] }
+
+// HasReadinessProbes reports whether every container of p that kubelet
+// counts towards the Pod's readiness (its containers and its sidecar init
+// containers) has a readiness probe. Kubelet reports a container without
+// one ready as soon as it starts, which proves nothing about whether it
+// stays up. A Pod whose spec lists no containers (kubelet sent none) has
+// none.
+func HasReadinessProbes(p *corev1.Pod) bool {
+	if len(p.Spec.Containers) == 0 {
+		return false
+	}
+	for _, c := range p.Spec.InitContainers {
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways && c.ReadinessProbe == nil {
+			return false
+		}
+	}
+	for _, c := range p.Spec.Containers {
+		if c.ReadinessProbe == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// ReadySince returns the latest moment kubelet's account lets p have
+// become ready: the PodReady condition's last transition or the latest
+// start of a running container, whichever is later; zero when p is not
+// ready or kubelet gives neither time. Kubernetes sends these times in
+// whole seconds, cut off: a whole-second time counts from the end of its
+// second, so that a Pod is never taken for ready longer than it was.
+func ReadySince(p *corev1.Pod) time.Time {
+	var since time.Time
+	later := func(t time.Time) {
+		if t.IsZero() {
+			return
+		}
+		if t.Equal(t.Truncate(time.Second)) {
+			t = t.Add(time.Second)
+		}
+		if t.After(since) {
+			since = t
+		}
+	}
+	ready := false
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			ready = true
+			later(c.LastTransitionTime.Time)
+		}
+	}
+	if !ready {
+		return time.Time{}
+	}
+	for _, cs := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
+		for _, c := range cs {
+			if r := c.State.Running; r != nil {
+				later(r.StartedAt.Time)
+			}
+		}
+	}
+	return since
+}

@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	podsapi "k8s.io/kubelet/pkg/apis/pods/v1alpha1"
 
 	"podmin.dev/podmin/agent/pods"
@@ -105,5 +106,53 @@ func TestWatcherReportsALostKubelet(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestHasReadinessProbes(t *testing.T) {
+	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{}}}
+	always := corev1.ContainerRestartPolicyAlways
+	for _, c := range []struct {
+		name string
+		spec corev1.PodSpec
+		want bool
+	}{
+		{"no spec", corev1.PodSpec{}, false},
+		{"probed", corev1.PodSpec{Containers: []corev1.Container{{Name: "web", ReadinessProbe: probe}}}, true},
+		{"one of two unprobed", corev1.PodSpec{Containers: []corev1.Container{{Name: "web", ReadinessProbe: probe}, {Name: "log"}}}, false},
+		{"plain init container unprobed", corev1.PodSpec{InitContainers: []corev1.Container{{Name: "init"}},
+			Containers: []corev1.Container{{Name: "web", ReadinessProbe: probe}}}, true},
+		{"sidecar unprobed", corev1.PodSpec{InitContainers: []corev1.Container{{Name: "proxy", RestartPolicy: &always}},
+			Containers: []corev1.Container{{Name: "web", ReadinessProbe: probe}}}, false},
+	} {
+		p := pod("default", "web-1", true, nil)
+		p.Spec = c.spec
+		if got := pods.HasReadinessProbes(p); got != c.want {
+			t.Errorf("%s: HasReadinessProbes = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestReadySince(t *testing.T) {
+	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	p := pod("default", "web-1", true, nil)
+	if got := pods.ReadySince(p); !got.IsZero() {
+		t.Fatalf("no times: %v", got)
+	}
+	// Whole seconds count from the end of their second.
+	p.Status.Conditions[0].LastTransitionTime = metav1.NewTime(at)
+	if got := pods.ReadySince(p); !got.Equal(at.Add(time.Second)) {
+		t.Fatalf("condition only: %v", got)
+	}
+	// A container started later than the condition moved: its start counts.
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "web",
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(at.Add(3*time.Second + 250*time.Millisecond))}}}}
+	if got := pods.ReadySince(p); !got.Equal(at.Add(3*time.Second + 250*time.Millisecond)) {
+		t.Fatalf("restarted container: %v", got)
+	}
+	// A Pod that is not ready has no such time.
+	p.Status.Conditions[0].Status = corev1.ConditionFalse
+	if got := pods.ReadySince(p); !got.IsZero() {
+		t.Fatalf("not ready: %v", got)
 	}
 }

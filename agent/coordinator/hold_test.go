@@ -1,0 +1,215 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package coordinator_test
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	pb "podmin.dev/podmin/agent/api/coordinationpb"
+	"podmin.dev/podmin/agent/coordinator"
+	"podmin.dev/podmin/agent/staticpod"
+	"podmin.dev/podmin/internal/nodepod"
+	"podmin.dev/podmin/internal/state"
+)
+
+// timerClock is an election.Clock a test advances; its timers fire when
+// the time they wait for is reached.
+type timerClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	waiters []timerWaiter
+}
+
+type timerWaiter struct {
+	at time.Time
+	ch chan time.Time
+}
+
+func (c *timerClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *timerClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	if d <= 0 {
+		ch <- c.now
+		return ch
+	}
+	c.waiters = append(c.waiters, timerWaiter{at: c.now.Add(d), ch: ch})
+	return ch
+}
+
+// waiting reports whether a timer waits for exactly at.
+func (c *timerClock) waiting(at time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, w := range c.waiters {
+		if w.at.Equal(at) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *timerClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	kept := c.waiters[:0]
+	for _, w := range c.waiters {
+		if w.at.After(c.now) {
+			kept = append(kept, w)
+			continue
+		}
+		w.ch <- c.now
+	}
+	c.waiters = kept
+}
+
+// holdNode starts one coordinator of a node with a kubelet on clock and
+// has it run deployment web at rev.
+func holdNode(t *testing.T, clock *timerClock, tweak func(*coordinator.Options)) (*localAgent, string) {
+	t.Helper()
+	store := newBucket(t)
+	c := newLocalCluster(t, fastTiming, fastRetention, inNodeGroup("workers"))
+	c.tweak = func(o *coordinator.Options) {
+		o.Kubelet, o.Clock = true, clock
+		if tweak != nil {
+			tweak(o)
+		}
+	}
+	a := c.start(t, c.spec(0, store))
+	const rev = "0123456789abcdef0123456789abcdef"
+	k, _ := state.NewKey("workers", "web")
+	a.coord.DeploymentsChanged([]staticpod.DeploymentState{{Deployment: k, Pod: "web", Namespace: "default", Applied: rev, Desired: rev, AppliedAt: clock.Now()}})
+	return a, rev
+}
+
+// webPod is kubelet's account of web at rev: ready since readySince (zero
+// for no time), after restarts, its container probed or not.
+func webPod(rev string, readySince time.Time, restarts int32, probed bool) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: types.UID("web-" + rev), Annotations: map[string]string{nodepod.RevisionAnnotation: rev}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "hello:v1"}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(readySince)}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "web", Ready: true, RestartCount: restarts,
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(readySince)}}}}},
+	}
+	if probed {
+		p.Spec.Containers[0].ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/"}}}
+	}
+	return p
+}
+
+func webReport(t *testing.T, a *localAgent) *pb.DeploymentReport {
+	t.Helper()
+	r := a.coord.StatusReport()
+	if len(r.GetDeployments()) != 1 {
+		t.Fatalf("report %v: want one deployment", r)
+	}
+	return r.GetDeployments()[0]
+}
+
+var holdStart = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+// A Pod without a readiness probe that kubelet reports ready is not ready
+// until kubelet has reported it ready for the default hold of 5 s, and it
+// becomes ready when the hold ends without another word from kubelet.
+func TestProbelessPodReadyOnlyAfterTheHold(t *testing.T) {
+	clock := &timerClock{now: holdStart}
+	a, rev := holdNode(t, clock, nil)
+	// Kubernetes sends whole seconds: ready at 11:59:58 counts from
+	// 11:59:59, so the hold ends at 12:00:04.
+	a.coord.PodsChanged([]*corev1.Pod{webPod(rev, holdStart.Add(-2*time.Second), 0, false)})
+	rep := webReport(t, a)
+	if rep.GetReadiness() != pb.Readiness_READINESS_NOT_READY || !strings.Contains(rep.GetReason(), "must stay ready 5s before it counts (until 12:00:04 UTC)") {
+		t.Fatalf("ready for 1 s: %v %q", rep.GetReadiness(), rep.GetReason())
+	}
+	end := holdStart.Add(4 * time.Second)
+	eventually(t, 10*time.Second, "a timer waits for the hold's end", func() bool { return clock.waiting(end) })
+	clock.advance(4*time.Second - time.Millisecond)
+	if rep := webReport(t, a); rep.GetReadiness() != pb.Readiness_READINESS_NOT_READY {
+		t.Fatalf("a millisecond before the hold ends: %v %q", rep.GetReadiness(), rep.GetReason())
+	}
+	clock.advance(time.Millisecond)
+	eventually(t, 10*time.Second, "web ready when the hold ends", func() bool {
+		return webReport(t, a).GetReadiness() == pb.Readiness_READINESS_READY
+	})
+	if rep := webReport(t, a); rep.GetReason() != "" {
+		t.Fatalf("ready with reason %q", rep.GetReason())
+	}
+}
+
+// A Pod whose containers all have a readiness probe is ready as soon as
+// kubelet says so: kubelet's verdict then rests on the probe.
+func TestProbedPodReadyAtOnce(t *testing.T) {
+	clock := &timerClock{now: holdStart}
+	a, rev := holdNode(t, clock, nil)
+	a.coord.PodsChanged([]*corev1.Pod{webPod(rev, holdStart, 0, true)})
+	if rep := webReport(t, a); rep.GetReadiness() != pb.Readiness_READINESS_READY {
+		t.Fatalf("probed Pod: %v %q", rep.GetReadiness(), rep.GetReason())
+	}
+}
+
+// A Pod that restarted is ready again only after the hold, counted from
+// its new start.
+func TestRestartedProbelessPodHoldsAgain(t *testing.T) {
+	clock := &timerClock{now: holdStart}
+	a, rev := holdNode(t, clock, nil)
+	a.coord.PodsChanged([]*corev1.Pod{webPod(rev, holdStart.Add(-time.Minute), 0, false)})
+	if rep := webReport(t, a); rep.GetReadiness() != pb.Readiness_READINESS_READY {
+		t.Fatalf("ready for a minute: %v %q", rep.GetReadiness(), rep.GetReason())
+	}
+	clock.advance(10 * time.Second)
+	a.coord.PodsChanged([]*corev1.Pod{webPod(rev, clock.Now(), 1, false)})
+	rep := webReport(t, a)
+	if rep.GetReadiness() != pb.Readiness_READINESS_NOT_READY || rep.GetRestarts() != 1 || !strings.Contains(rep.GetReason(), "until 12:00:16 UTC") {
+		t.Fatalf("just restarted: %v restarts %d %q", rep.GetReadiness(), rep.GetRestarts(), rep.GetReason())
+	}
+}
+
+// When kubelet gives no time, the hold counts from when the node first saw
+// the Pod ready.
+func TestProbelessPodWithoutTimesHoldsFromFirstSight(t *testing.T) {
+	clock := &timerClock{now: holdStart.Add(500 * time.Millisecond)}
+	a, rev := holdNode(t, clock, nil)
+	p := webPod(rev, time.Time{}, 0, false)
+	p.Status.ContainerStatuses[0].State.Running.StartedAt = metav1.Time{}
+	a.coord.PodsChanged([]*corev1.Pod{p})
+	if rep := webReport(t, a); rep.GetReadiness() != pb.Readiness_READINESS_NOT_READY {
+		t.Fatalf("just seen: %v %q", rep.GetReadiness(), rep.GetReason())
+	}
+	end := clock.Now().Add(coordinator.ProbelessHold)
+	eventually(t, 10*time.Second, "a timer waits for the hold's end", func() bool { return clock.waiting(end) })
+	// kubelet sends the same Pod again: the hold does not start over.
+	clock.advance(time.Second)
+	a.coord.PodsChanged([]*corev1.Pod{p.DeepCopy()})
+	clock.advance(coordinator.ProbelessHold - time.Second)
+	eventually(t, 10*time.Second, "web ready when the hold ends", func() bool {
+		return webReport(t, a).GetReadiness() == pb.Readiness_READINESS_READY
+	})
+}
+
+// A negative hold takes kubelet's word at once.
+func TestProbelessHoldDisabled(t *testing.T) {
+	clock := &timerClock{now: holdStart}
+	a, rev := holdNode(t, clock, func(o *coordinator.Options) { o.ProbelessHold = -1 })
+	a.coord.PodsChanged([]*corev1.Pod{webPod(rev, holdStart, 0, false)})
+	if rep := webReport(t, a); rep.GetReadiness() != pb.Readiness_READINESS_READY {
+		t.Fatalf("hold disabled: %v %q", rep.GetReadiness(), rep.GetReason())
+	}
+}
