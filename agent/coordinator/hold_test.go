@@ -154,6 +154,33 @@ func TestProbelessPodReadyOnlyAfterTheHold(t *testing.T) {
 	}
 }
 
+// Kubelet's whole-second time leaves a second in which the Pod became
+// ready; a sighting by the node inside that second is the later bound the
+// hold counts from, while one before it (of an earlier run) is not used.
+func TestProbelessHoldCountsFromASightingInsideKubeletsSecond(t *testing.T) {
+	clock := &timerClock{now: holdStart.Add(400 * time.Millisecond)}
+	a, rev := holdNode(t, clock, nil)
+	a.coord.PodsChanged([]*corev1.Pod{webPod(rev, holdStart, 0, false)})
+	rep := webReport(t, a)
+	if rep.GetReadiness() != pb.Readiness_READINESS_NOT_READY || !strings.Contains(rep.GetReason(), "ready since 12:00:00 UTC") {
+		t.Fatalf("just seen: %v %q", rep.GetReadiness(), rep.GetReason())
+	}
+	end := holdStart.Add(5*time.Second + 400*time.Millisecond)
+	eventually(t, 10*time.Second, "a timer waits for 5 s after the sighting", func() bool { return clock.waiting(end) })
+	clock.advance(5 * time.Second)
+	eventually(t, 10*time.Second, "web ready when the hold ends", func() bool {
+		return webReport(t, a).GetReadiness() == pb.Readiness_READINESS_READY
+	})
+
+	// kubelet now says ready since 12:00:05 with the same UID and
+	// restarts (a blip it did not report): the sighting at 12:00:00.4 is
+	// of an earlier run, so the hold counts from 12:00:06.
+	a.coord.PodsChanged([]*corev1.Pod{webPod(rev, holdStart.Add(5*time.Second), 0, false)})
+	if rep := webReport(t, a); rep.GetReadiness() != pb.Readiness_READINESS_NOT_READY || !strings.Contains(rep.GetReason(), "until 12:00:11 UTC") {
+		t.Fatalf("ready again since 12:00:05: %v %q", rep.GetReadiness(), rep.GetReason())
+	}
+}
+
 // A Pod whose containers all have a readiness probe is ready as soon as
 // kubelet says so: kubelet's verdict then rests on the probe.
 func TestProbedPodReadyAtOnce(t *testing.T) {
@@ -177,7 +204,7 @@ func TestRestartedProbelessPodHoldsAgain(t *testing.T) {
 	clock.advance(10 * time.Second)
 	a.coord.PodsChanged([]*corev1.Pod{webPod(rev, clock.Now(), 1, false)})
 	rep := webReport(t, a)
-	if rep.GetReadiness() != pb.Readiness_READINESS_NOT_READY || rep.GetRestarts() != 1 || !strings.Contains(rep.GetReason(), "until 12:00:16 UTC") {
+	if rep.GetReadiness() != pb.Readiness_READINESS_NOT_READY || rep.GetRestarts() != 1 || !strings.Contains(rep.GetReason(), "until 12:00:15 UTC") {
 		t.Fatalf("just restarted: %v restarts %d %q", rep.GetReadiness(), rep.GetRestarts(), rep.GetReason())
 	}
 }

@@ -238,9 +238,13 @@ func (c *Coordinator) hold(rep *pb.DeploymentReport, p *corev1.Pod, restarts int
 		return
 	}
 	now := c.clock.Now()
-	since := pods.ReadySince(p)
-	if since.IsZero() {
-		since = c.node.readySeen[readyKey{p.UID, restarts}]
+	// The hold counts from the latest moment the Pod may have become
+	// ready: the end of the window kubelet's times leave, or when this
+	// node first saw it ready, if that falls inside the window (or kubelet
+	// gives no time). A sighting before the window was of an earlier run.
+	from, since := pods.ReadySince(p)
+	if seen, ok := c.node.readySeen[readyKey{p.UID, restarts}]; ok && (since.IsZero() || !seen.Before(from) && seen.Before(since)) {
+		since = seen
 	}
 	if since.IsZero() {
 		since = now

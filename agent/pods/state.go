@@ -96,26 +96,19 @@ func HasReadinessProbes(p *corev1.Pod) bool {
 	return true
 }
 
-// ReadySince returns the latest moment kubelet's account lets p have
-// become ready: the PodReady condition's last transition or the latest
-// start of a running container, whichever is later; zero when p is not
-// ready or kubelet gives neither time. Kubernetes sends these times in
-// whole seconds, cut off: a whole-second time counts from the end of its
-// second, so that a Pod is never taken for ready longer than it was.
-func ReadySince(p *corev1.Pod) time.Time {
-	var since time.Time
+// ReadySince returns when, by kubelet's account, p became ready: at or
+// after from and at or before to, the later of the PodReady condition's
+// last transition and the latest start of a running container. Both are
+// zero when p is not ready or kubelet gives neither time. Kubernetes sends
+// these times in whole seconds, cut off, so a whole-second time stands for
+// its whole second: to is then a second after from.
+func ReadySince(p *corev1.Pod) (from, to time.Time) {
+	ready := false
 	later := func(t time.Time) {
-		if t.IsZero() {
-			return
-		}
-		if t.Equal(t.Truncate(time.Second)) {
-			t = t.Add(time.Second)
-		}
-		if t.After(since) {
-			since = t
+		if t.After(from) {
+			from = t
 		}
 	}
-	ready := false
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
 			ready = true
@@ -123,7 +116,7 @@ func ReadySince(p *corev1.Pod) time.Time {
 		}
 	}
 	if !ready {
-		return time.Time{}
+		return time.Time{}, time.Time{}
 	}
 	for _, cs := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
 		for _, c := range cs {
@@ -132,5 +125,11 @@ func ReadySince(p *corev1.Pod) time.Time {
 			}
 		}
 	}
-	return since
+	if from.IsZero() {
+		return time.Time{}, time.Time{}
+	}
+	if from.Equal(from.Truncate(time.Second)) {
+		return from, from.Add(time.Second)
+	}
+	return from, from
 }

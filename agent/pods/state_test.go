@@ -136,23 +136,25 @@ func TestHasReadinessProbes(t *testing.T) {
 func TestReadySince(t *testing.T) {
 	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	p := pod("default", "web-1", true, nil)
-	if got := pods.ReadySince(p); !got.IsZero() {
-		t.Fatalf("no times: %v", got)
+	if from, to := pods.ReadySince(p); !from.IsZero() || !to.IsZero() {
+		t.Fatalf("no times: %v %v", from, to)
 	}
-	// Whole seconds count from the end of their second.
+	// A whole-second time stands for its whole second.
 	p.Status.Conditions[0].LastTransitionTime = metav1.NewTime(at)
-	if got := pods.ReadySince(p); !got.Equal(at.Add(time.Second)) {
-		t.Fatalf("condition only: %v", got)
+	if from, to := pods.ReadySince(p); !from.Equal(at) || !to.Equal(at.Add(time.Second)) {
+		t.Fatalf("condition only: %v %v", from, to)
 	}
-	// A container started later than the condition moved: its start counts.
+	// A container started later than the condition moved: its start
+	// counts, and a time with a fraction is exact.
+	started := at.Add(3*time.Second + 250*time.Millisecond)
 	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "web",
-		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(at.Add(3*time.Second + 250*time.Millisecond))}}}}
-	if got := pods.ReadySince(p); !got.Equal(at.Add(3*time.Second + 250*time.Millisecond)) {
-		t.Fatalf("restarted container: %v", got)
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}}}}
+	if from, to := pods.ReadySince(p); !from.Equal(started) || !to.Equal(started) {
+		t.Fatalf("restarted container: %v %v", from, to)
 	}
 	// A Pod that is not ready has no such time.
 	p.Status.Conditions[0].Status = corev1.ConditionFalse
-	if got := pods.ReadySince(p); !got.IsZero() {
-		t.Fatalf("not ready: %v", got)
+	if from, to := pods.ReadySince(p); !from.IsZero() || !to.IsZero() {
+		t.Fatalf("not ready: %v %v", from, to)
 	}
 }
