@@ -90,7 +90,7 @@ $(NODE)/cni/ptp $(NODE)/cni/loopback: tools/node/cni/go.mod tools/node/cni/go.su
 $(NODE)/cni/host-local: tools/node/cni/go.mod tools/node/cni/go.sum
 	cd tools/node/cni && CGO_ENABLED=0 $(GO) build -trimpath -o $(abspath $@) github.com/containernetworking/plugins/plugins/ipam/host-local
 
-e2e: prereqs bpf ## run a real node here (root): kubelet, containerd and gVisor run Podmin's Pods, eleven proofs with figures
+e2e: prereqs bpf ## run a real node here (root): kubelet, containerd and gVisor run Podmin's Pods, twelve proofs with figures
 	scripts/e2e.sh
 
 prereqs: ## install ShellCheck when missing (apt-get as root, else prints the command)

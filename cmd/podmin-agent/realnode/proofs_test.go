@@ -73,6 +73,7 @@ func (n *node) runProofs() {
 		{"podmin deploy --wait returns once the new Pod answers HTTP, not before", r.deployWait},
 		{"commit → podmin status shows ready (benchmark)", r.benchmark},
 		{"a broken image (its command exits) fails podmin deploy --wait with the node's error within the timeout", r.brokenWait},
+		{"a broken image without a readiness probe (no Service) fails podmin deploy --wait too: kubelet's brief ready does not pass", r.brokenWaitProbeless},
 		{"recipes/rollout.star stops at the failing canary NodeGroup and leaves the next untouched", r.rolloutRecipe},
 		{"podmin delete stops every Pod and the node ends clean", r.deleted},
 	}

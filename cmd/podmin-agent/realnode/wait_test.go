@@ -23,6 +23,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"podmin.dev/podmin/agent/coordinator"
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/objstore/local"
 	"podmin.dev/podmin/internal/state"
@@ -140,6 +141,12 @@ func (r *run) benchmark(p *proof) {
 		if kubelet.IsZero() || kubelet.After(ready) {
 			p.Fatalf("%s: podmin status showed ready at %s, but the Pods API had not said ready before (%v)", name, ready.Format(time.TimeOnly), kubelet)
 		}
+		// These Pods have no readiness probe: ready must wait for the hold
+		// (less the few milliseconds between the agent's and this
+		// watcher's sight of kubelet's word).
+		if d := ready.Sub(kubelet); d < coordinator.ProbelessHold-100*time.Millisecond {
+			p.Fatalf("%s has no readiness probe, but podmin status showed it ready %s after the Pods API said ready, before the %s hold", name, d, coordinator.ProbelessHold)
+		}
 		deploys = append(deploys, committed.Sub(start))
 		total = append(total, ready.Sub(committed))
 		afterKubelet = append(afterKubelet, ready.Sub(kubelet))
@@ -156,7 +163,8 @@ func (r *run) benchmark(p *proof) {
 	}
 	p.figure("commit (podmin deploy returned) → podmin status shows ready, %d fresh deployments, local store, real kubelet: %s (median %s)",
 		benchSamples, strings.Join(round(total), ", "), median(total).Round(10*time.Millisecond))
-	p.figure("of which after kubelet's Pods API said ready (agent report → leader's status object → podmin status): %s (median %s); podmin deploy took %s; podmin status polled back to back, %d calls of %s each on average",
+	p.figure("of which after kubelet's Pods API said ready (the %s a Pod without a readiness probe must stay ready, as these have no Service; agent report → leader's status object → podmin status): %s (median %s); podmin deploy took %s; podmin status polled back to back, %d calls of %s each on average",
+		coordinator.ProbelessHold,
 		strings.Join(round(afterKubelet), ", "), median(afterKubelet).Round(10*time.Millisecond), strings.Join(round(deploys), ", "),
 		calls, (polled / time.Duration(max(calls, 1))).Round(time.Millisecond))
 }
@@ -194,6 +202,62 @@ func (r *run) brokenWait(p *proof) {
 			}
 		}
 	}
+}
+
+// brokenWaitProbeless deploys hello:broken without a Service, so without a
+// readiness probe: kubelet reports its container ready as soon as it
+// starts, until it exits a moment later. podmin deploy --wait must still
+// fail, with the node's error (exit status 1) or with what is missing at
+// its timeout (124), never succeed: a Pod without a readiness probe counts
+// as ready only once kubelet has reported it ready for the hold.
+func (r *run) brokenWaitProbeless(p *proof) {
+	const timeout = 2 * time.Minute
+	start := time.Now()
+	_, err := r.podminErr(nil, "deploy", "brokenbare", "-g", nodegroup, "--image", "hello:broken",
+		"--wait", "--timeout", timeout.String())
+	took := time.Since(start)
+	r.extra = append(r.extra, [2]string{nodegroup, "brokenbare"})
+	defer r.forget(p, nodegroup, "brokenbare")
+	switch code := exitCode(err); code {
+	case 1:
+		line := nodeError(err.Error())
+		if line == "" {
+			p.Fatalf("podmin deploy --wait of hello:broken without a probe exited 1 without the node's error (the exit status 3 kubelet reports):\n%v", err)
+		}
+		p.figure("podmin deploy --wait --timeout %s of hello:broken without a Service (no readiness probe) exited 1 after %s with the node's error: %q",
+			timeout, took.Round(10*time.Millisecond), line)
+	case 124:
+		p.figure("podmin deploy --wait --timeout %s of hello:broken without a Service (no readiness probe) exited 124 after %s: %v",
+			timeout, took.Round(10*time.Millisecond), err)
+	default:
+		p.Fatalf("podmin deploy --wait of hello:broken without a readiness probe: exit status %d after %s, want 1 or 124: %v", code, took.Round(10*time.Millisecond), err)
+	}
+	if took >= timeout+30*time.Second {
+		p.Fatalf("it failed after %s, long past its timeout %s", took, timeout)
+	}
+	for _, pod := range podsNamed(staticName("brokenbare")) {
+		for _, c := range pod.Spec.Containers {
+			if c.ReadinessProbe != nil {
+				p.Fatalf("the Pod's container %s has a readiness probe: the proof needs one without", c.Name)
+			}
+		}
+		for _, c := range pod.Status.ContainerStatuses {
+			p.figure("kubelet then: container %s, %d restart(s), state %s", c.Name, c.RestartCount, containerState(c.State))
+		}
+	}
+}
+
+// containerState names a container's state as kubectl does.
+func containerState(s corev1.ContainerState) string {
+	switch {
+	case s.Waiting != nil:
+		return "waiting (" + s.Waiting.Reason + ")"
+	case s.Running != nil:
+		return "running"
+	case s.Terminated != nil:
+		return fmt.Sprintf("terminated (%s, exit code %d)", s.Terminated.Reason, s.Terminated.ExitCode)
+	}
+	return "unknown"
 }
 
 // rolloutRecipe runs recipes/rollout.star with hello:broken (and a Service,
