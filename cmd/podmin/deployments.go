@@ -38,12 +38,14 @@ rewrites it and reports repaired.
 
 With --wait (or --wait=ready) deploy then waits until every expected node of the
 NodeGroup runs the committed revision and kubelet reports it ready; --wait=applied
-waits until every node runs it. Nodes replace a running Pod one rollout slot at a
-time, as the DaemonSet's updateStrategy (maxUnavailable, default 1) allows, so the
-wait covers the whole rolling update. It shows progress on standard error, exits
-124 when --timeout passes first (naming what is missing: nodes not ready, waiting
-for a slot, missing), and 1 when a node reports an error for the revision (the
-deployment stays committed) or another commit replaces it.
+waits until every node runs it. Kubelet calls a container without a readiness
+probe ready as soon as it starts, so a Pod with such a container counts as ready
+only once kubelet has reported it ready for 5 s. Nodes replace a running Pod one
+rollout slot at a time, as the DaemonSet's updateStrategy (maxUnavailable,
+default 1) allows, so the wait covers the whole rolling update. It shows progress
+on standard error, exits 124 when --timeout passes first (naming what is missing:
+nodes not ready, waiting for a slot, missing), and 1 when a node reports an error
+for the revision (the deployment stays committed) or another commit replaces it.
 
 A write whose reply was lost is resolved by reading the index back; when that
 cannot prove whether it landed (other writers changed the index meanwhile), deploy

@@ -37,7 +37,9 @@ it: per deployment the committed revision, how many of the NodeGroup's expected
 nodes run it (applied) and how many kubelet reports ready, the age of the oldest
 report, the nodes waiting for a rollout slot and every error a node reports for
 the revision (payload, secret, identity, file, kubelet, or a rollout slot that
-timed out).
+timed out). A Pod with a container without a readiness probe, which kubelet calls
+ready as soon as it starts, counts as ready once kubelet has reported it ready
+for 5 s.
 
 The coordination leader publishes one status object per NodeGroup at
 status/nodegroups/<nodegroup>.json, rewritten only when it changes: status reads
