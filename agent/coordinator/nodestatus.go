@@ -46,7 +46,8 @@ type nodeSide struct {
 	// report is the current report; sent the last one a leader accepted.
 	report *pb.StatusReport
 	// readySeen is when this node first saw each ready Pod (by UID and
-	// restarts) ready, for a Pod whose kubelet gives no time.
+	// restarts) ready: where the hold counts from when kubelet gives no
+	// time, or when it is later than kubelet's whole-second time.
 	readySeen map[readyKey]time.Time
 	// holdEnds is the earliest end of a readiness hold the current report
 	// waits for; zero when none.
