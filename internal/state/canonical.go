@@ -138,19 +138,19 @@ func (sc *scanner) lit(lit string) bool {
 // the characters keys and paths are made of are accepted, so no string
 // needs escaping and the text is its own value.
 func (sc *scanner) str() (string, bool) {
-	start := sc.i
-	for sc.i < len(sc.s) {
-		c := sc.s[sc.i]
-		switch {
-		case pathChar[c]:
-			sc.i++
-		case c == '"':
-			return sc.s[start:sc.i], sc.i > start
-		default:
+	rest := sc.s[sc.i:]
+	end := strings.IndexByte(rest, '"')
+	if end <= 0 {
+		return "", false
+	}
+	v := rest[:end]
+	for i := 0; i < len(v); i++ {
+		if !pathChar[v[i]] {
 			return "", false
 		}
 	}
-	return "", false
+	sc.i += end
+	return v, true
 }
 
 // pathChar marks the characters of keys and payload paths: lowercase
