@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -24,41 +23,33 @@ import (
 // (the specification: nothing acts on an invalid index until it is
 // repaired).
 func TestDeployRefusesALargeIndexWithOneBadEntry(t *testing.T) {
-	ix := state.NewIndex()
-	entries := map[string]state.Entry{}
-	for i := range 1000 {
-		ng := fmt.Sprintf("ng%02d", i%10)
-		k := state.Key{NodeGroup: ng, Name: fmt.Sprintf("app-%04d", i)}
-		var e state.Entry
-		var err error
-		if e.Pod, err = state.PodPayloadPath(ng, fmt.Appendf(nil, "pod %d", i)); err != nil {
+	ix := bigIndex(t, 1000, 10)
+	entry := func(k string) state.Entry {
+		key, err := state.ParseKey(k)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if i%2 == 0 {
-			if e.Service, err = state.ServicePayloadPath("default", fmt.Sprintf("svc-%04d", i), fmt.Appendf(nil, "svc %d", i)); err != nil {
-				t.Fatal(err)
-			}
+		e, ok := ix.Lookup(key)
+		if !ok {
+			t.Fatalf("no entry %s", k)
 		}
-		if _, _, err := ix.Set(k, e); err != nil {
-			t.Fatal(err)
-		}
-		entries[k.String()] = e
+		return e
 	}
 	good := ix.Encode()
 	if _, err := state.DecodeIndex(good); err != nil {
 		t.Fatal(err)
 	}
-	far := entries["ng08/app-0998"]
+	far := entry("ng8/app-00998")
 	nonHex := func(p string) string {
 		i := strings.Index(p, "sha512/") + len("sha512/")
 		return p[:i] + "g" + p[i+1:]
 	}
 	for _, tc := range []struct{ name, old, new, want string }{
-		{"digest with a non-hex character", entries["ng03/app-0503"].Pod, nonHex(entries["ng03/app-0503"].Pod), "lowercase hexadecimal"},
-		{"Pod path of another NodeGroup", entries["ng05/app-0505"].Pod, strings.Replace(entries["ng05/app-0505"].Pod, "/ng05/", "/ng06/", 1),
-			`deployment "ng05/app-0505": Pod path`},
-		{"Service owned twice", entries["ng00/app-0000"].Service, far.Service, `both own Service "default/svc-0998"`},
-		{"reserved NodeGroup", "\"ng00/app-0000\": {\n    \"pod\": \"nodegroups/ng00/", "\"all/app-0000\": {\n    \"pod\": \"nodegroups/all/",
+		{"digest with a non-hex character", entry("ng3/app-00503").Pod, nonHex(entry("ng3/app-00503").Pod), "lowercase hexadecimal"},
+		{"Pod path of another NodeGroup", entry("ng5/app-00505").Pod, strings.Replace(entry("ng5/app-00505").Pod, "/ng5/", "/ng6/", 1),
+			`deployment "ng5/app-00505": Pod path`},
+		{"Service owned twice", entry("ng0/app-00000").Service, far.Service, `both own Service "default/svc-00998"`},
+		{"reserved NodeGroup", "\"ng0/app-00000\": {\n    \"pod\": \"nodegroups/ng0/", "\"all/app-00000\": {\n    \"pod\": \"nodegroups/all/",
 			`invalid NodeGroup ID "all"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -71,7 +62,7 @@ func TestDeployRefusesALargeIndexWithOneBadEntry(t *testing.T) {
 			if _, err := b.Put(ctx, state.IndexPath, bad); err != nil {
 				t.Fatal(err)
 			}
-			_, err := state.NewCommitter(b, state.CommitOptions{}).Deploy(ctx, deployment("ng01", "web", "default", "hello:v1", ""))
+			_, err := state.NewCommitter(b, state.CommitOptions{}).Deploy(ctx, deployment("ng1", "web", "default", "hello:v1", ""))
 			if !errors.Is(err, state.ErrInvalidIndex) {
 				t.Fatalf("deploy into an index with a damaged entry: %v, want ErrInvalidIndex", err)
 			}

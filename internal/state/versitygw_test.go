@@ -62,24 +62,7 @@ func BenchmarkDeployScaleVersityGW(b *testing.B) {
 		b.Run(fmt.Sprintf("entries=%d", n), func(b *testing.B) {
 			store := s3storetest.NewBucket(b, srv)
 			ctx := context.Background()
-			ix := state.NewIndex()
-			for i := range n {
-				ng := fmt.Sprintf("ng%02d", i%100)
-				k := state.Key{NodeGroup: ng, Name: fmt.Sprintf("app-%05d", i)}
-				var e state.Entry
-				var err error
-				if e.Pod, err = state.PodPayloadPath(ng, fmt.Appendf(nil, "pod %d", i)); err != nil {
-					b.Fatal(err)
-				}
-				if i%2 == 0 {
-					if e.Service, err = state.ServicePayloadPath("default", fmt.Sprintf("svc-%05d", i), fmt.Appendf(nil, "svc %d", i)); err != nil {
-						b.Fatal(err)
-					}
-				}
-				if _, _, err := ix.Set(k, e); err != nil {
-					b.Fatal(err)
-				}
-			}
+			ix := bigIndex(b, n, 100)
 			if _, err := store.Put(ctx, state.IndexPath, ix.Encode()); err != nil {
 				b.Fatal(err)
 			}
