@@ -23,10 +23,31 @@ import (
 )
 
 func main() {
+	tuneGC(os.LookupEnv)
 	ctx, stop := notifySignals(context.Background())
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.LookupEnv)
 	stop()
 	os.Exit(code)
+}
+
+// cliGCPercent is the garbage collector's target for the CLI: the heap may
+// grow to five times the live data between collections, instead of twice.
+// A command lives for a fraction of a second and holds a few MB (a deploy
+// into a 10,000-entry index about 15 MB), so the extra memory is small,
+// and the collections it saves are 6-8% of a deploy's wall time on a
+// 2-core machine (measured alternating fresh processes against a
+// local S3 server: 3 ms of 36 ms at 10 entries, 5-6 ms of 85 ms at
+// 10,000).
+const cliGCPercent = 400
+
+// tuneGC sets cliGCPercent unless the operator chose a target with GOGC
+// or a memory limit with GOMEMLIMIT, which keep their meaning.
+func tuneGC(lookupEnv func(string) (string, bool)) {
+	_, gogc := lookupEnv("GOGC")
+	_, limit := lookupEnv("GOMEMLIMIT")
+	if !gogc && !limit {
+		debug.SetGCPercent(cliGCPercent)
+	}
 }
 
 // handledSignals end a command: it is cancelled, reports what it had done,

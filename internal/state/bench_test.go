@@ -18,13 +18,13 @@ import (
 	"podmin.dev/podmin/internal/state"
 )
 
-// bigIndex builds an index of n deployments over 10 NodeGroups, half with a
-// Service.
-func bigIndex(b *testing.B, n int) *state.Index {
+// bigIndex builds an index of n deployments ng<i mod nodegroups>/app-<i>
+// (five digits), half with a Service default/svc-<i>.
+func bigIndex(b testing.TB, n, nodegroups int) *state.Index {
 	b.Helper()
 	ix := state.NewIndex()
 	for i := range n {
-		ng := fmt.Sprintf("ng%d", i%10)
+		ng := fmt.Sprintf("ng%d", i%nodegroups)
 		k := state.Key{NodeGroup: ng, Name: fmt.Sprintf("app-%05d", i)}
 		e := state.Entry{}
 		var err error
@@ -44,7 +44,7 @@ func bigIndex(b *testing.B, n int) *state.Index {
 }
 
 func BenchmarkIndexEncode10k(b *testing.B) {
-	ix := bigIndex(b, 10_000)
+	ix := bigIndex(b, 10_000, 10)
 	b.SetBytes(int64(len(ix.Encode())))
 	b.ReportAllocs()
 	for b.Loop() {
@@ -53,7 +53,7 @@ func BenchmarkIndexEncode10k(b *testing.B) {
 }
 
 func BenchmarkIndexDecode10k(b *testing.B) {
-	data := bigIndex(b, 10_000).Encode()
+	data := bigIndex(b, 10_000, 10).Encode()
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	for b.Loop() {
@@ -66,7 +66,7 @@ func BenchmarkIndexDecode10k(b *testing.B) {
 // BenchmarkIndexSet10k is one mutation of a 10,000-entry index, rules
 // included (the entry claims a Service identity).
 func BenchmarkIndexSet10k(b *testing.B) {
-	ix := bigIndex(b, 10_000)
+	ix := bigIndex(b, 10_000, 10)
 	k := state.Key{NodeGroup: "ng1", Name: "new"}
 	pod, _ := state.PodPayloadPath("ng1", []byte("new"))
 	svc, _ := state.ServicePayloadPath("default", "new", []byte("new"))
@@ -82,7 +82,7 @@ func BenchmarkIndexSet10k(b *testing.B) {
 // BenchmarkIndexCommitCPU10k is the CPU work of one commit round on a
 // 10,000-entry index: decode, mutate, encode.
 func BenchmarkIndexCommitCPU10k(b *testing.B) {
-	data := bigIndex(b, 10_000).Encode()
+	data := bigIndex(b, 10_000, 10).Encode()
 	k := state.Key{NodeGroup: "ng1", Name: "new"}
 	pod, _ := state.PodPayloadPath("ng1", []byte("new"))
 	b.ReportAllocs()

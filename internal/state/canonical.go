@@ -60,12 +60,14 @@ func decodeCanonical(data []byte) (*Index, bool) {
 	if !sc.lit("{\n") {
 		return nil, false
 	}
-	// Every member of canonical text has one "pod" line and at most one
-	// "service" line: sizing the tables for them up front saves growing
-	// them entry by entry.
-	n, services := strings.Count(s, "\n    \"pod\": "), strings.Count(s, "\n    \"service\": ")
+	// Every member of canonical text spans three or four lines: sizing the
+	// tables for a third of the lines up front saves growing them entry by
+	// entry (counting one byte is much cheaper than counting a phrase).
+	n := strings.Count(s, "\n") / 3
+	services := n / 2
 	ix := &Index{entries: make(map[Key]Entry, n), services: make(map[ServiceID]Key, services)}
 	raw := &rawIndex{text: s, keys: make([]string, 0, n), parsed: make([]Key, 0, n), spans: make([][2]int, 0, n)}
+	var v canonicalRules
 	for {
 		start := sc.i
 		if !sc.lit(`  "`) {
@@ -87,15 +89,15 @@ func decodeCanonical(data []byte) (*Index, bool) {
 		if !sc.lit("\"\n  }") {
 			return nil, false
 		}
-		k, err := ParseKey(key)
-		if err != nil {
+		k, ok := v.key(key)
+		if !ok || !canonicalPodPath(e.Pod, k.NodeGroup) {
 			return nil, false
 		}
-		id, hasService, err := e.validate(k)
-		if err != nil {
-			return nil, false
-		}
-		if hasService {
+		if e.Service != "" {
+			id, ok := canonicalServicePath(e.Service)
+			if !ok {
+				return nil, false
+			}
 			if _, taken := ix.services[id]; taken {
 				return nil, false
 			}
@@ -136,19 +138,96 @@ func (sc *scanner) lit(lit string) bool {
 // the characters keys and paths are made of are accepted, so no string
 // needs escaping and the text is its own value.
 func (sc *scanner) str() (string, bool) {
-	start := sc.i
-	for sc.i < len(sc.s) {
-		c := sc.s[sc.i]
-		switch {
-		case c == '"':
-			return sc.s[start:sc.i], sc.i > start
-		case isAlnum(c), c == '-', c == '.', c == '/':
-			sc.i++
-		default:
+	rest := sc.s[sc.i:]
+	end := strings.IndexByte(rest, '"')
+	if end <= 0 {
+		return "", false
+	}
+	v := rest[:end]
+	for i := 0; i < len(v); i++ {
+		if !pathChar[v[i]] {
 			return "", false
 		}
 	}
-	return "", false
+	sc.i += end
+	return v, true
+}
+
+// pathChar marks the characters of keys and payload paths: lowercase
+// letters, digits, '-', '.' and '/'.
+var pathChar = func() (t [256]bool) {
+	for c := range t {
+		t[c] = isAlnum(byte(c)) || c == '-' || c == '.' || c == '/'
+	}
+	return t
+}()
+
+// canonicalRules checks the entries of canonical text with the rules of
+// ParseKey and Entry.validate, without building an error or allocating
+// for an entry that passes: a decoder of a large index runs them for
+// every entry, and any failure sends the text to the general decoder,
+// which explains it. A NodeGroup is checked once per decode.
+type canonicalRules struct {
+	nodegroups map[string]bool
+}
+
+// key is ParseKey's rule for "<nodegroup>/<name>".
+func (r *canonicalRules) key(s string) (Key, bool) {
+	ng, name, ok := strings.Cut(s, "/")
+	if !ok || !validDeploymentName(name) {
+		return Key{}, false
+	}
+	valid, seen := r.nodegroups[ng]
+	if !seen {
+		if r.nodegroups == nil {
+			r.nodegroups = map[string]bool{}
+		}
+		valid = validateNodeGroup(ng) == nil
+		r.nodegroups[ng] = valid
+	}
+	return Key{NodeGroup: ng, Name: name}, valid
+}
+
+// canonicalPodPath reports whether p is a Pod payload path of NodeGroup ng
+// (valid already): exactly when ParsePodPath accepts it and finds ng.
+func canonicalPodPath(p, ng string) bool {
+	rest, ok := strings.CutPrefix(p, NodeGroupsPrefix)
+	if !ok {
+		return false
+	}
+	if rest, ok = strings.CutPrefix(rest, ng); !ok {
+		return false
+	}
+	if rest, ok = strings.CutPrefix(rest, "/pods/sha512/"); !ok {
+		return false
+	}
+	digest, ok := strings.CutSuffix(rest, ".yaml")
+	return ok && lowerHex(digest, SHA512HexLen)
+}
+
+// canonicalServicePath is ParseServicePath's rule, returning the Service
+// identity when p passes.
+func canonicalServicePath(p string) (ServiceID, bool) {
+	rest, ok := strings.CutPrefix(p, ServicesPrefix)
+	if !ok {
+		return ServiceID{}, false
+	}
+	ns, rest, ok := strings.Cut(rest, "/")
+	if !ok || !dnsLabel(ns) {
+		return ServiceID{}, false
+	}
+	name, rest, ok := strings.Cut(rest, "/")
+	if !ok || !dnsLabel(name) || !isLower(name[0]) {
+		return ServiceID{}, false
+	}
+	if rest, ok = strings.CutPrefix(rest, "sha512/"); !ok {
+		return ServiceID{}, false
+	}
+	digest, ok := strings.CutSuffix(rest, ".yaml")
+	if !ok || !lowerHex(digest, SHA512HexLen) {
+		return ServiceID{}, false
+	}
+	return ServiceID{Namespace: ns, Name: name}, true
 }
 
 // touch records that the entry of k changed since the index was decoded.

@@ -168,3 +168,43 @@ func TestCanonicalDecodeRefusesWhatTheDecoderRefuses(t *testing.T) {
 		t.Fatalf("unsorted index: %v", err)
 	}
 }
+
+// FuzzCanonicalRules checks the scanner's allocation-free rules against
+// the ones that explain a refusal: a key, a Pod path of the key's
+// NodeGroup and a Service path pass exactly when ParseKey and
+// Entry.validate accept them, with the same parts.
+func FuzzCanonicalRules(f *testing.F) {
+	d := strings.Repeat("0a", SHA512HexLen/2)
+	for _, s := range []string{
+		"workers/web", "workers/a.b-c", "workers/a..b", "workers/a.", "workers/.a", "workers/-a", "workers/a/b",
+		"all/web", "1ng/web", "ng-/web", strings.Repeat("n", 33) + "/web", "workers/" + strings.Repeat("a", 64),
+		"workers/" + strings.Repeat("a.", 127) + "a", "/web", "workers/", "workers",
+		"nodegroups/workers/pods/sha512/" + d + ".yaml", "nodegroups/workers/pods/sha512/" + strings.ToUpper(d) + ".yaml",
+		"nodegroups/workers/pods/sha512/" + d[1:] + ".yaml", "nodegroups/workers/pods/sha512/" + d + ".yml",
+		"nodegroups/workers/pods/sha512/" + d + ".yaml/x", "nodegroups/workerz/pods/sha512/" + d + ".yaml",
+		"services/default/web/sha512/" + d + ".yaml", "services/default/1web/sha512/" + d + ".yaml",
+		"services/default/web/extra/sha512/" + d + ".yaml", "services/-x/web/sha512/" + d + ".yaml",
+		"services//web/sha512/" + d + ".yaml", "services/default/web/sha512/" + d + "0.yaml",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var rules canonicalRules
+		k, ok := rules.key(s)
+		want, err := ParseKey(s)
+		if ok != (err == nil) || ok && k != want {
+			t.Fatalf("key %q: scanner says %v %v, ParseKey %v %v", s, k, ok, want, err)
+		}
+		for _, ng := range []string{"workers", "ng"} {
+			key := Key{NodeGroup: ng, Name: "web"}
+			if got, err := canonicalPodPath(s, ng), (Entry{Pod: s}).Validate(key); got != (err == nil) {
+				t.Fatalf("Pod path %q of %s: scanner says %v, Validate %v", s, ng, got, err)
+			}
+		}
+		id, ok := canonicalServicePath(s)
+		wantID, _, err := ParseServicePath(s)
+		if ok != (err == nil) || ok && id != wantID {
+			t.Fatalf("Service path %q: scanner says %v %v, ParseServicePath %v %v", s, id, ok, wantID, err)
+		}
+	})
+}

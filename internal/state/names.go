@@ -62,14 +62,29 @@ func validateServiceName(name string) error {
 
 // validateDeploymentName checks a DaemonSet name (RFC 1123 subdomain).
 func validateDeploymentName(name string) error {
-	ok := name != "" && len(name) <= 253
-	for _, label := range strings.Split(name, ".") {
-		ok = ok && dnsLabel(label)
-	}
-	if !ok {
+	if !validDeploymentName(name) {
 		return fmt.Errorf("invalid deployment name %s: %s", scrub.Quote(name), subdomainRule)
 	}
 	return nil
+}
+
+// validDeploymentName is the rule of validateDeploymentName without an
+// error, and without allocating: the index decoder runs it for every
+// entry.
+func validDeploymentName(name string) bool {
+	if name == "" || len(name) > 253 {
+		return false
+	}
+	for {
+		label, rest, more := strings.Cut(name, ".")
+		if !dnsLabel(label) {
+			return false
+		}
+		if !more {
+			return true
+		}
+		name = rest
+	}
 }
 
 // validateNodeGroup checks a NodeGroup ID with the same rule setup uses.
@@ -156,12 +171,29 @@ func validateFileName(kind, name string) error {
 
 // validateHex checks a lowercase hexadecimal digest of exactly n characters.
 func validateHex(kind, digest string, n int) error {
-	ok := len(digest) == n
-	for i := 0; ok && i < len(digest); i++ {
-		ok = isDigit(digest[i]) || (digest[i] >= 'a' && digest[i] <= 'f')
-	}
-	if !ok {
+	if !lowerHex(digest, n) {
 		return fmt.Errorf("invalid %s digest %q: use exactly %d lowercase hexadecimal characters", kind, digest, n)
 	}
 	return nil
+}
+
+// isLowerHex marks the bytes of lowercase hexadecimal.
+var isLowerHex = func() (t [256]bool) {
+	for _, c := range "0123456789abcdef" {
+		t[c] = true
+	}
+	return t
+}()
+
+// lowerHex reports whether s is exactly n lowercase hexadecimal characters.
+func lowerHex(s string, n int) bool {
+	if len(s) != n {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isLowerHex[s[i]] {
+			return false
+		}
+	}
+	return true
 }

@@ -28,11 +28,32 @@ func (b *Bucket) Get(ctx context.Context, key string, opts objstore.GetOptions) 
 		return objstore.Object{}, b.mapError("get", key, err)
 	}
 	defer out.Body.Close()
-	data, err := io.ReadAll(out.Body)
+	data, err := readBody(out.Body, aws.ToInt64(out.ContentLength))
 	if err != nil {
 		return objstore.Object{}, fmt.Errorf("s3 get s3://%s/%s: read body: %w", b.bucket, key, err)
 	}
 	return objstore.Object{Data: data, ETag: aws.ToString(out.ETag), Metadata: objstore.CloneMetadata(out.Metadata)}, nil
+}
+
+// maxPrealloc bounds the buffer Get sizes from the announced length before
+// any byte arrives; a larger body grows as it is read.
+const maxPrealloc = 64 << 20
+
+// readBody reads a response body whose announced length is size (0 or
+// less when unknown) into a buffer sized for it, so a large object is
+// not copied again each time a growing buffer doubles.
+func readBody(body io.Reader, size int64) ([]byte, error) {
+	var buf bytes.Buffer
+	if size > 0 {
+		buf.Grow(int(min(size, maxPrealloc)) + bytes.MinRead)
+	}
+	if _, err := buf.ReadFrom(body); err != nil {
+		return nil, err
+	}
+	if buf.Len() == 0 {
+		return []byte{}, nil // an empty object is empty data, not none
+	}
+	return buf.Bytes(), nil
 }
 
 // Head implements objstore.Store. A HEAD answer carries no error code, so a
