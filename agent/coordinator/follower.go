@@ -83,7 +83,7 @@ func (c *Coordinator) connect(ctx context.Context, rec election.Record) *leaderL
 	}
 	wctx, stop := context.WithCancel(ctx)
 	s := &leaderLink{leader: rec, client: cl, stop: stop}
-	go c.watch(wctx, cl)
+	go c.watch(wctx, cl, rec.LeaderID)
 	return s
 }
 
@@ -141,12 +141,21 @@ func (c *Coordinator) sync(ctx context.Context, s *leaderLink) {
 
 // watch relays the leader's hints until the link ends. While a watch of
 // a leader that polls the index lasts, this node counts as hinted; when it
-// ends, a pass runs at once, since hints may have been missed.
-func (c *Coordinator) watch(ctx context.Context, cl *api.Client) {
+// ends, a pass runs at once, since hints may have been missed. Heartbeats
+// are recorded (heartbeat.go); a heartbeat naming an index version the
+// watch has not named before is a hint of it, and one that no longer
+// vouches for a version wakes the reconciler, whose safety poll then
+// speeds up. Once heartbeats arrive, a watch that hears nothing for the
+// loss bound is ended, as if the link broke.
+func (c *Coordinator) watch(ctx context.Context, cl *api.Client, leader string) {
 	for ctx.Err() == nil {
-		stream, err := cl.Watch(ctx, &pb.WatchRequest{})
-		polled := false
+		sctx, cancel := context.WithCancel(ctx)
+		stream, err := cl.Watch(sctx, &pb.WatchRequest{})
+		polled, beating := false, false
 		if err == nil {
+			heard := make(chan struct{}, 1)
+			go c.watchdog(sctx, cancel, heard)
+			var named string // the index version this watch named last
 			for {
 				h, rerr := stream.Recv()
 				if rerr != nil {
@@ -156,9 +165,27 @@ func (c *Coordinator) watch(ctx context.Context, cl *api.Client) {
 					polled = true
 					c.watching.Add(1)
 				}
+				if h.GetTerm() != 0 {
+					c.heard(leader, h)
+					beating = true
+					select {
+					case heard <- struct{}{}:
+					default:
+					}
+				}
 				switch h.Kind {
 				case pb.Hint_INDEX_CHANGED:
+					named = h.IndexEtag
 					c.IndexChanged(h.IndexEtag)
+				case pb.Hint_HEARTBEAT:
+					etag := ""
+					if h.IndexPolled {
+						etag = h.IndexEtag
+					}
+					if etag != named {
+						named = etag
+						c.IndexChanged(etag)
+					}
 				case pb.Hint_SNAPSHOT_CHANGED:
 					c.poke()
 				case pb.Hint_SLOT_FREED:
@@ -168,6 +195,10 @@ func (c *Coordinator) watch(ctx context.Context, cl *api.Client) {
 				}
 			}
 		}
+		cancel()
+		if beating {
+			c.unheard()
+		}
 		if polled {
 			c.watching.Add(-1)
 			c.IndexChanged("")
@@ -175,6 +206,24 @@ func (c *Coordinator) watch(ctx context.Context, cl *api.Client) {
 		select {
 		case <-ctx.Done():
 		case <-c.clock.After(c.timing.Retry):
+		}
+	}
+}
+
+// watchdog ends a watch (cancel) when, after its first heartbeat, none
+// arrives on heard within the loss bound.
+func (c *Coordinator) watchdog(ctx context.Context, cancel context.CancelFunc, heard <-chan struct{}) {
+	var timeout <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-heard:
+			timeout = c.clock.After(c.beatLoss())
+		case <-timeout:
+			c.log.Warn("the leader's heartbeats stopped: reading the lease and the index again", "after", c.beatLoss())
+			cancel()
+			return
 		}
 	}
 }

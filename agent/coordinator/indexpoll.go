@@ -10,15 +10,17 @@ import (
 
 	pb "podmin.dev/podmin/agent/api/coordinationpb"
 	"podmin.dev/podmin/agent/coordinator/election"
+	"podmin.dev/podmin/internal/state"
 )
 
 // Pace of the leader's work on the deployment index.
 const (
-	// IndexPollInterval is how often the leader reads the index: one
-	// conditional GET, answered 304 while it is unchanged. A change is
-	// hinted to every follower at once, so it bounds how long a commit
-	// waits to be noticed.
-	IndexPollInterval = time.Second
+	// IndexPollInterval is how often the leader reads the index: one HEAD
+	// (or conditional GET, answered 304) while it is unchanged, a cost that
+	// does not grow with the fleet. A change is hinted to every follower
+	// at once, before the leader reads the new body, so it bounds how long
+	// a commit waits to be noticed (half of it on average).
+	IndexPollInterval = 500 * time.Millisecond
 	// ViewCheckInterval is how often the leader reads every NodeGroup view
 	// (conditionally on the ETag it last found right), so that a view
 	// damaged by hand is rewritten even while its NodeGroup does not
@@ -27,8 +29,8 @@ const (
 )
 
 // pollIndex is the leader's index poll: every IndexPoll it reads the
-// index conditionally, and on a new version it hints every follower and
-// its own reconciler, marks the snapshot dirty (the Services may have
+// index's version, and on a new version it hints every follower and its
+// own reconciler (before it reads and decodes the new body), marks the snapshot dirty (the Services may have
 // changed) and repairs the views of the NodeGroups that changed. The first
 // read of a leadership hints too: followers may have missed hints while
 // no one led, and skip a hint for the version they applied.
@@ -37,20 +39,41 @@ func (c *Coordinator) pollIndex(ctx context.Context, l *leaderState) {
 		last    string
 		first   = true
 		checked time.Time
+		failing bool
+		hinted  string
 	)
+	early := func(etag string, meta state.IndexMeta) {
+		if !first && etag != hinted {
+			hinted = etag
+			c.hintIndex(IndexVersion{ETag: etag, Meta: meta})
+		}
+	}
 	for {
 		rctx, cancel := context.WithTimeout(ctx, election.RequestTimeout)
-		v, err := c.opts.Index.ReadVersion(rctx, 0)
+		v, err := c.opts.Index.Poll(rctx, early)
 		switch {
 		case err != nil:
 			if ctx.Err() == nil {
 				c.indexErrors.report(c.log, "the leader cannot read the deployment index: followers find commits by their own poll", "err", err)
 			}
+			if !failing {
+				// The heartbeats stop vouching for the index: this
+				// node's reconciler finds its own pace again.
+				failing = true
+				c.IndexChanged("")
+			}
 		default:
 			c.indexErrors.reset()
+			failing = false
+			c.indexPolled(c.clock.Now())
 			changed := first || v.ETag != last
 			if changed {
-				c.hintIndex(v)
+				if first || v.ETag != hinted {
+					c.hintIndex(v)
+				} else {
+					c.indexSeen.Store(&v)
+				}
+				hinted = v.ETag
 				l.markDirty()
 			}
 			now := c.clock.Now()
@@ -108,5 +131,6 @@ func (c *Coordinator) IndexHint() *pb.Hint {
 	if v == nil || !c.elector.IsLeader() {
 		return nil
 	}
-	return &pb.Hint{Kind: pb.Hint_INDEX_CHANGED, IndexEtag: v.ETag, IndexWriteId: v.Meta.WriteID(), IndexPolled: true}
+	term, _ := c.elector.Term()
+	return &pb.Hint{Kind: pb.Hint_INDEX_CHANGED, IndexEtag: v.ETag, IndexWriteId: v.Meta.WriteID(), IndexPolled: true, Term: term.Record.Term}
 }
