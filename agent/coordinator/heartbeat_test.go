@@ -6,6 +6,7 @@ package coordinator_test
 
 import (
 	"context"
+	"encoding/json"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -190,4 +191,38 @@ func TestLeaderThatLosesTheLeaseEndsItsWatches(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// A leader whose lease another writer took ends its watches as soon as
+// its renewal finds out: its followers stop counting on it at once, not
+// only when its heartbeats are missed.
+func TestLeaderThatLosesTheLeaseClosesTheStreams(t *testing.T) {
+	agents, faults, _ := beatingCluster(t, 3)
+	old := quietFollowers(t, agents)
+	obj, err := faults[old].Get(context.Background(), election.Key, objstore.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec election.Record
+	if err := json.Unmarshal(obj.Data, &rec); err != nil {
+		t.Fatal(err)
+	}
+	stolen, _ := json.Marshal(election.Record{LeaderID: "intruder", LeaderAddr: "[2001:db8::99]:8081", LastUpdated: time.Now().UTC(), Term: rec.Term + 10})
+	if _, err := faults[old].PutIfMatch(context.Background(), election.Key, stolen, obj.ETag); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*beatTiming.Renew+time.Second, "the old leader finds out", func() bool { return !agents[old].coord.Elector().IsLeader() })
+	lost := time.Now()
+	for i, a := range agents {
+		if i == old {
+			continue
+		}
+		eventually(t, 5*time.Second, "the follower is no longer vouched for", func() bool { return a.coord.SafetyPoll() == 0 })
+		// Its last heartbeat (at most one beat period before the loss)
+		// would have vouched until the loss bound after it, more than
+		// 600 ms after the loss; the closed stream ended that at once.
+		if took, beat := time.Since(lost), beatTiming.Renew*2/5; took >= beat {
+			t.Errorf("node-%d was vouched for %s after the leader lost its lease, want less than one beat period %s", i, took, beat)
+		}
+	}
 }
