@@ -32,7 +32,8 @@
 // The leader polls deployments/index.json every IndexPollInterval (one
 // HEAD while unchanged; Options.Index) and hints every follower over its
 // watch stream with the new ETag and write ID before it reads the new
-// body, so a commit reaches every node within about half a second while
+// body (nodes of NodeGroups the metadata proves unchanged spread their
+// check over UnrelatedSpread), so a commit reaches every node within about half a second while
 // followers poll the bucket only as a slow safety net (Hinted says when
 // they may). Every 2 s the leader also sends a heartbeat on each watch
 // (heartbeat.go) with its term, the index version it polled last and its

@@ -7,6 +7,8 @@ package coordinator
 import (
 	"context"
 	"log/slog"
+	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -176,7 +178,7 @@ func (c *Coordinator) watch(ctx context.Context, cl *api.Client, leader string) 
 				switch h.Kind {
 				case pb.Hint_INDEX_CHANGED:
 					named = h.IndexEtag
-					c.IndexChanged(h.IndexEtag)
+					c.indexHint(ctx, h)
 				case pb.Hint_HEARTBEAT:
 					etag := ""
 					if h.IndexPolled {
@@ -208,6 +210,29 @@ func (c *Coordinator) watch(ctx context.Context, cl *api.Client, leader string) 
 		case <-c.clock.After(c.timing.Retry):
 		}
 	}
+}
+
+// UnrelatedSpread is how long nodes of a NodeGroup a commit provably
+// left unchanged spread their passes after its hint, so the nodes of the
+// NodeGroups it changed are not queued behind the whole fleet's reads.
+const UnrelatedSpread = time.Second
+
+// indexHint relays an index hint to the reconciler: at once, or after a
+// random part of UnrelatedSpread when the leader proved that the version
+// left this node's NodeGroup unchanged (the pass still checks).
+func (c *Coordinator) indexHint(ctx context.Context, h *pb.Hint) {
+	if !h.GetNodegroupsProven() || slices.Contains(h.GetChangedNodegroups(), c.opts.NodeGroup) {
+		c.IndexChanged(h.GetIndexEtag())
+		return
+	}
+	wait := rand.N(UnrelatedSpread)
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-c.clock.After(wait):
+			c.IndexChanged(h.GetIndexEtag())
+		}
+	}()
 }
 
 // watchdog ends a watch (cancel) when, after its first heartbeat, none

@@ -30,10 +30,12 @@ const (
 
 // pollIndex is the leader's index poll: every IndexPoll it reads the
 // index's version, and on a new version it hints every follower and its
-// own reconciler (before it reads and decodes the new body), marks the snapshot dirty (the Services may have
-// changed) and repairs the views of the NodeGroups that changed. The first
-// read of a leadership hints too: followers may have missed hints while
-// no one led, and skip a hint for the version they applied.
+// own reconciler (before it reads and decodes the new body, naming the
+// NodeGroups the new version's metadata does not prove unchanged), marks
+// the snapshot dirty (the Services may have changed) and repairs the
+// views of the NodeGroups that changed. The first read of a leadership
+// hints too: followers may have missed hints while no one led, and skip a
+// hint for the version they applied.
 func (c *Coordinator) pollIndex(ctx context.Context, l *leaderState) {
 	var (
 		last    string
@@ -41,11 +43,13 @@ func (c *Coordinator) pollIndex(ctx context.Context, l *leaderState) {
 		checked time.Time
 		failing bool
 		hinted  string
+		read    IndexVersion // the last version whose body was read
 	)
 	early := func(etag string, meta state.IndexMeta) {
 		if !first && etag != hinted {
 			hinted = etag
-			c.hintIndex(IndexVersion{ETag: etag, Meta: meta})
+			changed, proven := changedNodeGroups(read, meta)
+			c.hintIndex(IndexVersion{ETag: etag, Meta: meta}, changed, proven)
 		}
 	}
 	for {
@@ -69,7 +73,7 @@ func (c *Coordinator) pollIndex(ctx context.Context, l *leaderState) {
 			changed := first || v.ETag != last
 			if changed {
 				if first || v.ETag != hinted {
-					c.hintIndex(v)
+					c.hintIndex(v, nil, false)
 				} else {
 					c.indexSeen.Store(&v)
 				}
@@ -90,7 +94,7 @@ func (c *Coordinator) pollIndex(ctx context.Context, l *leaderState) {
 					c.log.Info("NodeGroup views rewritten to match the index", "etag", v.ETag, "rewritten", res.Rewritten)
 				}
 			}
-			first, last = false, v.ETag
+			first, last, read = false, v.ETag, v
 		}
 		cancel()
 		select {
@@ -102,11 +106,31 @@ func (c *Coordinator) pollIndex(ctx context.Context, l *leaderState) {
 }
 
 // hintIndex tells every follower watching this leader, and this node's
-// own reconciler, that the index is at version v.
-func (c *Coordinator) hintIndex(v IndexVersion) {
+// own reconciler, that the index is at version v; when proven, changed
+// are the only NodeGroups it may have changed (see changedNodeGroups).
+func (c *Coordinator) hintIndex(v IndexVersion, changed []string, proven bool) {
 	c.indexSeen.Store(&v)
 	c.IndexChanged(v.ETag)
-	c.server.Broadcast(&pb.Hint{Kind: pb.Hint_INDEX_CHANGED, IndexEtag: v.ETag, IndexWriteId: v.Meta.WriteID(), IndexPolled: true})
+	c.server.Broadcast(&pb.Hint{Kind: pb.Hint_INDEX_CHANGED, IndexEtag: v.ETag, IndexWriteId: v.Meta.WriteID(), IndexPolled: true,
+		ChangedNodegroups: changed, NodegroupsProven: proven})
+}
+
+// changedNodeGroups lists the NodeGroups of prev (a version whose body
+// was read) that meta, the metadata of a newer version, does not prove
+// unchanged since prev: proven is false when nothing can be said (no
+// previous version or no write IDs). A NodeGroup new in the newer
+// version is not listed; its nodes only take a little longer.
+func changedNodeGroups(prev IndexVersion, meta state.IndexMeta) (changed []string, proven bool) {
+	since := prev.Meta.WriteID()
+	if prev.Index == nil || since == "" || meta.WriteID() == "" {
+		return nil, false
+	}
+	for _, ng := range prev.Index.NodeGroups() {
+		if !meta.NodeGroup(ng, since).Unchanged {
+			changed = append(changed, ng)
+		}
+	}
+	return changed, true
 }
 
 // Hinted reports whether the leader's index hints reach this node now: it

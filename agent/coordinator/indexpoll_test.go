@@ -153,3 +153,40 @@ func TestIndexPollHeadsAndAnnouncesBeforeTheBody(t *testing.T) {
 		t.Errorf("announced %v, want the first and the new version %s", announced, info.ETag)
 	}
 }
+
+// An index hint names the NodeGroups the new version's metadata does not
+// prove unchanged since the leader's previous version: the committed one.
+func TestIndexHintNamesTheChangedNodeGroups(t *testing.T) {
+	store := newBucket(t)
+	ctx := context.Background()
+	deployTo(t, store, "workers", "web", "default", false)
+	deployTo(t, store, "batch", "job", "default", false)
+	cache := coordinator.NewIndexCache(store)
+	prev, err := cache.Poll(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, proven := coordinator.ChangedNodeGroups(coordinator.IndexVersion{}, prev.Meta); proven {
+		t.Error("a hint without a previous version claims a proof")
+	}
+	deployTo(t, store, "batch", "cron", "default", false)
+	info, err := store.Head(ctx, state.IndexPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed, proven := coordinator.ChangedNodeGroups(prev, state.ParseIndexMeta(info.Metadata))
+	if !proven || !slices.Equal(changed, []string{"batch"}) {
+		t.Errorf("changed = %v, proven %v; want [batch], proven", changed, proven)
+	}
+	// Two writes later, both NodeGroups changed since prev.
+	deployTo(t, store, "workers", "api", "default", false)
+	info, err = store.Head(ctx, state.IndexPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed, proven = coordinator.ChangedNodeGroups(prev, state.ParseIndexMeta(info.Metadata))
+	slices.Sort(changed)
+	if !proven || !slices.Equal(changed, []string{"batch", "workers"}) {
+		t.Errorf("changed = %v, proven %v; want [batch workers], proven", changed, proven)
+	}
+}

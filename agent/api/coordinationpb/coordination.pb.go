@@ -924,9 +924,17 @@ type Hint struct {
 	Term uint64 `protobuf:"varint,102,opt,name=term,proto3" json:"term,omitempty"`
 	// nodes is how many nodes the leader has registered, on heartbeats:
 	// followers slow their safety poll of the index as the fleet grows.
-	Nodes         uint32 `protobuf:"varint,103,opt,name=nodes,proto3" json:"nodes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Nodes uint32 `protobuf:"varint,103,opt,name=nodes,proto3" json:"nodes,omitempty"`
+	// When nodegroups_proven is set on an index hint, changed_nodegroups
+	// are the only NodeGroups of the leader's previous version that the
+	// index metadata does not prove unchanged: nodes of other NodeGroups
+	// may spread their pass over a second, so the nodes that must act are
+	// not queued behind the whole fleet's reads. It orders work only; every
+	// node still reads the index metadata itself.
+	ChangedNodegroups []string `protobuf:"bytes,104,rep,name=changed_nodegroups,json=changedNodegroups,proto3" json:"changed_nodegroups,omitempty"`
+	NodegroupsProven  bool     `protobuf:"varint,105,opt,name=nodegroups_proven,json=nodegroupsProven,proto3" json:"nodegroups_proven,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Hint) Reset() {
@@ -1013,6 +1021,20 @@ func (x *Hint) GetNodes() uint32 {
 		return x.Nodes
 	}
 	return 0
+}
+
+func (x *Hint) GetChangedNodegroups() []string {
+	if x != nil {
+		return x.ChangedNodegroups
+	}
+	return nil
+}
+
+func (x *Hint) GetNodegroupsProven() bool {
+	if x != nil {
+		return x.NodegroupsProven
+	}
+	return false
 }
 
 type NotifyRequest struct {
@@ -1575,7 +1597,7 @@ const file_coordination_proto_rawDesc = "" +
 	"generation\x12\x1a\n" +
 	"\brevision\x18\x03 \x01(\x04R\brevision\"\x11\n" +
 	"\x0fSnapshotRequest\"\x0e\n" +
-	"\fWatchRequest\"\xf2\x02\n" +
+	"\fWatchRequest\"\xce\x03\n" +
 	"\x04Hint\x125\n" +
 	"\x04kind\x18\x01 \x01(\x0e2!.podmin.coordination.v1.Hint.KindR\x04kind\x12\x1d\n" +
 	"\n" +
@@ -1587,7 +1609,9 @@ const file_coordination_proto_rawDesc = "" +
 	"\x0eindex_write_id\x18d \x01(\tR\findexWriteId\x12!\n" +
 	"\findex_polled\x18e \x01(\bR\vindexPolled\x12\x12\n" +
 	"\x04term\x18f \x01(\x04R\x04term\x12\x14\n" +
-	"\x05nodes\x18g \x01(\rR\x05nodes\"e\n" +
+	"\x05nodes\x18g \x01(\rR\x05nodes\x12-\n" +
+	"\x12changed_nodegroups\x18h \x03(\tR\x11changedNodegroups\x12+\n" +
+	"\x11nodegroups_proven\x18i \x01(\bR\x10nodegroupsProven\"e\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rINDEX_CHANGED\x10\x01\x12\x14\n" +
