@@ -39,7 +39,7 @@ const (
 	envFleetCommits  = "PODMIN_FLEET_COMMITS"
 	envFleetInterval = "PODMIN_FLEET_INTERVAL"
 	// envFleetIdle is the idle window whose requests are counted (default
-	// 1m: the followers' safety poll runs about once in it).
+	// 1m).
 	envFleetIdle = "PODMIN_FLEET_IDLE"
 )
 
@@ -69,8 +69,9 @@ func parseInts(s string) ([]int, error) {
 
 // BenchmarkFleet runs PODMIN_FLEET_NODES agents (default 100; 1,000 run
 // on a 2-core machine) on one versitygw bucket with the production
-// timing: the election's 5 s renewals, the leader's 1 s index poll and
-// hints, the followers' 1 min safety poll. For each index size it starts
+// timing: the election's 5 s renewals, the leader's 0.5 s index poll,
+// hints and 2 s heartbeats, the followers' safety poll (vouched by the
+// heartbeats: 2 s per node, at least 1 min). For each index size it starts
 // the fleet (about ten nodes and at most 100 deployments per NodeGroup,
 // at most 100 NodeGroups, of uneven sizes), commits a new image of one deployment of a random
 // NodeGroup at a steady rate, and then leaves the fleet idle. It reports:
@@ -82,7 +83,10 @@ func parseInts(s string) ([]int, error) {
 //     NodeGroup read, with view-B the size of that NodeGroup's view
 //     (payload-B/… the new Pod payload it read);
 //   - ms/commit-to-file-p50 and -p99: from the commit to each node of the
-//     NodeGroup having published it;
+//     NodeGroup having published it (ms/commit-to-leader-hint-p50: to the
+//     leader's poll finding it; ms/commit-to-node-hint-p50: to the hint
+//     reaching a node of the NodeGroup; a hint that came before the
+//     commit returned counts as 0);
 //   - req/min/idle-fleet: every bucket request of every agent while idle
 //     (the election included);
 //   - leader-CPU-ms/commit and leader-CPU-%-idle: CPU time of the leader
@@ -146,7 +150,7 @@ func benchFleet(b *testing.B, srv *objstoretest.S3Server, nodes, entries, commit
 	cpu := startCPUProfile(b)
 	var (
 		all                     []fleetCommit
-		latencies               []time.Duration
+		latencies, hints, found []time.Duration
 		commitStart             = time.Now()
 		related, unrelated      nodeCounts
 		nRelated, nUnrelated    int
@@ -159,6 +163,7 @@ func benchFleet(b *testing.B, srv *objstoretest.S3Server, nodes, entries, commit
 		c := f.commit(b, ng, key, fmt.Sprintf("app:c%d", i+1), 2*time.Minute, nil)
 		all = append(all, c)
 		latencies = append(latencies, c.latency...)
+		hints, found = append(hints, c.hinted...), append(found, c.found)
 		related, nRelated = related.add(c.related), nRelated+c.nRelated
 		unrelated, nUnrelated = unrelated.add(c.unrelated), nUnrelated+c.nUnrelated
 		viewBytes += int64(c.viewBytes * c.nRelated)
@@ -180,10 +185,14 @@ func benchFleet(b *testing.B, srv *objstoretest.S3Server, nodes, entries, commit
 	time.Sleep(idle)
 	idleCPU := cpu.stop(b)
 	idleFor := time.Since(idleStart)
-	var idleRequests int64
+	var idleRequests, leaderIdle int64
 	after, afterCoord := f.counts(), f.coordCounts()
 	for i := range after {
-		idleRequests += after[i].sub(before[i]).requests + afterCoord[i].sub(beforeCoord[i]).requests
+		n := after[i].sub(before[i]).requests + afterCoord[i].sub(beforeCoord[i]).requests
+		idleRequests += n
+		if f.nodes[i] == leader {
+			leaderIdle = n
+		}
 	}
 	if f.leader() != leader {
 		b.Fatalf("the leader changed while idle (was %s)", leader.id)
@@ -191,9 +200,15 @@ func benchFleet(b *testing.B, srv *objstoretest.S3Server, nodes, entries, commit
 
 	per := func(total int64, n int) float64 { return float64(total) / float64(max(n, 1)) }
 	slices.Sort(latencies)
-	pct := func(p float64) float64 {
-		return float64(latencies[min(len(latencies)-1, int(p*float64(len(latencies))))].Microseconds()) / 1000
+	slices.Sort(hints)
+	slices.Sort(found)
+	pctOf := func(d []time.Duration, p float64) float64 {
+		if len(d) == 0 {
+			return 0
+		}
+		return float64(d[min(len(d)-1, int(p*float64(len(d))))].Microseconds()) / 1000
 	}
+	pct := func(p float64) float64 { return pctOf(latencies, p) }
 	b.ReportMetric(per(unrelated.indexBody+unrelated.viewBody+unrelated.otherBody, nUnrelated), "B/node/unrelated-commit")
 	b.ReportMetric(per(unrelated.indexMeta, nUnrelated), "meta-B/node/unrelated-commit")
 	b.ReportMetric(per(unrelated.requests, nUnrelated), "req/node/unrelated-commit")
@@ -202,10 +217,12 @@ func benchFleet(b *testing.B, srv *objstoretest.S3Server, nodes, entries, commit
 	b.ReportMetric(float64(viewBytes)/float64(max(viewsCounted, 1)), "view-B")
 	b.ReportMetric(pct(0.50), "ms/commit-to-file-p50")
 	b.ReportMetric(pct(0.99), "ms/commit-to-file-p99")
+	b.ReportMetric(pctOf(found, 0.50), "ms/commit-to-leader-hint-p50")
+	b.ReportMetric(pctOf(hints, 0.50), "ms/commit-to-node-hint-p50")
 	b.ReportMetric(float64(idleRequests)*float64(time.Minute)/float64(idleFor), "req/min/idle-fleet")
 	b.ReportMetric(float64(commitCPU[leader.id].Microseconds())/1000/float64(len(all)), "leader-CPU-ms/commit")
 	b.ReportMetric(100*idleCPU[leader.id].Seconds()/idleFor.Seconds(), "leader-CPU-%-idle")
-	b.Logf("%d commits in %s (%d node publications); idle %s: %d requests", len(all), commitPhase.Round(time.Millisecond), len(latencies), idleFor.Round(time.Second), idleRequests)
+	b.Logf("%d commits in %s (%d node publications); idle %s: %d requests, %d of them the leader's", len(all), commitPhase.Round(time.Millisecond), len(latencies), idleFor.Round(time.Second), idleRequests, leaderIdle)
 	b.Logf("unrelated: %d node-commits, %d requests, %d index + %d view + %d other body bytes, %d metadata bytes",
 		nUnrelated, unrelated.requests, unrelated.indexBody, unrelated.viewBody, unrelated.otherBody, unrelated.indexMeta)
 	b.Logf("related: %d node-commits, %d requests, %d index + %d view + %d payload bytes, %d index GETs",

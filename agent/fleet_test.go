@@ -210,6 +210,19 @@ type fleetNode struct {
 
 	mu        sync.Mutex
 	published map[string]time.Time // index ETag → when this node first published it
+	hinted    map[string]time.Time // index ETag → when a hint of it first reached this node
+}
+
+// hintedAt is when a hint of etag first reached n.
+func (n *fleetNode) hintedAt(etag string) (time.Time, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for e, at := range n.hinted {
+		if objstore.SameETag(e, etag) {
+			return at, true
+		}
+	}
+	return time.Time{}, false
 }
 
 func (n *fleetNode) publishedAt(etag string) (time.Time, bool) {
@@ -384,7 +397,7 @@ func startFleet(t testing.TB, store objstore.Store, opts fleetOptions) *fleet {
 func (f *fleet) startNode(t testing.TB, ctx context.Context, ca pki.ClusterCA, i int) *fleetNode {
 	t.Helper()
 	n := &fleetNode{id: fmt.Sprintf("node-%04d", i), ng: nodeGroupOf(i, f.opts.nodes, f.ngs), logs: &logBuffer{},
-		bucket: &countingBucket{Store: f.store}, coordB: &countingBucket{Store: f.store}, published: map[string]time.Time{},
+		bucket: &countingBucket{Store: f.store}, coordB: &countingBucket{Store: f.store}, published: map[string]time.Time{}, hinted: map[string]time.Time{},
 		root: filepath.Join(f.opts.root, fmt.Sprintf("node-%04d", i))}
 	lis, err := net.Listen("tcp", "[::1]:0")
 	if err != nil {
@@ -415,14 +428,22 @@ func (f *fleet) startNode(t testing.TB, ctx context.Context, ca pki.ClusterCA, i
 		PodPrefix: netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 4: byte(i >> 8), 5: byte(i), 6: 1}), 80),
 		Store:     n.coordB, Identity: id, Log: log,
 		Index: coordinator.NewIndexCache(n.coordB), Views: state.NewViewKeeper(n.coordB), IndexPoll: f.opts.indexPoll,
-		OnIndexHint: func(etag string) { loop.Hint(etag) },
-		OnView:      func(*pb.ServiceSnapshot) {},
-		Timing:      f.opts.timing, Retention: f.opts.retention,
+		OnIndexHint: func(etag string) {
+			n.mu.Lock()
+			if _, ok := n.hinted[etag]; !ok && etag != "" {
+				n.hinted[etag] = time.Now()
+			}
+			n.mu.Unlock()
+			loop.Hint(etag)
+		},
+		OnView: func(*pb.ServiceSnapshot) {},
+		Timing: f.opts.timing, Retention: f.opts.retention,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	loop = staticpod.NewLoop(n.rec, staticpod.LoopOptions{Interval: f.opts.poll, HintedInterval: f.opts.hintedPoll, Hinted: n.coord.Hinted})
+	loop = staticpod.NewLoop(n.rec, staticpod.LoopOptions{Interval: f.opts.poll, HintedInterval: f.opts.hintedPoll,
+		Hinted: n.coord.Hinted, Vouched: n.coord.SafetyPoll})
 	n.loop = loop
 	// Every goroutine of the node carries its ID, so a CPU profile
 	// tells the leader's work from the followers'.
@@ -498,8 +519,11 @@ func (f *fleet) counts() []nodeCounts {
 type fleetCommit struct {
 	ng   string
 	etag string
-	// latency is commit → published on each node of the NodeGroup.
-	latency []time.Duration
+	// latency is commit → published on each node of the NodeGroup;
+	// found commit → the leader's hint (its own poll found the version),
+	// hinted commit → the hint reaching each node of the NodeGroup.
+	latency, hinted []time.Duration
+	found           time.Duration
 	// related and unrelated sum the nodes' requests and bytes, with the
 	// number of nodes of each kind.
 	related, unrelated   nodeCounts
@@ -539,6 +563,14 @@ func (f *fleet) commit(t testing.TB, ng string, key state.Key, image string, lim
 		if n.ng == ng {
 			at, _ := n.publishedAt(c.etag)
 			c.latency = append(c.latency, at.Sub(committed))
+			if h, ok := n.hintedAt(c.etag); ok {
+				c.hinted = append(c.hinted, max(0, h.Sub(committed)))
+			}
+		}
+		if n.coord.Elector().IsLeader() {
+			if h, ok := n.hintedAt(c.etag); ok {
+				c.found = max(0, h.Sub(committed))
+			}
 		}
 	}
 	after := f.counts()

@@ -148,7 +148,7 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	lopts := staticpod.LoopOptions{Interval: opts.PollInterval, Health: health}
 	if co != nil {
 		// While the leader's hints arrive, polling is only a safety net.
-		lopts.Hinted = co.coord.Hinted
+		lopts.Hinted, lopts.Vouched = co.coord.Hinted, co.coord.SafetyPoll
 	}
 	loop := staticpod.NewLoop(rec, lopts)
 	d := &Daemon{

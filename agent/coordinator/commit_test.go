@@ -25,15 +25,21 @@ import (
 // deploy commits a built-in deployment of NodeGroup workers.
 func deploy(t testing.TB, store objstore.Store, name, namespace string, service bool) {
 	t.Helper()
-	data, err := manifest.Build(manifest.BuildOptions{Name: name, NodeGroup: "workers", Namespace: namespace, Images: []string{"hello:v1"}, Service: service})
+	deployTo(t, store, "workers", name, namespace, service)
+}
+
+// deployTo commits a built-in deployment of NodeGroup ng.
+func deployTo(t testing.TB, store objstore.Store, ng, name, namespace string, service bool) {
+	t.Helper()
+	data, err := manifest.Build(manifest.BuildOptions{Name: name, NodeGroup: ng, Namespace: namespace, Images: []string{"hello:v1"}, Service: service})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ex, err := manifest.Extract(data, manifest.ExtractOptions{Name: name, NodeGroup: "workers"})
+	ex, err := manifest.Extract(data, manifest.ExtractOptions{Name: name, NodeGroup: ng})
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, _ := state.NewKey("workers", name)
+	k, _ := state.NewKey(ng, name)
 	d := state.Deployment{Key: k, Namespace: ex.Namespace, Pod: ex.PodYAML}
 	if ex.Service != nil {
 		d.ServiceName, d.Service = ex.Service.Name, ex.ServiceYAML

@@ -140,6 +140,8 @@ type Coordinator struct {
 	// indexSeen is the last index version the leader's poll read, for the
 	// first message of a watch.
 	indexSeen atomic.Pointer[IndexVersion]
+	// beats is the leader's heartbeats as heard (heartbeat.go).
+	beats beatState
 	// node is this node's share of observed state and rolling updates
 	// (nodestatus.go, gate.go); sizes the NodeGroups' configured sizes
 	// the leader reads.
@@ -203,6 +205,7 @@ func New(opts Options) (*Coordinator, error) {
 		OnAcquire: c.acquire,
 		OnLose:    c.lose,
 		OnObserve: func(election.Record) { c.poke() },
+		Quiet:     c.quiet,
 	})
 	if err != nil {
 		return nil, err

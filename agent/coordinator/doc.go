@@ -29,11 +29,20 @@
 // DNS and the dataplane (OnView) and the leader's index hints to the
 // reconcile loop (OnIndexHint).
 //
-// The leader polls deployments/index.json every second (one conditional
-// GET, 304 while unchanged; Options.Index) and hints every follower over
-// its watch stream with the new ETag and write ID, so a commit reaches
-// every node within about a second while followers poll the bucket only
-// as a slow safety net (Hinted says when they may). The same reads feed
+// The leader polls deployments/index.json every IndexPollInterval (one
+// HEAD while unchanged; Options.Index) and hints every follower over its
+// watch stream with the new ETag and write ID before it reads the new
+// body (nodes of NodeGroups the metadata proves unchanged spread their
+// check over UnrelatedSpread), so a commit reaches every node within about half a second while
+// followers poll the bucket only as a slow safety net (Hinted says when
+// they may). Every 2 s the leader also sends a heartbeat on each watch
+// (heartbeat.go) with its term, the index version it polled last and its
+// node count: while heartbeats arrive a follower reads neither the lease
+// (election.Options.Quiet) nor the index, except for a safety poll every
+// SafetyPollPerNode × nodes within [MinSafetyPoll, MaxSafetyPoll]
+// (SafetyPoll), so an idle fleet's bucket requests do not grow with its
+// size. A watch that hears no heartbeat for one renew interval is ended,
+// and the follower reads the lease and the index again at once. The same reads feed
 // the snapshot's Services and the repair of the NodeGroup views
 // (state.ViewKeeper): a view a committer left stale is rewritten within
 // one poll, and every view is checked every ViewCheckInterval.

@@ -7,6 +7,8 @@ package coordinator
 import (
 	"context"
 	"log/slog"
+	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -83,7 +85,7 @@ func (c *Coordinator) connect(ctx context.Context, rec election.Record) *leaderL
 	}
 	wctx, stop := context.WithCancel(ctx)
 	s := &leaderLink{leader: rec, client: cl, stop: stop}
-	go c.watch(wctx, cl)
+	go c.watch(wctx, cl, rec.LeaderID)
 	return s
 }
 
@@ -141,12 +143,21 @@ func (c *Coordinator) sync(ctx context.Context, s *leaderLink) {
 
 // watch relays the leader's hints until the link ends. While a watch of
 // a leader that polls the index lasts, this node counts as hinted; when it
-// ends, a pass runs at once, since hints may have been missed.
-func (c *Coordinator) watch(ctx context.Context, cl *api.Client) {
+// ends, a pass runs at once, since hints may have been missed. Heartbeats
+// are recorded (heartbeat.go); a heartbeat naming an index version the
+// watch has not named before is a hint of it, and one that no longer
+// vouches for a version wakes the reconciler, whose safety poll then
+// speeds up. Once heartbeats arrive, a watch that hears nothing for the
+// loss bound is ended, as if the link broke.
+func (c *Coordinator) watch(ctx context.Context, cl *api.Client, leader string) {
 	for ctx.Err() == nil {
-		stream, err := cl.Watch(ctx, &pb.WatchRequest{})
-		polled := false
+		sctx, cancel := context.WithCancel(ctx)
+		stream, err := cl.Watch(sctx, &pb.WatchRequest{})
+		polled, beating := false, false
 		if err == nil {
+			heard := make(chan struct{}, 1)
+			go c.watchdog(sctx, cancel, heard)
+			var named string // the index version this watch named last
 			for {
 				h, rerr := stream.Recv()
 				if rerr != nil {
@@ -156,9 +167,27 @@ func (c *Coordinator) watch(ctx context.Context, cl *api.Client) {
 					polled = true
 					c.watching.Add(1)
 				}
+				if h.GetTerm() != 0 {
+					c.heard(leader, h)
+					beating = true
+					select {
+					case heard <- struct{}{}:
+					default:
+					}
+				}
 				switch h.Kind {
 				case pb.Hint_INDEX_CHANGED:
-					c.IndexChanged(h.IndexEtag)
+					named = h.IndexEtag
+					c.indexHint(ctx, h)
+				case pb.Hint_HEARTBEAT:
+					etag := ""
+					if h.IndexPolled {
+						etag = h.IndexEtag
+					}
+					if etag != named {
+						named = etag
+						c.IndexChanged(etag)
+					}
 				case pb.Hint_SNAPSHOT_CHANGED:
 					c.poke()
 				case pb.Hint_SLOT_FREED:
@@ -168,6 +197,10 @@ func (c *Coordinator) watch(ctx context.Context, cl *api.Client) {
 				}
 			}
 		}
+		cancel()
+		if beating {
+			c.unheard()
+		}
 		if polled {
 			c.watching.Add(-1)
 			c.IndexChanged("")
@@ -175,6 +208,47 @@ func (c *Coordinator) watch(ctx context.Context, cl *api.Client) {
 		select {
 		case <-ctx.Done():
 		case <-c.clock.After(c.timing.Retry):
+		}
+	}
+}
+
+// UnrelatedSpread is how long nodes of a NodeGroup a commit provably
+// left unchanged spread their passes after its hint, so the nodes of the
+// NodeGroups it changed are not queued behind the whole fleet's reads.
+const UnrelatedSpread = time.Second
+
+// indexHint relays an index hint to the reconciler: at once, or after a
+// random part of UnrelatedSpread when the leader proved that the version
+// left this node's NodeGroup unchanged (the pass still checks).
+func (c *Coordinator) indexHint(ctx context.Context, h *pb.Hint) {
+	if !h.GetNodegroupsProven() || slices.Contains(h.GetChangedNodegroups(), c.opts.NodeGroup) {
+		c.IndexChanged(h.GetIndexEtag())
+		return
+	}
+	wait := rand.N(UnrelatedSpread)
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-c.clock.After(wait):
+			c.IndexChanged(h.GetIndexEtag())
+		}
+	}()
+}
+
+// watchdog ends a watch (cancel) when, after its first heartbeat, none
+// arrives on heard within the loss bound.
+func (c *Coordinator) watchdog(ctx context.Context, cancel context.CancelFunc, heard <-chan struct{}) {
+	var timeout <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-heard:
+			timeout = c.clock.After(c.beatLoss())
+		case <-timeout:
+			c.log.Warn("the leader's heartbeats stopped: reading the lease and the index again", "after", c.beatLoss())
+			cancel()
+			return
 		}
 	}
 }

@@ -111,3 +111,82 @@ func TestFollowerOfALeaderThatDoesNotPollIsNotHinted(t *testing.T) {
 		t.Fatal("a leader without an index counts as hinted")
 	}
 }
+
+// The leader's poll of an unchanged index is one HEAD, and a new version
+// is announced from its HEAD, before its body is read.
+func TestIndexPollHeadsAndAnnouncesBeforeTheBody(t *testing.T) {
+	store := newBucket(t)
+	deploy(t, store, "web", "default", true)
+	rc := &readCounter{Store: store}
+	cache := coordinator.NewIndexCache(rc)
+	ctx := context.Background()
+	var announced []string
+	note := func(etag string, meta state.IndexMeta) {
+		if meta.WriteID() == "" {
+			t.Errorf("the announcement of %s carries no write ID", etag)
+		}
+		announced = append(announced, etag)
+	}
+	v, err := cache.Poll(ctx, note)
+	if err != nil || v.Index == nil {
+		t.Fatalf("first poll: %+v, %v", v, err)
+	}
+	before := rc.index.Load()
+	for range 3 {
+		if w, err := cache.Poll(ctx, note); err != nil || w.ETag != v.ETag || w.Index != v.Index {
+			t.Fatalf("poll of an unchanged index: %+v, %v", w, err)
+		}
+	}
+	if got := rc.index.Load() - before; got != 3 {
+		t.Errorf("3 polls of an unchanged index made %d requests, want 3 HEADs", got)
+	}
+	deploy(t, store, "db", "default", true)
+	info, err := store.Head(ctx, state.IndexPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := cache.Poll(ctx, note)
+	if err != nil || !objstore.SameETag(w.ETag, info.ETag) || len(w.Index.Items()) != 2 {
+		t.Fatalf("poll of a new version: %+v, %v", w, err)
+	}
+	if len(announced) != 2 || !objstore.SameETag(announced[1], info.ETag) {
+		t.Errorf("announced %v, want the first and the new version %s", announced, info.ETag)
+	}
+}
+
+// An index hint names the NodeGroups the new version's metadata does not
+// prove unchanged since the leader's previous version: the committed one.
+func TestIndexHintNamesTheChangedNodeGroups(t *testing.T) {
+	store := newBucket(t)
+	ctx := context.Background()
+	deployTo(t, store, "workers", "web", "default", false)
+	deployTo(t, store, "batch", "job", "default", false)
+	cache := coordinator.NewIndexCache(store)
+	prev, err := cache.Poll(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, proven := coordinator.ChangedNodeGroups(coordinator.IndexVersion{}, prev.Meta); proven {
+		t.Error("a hint without a previous version claims a proof")
+	}
+	deployTo(t, store, "batch", "cron", "default", false)
+	info, err := store.Head(ctx, state.IndexPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed, proven := coordinator.ChangedNodeGroups(prev, state.ParseIndexMeta(info.Metadata))
+	if !proven || !slices.Equal(changed, []string{"batch"}) {
+		t.Errorf("changed = %v, proven %v; want [batch], proven", changed, proven)
+	}
+	// Two writes later, both NodeGroups changed since prev.
+	deployTo(t, store, "workers", "api", "default", false)
+	info, err = store.Head(ctx, state.IndexPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed, proven = coordinator.ChangedNodeGroups(prev, state.ParseIndexMeta(info.Metadata))
+	slices.Sort(changed)
+	if !proven || !slices.Equal(changed, []string{"batch", "workers"}) {
+		t.Errorf("changed = %v, proven %v; want [batch workers], proven", changed, proven)
+	}
+}

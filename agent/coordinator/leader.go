@@ -157,6 +157,7 @@ func (c *Coordinator) acquire(ctx context.Context, term election.Term) error {
 	c.log.Info("leading: collecting endpoints", "term", term.Record.Term, "generation", w.Generation(), "known_nodes", len(stored.GetNodes()))
 	c.leadership.Go(func() { c.lead(ctx, l) })
 	c.leadership.Go(func() { c.leadStatus(ctx, l) })
+	c.leadership.Go(func() { c.heartbeat(ctx) })
 	if c.opts.Index != nil {
 		c.leadership.Go(func() { c.pollIndex(ctx, l) })
 	}

@@ -80,6 +80,41 @@ func (c *IndexCache) ReadVersion(ctx context.Context, maxAge time.Duration) (Ind
 	return IndexVersion{Index: ix, ETag: etag, Meta: c.meta}, err
 }
 
+// header is the part of a store that reads an object's metadata.
+type header interface {
+	Head(ctx context.Context, key string) (objstore.Info, error)
+}
+
+// Poll is ReadVersion(ctx, 0) that learns of a new version before its
+// body is read and decoded: when the store answers HEAD, one HEAD tells
+// whether the version changed (the request an unchanged index costs), and
+// onNew, when set, is told a new version's ETag and metadata at once; the
+// body is read (conditionally) only then, or when the HEAD failed.
+func (c *IndexCache) Poll(ctx context.Context, onNew func(etag string, meta state.IndexMeta)) (IndexVersion, error) {
+	if h, ok := c.store.(header); ok {
+		c.mu.Lock()
+		cached, known := c.etag, c.ix != nil
+		c.mu.Unlock()
+		start := time.Now()
+		info, err := h.Head(ctx, state.IndexPath)
+		switch {
+		case err == nil && known && cached != "" && objstore.SameETag(info.ETag, cached):
+			c.mu.Lock()
+			v, same := IndexVersion{Index: c.ix, ETag: c.etag, Meta: c.meta}, c.etag == cached
+			if same {
+				c.at = start
+			}
+			c.mu.Unlock()
+			if same {
+				return v, nil
+			}
+		case err == nil && onNew != nil:
+			onNew(info.ETag, state.ParseIndexMeta(info.Metadata))
+		}
+	}
+	return c.ReadVersion(ctx, 0)
+}
+
 func (c *IndexCache) read(ctx context.Context) (*state.Index, string, error) {
 	opts := objstore.GetOptions{}
 	if c.ix != nil && c.etag != "" {

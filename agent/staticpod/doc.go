@@ -64,7 +64,9 @@
 //
 // The loop polls every DefaultInterval, or every DefaultHintedInterval
 // while the leader's index hints reach the node (Loop.Hint runs a pass at
-// once unless it names the applied version).
+// once unless it names the applied version), or, after a clean pass, at
+// the slower pace LoopOptions.Vouched returns while the leader's
+// heartbeats name the index version it polled.
 //
 // It must not write desired state, and it knows nothing of kubelet beyond
 // its static Pod directory.

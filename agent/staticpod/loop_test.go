@@ -78,3 +78,43 @@ func TestLoopPacesByHintsAndSkipsHintsItHasApplied(t *testing.T) {
 		t.Fatal("the hinted pass did not apply the new version")
 	}
 }
+
+// While the leader vouches for the index, a clean pass waits the vouched
+// safety poll; without its word the loop falls back to the hinted pace.
+func TestLoopWaitsTheVouchedSafetyPoll(t *testing.T) {
+	f := newFixture(t)
+	f.deploy(t, "workers", "web", "web:v1", false)
+	r := f.reconciler(t, nil)
+	waits := make(chan time.Duration, 10)
+	after := func(d time.Duration) <-chan time.Time {
+		waits <- d
+		return nil // only a trigger ends the wait
+	}
+	var vouched atomic.Int64
+	vouched.Store(int64(20 * time.Minute))
+	loop := staticpod.NewLoop(r, staticpod.LoopOptions{Interval: 5 * time.Second, HintedInterval: time.Minute,
+		Hinted: func() bool { return true }, Vouched: func() time.Duration { return time.Duration(vouched.Load()) },
+		After: after, Rand: func() float64 { return 1 }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = loop.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	next := func() time.Duration {
+		t.Helper()
+		select {
+		case d := <-waits:
+			return d
+		case <-time.After(10 * time.Second):
+			t.Fatal("no pass within 10s")
+			return 0
+		}
+	}
+	if d := next(); d != 20*time.Minute {
+		t.Fatalf("wait after a clean vouched pass = %s, want 20m", d)
+	}
+	vouched.Store(0)
+	loop.Trigger()
+	if d := next(); d != time.Minute {
+		t.Fatalf("wait once the leader no longer vouches = %s, want the hinted 1m", d)
+	}
+}

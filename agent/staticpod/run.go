@@ -44,6 +44,12 @@ type LoopOptions struct {
 	// HintedInterval is the safety poll while Hinted; zero means
 	// DefaultHintedInterval.
 	HintedInterval time.Duration
+	// Vouched, when set, returns the safety poll while the leader's
+	// heartbeats name the index version it polled (each names it again,
+	// so a lost hint is made up within seconds): it applies after a clean
+	// pass only, and zero means not vouched. A pass that kept Pods back
+	// retries at the hinted pace.
+	Vouched func() time.Duration
 	// Timeout bounds one pass.
 	Timeout time.Duration
 	// MinBackoff and MaxBackoff bound the jittered exponential wait after
@@ -148,6 +154,9 @@ func (l *Loop) Run(ctx context.Context) error {
 		interval := l.opts.Interval
 		if l.opts.Hinted != nil && l.opts.Hinted() {
 			interval = max(interval, l.opts.HintedInterval)
+		}
+		if err == nil && l.opts.Vouched != nil {
+			interval = max(interval, l.opts.Vouched())
 		}
 		wait := time.Duration(float64(interval) * (0.8 + 0.2*l.opts.Rand()))
 		report := true

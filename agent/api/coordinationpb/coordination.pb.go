@@ -90,6 +90,11 @@ const (
 	Hint_INDEX_CHANGED Hint_Kind = 1
 	// SNAPSHOT_CHANGED: a new Service snapshot is available.
 	Hint_SNAPSHOT_CHANGED Hint_Kind = 2
+	// HEARTBEAT: the leader still leads under term and is not behind on
+	// its lease renewals; when index_polled, index_etag is the version
+	// its index poll read last. Sent every few seconds; a follower that
+	// hears none for longer than its loss bound ends the watch.
+	Hint_HEARTBEAT Hint_Kind = 3
 	// SLOT_FREED: a rollout slot freed; nodes waiting for one ask again.
 	Hint_SLOT_FREED Hint_Kind = 200
 )
@@ -100,12 +105,14 @@ var (
 		0:   "KIND_UNSPECIFIED",
 		1:   "INDEX_CHANGED",
 		2:   "SNAPSHOT_CHANGED",
+		3:   "HEARTBEAT",
 		200: "SLOT_FREED",
 	}
 	Hint_Kind_value = map[string]int32{
 		"KIND_UNSPECIFIED": 0,
 		"INDEX_CHANGED":    1,
 		"SNAPSHOT_CHANGED": 2,
+		"HEARTBEAT":        3,
 		"SLOT_FREED":       200,
 	}
 )
@@ -910,9 +917,24 @@ type Hint struct {
 	// lasts. The leader's index hints carry it, and so does the first
 	// message of a watch once the leader has read the index (kind
 	// INDEX_CHANGED, naming the version it last read).
-	IndexPolled   bool `protobuf:"varint,101,opt,name=index_polled,json=indexPolled,proto3" json:"index_polled,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	IndexPolled bool `protobuf:"varint,101,opt,name=index_polled,json=indexPolled,proto3" json:"index_polled,omitempty"`
+	// term is the leader's lease term, on heartbeats and on the first
+	// message of a watch; a follower takes the heartbeat as the leader's
+	// word for the lease it observed only under the same term.
+	Term uint64 `protobuf:"varint,102,opt,name=term,proto3" json:"term,omitempty"`
+	// nodes is how many nodes the leader has registered, on heartbeats:
+	// followers slow their safety poll of the index as the fleet grows.
+	Nodes uint32 `protobuf:"varint,103,opt,name=nodes,proto3" json:"nodes,omitempty"`
+	// When nodegroups_proven is set on an index hint, changed_nodegroups
+	// are the only NodeGroups of the leader's previous version that the
+	// index metadata does not prove unchanged: nodes of other NodeGroups
+	// may spread their pass over a second, so the nodes that must act are
+	// not queued behind the whole fleet's reads. It orders work only; every
+	// node still reads the index metadata itself.
+	ChangedNodegroups []string `protobuf:"bytes,104,rep,name=changed_nodegroups,json=changedNodegroups,proto3" json:"changed_nodegroups,omitempty"`
+	NodegroupsProven  bool     `protobuf:"varint,105,opt,name=nodegroups_proven,json=nodegroupsProven,proto3" json:"nodegroups_proven,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Hint) Reset() {
@@ -983,6 +1005,34 @@ func (x *Hint) GetIndexWriteId() string {
 func (x *Hint) GetIndexPolled() bool {
 	if x != nil {
 		return x.IndexPolled
+	}
+	return false
+}
+
+func (x *Hint) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *Hint) GetNodes() uint32 {
+	if x != nil {
+		return x.Nodes
+	}
+	return 0
+}
+
+func (x *Hint) GetChangedNodegroups() []string {
+	if x != nil {
+		return x.ChangedNodegroups
+	}
+	return nil
+}
+
+func (x *Hint) GetNodegroupsProven() bool {
+	if x != nil {
+		return x.NodegroupsProven
 	}
 	return false
 }
@@ -1547,7 +1597,7 @@ const file_coordination_proto_rawDesc = "" +
 	"generation\x12\x1a\n" +
 	"\brevision\x18\x03 \x01(\x04R\brevision\"\x11\n" +
 	"\x0fSnapshotRequest\"\x0e\n" +
-	"\fWatchRequest\"\xb9\x02\n" +
+	"\fWatchRequest\"\xce\x03\n" +
 	"\x04Hint\x125\n" +
 	"\x04kind\x18\x01 \x01(\x0e2!.podmin.coordination.v1.Hint.KindR\x04kind\x12\x1d\n" +
 	"\n" +
@@ -1557,11 +1607,16 @@ const file_coordination_proto_rawDesc = "" +
 	"generation\x12\x1a\n" +
 	"\brevision\x18\x04 \x01(\x04R\brevision\x12$\n" +
 	"\x0eindex_write_id\x18d \x01(\tR\findexWriteId\x12!\n" +
-	"\findex_polled\x18e \x01(\bR\vindexPolled\"V\n" +
+	"\findex_polled\x18e \x01(\bR\vindexPolled\x12\x12\n" +
+	"\x04term\x18f \x01(\x04R\x04term\x12\x14\n" +
+	"\x05nodes\x18g \x01(\rR\x05nodes\x12-\n" +
+	"\x12changed_nodegroups\x18h \x03(\tR\x11changedNodegroups\x12+\n" +
+	"\x11nodegroups_proven\x18i \x01(\bR\x10nodegroupsProven\"e\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rINDEX_CHANGED\x10\x01\x12\x14\n" +
-	"\x10SNAPSHOT_CHANGED\x10\x02\x12\x0f\n" +
+	"\x10SNAPSHOT_CHANGED\x10\x02\x12\r\n" +
+	"\tHEARTBEAT\x10\x03\x12\x0f\n" +
 	"\n" +
 	"SLOT_FREED\x10\xc8\x01\".\n" +
 	"\rNotifyRequest\x12\x1d\n" +

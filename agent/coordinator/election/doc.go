@@ -21,6 +21,23 @@
 // renewal (20 s plus latency with the defaults); a resignation is taken
 // over at the followers' next poll, within RenewInterval.
 //
+// Quiet followers (Options.Quiet): a follower whose leader vouches for its
+// lease over a live, authenticated link (the coordinator's heartbeats on
+// the mTLS watch stream, bound to the leader's certificate and term) need
+// not read the lease at all. The leader vouches only while it leads and
+// is not behind on its renewals (its last successful write was sent less
+// than RenewInterval + RetryInterval ago); a follower that hears nothing
+// for the loss bound (the coordinator's: one RenewInterval), or whose link
+// breaks, reads the lease at once and forgets the version it saw before
+// the quiet spell, so a takeover still needs Timeout of its own
+// observation: content-equal versions hide history. Safety is unchanged
+// (a leader's Hold still ends before any follower's Timeout), and the
+// failover bound grows by RetryInterval plus the loss bound, to
+// Timeout + 2×RenewInterval + RetryInterval + one request latency after
+// the last successful renewal: 26 s with the defaults instead of 20 s. A
+// resignation ends the links at once, so it is still taken over within
+// RenewInterval.
+//
 // It must not decide anything but leadership: leader work runs in the
 // acquire callback's context, which ends when leadership ends.
 package election

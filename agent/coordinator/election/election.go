@@ -94,6 +94,14 @@ type Options struct {
 	// OnObserve runs when the observed leader (ID or address) changes,
 	// also to vacant (empty Record.LeaderID).
 	OnObserve func(r Record)
+	// Quiet, when set, tells a follower how much longer it may leave the
+	// lease unread: the leader it observed vouches for its lease over a
+	// live, authenticated link (see doc.go). While it returns a positive
+	// duration the follower makes no request; once it returns zero (call
+	// Wake to end a wait early) the follower reads the lease at once and
+	// forgets what it saw before, so a takeover still needs Timeout of its
+	// own observation.
+	Quiet func() time.Duration
 	// Timing overrides the lease timing; the zero value means the
 	// defaults (RenewInterval, Timeout, Hold, RetryInterval). Only tests
 	// that run real processes against a real clock shorten it.
@@ -138,6 +146,9 @@ type Elector struct {
 	seenETag  string
 	firstSeen time.Time
 	backoff   time.Time // no candidacy before this (after a failed acquire hook)
+	quiet     bool      // the last step skipped the read on Quiet's word
+
+	wake chan struct{}
 }
 
 // New checks the options.
@@ -145,7 +156,7 @@ func New(opts Options) (*Elector, error) {
 	if opts.ID == "" || opts.Store == nil {
 		return nil, errors.New("election: an ID and a store are required")
 	}
-	e := &Elector{opts: opts, t: opts.Timing, key: opts.Key, clock: opts.Clock, log: opts.Log}
+	e := &Elector{opts: opts, t: opts.Timing, key: opts.Key, clock: opts.Clock, log: opts.Log, wake: make(chan struct{}, 1)}
 	if e.t == (Timing{}) {
 		e.t = DefaultTiming()
 	}
@@ -219,7 +230,17 @@ func (e *Elector) Run(ctx context.Context) error {
 			e.resign(shutdownReason)
 			return nil
 		case <-e.clock.After(wait):
+		case <-e.wake:
 		}
+	}
+}
+
+// Wake ends Run's current wait, so a follower whose Quiet has just ended
+// reads the lease now rather than when its wait runs out.
+func (e *Elector) Wake() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -298,6 +319,18 @@ func (e *Elector) renew(ctx context.Context) time.Duration {
 // observe reads the lease and becomes a candidate when it is missing,
 // vacant, its own, or unchanged for longer than Timeout.
 func (e *Elector) observe(ctx context.Context) time.Duration {
+	if e.opts.Quiet != nil {
+		if d := e.opts.Quiet(); d > 0 {
+			e.quiet = true
+			return min(d, e.t.Renew)
+		}
+		if e.quiet {
+			// The versions read before the quiet spell say nothing about
+			// the writes during it: the wait for Timeout starts over at
+			// the next read.
+			e.quiet, e.seenETag, e.firstSeen = false, "", time.Time{}
+		}
+	}
 	obj, err := e.get(ctx)
 	now := e.clock.Now() // after the response: the observed write landed before it
 	if errors.Is(err, objstore.ErrNotFound) {

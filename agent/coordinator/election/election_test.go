@@ -45,6 +45,10 @@ type cluster struct {
 	events []event
 	broken []string // lease-arithmetic violations seen in callbacks
 	seen   []sighting
+	// quiet, when set, is each agent's Options.Quiet; step, when set,
+	// runs at every step of run (a leader's heartbeats, say).
+	quiet func(i int) time.Duration
+	step  func()
 }
 
 // sighting is one lease read by an agent: when (on the shared clock,
@@ -110,6 +114,15 @@ func newClusterOn(t *testing.T, b objstore.Store, n int, seed uint64, hook func(
 		e, err := election.New(election.Options{
 			ID: fmt.Sprintf("node-%d", i), Addr: fmt.Sprintf("[2001:db8::%d]:8081", i+1),
 			Store: observedStore{Store: fs, c: c, agent: i}, Clock: ac,
+			Quiet: func() time.Duration {
+				c.mu.Lock()
+				q := c.quiet
+				c.mu.Unlock()
+				if q == nil {
+					return 0
+				}
+				return q(i)
+			},
 			OnAcquire: func(ctx context.Context, term election.Term) error {
 				c.acquired(i, term)
 				if hook != nil {
@@ -229,6 +242,12 @@ func (c *cluster) run(total, step time.Duration) {
 		if l := c.leaders(); len(l) > 1 {
 			c.t.Fatalf("at %s agents %v all lead", c.clock.Now(), l)
 		}
+		c.mu.Lock()
+		hook := c.step
+		c.mu.Unlock()
+		if hook != nil {
+			hook()
+		}
 		c.clock.advance(step)
 	}
 	c.settle()
@@ -292,6 +311,21 @@ func TestOneLeaderIsElectedAndPublished(t *testing.T) {
 	}
 }
 
+// partition cuts agent old off the bucket and runs in 10 ms steps until
+// another agent leads (at most limit), which it returns.
+func (c *cluster) partition(old int, limit time.Duration) int {
+	c.t.Helper()
+	c.stores[old].SetRules(faultstore.Rule{Action: faultstore.Fail})
+	for range limit / (10 * time.Millisecond) {
+		c.run(10*time.Millisecond, 10*time.Millisecond)
+		if l := c.leaders(); len(l) == 1 && l[0] != old {
+			return l[0]
+		}
+	}
+	c.t.Fatal("no follower took over from the partitioned leader")
+	return -1
+}
+
 // TestFailoverWithinBound partitions the leader from the bucket: it must
 // stop leading after Hold and a follower must take over within
 // Timeout + RenewInterval of the last renewal, and never before it has
@@ -306,18 +340,7 @@ func TestFailoverWithinBound(t *testing.T) {
 	old := c.waitLeader(time.Second)
 	c.run(7*time.Second, 10*time.Millisecond)
 	lastRenewal := c.agents[old].ValidUntil().Add(-election.Hold)
-	c.stores[old].SetRules(faultstore.Rule{Action: faultstore.Fail})
-	next := -1
-	for range 4000 {
-		c.run(10*time.Millisecond, 10*time.Millisecond)
-		if l := c.leaders(); len(l) == 1 && l[0] != old {
-			next = l[0]
-			break
-		}
-	}
-	if next < 0 {
-		t.Fatal("no follower took over from the partitioned leader")
-	}
+	next := c.partition(old, 40*time.Second)
 	term, _ := c.agents[next].Term()
 	failover := term.Since.Sub(lastRenewal)
 	// The follower wakes 1 ms after Timeout; the test clock moves in 10 ms steps.

@@ -1,0 +1,8 @@
+// Podmin <https://podmin.dev>
+// Copyright The Podmin Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package coordinator
+
+// ChangedNodeGroups exposes changedNodeGroups to the tests.
+var ChangedNodeGroups = changedNodeGroups
