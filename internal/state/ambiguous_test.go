@@ -229,7 +229,7 @@ func TestAmbiguousWriteBeyondTheChain(t *testing.T) {
 			}
 			continue
 		}
-		checkErr(t, "Deploy", err, `deploy "workers/web": outcome of the index write is unknown: the index records the IDs of the last 95 writes, and neither the failed write's nor that of the version it replaced is among them`)
+		checkErr(t, "Deploy", err, `deploy "workers/web": outcome of the index write is unknown: the index records the IDs of the last 23 writes, and neither the failed write's nor that of the version it replaced is among them`)
 		checkErr(t, "Deploy", err, `run "podmin list" to see whether it was applied and repeat the command if not`)
 		if !errors.Is(err, state.ErrOutcomeUnknown) || !errors.Is(err, errLost) || h.n != 1 {
 			t.Fatalf("err %v after %d index writes", err, h.n)

@@ -128,8 +128,8 @@
 // version; and a horizon h such that no write in C[0..h-1] changed a
 // NodeGroup that is not listed. A writer computes its change against the
 // content it read (its base) and carries the base's record forward, one
-// position older; what no longer fits S3's 2 KiB of user metadata beside
-// the 96-ID chain (about 13 NodeGroups) is dropped from the oldest end,
+// position older; what no longer fits the 1,000-byte metadata budget
+// beside the 24-ID chain (about 12 NodeGroups) is dropped from the oldest end,
 // pulling the horizon before it. A rebuild, whose base could not be read,
 // starts the horizon again at 0.
 //

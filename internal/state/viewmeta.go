@@ -12,8 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-
-	"podmin.dev/podmin/internal/objstore"
 )
 
 // WriteNodeGroupsMeta is the index metadata that records which NodeGroups
@@ -158,14 +156,14 @@ func (h ngHistory) next(c change, baseLen, chainLen int) ngHistory {
 }
 
 // fit drops the oldest entries until the metadata, with this history,
-// stays within objstore.MaxMetadataSize; each dropped change moves the
-// horizon to before it.
+// stays within indexMetaBudget; each dropped change moves the horizon to
+// before it.
 func (h ngHistory) fit(meta map[string]string) ngHistory {
 	used := 0
 	for k, v := range meta {
 		used += len(k) + len(v)
 	}
-	room := objstore.MaxMetadataSize - used - len(WriteNodeGroupsMeta) - 2
+	room := indexMetaBudget - used - len(WriteNodeGroupsMeta) - 2
 	keep := max(0, min(len(h.touches), room/(ngTouchLen+1)))
 	for _, t := range h.touches[keep:] {
 		h.horizon = min(h.horizon, t.age)

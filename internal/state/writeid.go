@@ -26,12 +26,18 @@ const (
 	// comma-separated.
 	WriteChainMeta = "podmin-write-chain"
 	// maxWriteChain bounds the IDs one version records, its own included:
-	// 96 IDs of 16 hex characters (1,631 bytes with their commas) stay
-	// inside S3's 2 KiB of user metadata. The deeper the chain, the more
-	// commits may follow a landed write whose reply was lost before it can
-	// no longer be found; 64 random bits keep an accidental match among 96
-	// IDs below 1 in 10^15.
-	maxWriteChain = 96
+	// 24 IDs of 16 hex characters (407 bytes with their commas) leave room
+	// in indexMetaBudget for the NodeGroup history, so the HEAD every node
+	// makes per commit returns at most 1,000 bytes of metadata. The deeper the
+	// chain, the more commits may follow a landed write whose reply was
+	// lost before it can no longer be found (its outcome is then reported
+	// unknown, never guessed); 64 random bits keep an accidental match
+	// among 24 IDs below 1 in 10^17.
+	maxWriteChain = 24
+	// indexMetaBudget bounds all the metadata of one index version, keys
+	// and values: a node reads it with every commit, its own NodeGroup's
+	// or not. The NodeGroup history gets what the chain leaves.
+	indexMetaBudget = 1000
 	// writeIDLen is the length of a write ID: 8 random bytes in hex.
 	writeIDLen = 16
 )
