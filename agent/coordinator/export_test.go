@@ -6,3 +6,6 @@ package coordinator
 
 // ChangedNodeGroups exposes changedNodeGroups to the tests.
 var ChangedNodeGroups = changedNodeGroups
+
+// StatusVerifyEvery exposes statusVerifyEvery to the tests.
+var StatusVerifyEvery = statusVerifyEvery

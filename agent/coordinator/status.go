@@ -24,8 +24,23 @@ import (
 )
 
 // statusVerify is how often the leader checks, with one conditional read
-// per NodeGroup, that the stored status objects are still its writes.
-const statusVerify = time.Minute
+// per NodeGroup, that the stored status objects are still its writes, and
+// re-reads the cluster configuration. With more than statusVerifyPerMinute
+// NodeGroups each is checked less often (statusVerifyEvery), so an idle
+// cluster's bucket requests do not grow with its NodeGroups.
+const (
+	statusVerify          = time.Minute
+	statusVerifyPerMinute = 10
+)
+
+// statusVerifyEvery is how often each of n NodeGroups' status objects is
+// checked: once a statusVerify, or, past statusVerifyPerMinute NodeGroups,
+// statusVerifyPerMinute checks a minute over all of them (a status object
+// deleted or edited by hand is rewritten within this period; any change
+// of what the nodes report rewrites it at once).
+func statusVerifyEvery(n int) time.Duration {
+	return max(statusVerify, time.Duration(n)*time.Minute/statusVerifyPerMinute)
+}
 
 // observed is one leadership's view of what the nodes report about their
 // deployments, and of the status objects it wrote. It is guarded by the
@@ -41,6 +56,9 @@ type observed struct {
 	lost map[string]lostNode
 	// written is the last status object written per NodeGroup.
 	written map[string]*writtenStatus
+	// verifyEvery is how often each status object is checked
+	// (statusVerifyEvery of the NodeGroups last counted).
+	verifyEvery time.Duration
 	// superseded is set when a later leader wrote a status object.
 	superseded bool
 }
@@ -221,6 +239,7 @@ func (c *Coordinator) publishStatus(ctx context.Context, l *leaderState) {
 	for ng := range l.obs.written {
 		groups[ng] = true
 	}
+	l.obs.verifyEvery = statusVerifyEvery(len(groups))
 	type pending struct {
 		ng      string
 		status  *state.NodeGroupStatus
@@ -237,7 +256,7 @@ func (c *Coordinator) publishStatus(ctx context.Context, l *leaderState) {
 			continue
 		}
 		w := l.obs.written[ng]
-		if w != nil && string(w.content) == string(content) && now.Sub(w.verified) < statusVerify {
+		if w != nil && string(w.content) == string(content) && now.Sub(w.verified) < l.obs.verifyEvery {
 			continue
 		}
 		todo = append(todo, pending{ng: ng, status: s, content: content})
@@ -384,11 +403,11 @@ func (c *Coordinator) writeStatus(ctx context.Context, l *leaderState, ng string
 		w = &writtenStatus{}
 		l.obs.written[ng] = w
 	}
-	prev := *w
+	prev, every := *w, max(l.obs.verifyEvery, statusVerify)
 	l.mu.Unlock()
-	if !prev.read || (string(prev.content) == string(content) && now.Sub(prev.verified) >= statusVerify) {
+	if !prev.read || (string(prev.content) == string(content) && now.Sub(prev.verified) >= every) {
 		// Read what is stored: at the start of a leadership (fencing), and
-		// to verify an unchanged object once a statusVerify.
+		// to verify an unchanged object once a statusVerifyEvery.
 		opts := objstore.GetOptions{}
 		if prev.read && prev.etag != "" {
 			opts.IfNoneMatch = prev.etag
