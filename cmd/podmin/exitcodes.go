@@ -99,6 +99,11 @@ func exitCode(cmd *cobra.Command, err error) int {
 	if cmd.Context() != nil && errors.As(context.Cause(cmd.Context()), &sig) {
 		return exitSignal + int(sig.sig)
 	}
+	// A write whose outcome is unknown outranks the deadline that cut its
+	// confirmation short: the operator must look before repeating it.
+	if errors.Is(err, state.ErrOutcomeUnknown) {
+		return exitUnknown
+	}
 	// A deadline that passed explains the failure however it surfaced
 	// (a Starlark cancellation does not wrap the context's error).
 	if errors.Is(err, context.DeadlineExceeded) || cmd.Context() != nil && errors.Is(context.Cause(cmd.Context()), context.DeadlineExceeded) {

@@ -7,6 +7,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"podmin.dev/podmin/builtins"
+	"podmin.dev/podmin/internal/state"
 )
 
 // runnableCommands lists the command paths of the tree that do something.
@@ -71,5 +73,24 @@ func TestDeadlineExitCode(t *testing.T) {
 	code := run(ctx, []string{"run", loop}, strings.NewReader(""), &out, &errb, func(k string) (string, bool) { v, ok := c.env[k]; return v, ok })
 	if code != exitDeadline {
 		t.Fatalf("exit %d, want 124:\n%s", code, errb.String())
+	}
+}
+
+// TestUnknownOutcomeOutranksTheDeadline checks 6, not 124, for a write
+// whose reply was lost when the deadline also passed: the deadline is why
+// the write could not be confirmed, and what the operator must act on is
+// that it may have been applied.
+func TestUnknownOutcomeOutranksTheDeadline(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 0)
+	defer cancel()
+	<-ctx.Done()
+	cmd := &cobra.Command{Use: "deploy"}
+	cmd.SetContext(ctx)
+	lost := fmt.Errorf("deploy \"workers/web\": %w: write deployments/index.json: %w", state.ErrOutcomeUnknown, context.DeadlineExceeded)
+	if code := exitCode(cmd, lost); code != exitUnknown {
+		t.Fatalf("exit %d for %v, want %d", code, lost, exitUnknown)
+	}
+	if code := exitCode(cmd, fmt.Errorf("read deployments/index.json: %w", context.DeadlineExceeded)); code != exitDeadline {
+		t.Fatalf("exit %d for a plain deadline, want %d", code, exitDeadline)
 	}
 }
