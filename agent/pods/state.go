@@ -22,8 +22,11 @@ type State struct {
 	// Restarts sums the restart counts of the Pod's containers.
 	Restarts int
 	// Problem is kubelet's account of a failing Pod ("container web:
-	// CrashLoopBackOff: ..."), empty while nothing fails. A Pod still
-	// being created (ContainerCreating, PodInitializing) has none.
+	// CrashLoopBackOff: ...", or "container web: exited with code 3 (Error),
+	// 2 restart(s)" for a container that exited again after a restart),
+	// empty while nothing fails. A Pod still being created
+	// (ContainerCreating, PodInitializing) has none, nor does a container
+	// that exited for the first time (kubelet restarts it).
 	Problem string
 }
 
@@ -42,9 +45,20 @@ func StateOf(p *corev1.Pod) State {
 	if p.Status.Phase == corev1.PodFailed {
 		problems = append(problems, strings.TrimSpace("the Pod failed: "+p.Status.Reason+" "+p.Status.Message))
 	}
-	check := func(cs []corev1.ContainerStatus) {
+	restartsOnSuccess := p.Spec.RestartPolicy == "" || p.Spec.RestartPolicy == corev1.RestartPolicyAlways
+	check := func(cs []corev1.ContainerStatus, regular bool) {
 		for _, c := range cs {
 			s.Restarts += int(c.RestartCount)
+			if t := c.State.Terminated; t != nil && c.RestartCount > 0 && (t.ExitCode != 0 || regular && restartsOnSuccess) {
+				// Exited again after a restart: kubelet reports this
+				// between its restarts, often instead of CrashLoopBackOff.
+				msg := fmt.Sprintf("container %s: exited with code %d", c.Name, t.ExitCode)
+				if t.Reason != "" {
+					msg += " (" + t.Reason + ")"
+				}
+				problems = append(problems, fmt.Sprintf("%s, %d restart(s)", msg, c.RestartCount))
+				continue
+			}
 			w := c.State.Waiting
 			if w == nil || !slices.Contains(failing, w.Reason) {
 				continue
@@ -63,8 +77,8 @@ func StateOf(p *corev1.Pod) State {
 			problems = append(problems, msg)
 		}
 	}
-	check(p.Status.InitContainerStatuses)
-	check(p.Status.ContainerStatuses)
+	check(p.Status.InitContainerStatuses, false)
+	check(p.Status.ContainerStatuses, true)
 	s.Problem = strings.Join(problems, "; ")
 	return s
 }

@@ -53,6 +53,26 @@ func TestStateOf(t *testing.T) {
 		t.Fatalf("a ready Pod: %+v", s)
 	}
 
+	// Between restarts kubelet may report the container terminated rather
+	// than in CrashLoopBackOff: after a restart that is a failure too, for
+	// a regular container whatever its exit code (the Pod restarts always),
+	// for an init container only with a non-zero one.
+	exited := pod("default", "web-6", false, nil)
+	exited.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "init", RestartCount: 1,
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}}}
+	exited.Status.ContainerStatuses = []corev1.ContainerStatus{
+		{Name: "web", RestartCount: 4, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 3, Reason: "Error"}}},
+		{Name: "done", RestartCount: 2, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}},
+	}
+	if s := pods.StateOf(exited); s.Restarts != 7 || s.Problem != "container web: exited with code 3 (Error), 4 restart(s); container done: exited with code 0 (Completed), 2 restart(s)" {
+		t.Fatalf("a Pod whose containers exited after restarts: %+v", s)
+	}
+	first := pod("default", "web-7", false, nil)
+	first.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "web", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 3, Reason: "Error"}}}}
+	if s := pods.StateOf(first); s.Problem != "" {
+		t.Fatalf("a container that exited for the first time (kubelet restarts it) is not yet a failure: %+v", s)
+	}
+
 	failed := pod("default", "web-5", false, nil)
 	failed.Status.Phase, failed.Status.Reason = corev1.PodFailed, "Evicted"
 	if s := pods.StateOf(failed); s.Problem != "the Pod failed: Evicted" {
