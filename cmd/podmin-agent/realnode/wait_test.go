@@ -363,7 +363,7 @@ func (r *run) status(nodegroup, name string) (string, error) {
 // nodeError is the line of a podmin error that carries kubelet's account
 // of hello:broken's exit.
 func nodeError(s string) string {
-	return regexp.MustCompile(`(?m)^.*last exit code 3.*$`).FindString(s)
+	return regexp.MustCompile(`(?m)^.*(?:exit code|exited with code) 3\b.*$`).FindString(s)
 }
 
 // exitCode is a podmin run's exit status: 0 without an error, -1 when it
