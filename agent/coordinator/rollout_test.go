@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -148,32 +147,12 @@ func TestSlotTimeoutReportsTheNodeStuck(t *testing.T) {
 	})
 }
 
-// manualClock is an election.Clock a test advances.
-type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) After(time.Duration) <-chan time.Time { return make(chan time.Time) }
-
-func (c *manualClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 // Without a leader a node still applies an update, but only after the
 // leaderless wait plus its own position's delay, so a leaderless
 // NodeGroup never replaces every Pod at once.
 func TestLeaderlessFallbackWaitsItsTurn(t *testing.T) {
 	store := newBucket(t)
-	clock := &manualClock{now: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+	clock := &timerClock{now: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
 	c := newLocalCluster(t, fastTiming, fastRetention, inNodeGroup("workers"))
 	spec := c.spec(0, store)
 	coord, err := coordinator.New(coordinator.Options{NodeID: spec.id, NodeGroup: "workers", Advertise: netip.AddrPortFrom(spec.addr, 8081), PodPrefix: spec.prefix,
