@@ -6,16 +6,11 @@ package pods_test
 
 import (
 	"context"
-	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	podsapi "k8s.io/kubelet/pkg/apis/pods/v1alpha1"
 
 	"podmin.dev/podmin/agent/pods"
 )
@@ -83,21 +78,7 @@ func TestStateOf(t *testing.T) {
 // A kubelet that stops answering is reported through Lost, and the Pods
 // it serves again through Refresh.
 func TestWatcherReportsALostKubelet(t *testing.T) {
-	dir, err := os.MkdirTemp("", "pods")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "pods-api.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := &fakeKubelet{current: map[string]*corev1.Pod{"a": pod("product", "web-1", true, nil)},
-		events: make(chan *podsapi.WatchPodsEvent), drop: make(chan struct{})}
-	srv := grpc.NewServer()
-	podsapi.RegisterPodsServer(srv, k)
-	go func() { _ = srv.Serve(ln) }()
+	k, sock := serveKubelet(t, map[string]*corev1.Pod{"a": pod("product", "web-1", true, nil)})
 	lost := make(chan error, 10)
 	refreshed := make(chan int, 100)
 	w := pods.New(pods.Options{Socket: sock, Relist: 5 * time.Millisecond,
@@ -114,7 +95,7 @@ func TestWatcherReportsALostKubelet(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("no refresh")
 	}
-	srv.Stop()
+	k.srv.Stop()
 	select {
 	case err := <-lost:
 		if err == nil {

@@ -41,6 +41,8 @@ type fakeKubelet struct {
 	drop    chan struct{}
 	lists   int
 	watches int
+	// srv serves it; stopping it is a kubelet that went away.
+	srv *grpc.Server
 }
 
 func (k *fakeKubelet) snapshot() [][]byte {
@@ -137,11 +139,10 @@ func serveKubelet(t *testing.T, current map[string]*corev1.Pod) (*fakeKubelet, s
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := &fakeKubelet{current: current, events: make(chan *podsapi.WatchPodsEvent), drop: make(chan struct{})}
-	srv := grpc.NewServer()
-	podsapi.RegisterPodsServer(srv, k)
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(srv.Stop)
+	k := &fakeKubelet{current: current, events: make(chan *podsapi.WatchPodsEvent), drop: make(chan struct{}), srv: grpc.NewServer()}
+	podsapi.RegisterPodsServer(k.srv, k)
+	go func() { _ = k.srv.Serve(ln) }()
+	t.Cleanup(k.srv.Stop)
 	return k, sock
 }
 
