@@ -126,6 +126,8 @@ The gate of "podmin status --wait" and "podmin deploy --wait" (until is their
 waited_seconds and until. Fails when the timeout passes first (naming what is
 missing: nodes not ready, waiting for a rollout slot, missing), when a node
 reports an error for the revision, and when the deployment is not committed.
+A Pod with a container without a readiness probe, which kubelet calls ready as
+soon as it starts, counts as ready once kubelet has reported it ready for 5 s.
 Under --dry-run it checks its arguments and plans the wait without waiting.`,
 			impl: func(c *call) (star.Value, error) {
 				var o builtins.WaitOptions
