@@ -62,7 +62,8 @@ type InstallResult struct {
 	// Image is the digest-pinned cluster reference the Pod runs.
 	Image  string       `json:"image"`
 	Mirror MirrorResult `json:"mirror"`
-	// Action is created, updated or unchanged (the deployment index).
+	// Action is created, updated, unchanged or repaired (the deployment
+	// index; repaired: the entry was in place but its payload was rewritten).
 	Action string `json:"action"`
 	Pod    string `json:"pod"`
 	Bucket string `json:"bucket"`
@@ -75,8 +76,9 @@ var ErrTokenMissing = errors.New("cloudflared tunnel token not found")
 // reading it), mirrors the pinned cloudflared image when the mirror lacks
 // its digest, and commits the hardened platform-cloudflared/cloudflared
 // static Pod to NodeGroup through the deployment index. Nothing is
-// written before the token check passes; a repeated install writes
-// nothing and reports unchanged.
+// written before the token check passes; a repeated install checks the
+// Pod payload, writes nothing and reports unchanged, or rewrites a missing
+// or damaged payload and reports repaired.
 func (e *Env) InstallCloudflared(ctx context.Context, opts InstallCloudflaredOptions) (InstallResult, error) {
 	return e.installCloudflared(ctx, opts, Cloudflared())
 }
@@ -142,14 +144,12 @@ func (e *Env) installCloudflared(ctx context.Context, opts InstallCloudflaredOpt
 	if res.Mirror, err = e.mirrorPinned(ctx, store, pin); err != nil {
 		return InstallResult{}, err
 	}
-	// An index that already holds exactly this Pod needs no write at all,
-	// not even the refused create-only payload write of a re-deploy.
-	if exists && cur == (state.Entry{Pod: res.Pod}) {
-		res.Action = string(state.Unchanged)
-		return res, nil
-	}
+	// An index that already holds exactly this Pod is not proof that its
+	// payload is still there and intact: the commit checks it (one Head
+	// with a warm cache), rewrites it when it is missing or damaged
+	// (Repaired) and writes no index then.
 	e.progress("committing %s to bucket %s", key, c.Bucket)
-	r, err := state.NewCommitter(store, e.Commit).Deploy(ctx, state.Deployment{Key: key, Namespace: ex.Namespace, Pod: ex.PodYAML})
+	r, err := state.NewCommitter(store, e.clusterCommitOptions(c)).Deploy(ctx, state.Deployment{Key: key, Namespace: ex.Namespace, Pod: ex.PodYAML})
 	if err != nil {
 		return InstallResult{}, err
 	}

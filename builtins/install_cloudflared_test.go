@@ -41,6 +41,7 @@ import (
 	localsecrets "podmin.dev/podmin/internal/secrets/local"
 	"podmin.dev/podmin/internal/secrets/parameterstore"
 	"podmin.dev/podmin/internal/secrets/secretstest"
+	"podmin.dev/podmin/internal/state"
 )
 
 // fakeUpstream is a real OCI registry serving a two-platform index as
@@ -207,8 +208,9 @@ func runInstallScenario(t *testing.T, env *Env, provider string) {
 		t.Fatalf("mirror index %s", idx.Data)
 	}
 
-	// Second install: one read of the mirror index and one of the
-	// deployment index, no write, no request upstream.
+	// Second install: reads of the mirror index and of the deployment
+	// index (the ownership check and the commit's), one Head proving the
+	// Pod payload intact, no write, no request upstream.
 	counts.ResetCounts()
 	up.requests.Store(0)
 	second, err := env.installCloudflared(ctx, opts, up.pin)
@@ -218,8 +220,40 @@ func runInstallScenario(t *testing.T, env *Env, provider string) {
 	if second.Action != "unchanged" || second.Mirror.Action != "reused" || second.Pod != first.Pod {
 		t.Fatalf("second install %+v", second)
 	}
-	if c := counts.Counts(); c.Writes() != 0 || c.Get != 2 || c.Total() != 2 || up.requests.Load() != 0 {
-		t.Fatalf("second install made %+v bucket requests and %d registry requests: want two reads only", c, up.requests.Load())
+	if c := counts.Counts(); c.Writes() != 0 || c.Get != 3 || c.Head != 1 || c.Total() != 4 || up.requests.Load() != 0 {
+		t.Fatalf("second install made %+v bucket requests and %d registry requests: want three reads and one Head", c, up.requests.Load())
+	}
+
+	// The entry in place does not vouch for its payload: a removed or
+	// damaged Pod payload is rewritten by the next install, and the index
+	// is left alone.
+	for _, damage := range []string{"removed", "damaged"} {
+		if damage == "removed" {
+			err = counts.Delete(ctx, first.Pod, "")
+		} else {
+			_, err = counts.Put(ctx, first.Pod, []byte("not the Pod"))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		before, err := counts.Head(ctx, state.IndexPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := env.installCloudflared(ctx, opts, up.pin)
+		if err != nil {
+			t.Fatalf("install after the payload was %s: %v", damage, err)
+		}
+		if again.Action != "repaired" || again.Pod != first.Pod {
+			t.Fatalf("install after the payload was %s: %+v", damage, again)
+		}
+		if after, err := counts.Head(ctx, state.IndexPath); err != nil || after.ETag != before.ETag {
+			t.Fatalf("install after the payload was %s wrote the index: ETag %s, then %s (%v)", damage, before.ETag, after.ETag, err)
+		}
+		obj, err := counts.Get(ctx, first.Pod, objstore.GetOptions{})
+		if err != nil || state.VerifyPayload(first.Pod, obj.Data) != nil {
+			t.Fatalf("payload after the install that found it %s: %v", damage, err)
+		}
 	}
 
 	list, err := env.List(ctx)

@@ -32,7 +32,8 @@ Same as "podmin install cloudflared". The token must exist at
 /<cluster>/platform-cloudflared/cloudflared/tunnel-token (only its existence is
 checked). Returns install(component, name, namespace, nodegroup, image,
 mirror_action, action, pod, bucket, planned); mirror_action is mirrored or
-reused, action is created, updated or unchanged.`,
+reused, action is created, updated, unchanged or repaired (the committed Pod
+payload was missing or damaged and was rewritten).`,
 			impl: func(c *call) (star.Value, error) {
 				var o builtins.InstallCloudflaredOptions
 				if err := c.unpack(&o.NodeGroup, &o.Provider); err != nil {

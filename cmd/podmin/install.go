@@ -55,7 +55,9 @@ secrets provider (or --provider):
 Only its existence is checked; the value is mounted into the Pod read-only and
 never enters the bucket. The Podmin-pinned multi-platform cloudflared image is
 mirrored beneath mirror/ when the mirror does not already hold its digest.
-Running the command again writes nothing and reports "unchanged". Cloudflare
+Running the command again checks that the committed Pod payload is still
+present and intact, writes nothing and reports "unchanged"; a payload that was
+removed or damaged is rewritten and the command reports "repaired". Cloudflare
 routes target Podmin Service DNS names directly.`,
 		Example: `  podmin secret create tunnel-token --for cloudflared -n platform-cloudflared --file token.txt
   podmin install cloudflared -g edge
