@@ -148,10 +148,17 @@ func (e *Env) installCloudflared(ctx context.Context, opts InstallCloudflaredOpt
 	// payload is still there and intact: the commit checks it (one Head
 	// with a warm cache), rewrites it when it is missing or damaged
 	// (Repaired) and writes no index then.
-	e.progress("committing %s to bucket %s", key, c.Bucket)
 	r, err := state.NewCommitter(store, e.clusterCommitOptions(c)).Deploy(ctx, state.Deployment{Key: key, Namespace: ex.Namespace, Pod: ex.PodYAML})
 	if err != nil {
-		return InstallResult{}, err
+		return InstallResult{}, e.explain(c, err)
+	}
+	// Said once the outcome is known, as deploy says it: an unchanged
+	// install commits nothing.
+	if r.Outcome != state.Unchanged {
+		e.progress("committed %s to bucket %s (%s)", key, c.Bucket, r.Outcome)
+	}
+	if r.LostReply {
+		e.progress("the reply to the index write was lost, but the index already holds %s as installed: nothing more was written", key)
 	}
 	res.Action, res.Pod = string(r.Outcome), r.Entry.Pod
 	return res, nil

@@ -168,6 +168,20 @@ func runInstallScenario(t *testing.T, env *Env, provider string) {
 		return counts
 	}
 	opts := InstallCloudflaredOptions{NodeGroup: "edge"}
+	var said []string
+	env.Progress = func(msg string) { said = append(said, msg) }
+	// commits returns the progress lines about the index said since the
+	// last call.
+	commits := func() []string {
+		var c []string
+		for _, m := range said {
+			if strings.Contains(m, "commit") {
+				c = append(c, m)
+			}
+		}
+		said = nil
+		return c
+	}
 
 	// No token: refused before any bucket or registry request.
 	_, err := env.installCloudflared(ctx, opts, up.pin)
@@ -196,6 +210,9 @@ func runInstallScenario(t *testing.T, env *Env, provider string) {
 	if up.requests.Load() == 0 {
 		t.Fatal("the first install did not fetch from the upstream registry")
 	}
+	if c := commits(); len(c) != 1 || !strings.Contains(c[0], "committed edge/cloudflared to bucket") || !strings.HasSuffix(c[0], "(created)") {
+		t.Fatalf("first install said %q about the index", c)
+	}
 	idx, err := counts.Get(ctx, "mirror/docker.io/cloudflare/cloudflared/index.json", objstore.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -223,6 +240,9 @@ func runInstallScenario(t *testing.T, env *Env, provider string) {
 	if c := counts.Counts(); c.Writes() != 0 || c.Get != 3 || c.Head != 1 || c.Total() != 4 || up.requests.Load() != 0 {
 		t.Fatalf("second install made %+v bucket requests and %d registry requests: want three reads and one Head", c, up.requests.Load())
 	}
+	if c := commits(); len(c) != 0 {
+		t.Fatalf("an install that committed nothing said %q", c)
+	}
 
 	// The entry in place does not vouch for its payload: a removed or
 	// damaged Pod payload is rewritten by the next install, and the index
@@ -246,6 +266,9 @@ func runInstallScenario(t *testing.T, env *Env, provider string) {
 		}
 		if again.Action != "repaired" || again.Pod != first.Pod {
 			t.Fatalf("install after the payload was %s: %+v", damage, again)
+		}
+		if c := commits(); len(c) != 1 || !strings.HasSuffix(c[0], "(repaired)") {
+			t.Fatalf("install after the payload was %s said %q", damage, c)
 		}
 		if after, err := counts.Head(ctx, state.IndexPath); err != nil || after.ETag != before.ETag {
 			t.Fatalf("install after the payload was %s wrote the index: ETag %s, then %s (%v)", damage, before.ETag, after.ETag, err)
