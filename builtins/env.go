@@ -86,6 +86,10 @@ type Env struct {
 	// with another address when an install mirrors a pinned image; tests
 	// point it at a local registry. Nil fetches from the real registries.
 	UpstreamRegistries map[string]string
+	// CloudflaredImage, when set, replaces the cloudflared image Podmin
+	// pins (Cloudflared()); tests point it at an image whose blobs they
+	// hold. Nil installs the pinned image.
+	CloudflaredImage *PinnedImage
 }
 
 // path resolves a user-supplied file path against WorkDir.

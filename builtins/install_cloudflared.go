@@ -80,7 +80,11 @@ var ErrTokenMissing = errors.New("cloudflared tunnel token not found")
 // Pod payload, writes nothing and reports unchanged, or rewrites a missing
 // or damaged payload and reports repaired.
 func (e *Env) InstallCloudflared(ctx context.Context, opts InstallCloudflaredOptions) (InstallResult, error) {
-	return e.installCloudflared(ctx, opts, Cloudflared())
+	pin := Cloudflared()
+	if e.CloudflaredImage != nil {
+		pin = *e.CloudflaredImage
+	}
+	return e.installCloudflared(ctx, opts, pin)
 }
 
 // installCloudflared installs pin; tests pin an image their own registry

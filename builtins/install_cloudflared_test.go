@@ -6,6 +6,7 @@ package builtins
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -225,9 +226,11 @@ func runInstallScenario(t *testing.T, env *Env, provider string) {
 		t.Fatalf("mirror index %s", idx.Data)
 	}
 
-	// Second install: reads of the mirror index and of the deployment
-	// index (the ownership check and the commit's), one Head proving the
-	// Pod payload intact, no write, no request upstream.
+	// Second install: reads of the mirror index, of the image's index and
+	// two manifests (verified), a Head for each of its 2 configs and 4
+	// layers, two reads of the deployment index (the ownership check and
+	// the commit's) and one Head proving the Pod payload intact; no write,
+	// no request upstream.
 	counts.ResetCounts()
 	up.requests.Store(0)
 	second, err := env.installCloudflared(ctx, opts, up.pin)
@@ -237,8 +240,8 @@ func runInstallScenario(t *testing.T, env *Env, provider string) {
 	if second.Action != "unchanged" || second.Mirror.Action != "reused" || second.Pod != first.Pod {
 		t.Fatalf("second install %+v", second)
 	}
-	if c := counts.Counts(); c.Writes() != 0 || c.Get != 3 || c.Head != 1 || c.Total() != 4 || up.requests.Load() != 0 {
-		t.Fatalf("second install made %+v bucket requests and %d registry requests: want three reads and one Head", c, up.requests.Load())
+	if c := counts.Counts(); c.Writes() != 0 || c.Get != 6 || c.Head != 7 || c.Total() != 13 || up.requests.Load() != 0 {
+		t.Fatalf("second install made %+v bucket requests and %d registry requests: want 6 reads and 7 Heads", c, up.requests.Load())
 	}
 	if c := commits(); len(c) != 0 {
 		t.Fatalf("an install that committed nothing said %q", c)
@@ -276,6 +279,50 @@ func runInstallScenario(t *testing.T, env *Env, provider string) {
 		obj, err := counts.Get(ctx, first.Pod, objstore.GetOptions{})
 		if err != nil || state.VerifyPayload(first.Pod, obj.Data) != nil {
 			t.Fatalf("payload after the install that found it %s: %v", damage, err)
+		}
+	}
+
+	// Neither does the mirror's tag vouch for the image's blobs: a removed
+	// layer and a damaged manifest are written again from the local image
+	// store, with no request upstream.
+	layout, err := state.MirrorLayout("docker.io", "cloudflare/cloudflared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := oci.ParseIndex(mustGet(t, counts, layout.IndexFile()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	topDesc, _ := oci.FindTag(top, "2025.11.1")
+	var image v1.IndexManifest
+	mustUnmarshal(t, mustGet(t, counts, mustBlobPath(t, layout, topDesc.Digest)), &image)
+	var manifest v1.Manifest
+	mustUnmarshal(t, mustGet(t, counts, mustBlobPath(t, layout, image.Manifests[0].Digest)), &manifest)
+	for _, damage := range []struct{ what, key string }{
+		{"a removed layer", mustBlobPath(t, layout, manifest.Layers[1].Digest)},
+		{"a damaged manifest", mustBlobPath(t, layout, image.Manifests[0].Digest)},
+	} {
+		if damage.what == "a removed layer" {
+			err = counts.Delete(ctx, damage.key, "")
+		} else {
+			_, err = counts.Put(ctx, damage.key, []byte(`{"not":"the manifest"}`))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		up.requests.Store(0)
+		again, err := env.installCloudflared(ctx, opts, up.pin)
+		if err != nil {
+			t.Fatalf("install after %s: %v", damage.what, err)
+		}
+		if again.Mirror.Action != "repaired" || again.Mirror.Uploaded != 1 || again.Action != "unchanged" || up.requests.Load() != 0 {
+			t.Fatalf("install after %s: %+v, %d registry requests", damage.what, again, up.requests.Load())
+		}
+		if problems, err := oci.CheckPublished(ctx, counts, layout, topDesc); err != nil || len(problems) != 0 {
+			t.Fatalf("mirror after the install that found %s: %q, %v", damage.what, problems, err)
+		}
+		if next, err := env.installCloudflared(ctx, opts, up.pin); err != nil || next.Mirror.Action != "reused" {
+			t.Fatalf("install after the repair of %s: %+v, %v", damage.what, next, err)
 		}
 	}
 
@@ -411,5 +458,30 @@ func TestInstallCloudflaredRefusesATokenScheduledForDeletion(t *testing.T) {
 	}
 	if requests != 0 {
 		t.Fatal("the bucket was opened before the token check")
+	}
+}
+
+func mustGet(t *testing.T, store objstore.Store, key string) []byte {
+	t.Helper()
+	obj, err := store.Get(t.Context(), key, objstore.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obj.Data
+}
+
+func mustBlobPath(t *testing.T, layout state.OCILayout, d v1.Hash) string {
+	t.Helper()
+	key, err := layout.BlobPath(d.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+func mustUnmarshal(t *testing.T, data []byte, v any) {
+	t.Helper()
+	if err := json.Unmarshal(data, v); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -60,7 +60,9 @@ type MirrorResult struct {
 	// Digest is the pinned index digest.
 	Digest string `json:"digest"`
 	// Action is "reused" when the mirror index already named the digest
-	// (nothing was written), else "mirrored".
+	// and every blob of the image was in place (nothing was written),
+	// "repaired" when it named the digest but a blob was missing or
+	// damaged and was written again, else "mirrored".
 	Action string `json:"action"`
 	// Uploaded counts blobs written now.
 	Uploaded int `json:"uploaded"`
@@ -78,7 +80,8 @@ func (e *Env) upstreamRef(p PinnedImage) (name.Reference, error) {
 
 // mirrorPinned makes the bucket's mirror layout of p name its pinned digest
 // under its tag. A mirror whose index.json already tags the digest is
-// reused with one read; otherwise the image comes from
+// reused once its blobs are proven in place (the manifests read and
+// verified, one Head for every other blob); otherwise the image comes from
 // the local image cache, or the upstream registry when the cache lacks it,
 // and is pushed blobs first, index.json last.
 func (e *Env) mirrorPinned(ctx context.Context, bucket objstore.Store, p PinnedImage) (MirrorResult, error) {
@@ -92,6 +95,7 @@ func (e *Env) mirrorPinned(ctx context.Context, bucket objstore.Store, p PinnedI
 		return MirrorResult{}, fmt.Errorf("pinned digest of %s: %w", p.Platform.Name, err)
 	}
 	res := MirrorResult{Repository: layout.Root(), Digest: p.Digest}
+	repair := false
 	cur, err := bucket.Get(ctx, layout.IndexFile(), objstore.GetOptions{})
 	switch {
 	case err == nil:
@@ -100,8 +104,17 @@ func (e *Env) mirrorPinned(ctx context.Context, bucket objstore.Store, p PinnedI
 			return res, fmt.Errorf("%s: %w", layout.IndexFile(), err)
 		}
 		if d, ok := oci.FindTag(m, p.Tag); ok && d.Digest == want {
-			res.Action = "reused"
-			return res, nil
+			// The tag does not vouch for the blobs below it.
+			problems, err := oci.CheckPublished(ctx, bucket, layout, d)
+			if err != nil {
+				return res, fmt.Errorf("check the mirror %s: %w: nothing was changed; run the install again", layout.Root(), err)
+			}
+			if len(problems) == 0 {
+				res.Action = "reused"
+				return res, nil
+			}
+			e.progress("mirror %s tags %s, but %s: mirroring it again", layout.Root(), p.Digest, joinProblems(problems))
+			repair = true
 		}
 	case !errors.Is(err, objstore.ErrNotFound):
 		return res, fmt.Errorf("read %s: %w", layout.IndexFile(), err)
@@ -135,5 +148,27 @@ func (e *Env) mirrorPinned(ctx context.Context, bucket objstore.Store, p PinnedI
 		return res, fmt.Errorf("mirror %s to %s: %w", p.Platform.Source, layout.Root(), err)
 	}
 	res.Action, res.Uploaded = "mirrored", pr.Uploaded
+	if repair {
+		// Push skips a blob of the right size whose content the store
+		// cannot vouch for: say so rather than claim a repair.
+		problems, err := oci.CheckPublished(ctx, bucket, layout, top)
+		if err != nil {
+			return res, fmt.Errorf("check the mirror %s after mirroring again: %w", layout.Root(), err)
+		}
+		if len(problems) > 0 {
+			return res, fmt.Errorf("mirror %s still cannot serve %s after mirroring it again: %s: delete the damaged blobs and run the install again", layout.Root(), p.Digest, joinProblems(problems))
+		}
+		res.Action = "repaired"
+	}
 	return res, nil
+}
+
+// joinProblems names the first problems CheckPublished found and counts
+// the rest.
+func joinProblems(problems []string) string {
+	const shown = 3
+	if len(problems) <= shown {
+		return strings.Join(problems, "; ")
+	}
+	return fmt.Sprintf("%s; and %d more", strings.Join(problems[:shown], "; "), len(problems)-shown)
 }

@@ -31,9 +31,11 @@ func installFamily() []*Builtin {
 Same as "podmin install cloudflared". The token must exist at
 /<cluster>/platform-cloudflared/cloudflared/tunnel-token (only its existence is
 checked). Returns install(component, name, namespace, nodegroup, image,
-mirror_action, action, pod, bucket, planned); mirror_action is mirrored or
-reused, action is created, updated, unchanged or repaired (the committed Pod
-payload was missing or damaged and was rewritten).`,
+mirror_action, action, pod, bucket, planned); mirror_action is mirrored,
+reused or repaired (the mirror tagged the digest but a blob was missing or
+damaged and was written again), action is created, updated, unchanged or
+repaired (the committed Pod payload was missing or damaged and was
+rewritten).`,
 			impl: func(c *call) (star.Value, error) {
 				var o builtins.InstallCloudflaredOptions
 				if err := c.unpack(&o.NodeGroup, &o.Provider); err != nil {

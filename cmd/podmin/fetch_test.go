@@ -182,7 +182,13 @@ func fetchCLI(t *testing.T, c *cli) *fakeDepsUpstream {
 	old := version.Version
 	version.Version = agentVersion
 	t.Cleanup(func() { version.Version = old })
-	c.adjust = func(e *builtins.Env) { e.Transport = u }
+	adjust := c.adjust
+	c.adjust = func(e *builtins.Env) {
+		if adjust != nil {
+			adjust(e)
+		}
+		e.Transport = u
+	}
 	return u
 }
 

@@ -54,11 +54,13 @@ secrets provider (or --provider):
 
 Only its existence is checked; the value is mounted into the Pod read-only and
 never enters the bucket. The Podmin-pinned multi-platform cloudflared image is
-mirrored beneath mirror/ when the mirror does not already hold its digest.
-Running the command again checks that the committed Pod payload is still
-present and intact, writes nothing and reports "unchanged"; a payload that was
-removed or damaged is rewritten and the command reports "repaired". Cloudflare
-routes target Podmin Service DNS names directly.`,
+mirrored beneath mirror/ when the mirror does not already hold its digest; when
+it does, the image's manifests are read and verified and its other blobs
+checked, and any that are missing or damaged are written again (mirror action
+"repaired"). Running the command again also checks that the committed Pod
+payload is still present and intact, writes nothing and reports "unchanged"; a
+payload that was removed or damaged is rewritten and the command reports
+"repaired". Cloudflare routes target Podmin Service DNS names directly.`,
 		Example: `  podmin secret create tunnel-token --for cloudflared -n platform-cloudflared --file token.txt
   podmin install cloudflared -g edge
   podmin install cloudflared -g edge --provider aws-secrets-manager -o json`,

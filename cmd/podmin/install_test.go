@@ -10,6 +10,9 @@ import (
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"podmin.dev/podmin/builtins"
@@ -18,40 +21,66 @@ import (
 	"podmin.dev/podmin/internal/state"
 )
 
-// seedCloudflaredMirror makes the mirror in the local bucket tag the
-// pinned cloudflared digest, as an earlier install leaves it, so an
-// install reuses it without asking the upstream registry.
-func seedCloudflaredMirror(t *testing.T, bucket string) {
+// seedCloudflaredMirror publishes a small two-platform image in the
+// local bucket's cloudflared mirror, tagged as the pinned image is, as an
+// earlier install leaves the mirror, and makes c install that image in
+// place of the pinned one: an install then reuses the mirror (its blobs
+// all in place) without asking the upstream registry. The image is the
+// same in every run, so outputs naming it are stable.
+func seedCloudflaredMirror(t *testing.T, c *cli, bucket string) builtins.PinnedImage {
 	t.Helper()
+	ctx := context.Background()
 	pin := builtins.Cloudflared()
 	registry, repository, _ := strings.Cut(pin.Platform.Source, "/")
 	layout, err := state.MirrorLayout(registry, repository)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := v1.NewHash(pin.Digest)
+	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	for _, arch := range []string{"amd64", "arm64"} {
+		layer := static.NewLayer([]byte("cloudflared stand-in for "+arch), types.OCIUncompressedLayer)
+		img, err := mutate.AppendLayers(mutate.MediaType(mutate.ConfigMediaType(empty.Image, types.OCIConfigJSON), types.OCIManifestSchema1), layer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cf, _ := img.ConfigFile()
+		cf.OS, cf.Architecture = "linux", arch
+		if img, err = mutate.ConfigFile(img, cf); err != nil {
+			t.Fatal(err)
+		}
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: arch}}})
+	}
+	images := oci.NewStore(t.TempDir())
+	top, err := images.Write(ctx, pin.Platform.Source, idx, pin.Tag)
 	if err != nil {
 		t.Fatal(err)
 	}
-	idx := oci.MergeTag(oci.EmptyIndex(), pin.Tag, v1.Descriptor{MediaType: types.OCIImageIndex, Digest: h, Size: 1}, nil)
-	data, err := oci.EncodeIndex(idx)
+	src, err := images.Source(pin.Platform.Source)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := local.Open(bucket).Put(context.Background(), layout.IndexFile(), data); err != nil {
+	if _, err := oci.Push(ctx, local.Open(bucket), src, top, layout, pin.Tag, oci.PushOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	pin.Digest = top.Digest.String()
+	adjust := c.adjust
+	c.adjust = func(e *builtins.Env) {
+		if adjust != nil {
+			adjust(e)
+		}
+		e.CloudflaredImage = &pin
+	}
+	return pin
 }
 
 // installCLI is a connected local cluster holding the tunnel token and a
-// mirror that already tags the pinned image.
-func installCLI(t *testing.T) (*cli, string) {
+// mirror that already holds the image it installs, which it returns.
+func installCLI(t *testing.T) (*cli, builtins.PinnedImage) {
 	c := newCLI(t)
 	bucket := c.connectLocal()
 	token := writeFile(t, c.root, "token.txt", "tunnel token value")
 	c.ok("secret", "create", "tunnel-token", "--for", "cloudflared", "-n", "platform-cloudflared", "--file", token)
-	seedCloudflaredMirror(t, bucket)
-	return c, bucket
+	return c, seedCloudflaredMirror(t, c, bucket)
 }
 
 func TestInstallCloudflaredNeedsTheTokenFirst(t *testing.T) {
@@ -63,9 +92,9 @@ func TestInstallCloudflaredNeedsTheTokenFirst(t *testing.T) {
 }
 
 func TestInstallCloudflaredReusesTheMirrorAndUninstalls(t *testing.T) {
-	c, _ := installCLI(t)
+	c, pin := installCLI(t)
 	out := c.ok("install", "cloudflared", "-g", "edge")
-	if !strings.Contains(out, "image "+builtins.Cloudflared().Reference()+" reused\n") || !strings.Contains(out, "edge/cloudflared created in bucket") {
+	if !strings.Contains(out, "image "+pin.Reference()+" reused\n") || !strings.Contains(out, "edge/cloudflared created in bucket") {
 		t.Fatalf("install output:\n%s", out)
 	}
 	if out := c.ok("install", "cloudflared", "-g", "edge"); !strings.Contains(out, "edge/cloudflared unchanged") {
@@ -138,7 +167,7 @@ type goldenStep = struct {
 func installGoldenSteps(t *testing.T, c *cli, bucket string) []goldenStep {
 	token := writeFile(t, c.root, "tunnel-token.txt", "golden tunnel token")
 	c.ok("secret", "create", "tunnel-token", "--for", "cloudflared", "-n", "platform-cloudflared", "--file", token)
-	seedCloudflaredMirror(t, bucket)
+	seedCloudflaredMirror(t, c, bucket)
 	return []goldenStep{
 		{"install-cloudflared", []string{"install", "cloudflared", "-g", "edge"}},
 		{"install-cloudflared-unchanged", []string{"install", "cloudflared", "-g", "edge"}},

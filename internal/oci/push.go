@@ -164,7 +164,7 @@ func uploadBlob(ctx context.Context, bucket objstore.Store, src Source, dst stat
 	}
 	put := objstore.PutOptions{IfAbsent: true}
 	if info, err := bucket.Head(ctx, key); err == nil {
-		if info.Size == d.Size && (info.ContentSHA256 == "" || "sha256:"+info.ContentSHA256 == d.Digest.String()) {
+		if blobInPlace(info, d) {
 			t.Skip(d.Size)
 			return false, nil
 		}
