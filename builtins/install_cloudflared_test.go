@@ -485,3 +485,59 @@ func mustUnmarshal(t *testing.T, data []byte, v any) {
 		t.Fatal(err)
 	}
 }
+
+// hiddenDigests hides the content digests a store knows, as S3 without
+// checksums has none.
+type hiddenDigests struct{ objstore.Store }
+
+func (s hiddenDigests) Head(ctx context.Context, key string) (objstore.Info, error) {
+	info, err := s.Store.Head(ctx, key)
+	info.ContentSHA256 = ""
+	return info, err
+}
+
+// A manifest damaged without changing its size, on a store that knows no
+// content digests, is found by the check (which reads it) but skipped by
+// the push (which only Heads it): the install says the mirror is still
+// damaged instead of claiming a repair.
+func TestInstallCloudflaredSaysWhenTheMirrorStaysDamaged(t *testing.T) {
+	ctx := t.Context()
+	env := localEnv(t)
+	up := startFakeUpstream(t)
+	env.UpstreamRegistries = map[string]string{"docker.io": up.host}
+	env.WrapStore = func(s objstore.Store) objstore.Store { return hiddenDigests{s} }
+	if _, err := env.CreateSecret(ctx, SecretValueOptions{
+		SecretOptions: SecretOptions{Key: "tunnel-token", For: "cloudflared", Namespace: "platform-cloudflared"},
+		Value:         secrets.Value("eyJhIjoidG9rZW4ifQ"),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	opts := InstallCloudflaredOptions{NodeGroup: "edge"}
+	if _, err := env.installCloudflared(ctx, opts, up.pin); err != nil {
+		t.Fatal(err)
+	}
+	_, store, err := env.openCluster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layout, err := state.MirrorLayout("docker.io", "cloudflare/cloudflared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := v1.NewHash(up.pin.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var image v1.IndexManifest
+	mustUnmarshal(t, mustGet(t, store, mustBlobPath(t, layout, h)), &image)
+	key := mustBlobPath(t, layout, image.Manifests[0].Digest)
+	data := mustGet(t, store, key)
+	data[len(data)/2] ^= 0x01
+	if _, err := store.Put(ctx, key, data); err != nil {
+		t.Fatal(err)
+	}
+	_, err = env.installCloudflared(ctx, opts, up.pin)
+	if err == nil || !strings.Contains(err.Error(), "still cannot serve") || !strings.Contains(err.Error(), image.Manifests[0].Digest.String()+" does not match its digest") {
+		t.Fatalf("install over a manifest the push cannot see is damaged: %v", err)
+	}
+}
