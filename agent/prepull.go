@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
@@ -18,6 +20,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"podmin.dev/podmin/agent/staticpod"
+	"podmin.dev/podmin/internal/nodepod"
 )
 
 // ContainerdSocket is the node's containerd CRI endpoint, relative to the
@@ -75,4 +78,63 @@ func (p *CRIPuller) Prepull(ctx context.Context, images []string) error {
 	}
 	_ = g.Wait() // the errors are in errs
 	return errors.Join(errs...)
+}
+
+// stopPoll is how often WaitStopped asks the runtime again.
+const stopPoll = 100 * time.Millisecond
+
+// CanTell implements staticpod.Stopper: the runtime's socket exists.
+func (p *CRIPuller) CanTell() bool {
+	fi, err := os.Stat(p.Socket)
+	return err == nil && fi.Mode()&os.ModeSocket != 0
+}
+
+// WaitStopped implements staticpod.Stopper: it asks the runtime's CRI
+// service every stopPoll for ready sandboxes of the Pod (kubelet names a
+// static Pod's sandbox <name>-<node> and gives it the Pod's annotations,
+// the revision among them) and returns once there is none.
+func (p *CRIPuller) WaitStopped(ctx context.Context, namespace, name, revision string) error {
+	if !p.CanTell() {
+		return fmt.Errorf("%w: no socket at %s", staticpod.ErrNoRuntime, p.Socket)
+	}
+	conn, err := grpc.NewClient("unix://"+p.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return fmt.Errorf("container runtime at %s: %w", p.Socket, err)
+	}
+	defer conn.Close()
+	client := runtimeapi.NewRuntimeServiceClient(conn)
+	filter := &runtimeapi.PodSandboxFilter{
+		State:         &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
+		LabelSelector: map[string]string{"io.kubernetes.pod.namespace": namespace},
+	}
+	for {
+		resp, err := client.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: filter})
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("list the Pod sandboxes at %s: %w", p.Socket, err)
+		}
+		if !runsPod(resp.GetItems(), name, revision) {
+			return nil
+		}
+		t := time.NewTimer(stopPoll)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+// runsPod reports whether a sandbox is the static Pod name at revision.
+func runsPod(sandboxes []*runtimeapi.PodSandbox, name, revision string) bool {
+	for _, s := range sandboxes {
+		n := s.GetMetadata().GetName()
+		if (n == name || strings.HasPrefix(n, name+"-")) && s.GetAnnotations()[nodepod.RevisionAnnotation] == revision {
+			return true
+		}
+	}
+	return false
 }

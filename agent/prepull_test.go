@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -94,5 +95,106 @@ func TestCRIPullerStopsAtTheDeadline(t *testing.T) {
 	err := newPrepuller(root, slog.New(slog.DiscardHandler)).Prepull(ctx, []string{"r/a:v1"})
 	if err == nil || !errors.Is(err, context.Canceled) && !strings.Contains(err.Error(), "code = Canceled") {
 		t.Fatalf("err = %v, want the cancellation", err)
+	}
+}
+
+// fakeRuntimeService is a CRI runtime service holding sandboxes; it
+// applies the state and label filters as containerd does.
+type fakeRuntimeService struct {
+	runtimeapi.UnimplementedRuntimeServiceServer
+	mu        sync.Mutex
+	sandboxes []*runtimeapi.PodSandbox
+	lists     int
+}
+
+func (f *fakeRuntimeService) ListPodSandbox(_ context.Context, req *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lists++
+	var out []*runtimeapi.PodSandbox
+	for _, s := range f.sandboxes {
+		if st := req.GetFilter().GetState(); st != nil && st.GetState() != s.GetState() {
+			continue
+		}
+		match := true
+		for k, v := range req.GetFilter().GetLabelSelector() {
+			if s.GetLabels()[k] != v {
+				match = false
+			}
+		}
+		if match {
+			out = append(out, s)
+		}
+	}
+	return &runtimeapi.ListPodSandboxResponse{Items: out}, nil
+}
+
+func (f *fakeRuntimeService) set(s []*runtimeapi.PodSandbox) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sandboxes = s
+}
+
+func sandbox(namespace, name, revision string, state runtimeapi.PodSandboxState) *runtimeapi.PodSandbox {
+	return &runtimeapi.PodSandbox{
+		Metadata:    &runtimeapi.PodSandboxMetadata{Name: name, Namespace: namespace},
+		State:       state,
+		Labels:      map[string]string{"io.kubernetes.pod.namespace": namespace, "io.kubernetes.pod.name": name},
+		Annotations: map[string]string{"podmin.dev/revision": revision},
+	}
+}
+
+// WaitStopped returns once no ready sandbox of the static Pod at the
+// revision is left, whatever else runs: another revision's stopped
+// sandbox, another Pod whose name starts alike, the same name in another
+// namespace.
+func TestCRIWaitStoppedWaitsForTheRevisionsSandbox(t *testing.T) {
+	root := t.TempDir()
+	sock := filepath.Join(root, filepath.FromSlash(ContainerdSocket))
+	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Skipf("no unix socket at %s: %v", sock, err)
+	}
+	f := &fakeRuntimeService{}
+	srv := grpc.NewServer()
+	runtimeapi.RegisterRuntimeServiceServer(srv, f)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+	others := []*runtimeapi.PodSandbox{
+		sandbox("default", "web-node-1", "r0", runtimeapi.PodSandboxState_SANDBOX_NOTREADY),
+		sandbox("default", "webx-node-1", "r1", runtimeapi.PodSandboxState_SANDBOX_READY),
+		sandbox("other", "web-node-1", "r1", runtimeapi.PodSandboxState_SANDBOX_READY),
+	}
+	f.set(append([]*runtimeapi.PodSandbox{sandbox("default", "web-node-1", "r1", runtimeapi.PodSandboxState_SANDBOX_READY)}, others...))
+	p := newPrepuller(root, slog.New(slog.DiscardHandler))
+
+	done := make(chan error, 1)
+	go func() { done <- p.WaitStopped(context.Background(), "default", "web", "r1") }()
+	select {
+	case err := <-done:
+		t.Fatalf("returned while the sandbox runs: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	f.set(others)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("still waiting after the sandbox stopped")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	f.set(append(others, sandbox("default", "web-node-1", "r2", runtimeapi.PodSandboxState_SANDBOX_READY)))
+	if err := p.WaitStopped(ctx, "default", "web", "r2"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a sandbox that never stops: %v, want the deadline", err)
+	}
+	if err := newPrepuller(t.TempDir(), slog.New(slog.DiscardHandler)).WaitStopped(context.Background(), "default", "web", "r1"); !errors.Is(err, staticpod.ErrNoRuntime) {
+		t.Fatalf("no runtime socket: %v, want staticpod.ErrNoRuntime", err)
 	}
 }

@@ -125,8 +125,12 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	sopts := staticpod.Options{
 		Store: store, Cluster: cfg.Cluster, NodeGroup: cfg.NodeGroup, Root: opts.Root,
 		Secrets: readers, Publisher: publisher, Log: log, Step: opts.Step,
-		BucketExists: store.BucketExists, Prepull: newPrepuller(opts.Root, log),
+		BucketExists: store.BucketExists,
 	}
+	// One CRI client pre-pulls new images and tells when a replaced Pod
+	// stopped.
+	cri := newPrepuller(opts.Root, log)
+	sopts.Prepull, sopts.Stopper = cri, cri
 	if identities != nil {
 		sopts.Identity = identities
 	}

@@ -104,6 +104,13 @@ type Options struct {
 	// DefaultPrepullTimeout).
 	Prepull        Prepuller
 	PrepullTimeout time.Duration
+	// Stopper, when set, lets a Pod replaced by a new revision stop
+	// before its new file is written (see Stopper); StopTimeout and
+	// StopSettle tune the wait (0 means DefaultStopTimeout and
+	// DefaultStopSettle; a negative StopSettle means none).
+	Stopper     Stopper
+	StopTimeout time.Duration
+	StopSettle  time.Duration
 }
 
 // Identity is the workload identity the reconciler needs

@@ -93,6 +93,7 @@ func discard(files []*pendingFile) {
 // pass as a crash would: the synced temporary files stay behind for the
 // next pass to remove. Ending for ctx removes the rest.
 func (r *Reconciler) renameFiles(ctx context.Context, c *candidate, files []*pendingFile, res *Result) error {
+	r.stopReplaced(ctx, files)
 	for i, pf := range files {
 		p := pf.pod.pod
 		if err := ctx.Err(); err != nil {

@@ -113,6 +113,10 @@ Host paths (beneath %[1]s):
   %[13]s
       kubelet's Pods API socket, watched for Pod readiness (aws provider;
       local provider when it exists at startup)
+  /run/podmin/containerd/containerd.sock
+      containerd's CRI socket, when it exists: images a pass adds are pulled
+      before any file changes, and a Pod replaced by a new revision gets its
+      new file once the old revision's sandbox stopped (at most 45 s later)
   %[22]s
       durable Service DNS identities, served at once after a restart
   %[25]s

@@ -170,7 +170,16 @@ func (r *run) rollout(p *proof) {
 	if !steps.oldStopped.IsZero() && !steps.newRequested.IsZero() && steps.newRequested.Before(steps.oldStopped) {
 		p.Errorf("kubelet asked for the new sandbox before the old one had stopped")
 	}
+	// The agent removes the old file and writes the new one once the old
+	// sandbox stopped, so kubelet starts the new version at once instead
+	// of after its pod-worker back-off (10 s plus jitter).
+	if steps.oldStopped.IsZero() || steps.newRequested.IsZero() || steps.newRequested.Sub(steps.oldStopped) > 5*time.Second {
+		p.Errorf("kubelet asked for the new sandbox more than 5 s after the old one stopped (or either is not in the logs)")
+	}
 	l := r.agent().logText()[logStart:]
+	if !strings.Contains(l, `msg="static Pod file removed so that kubelet stops the running revision first"`) || strings.Contains(l, "could not see the running revision stop") {
+		p.Errorf("the agent did not wait for the running revision to stop before writing its replacement:\n%s", l)
+	}
 	pulled := regexp.MustCompile(`msg="images pre-pulled before the Pods change".*apps/hello:v2.*duration=(\S+)`).FindStringSubmatch(l)
 	written := strings.Index(l, `msg="static Pod written"`)
 	if pulled == nil || written < 0 || strings.Index(l, pulled[0]) > written {
