@@ -45,7 +45,8 @@ and reported as an error, unless --force replaces it.
 One bare --image makes one container named NAME; repeated CONTAINER=REFERENCE
 values make one container each. --service adds a matching TCP Service (443 → 8443)
 with an HTTPS /healthz readiness probe; --port replaces those ports and gives the
-first target a TCP readiness probe. --cpu and --memory set limits on every
+first target a TCP readiness probe. Either probe runs every 2 s. --cpu and
+--memory set limits on every
 container. --secret KEY lists KEY in the Pod's podmin.dev/<secrets provider>
 annotation, using the context's default secrets provider.`,
 		Example: `  podmin init web --image hello:v1 -g workers --service

@@ -117,7 +117,7 @@ func TestBuildShape(t *testing.T) {
 			t.Fatalf("Service = %+v", r.Service)
 		}
 		probe := r.Pod.Spec.Containers[0].ReadinessProbe
-		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != "/healthz" || probe.HTTPGet.Port.IntVal != 8443 || probe.HTTPGet.Scheme != corev1.URISchemeHTTPS {
+		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != "/healthz" || probe.HTTPGet.Port.IntVal != 8443 || probe.HTTPGet.Scheme != corev1.URISchemeHTTPS || probe.PeriodSeconds != 2 {
 			t.Errorf("probe = %+v", probe)
 		}
 	})
@@ -127,7 +127,7 @@ func TestBuildShape(t *testing.T) {
 			t.Fatalf("Service = %+v", r.Service)
 		}
 		probe := r.Pod.Spec.Containers[0].ReadinessProbe
-		if probe == nil || probe.TCPSocket == nil || probe.TCPSocket.Port.IntVal != 8080 {
+		if probe == nil || probe.TCPSocket == nil || probe.TCPSocket.Port.IntVal != 8080 || probe.PeriodSeconds != 2 {
 			t.Errorf("probe = %+v", probe)
 		}
 	})

@@ -101,7 +101,7 @@ func (r *run) deployWait(p *proof) {
 		for _, f := range failures {
 			at = append(at, "+"+f.Sub(start).Round(10*time.Millisecond).String())
 		}
-		p.figure("kubelet's readiness probe (HTTPS /healthz, kubelet's default period of 10 s) failed at %s after the deploy", strings.Join(at, ", "))
+		p.figure("kubelet's readiness probe (HTTPS /healthz, every 2 s) failed at %s after the deploy", strings.Join(at, ", "))
 	}
 	if m := regexp.MustCompile(`(?m)^.*revision \S+ ready on .*$`).FindString(out); m != "" {
 		p.figure("it printed %q", m)
