@@ -46,11 +46,14 @@ const DefaultStopSettle = time.Second
 // all of them at once, until the runtime no longer runs the Pods they
 // described, so that their new files are started at once. A file that
 // cannot be removed is simply replaced by its rename. It returns when the
-// Pods stopped, after the stop timeout, or when ctx ends.
-func (r *Reconciler) stopReplaced(ctx context.Context, files []*pendingFile) {
+// Pods stopped, after the stop timeout, or when ctx ends, with the files
+// whose old file it removed: those are renamed even when ctx ended, so
+// that no Pod is left without a file.
+func (r *Reconciler) stopReplaced(ctx context.Context, files []*pendingFile) map[*pendingFile]bool {
 	if r.opts.Stopper == nil || !r.opts.Stopper.CanTell() {
-		return
+		return nil
 	}
+	removed := map[*pendingFile]bool{}
 	type replaced struct{ namespace, name, revision string }
 	var stops []replaced
 	for _, pf := range files {
@@ -68,12 +71,13 @@ func (r *Reconciler) stopReplaced(ctx context.Context, files []*pendingFile) {
 			continue
 		}
 		r.unsynced = true
+		removed[pf] = true
 		r.log.Info("static Pod file removed so that kubelet stops the running revision first",
 			"deployment", p.Key.String(), "file", p.File, "running", rev, "revision", p.Revision)
 		stops = append(stops, replaced{p.Namespace, p.Name, rev})
 	}
 	if len(stops) == 0 {
-		return
+		return nil
 	}
 	timeout := r.opts.StopTimeout
 	if timeout <= 0 {
@@ -97,7 +101,7 @@ func (r *Reconciler) stopReplaced(ctx context.Context, files []*pendingFile) {
 		switch {
 		case err == nil:
 			waited = true
-		case errors.Is(err, ErrNoRuntime):
+		case errors.Is(err, ErrNoRuntime), ctx.Err() != nil:
 		default:
 			r.log.Warn("could not see the running revision stop: writing its replacement anyway",
 				"pod", stops[i].name, "revision", stops[i].revision, "after", time.Since(start).Round(time.Millisecond), "err", err)
@@ -111,4 +115,5 @@ func (r *Reconciler) stopReplaced(ctx context.Context, files []*pendingFile) {
 		case <-ctx.Done():
 		}
 	}
+	return removed
 }

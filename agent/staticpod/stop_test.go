@@ -32,6 +32,8 @@ type fakeStopper struct {
 	err      error
 	block    bool
 	noSocket bool
+	// onAsk, when set, is called with each question before the answer.
+	onAsk func()
 }
 
 func (s *fakeStopper) CanTell() bool { return !s.noSocket }
@@ -42,6 +44,9 @@ func (s *fakeStopper) WaitStopped(ctx context.Context, namespace, name, revision
 	s.asked = append(s.asked, namespace+"/"+name+"@"+revision)
 	s.fileSeen = append(s.fileSeen, err == nil)
 	s.mu.Unlock()
+	if s.onAsk != nil {
+		s.onAsk()
+	}
 	if s.block {
 		<-ctx.Done()
 		return ctx.Err()
@@ -207,5 +212,32 @@ func TestReplacedPodWithoutARuntimeIsRenamedOver(t *testing.T) {
 	mustReconcile(t, r)
 	if got := f.files(t)["web.yaml"]; !strings.Contains(got, "hello:v2") || absent || len(s.asked) != 0 {
 		t.Fatalf("absent before the rename: %v, asked %q, web.yaml:\n%s", absent, s.asked, got)
+	}
+}
+
+// A pass that ends while a replaced Pod is stopping (the agent shutting
+// down) still renames that Pod's new file: its old file is gone, and no
+// Pod is left without one.
+func TestReplacedPodGetsItsFileWhenThePassEnds(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := &fakeStopper{block: true, onAsk: cancel}
+	s.dir = f.manifests()
+	r := f.stopping(t, s, time.Minute)
+	f.deploy(t, "workers", "web", "hello:v1", false)
+	mustReconcile(t, r)
+	f.deploy(t, "workers", "web", "hello:v2", false)
+	if _, err := r.Reconcile(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("pass: %v", err)
+	}
+	if ctx.Err() == nil {
+		t.Fatal("the pass was not ended while the Pod was stopping")
+	}
+	if len(s.asked) != 1 {
+		t.Fatalf("asked %q", s.asked)
+	}
+	if got := f.files(t)["web.yaml"]; !strings.Contains(got, "hello:v2") {
+		t.Fatalf("web.yaml after the pass ended:\n%s", got)
 	}
 }

@@ -91,14 +91,17 @@ func discard(files []*pendingFile) {
 // renameFiles renames each synced file into place, in order. A file that
 // failed to sync or rename is its Pod's failure. A Step fault ends the
 // pass as a crash would: the synced temporary files stay behind for the
-// next pass to remove. Ending for ctx removes the rest.
+// next pass to remove. Ending for ctx removes the rest, except the files
+// whose old file stopReplaced removed: those are still renamed.
 func (r *Reconciler) renameFiles(ctx context.Context, c *candidate, files []*pendingFile, res *Result) error {
-	r.stopReplaced(ctx, files)
-	for i, pf := range files {
+	removed := r.stopReplaced(ctx, files)
+	var ended error
+	for _, pf := range files {
 		p := pf.pod.pod
-		if err := ctx.Err(); err != nil {
-			discard(files[i:])
-			return err
+		if err := ctx.Err(); err != nil && !removed[pf] {
+			discard([]*pendingFile{pf})
+			ended = err
+			continue
 		}
 		if pf.err != nil {
 			_ = os.Remove(pf.tmp.Name())
@@ -119,5 +122,5 @@ func (r *Reconciler) renameFiles(ctx context.Context, c *candidate, files []*pen
 		res.Written++
 		r.log.Info("static Pod written", "deployment", p.Key.String(), "file", p.File, "revision", p.Revision)
 	}
-	return nil
+	return ended
 }
