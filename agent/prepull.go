@@ -49,12 +49,9 @@ func newPrepuller(root string, log *slog.Logger) *CRIPuller {
 // a node without the runtime's socket (local node mode without
 // containerd) it pulls nothing and answers staticpod.ErrNoRuntime.
 func (p *CRIPuller) Prepull(ctx context.Context, images []string) error {
-	if fi, err := os.Stat(p.Socket); err != nil || fi.Mode()&os.ModeSocket == 0 {
-		return fmt.Errorf("%w: no socket at %s", staticpod.ErrNoRuntime, p.Socket)
-	}
-	conn, err := grpc.NewClient("unix://"+p.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := p.dial()
 	if err != nil {
-		return fmt.Errorf("container runtime at %s: %w", p.Socket, err)
+		return err
 	}
 	defer conn.Close()
 	client := runtimeapi.NewImageServiceClient(conn)
@@ -89,17 +86,27 @@ func (p *CRIPuller) CanTell() bool {
 	return err == nil && fi.Mode()&os.ModeSocket != 0
 }
 
+// dial connects to the runtime's CRI socket; without the socket it
+// answers staticpod.ErrNoRuntime.
+func (p *CRIPuller) dial() (*grpc.ClientConn, error) {
+	if !p.CanTell() {
+		return nil, fmt.Errorf("%w: no socket at %s", staticpod.ErrNoRuntime, p.Socket)
+	}
+	conn, err := grpc.NewClient("unix://"+p.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("container runtime at %s: %w", p.Socket, err)
+	}
+	return conn, nil
+}
+
 // WaitStopped implements staticpod.Stopper: it asks the runtime's CRI
 // service every stopPoll for ready sandboxes of the Pod (kubelet names a
 // static Pod's sandbox <name>-<node> and gives it the Pod's annotations,
 // the revision among them) and returns once there is none.
 func (p *CRIPuller) WaitStopped(ctx context.Context, namespace, name, revision string) error {
-	if !p.CanTell() {
-		return fmt.Errorf("%w: no socket at %s", staticpod.ErrNoRuntime, p.Socket)
-	}
-	conn, err := grpc.NewClient("unix://"+p.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := p.dial()
 	if err != nil {
-		return fmt.Errorf("container runtime at %s: %w", p.Socket, err)
+		return err
 	}
 	defer conn.Close()
 	client := runtimeapi.NewRuntimeServiceClient(conn)

@@ -48,6 +48,13 @@ func (f *fakeImageService) PullImage(_ context.Context, req *runtimeapi.PullImag
 
 func serveImages(t *testing.T, root string, f *fakeImageService) {
 	t.Helper()
+	serveCRI(t, root, func(srv *grpc.Server) { runtimeapi.RegisterImageServiceServer(srv, f) })
+}
+
+// serveCRI serves the services register adds on the node's containerd
+// socket beneath root.
+func serveCRI(t *testing.T, root string, register func(*grpc.Server)) {
+	t.Helper()
 	sock := filepath.Join(root, filepath.FromSlash(ContainerdSocket))
 	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
 		t.Fatal(err)
@@ -57,7 +64,7 @@ func serveImages(t *testing.T, root string, f *fakeImageService) {
 		t.Skipf("no unix socket at %s: %v", sock, err)
 	}
 	srv := grpc.NewServer()
-	runtimeapi.RegisterImageServiceServer(srv, f)
+	register(srv)
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(srv.Stop)
 }
@@ -150,19 +157,8 @@ func sandbox(namespace, name, revision string, state runtimeapi.PodSandboxState)
 // namespace.
 func TestCRIWaitStoppedWaitsForTheRevisionsSandbox(t *testing.T) {
 	root := t.TempDir()
-	sock := filepath.Join(root, filepath.FromSlash(ContainerdSocket))
-	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Skipf("no unix socket at %s: %v", sock, err)
-	}
 	f := &fakeRuntimeService{}
-	srv := grpc.NewServer()
-	runtimeapi.RegisterRuntimeServiceServer(srv, f)
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(srv.Stop)
+	serveCRI(t, root, func(srv *grpc.Server) { runtimeapi.RegisterRuntimeServiceServer(srv, f) })
 	others := []*runtimeapi.PodSandbox{
 		sandbox("default", "web-node-1", "r0", runtimeapi.PodSandboxState_SANDBOX_NOTREADY),
 		sandbox("default", "webx-node-1", "r1", runtimeapi.PodSandboxState_SANDBOX_READY),

@@ -37,6 +37,7 @@ import (
 	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/objstore/faultstore"
+	"podmin.dev/podmin/internal/objstore/objstoretest"
 	"podmin.dev/podmin/internal/oci"
 	"podmin.dev/podmin/internal/secrets"
 	localsecrets "podmin.dev/podmin/internal/secrets/local"
@@ -486,16 +487,6 @@ func mustUnmarshal(t *testing.T, data []byte, v any) {
 	}
 }
 
-// hiddenDigests hides the content digests a store knows, as S3 without
-// checksums has none.
-type hiddenDigests struct{ objstore.Store }
-
-func (s hiddenDigests) Head(ctx context.Context, key string) (objstore.Info, error) {
-	info, err := s.Store.Head(ctx, key)
-	info.ContentSHA256 = ""
-	return info, err
-}
-
 // A manifest damaged without changing its size, on a store that knows no
 // content digests, is found by the check (which reads it) but skipped by
 // the push (which only Heads it): the install says the mirror is still
@@ -505,7 +496,7 @@ func TestInstallCloudflaredSaysWhenTheMirrorStaysDamaged(t *testing.T) {
 	env := localEnv(t)
 	up := startFakeUpstream(t)
 	env.UpstreamRegistries = map[string]string{"docker.io": up.host}
-	env.WrapStore = func(s objstore.Store) objstore.Store { return hiddenDigests{s} }
+	env.WrapStore = objstoretest.WithoutContentDigests
 	if _, err := env.CreateSecret(ctx, SecretValueOptions{
 		SecretOptions: SecretOptions{Key: "tunnel-token", For: "cloudflared", Namespace: "platform-cloudflared"},
 		Value:         secrets.Value("eyJhIjoidG9rZW4ifQ"),

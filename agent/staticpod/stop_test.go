@@ -54,14 +54,20 @@ func (s *fakeStopper) WaitStopped(ctx context.Context, namespace, name, revision
 	return s.err
 }
 
-func (f *fixture) stopping(t testing.TB, s staticpod.Stopper, timeout time.Duration) *staticpod.Reconciler {
+// stopping is a reconciler with s as its Stopper, no settle pause, and
+// whatever else tweak sets.
+func (f *fixture) stopping(t testing.TB, s staticpod.Stopper, timeout time.Duration, tweak ...func(*staticpod.Options)) *staticpod.Reconciler {
 	t.Helper()
-	r, err := staticpod.New(staticpod.Options{
+	opts := staticpod.Options{
 		Store: f.store, Cluster: "demo", NodeGroup: "workers", Root: f.root,
 		Secrets:   map[string]mounts.Reader{"local": f.secrets},
 		Publisher: f.services, BucketExists: f.bucket.BucketExists,
 		Stopper: s, StopTimeout: timeout, StopSettle: -1,
-	})
+	}
+	for _, tw := range tweak {
+		tw(&opts)
+	}
+	r, err := staticpod.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,15 +163,7 @@ func TestFileChangeWithinARevisionDoesNotStop(t *testing.T) {
 	f := newFixture(t)
 	s := &fakeStopper{dir: f.manifests()}
 	id := &renewingIdentity{generation: "one"}
-	r, err := staticpod.New(staticpod.Options{
-		Store: f.store, Cluster: "demo", NodeGroup: "workers", Root: f.root,
-		Secrets:   map[string]mounts.Reader{"local": f.secrets},
-		Publisher: f.services, BucketExists: f.bucket.BucketExists,
-		Identity: id, Stopper: s, StopSettle: -1,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := f.stopping(t, s, 0, func(o *staticpod.Options) { o.Identity = id })
 	f.deploy(t, "workers", "web", "hello:v1", false)
 	mustReconcile(t, r)
 	if got := f.files(t)["web.yaml"]; !strings.Contains(got, "identity-revision: one") {
@@ -188,23 +186,16 @@ func TestReplacedPodWithoutARuntimeIsRenamedOver(t *testing.T) {
 	f := newFixture(t)
 	s := &fakeStopper{dir: f.manifests(), noSocket: true}
 	var absent bool
-	r, err := staticpod.New(staticpod.Options{
-		Store: f.store, Cluster: "demo", NodeGroup: "workers", Root: f.root,
-		Secrets:   map[string]mounts.Reader{"local": f.secrets},
-		Publisher: f.services, BucketExists: f.bucket.BucketExists,
-		Stopper: s, StopSettle: -1,
-		Step: func(step staticpod.Step, file string) error {
+	r := f.stopping(t, s, 0, func(o *staticpod.Options) {
+		o.Step = func(step staticpod.Step, file string) error {
 			if step == staticpod.StepRename && file == "web.yaml" {
 				if _, err := os.Stat(filepath.Join(f.manifests(), "web.yaml")); err != nil {
 					absent = true
 				}
 			}
 			return nil
-		},
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	f.deploy(t, "workers", "web", "hello:v1", false)
 	mustReconcile(t, r)
 	absent = false

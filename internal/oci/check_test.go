@@ -14,6 +14,7 @@ import (
 
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/objstore/faultstore"
+	"podmin.dev/podmin/internal/objstore/objstoretest"
 	"podmin.dev/podmin/internal/oci"
 	"podmin.dev/podmin/internal/state"
 )
@@ -28,7 +29,7 @@ func TestCheckPublished(t *testing.T) {
 	dst, _ := state.AppLayout("hello")
 	published := func(t *testing.T) (*faultstore.Store, v1.Manifest, v1.Hash) {
 		t.Helper()
-		bucket := faultstore.New(noContentDigest{newBucket(t)})
+		bucket := faultstore.New(objstoretest.WithoutContentDigests(newBucket(t)))
 		if _, err := oci.Push(ctx, bucket, src, top, dst, "v1", oci.PushOptions{}); err != nil {
 			t.Fatal(err)
 		}

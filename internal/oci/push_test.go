@@ -7,7 +7,6 @@ package oci_test
 import (
 	"bytes"
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -18,6 +17,7 @@ import (
 
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/objstore/faultstore"
+	"podmin.dev/podmin/internal/objstore/objstoretest"
 	"podmin.dev/podmin/internal/oci"
 	"podmin.dev/podmin/internal/state"
 )
@@ -199,15 +199,6 @@ func TestMergeTagReplacesOnlyItsTag(t *testing.T) {
 	}
 }
 
-// noContentDigest hides the local store's content digests, as S3 has none.
-type noContentDigest struct{ objstore.Store }
-
-func (s noContentDigest) Head(ctx context.Context, key string) (objstore.Info, error) {
-	info, err := s.Store.Head(ctx, key)
-	info.ContentSHA256 = ""
-	return info, err
-}
-
 // A stored blob the node registry would refuse is replaced by the next
 // push: one of another size on any store, one with other content where the
 // store knows the content digest (local). A same-size corrupt blob on a
@@ -231,7 +222,7 @@ func TestPushReplacesStoredBlobsTheRegistryRefuses(t *testing.T) {
 			local := newBucket(t)
 			var bucket objstore.Store = local
 			if !tc.digests {
-				bucket = noContentDigest{local}
+				bucket = objstoretest.WithoutContentDigests(local)
 			}
 			if _, err := oci.Push(ctx, bucket, src, top, dst, "v1", oci.PushOptions{}); err != nil {
 				t.Fatal(err)
