@@ -16,13 +16,14 @@ import (
 	pb "podmin.dev/podmin/agent/api/coordinationpb"
 	"podmin.dev/podmin/agent/coordinator"
 	"podmin.dev/podmin/agent/staticpod"
+	"podmin.dev/podmin/internal/clock/fakeclock"
 	"podmin.dev/podmin/internal/nodepod"
 	"podmin.dev/podmin/internal/state"
 )
 
 // holdNode starts one coordinator of a node with a kubelet on clock and
 // has it run deployment web at rev.
-func holdNode(t *testing.T, clock *timerClock, tweak func(*coordinator.Options)) (*localAgent, string) {
+func holdNode(t *testing.T, clock *fakeclock.Clock, tweak func(*coordinator.Options)) (*localAgent, string) {
 	t.Helper()
 	store := newBucket(t)
 	c := newLocalCluster(t, fastTiming, fastRetention, inNodeGroup("workers"))
@@ -71,7 +72,7 @@ var holdStart = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 // until kubelet has reported it ready for the default hold of 5 s, and it
 // becomes ready when the hold ends without another word from kubelet.
 func TestProbelessPodReadyOnlyAfterTheHold(t *testing.T) {
-	clock := &timerClock{now: holdStart}
+	clock := fakeclock.New(holdStart)
 	a, rev := holdNode(t, clock, nil)
 	// Kubernetes sends whole seconds: ready at 11:59:58 counts from
 	// 11:59:59, so the hold ends at 12:00:04.
@@ -81,12 +82,12 @@ func TestProbelessPodReadyOnlyAfterTheHold(t *testing.T) {
 		t.Fatalf("ready for 1 s: %v %q", rep.GetReadiness(), rep.GetReason())
 	}
 	end := holdStart.Add(4 * time.Second)
-	eventually(t, 10*time.Second, "a timer waits for the hold's end", func() bool { return clock.waiting(end) })
-	clock.advance(4*time.Second - time.Millisecond)
+	eventually(t, 10*time.Second, "a timer waits for the hold's end", func() bool { return clock.Waiting(end) })
+	clock.Advance(4*time.Second - time.Millisecond)
 	if rep := webReport(t, a); rep.GetReadiness() != pb.Readiness_READINESS_NOT_READY {
 		t.Fatalf("a millisecond before the hold ends: %v %q", rep.GetReadiness(), rep.GetReason())
 	}
-	clock.advance(time.Millisecond)
+	clock.Advance(time.Millisecond)
 	eventually(t, 10*time.Second, "web ready when the hold ends", func() bool {
 		return webReport(t, a).GetReadiness() == pb.Readiness_READINESS_READY
 	})
@@ -99,7 +100,7 @@ func TestProbelessPodReadyOnlyAfterTheHold(t *testing.T) {
 // ready; a sighting by the node inside that second is the later bound the
 // hold counts from, while one before it (of an earlier run) is not used.
 func TestProbelessHoldCountsFromASightingInsideKubeletsSecond(t *testing.T) {
-	clock := &timerClock{now: holdStart.Add(400 * time.Millisecond)}
+	clock := fakeclock.New(holdStart.Add(400 * time.Millisecond))
 	a, rev := holdNode(t, clock, nil)
 	a.coord.PodsChanged([]*corev1.Pod{webPod(rev, holdStart, 0, false)})
 	rep := webReport(t, a)
@@ -107,8 +108,8 @@ func TestProbelessHoldCountsFromASightingInsideKubeletsSecond(t *testing.T) {
 		t.Fatalf("just seen: %v %q", rep.GetReadiness(), rep.GetReason())
 	}
 	end := holdStart.Add(5*time.Second + 400*time.Millisecond)
-	eventually(t, 10*time.Second, "a timer waits for 5 s after the sighting", func() bool { return clock.waiting(end) })
-	clock.advance(5 * time.Second)
+	eventually(t, 10*time.Second, "a timer waits for 5 s after the sighting", func() bool { return clock.Waiting(end) })
+	clock.Advance(5 * time.Second)
 	eventually(t, 10*time.Second, "web ready when the hold ends", func() bool {
 		return webReport(t, a).GetReadiness() == pb.Readiness_READINESS_READY
 	})
@@ -125,7 +126,7 @@ func TestProbelessHoldCountsFromASightingInsideKubeletsSecond(t *testing.T) {
 // A Pod whose containers all have a readiness probe is ready as soon as
 // kubelet says so: kubelet's verdict then rests on the probe.
 func TestProbedPodReadyAtOnce(t *testing.T) {
-	clock := &timerClock{now: holdStart}
+	clock := fakeclock.New(holdStart)
 	a, rev := holdNode(t, clock, nil)
 	a.coord.PodsChanged([]*corev1.Pod{webPod(rev, holdStart, 0, true)})
 	if rep := webReport(t, a); rep.GetReadiness() != pb.Readiness_READINESS_READY {
@@ -136,13 +137,13 @@ func TestProbedPodReadyAtOnce(t *testing.T) {
 // A Pod that restarted is ready again only after the hold, counted from
 // its new start.
 func TestRestartedProbelessPodHoldsAgain(t *testing.T) {
-	clock := &timerClock{now: holdStart}
+	clock := fakeclock.New(holdStart)
 	a, rev := holdNode(t, clock, nil)
 	a.coord.PodsChanged([]*corev1.Pod{webPod(rev, holdStart.Add(-time.Minute), 0, false)})
 	if rep := webReport(t, a); rep.GetReadiness() != pb.Readiness_READINESS_READY {
 		t.Fatalf("ready for a minute: %v %q", rep.GetReadiness(), rep.GetReason())
 	}
-	clock.advance(10 * time.Second)
+	clock.Advance(10 * time.Second)
 	a.coord.PodsChanged([]*corev1.Pod{webPod(rev, clock.Now(), 1, false)})
 	rep := webReport(t, a)
 	if rep.GetReadiness() != pb.Readiness_READINESS_NOT_READY || rep.GetRestarts() != 1 || !strings.Contains(rep.GetReason(), "until 12:00:15 UTC") {
@@ -153,7 +154,7 @@ func TestRestartedProbelessPodHoldsAgain(t *testing.T) {
 // When kubelet gives no time, the hold counts from when the node first saw
 // the Pod ready.
 func TestProbelessPodWithoutTimesHoldsFromFirstSight(t *testing.T) {
-	clock := &timerClock{now: holdStart.Add(500 * time.Millisecond)}
+	clock := fakeclock.New(holdStart.Add(500 * time.Millisecond))
 	a, rev := holdNode(t, clock, nil)
 	p := webPod(rev, time.Time{}, 0, false)
 	p.Status.ContainerStatuses[0].State.Running.StartedAt = metav1.Time{}
@@ -162,11 +163,11 @@ func TestProbelessPodWithoutTimesHoldsFromFirstSight(t *testing.T) {
 		t.Fatalf("just seen: %v %q", rep.GetReadiness(), rep.GetReason())
 	}
 	end := clock.Now().Add(coordinator.ProbelessHold)
-	eventually(t, 10*time.Second, "a timer waits for the hold's end", func() bool { return clock.waiting(end) })
+	eventually(t, 10*time.Second, "a timer waits for the hold's end", func() bool { return clock.Waiting(end) })
 	// kubelet sends the same Pod again: the hold does not start over.
-	clock.advance(time.Second)
+	clock.Advance(time.Second)
 	a.coord.PodsChanged([]*corev1.Pod{p.DeepCopy()})
-	clock.advance(coordinator.ProbelessHold - time.Second)
+	clock.Advance(coordinator.ProbelessHold - time.Second)
 	eventually(t, 10*time.Second, "web ready when the hold ends", func() bool {
 		return webReport(t, a).GetReadiness() == pb.Readiness_READINESS_READY
 	})
@@ -174,7 +175,7 @@ func TestProbelessPodWithoutTimesHoldsFromFirstSight(t *testing.T) {
 
 // A negative hold takes kubelet's word at once.
 func TestProbelessHoldDisabled(t *testing.T) {
-	clock := &timerClock{now: holdStart}
+	clock := fakeclock.New(holdStart)
 	a, rev := holdNode(t, clock, func(o *coordinator.Options) { o.ProbelessHold = -1 })
 	a.coord.PodsChanged([]*corev1.Pod{webPod(rev, holdStart, 0, false)})
 	if rep := webReport(t, a); rep.GetReadiness() != pb.Readiness_READINESS_READY {

@@ -19,6 +19,7 @@ import (
 	"podmin.dev/podmin/agent/coordinator"
 	"podmin.dev/podmin/agent/coordinator/election"
 	"podmin.dev/podmin/agent/staticpod"
+	"podmin.dev/podmin/internal/clock/fakeclock"
 	"podmin.dev/podmin/internal/manifest"
 	"podmin.dev/podmin/internal/nodepod"
 	"podmin.dev/podmin/internal/objstore"
@@ -152,7 +153,7 @@ func TestSlotTimeoutReportsTheNodeStuck(t *testing.T) {
 // NodeGroup never replaces every Pod at once.
 func TestLeaderlessFallbackWaitsItsTurn(t *testing.T) {
 	store := newBucket(t)
-	clock := &timerClock{now: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+	clock := fakeclock.New(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
 	c := newLocalCluster(t, fastTiming, fastRetention, inNodeGroup("workers"))
 	spec := c.spec(0, store)
 	coord, err := coordinator.New(coordinator.Options{NodeID: spec.id, NodeGroup: "workers", Advertise: netip.AddrPortFrom(spec.addr, 8081), PodPrefix: spec.prefix,
@@ -173,11 +174,11 @@ func TestLeaderlessFallbackWaitsItsTurn(t *testing.T) {
 	} else if _, err := fmt.Sscan(why[i+len("(position "):], &pos); err != nil {
 		t.Fatal(err)
 	}
-	clock.advance(time.Minute + time.Duration(pos)*30*time.Second - time.Second)
+	clock.Advance(time.Minute + time.Duration(pos)*30*time.Second - time.Second)
 	if ok, _ := coord.Admit(t.Context(), u); ok {
 		t.Fatalf("admitted a second before its turn (position %d)", pos)
 	}
-	clock.advance(time.Second)
+	clock.Advance(time.Second)
 	if ok, why := coord.Admit(t.Context(), u); !ok {
 		t.Fatalf("not admitted at its turn: %q", why)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"podmin.dev/podmin/agent/coordinator/election"
+	"podmin.dev/podmin/internal/clock/fakeclock"
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/objstore/faultstore"
 	"podmin.dev/podmin/internal/objstore/local"
@@ -33,7 +34,7 @@ type event struct {
 // fault store, driven by one fake clock.
 type cluster struct {
 	t      *testing.T
-	clock  *fakeClock
+	clock  *fakeclock.Clock
 	bucket objstore.Store
 	stores []*faultstore.Store
 	agents []*election.Elector
@@ -107,10 +108,10 @@ func newCluster(t *testing.T, n int, seed uint64, hook func(c *cluster, i int) e
 // newClusterOn is newCluster on a given bucket.
 func newClusterOn(t *testing.T, b objstore.Store, n int, seed uint64, hook func(c *cluster, i int) error) *cluster {
 	t.Helper()
-	c := &cluster{t: t, clock: newFakeClock(), bucket: b}
+	c := &cluster{t: t, clock: fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), bucket: b}
 	for i := range n {
-		ac := agentClock{c: c.clock, owner: i}
-		fs := faultstore.New(b, faultstore.WithSeed(seed+uint64(i)), faultstore.WithSleep(ac.sleep))
+		ac := c.clock.For(i)
+		fs := faultstore.New(b, faultstore.WithSeed(seed+uint64(i)), faultstore.WithSleep(ac.Sleep))
 		e, err := election.New(election.Options{
 			ID: fmt.Sprintf("node-%d", i), Addr: fmt.Sprintf("[2001:db8::%d]:8081", i+1),
 			Store: observedStore{Store: fs, c: c, agent: i}, Clock: ac,
@@ -190,14 +191,14 @@ func (c *cluster) kill(i int) {
 	for {
 		select {
 		case <-c.done[i]:
-			c.clock.forget(i)
+			c.clock.Forget(i)
 			return
 		case <-time.After(time.Millisecond):
 		}
 		if time.Now().After(deadline) {
 			c.t.Fatalf("node-%d did not stop", i)
 		}
-		c.clock.advance(10 * time.Millisecond)
+		c.clock.Advance(10 * time.Millisecond)
 	}
 }
 
@@ -207,7 +208,7 @@ func (c *cluster) settle() {
 	for {
 		all := true
 		for i, live := range c.live {
-			if live && !c.clock.blocked(i) {
+			if live && !c.clock.Blocked(i) {
 				all = false
 				break
 			}
@@ -248,7 +249,7 @@ func (c *cluster) run(total, step time.Duration) {
 		if hook != nil {
 			hook()
 		}
-		c.clock.advance(step)
+		c.clock.Advance(step)
 	}
 	c.settle()
 	c.mu.Lock()
@@ -271,7 +272,7 @@ func (c *cluster) waitLeader(limit time.Duration) int {
 		if len(l) == 1 {
 			return l[0]
 		}
-		c.clock.advance(step)
+		c.clock.Advance(step)
 	}
 	c.t.Fatalf("no leader within %s", limit)
 	return -1
@@ -500,7 +501,7 @@ func TestAtMostOneLeaderUnderFaultsOnS3(t *testing.T) {
 func TestSlowAcquireHookKeepsTheLease(t *testing.T) {
 	c := newCluster(t, 1, 6, func(c *cluster, _ int) error {
 		// The hook runs on the agent's goroutine; wait on the fake clock.
-		<-agentClock{c: c.clock, owner: 0}.After(4 * time.Second)
+		<-c.clock.For(0).After(4 * time.Second)
 		return nil
 	})
 	c.waitLeader(5 * time.Second)
