@@ -46,9 +46,9 @@ One bare --image makes one container named NAME; repeated CONTAINER=REFERENCE
 values make one container each. --service adds a matching TCP Service (443 → 8443)
 with an HTTPS /healthz readiness probe; --port replaces those ports and gives the
 first target a TCP readiness probe. Either probe runs every 2 s. --cpu and
---memory set limits on every
-container. --secret KEY lists KEY in the Pod's podmin.dev/<secrets provider>
-annotation, using the context's default secrets provider.`,
+--memory set limits on every container. --secret KEY lists KEY in the Pod's
+podmin.dev/<secrets provider> annotation, using the context's default secrets
+provider.`,
 		Example: `  podmin init web --image hello:v1 -g workers --service
   podmin init app -g workers --namespace product \
     --image web=registry.podmin.internal/apps/example/web:v1 \
