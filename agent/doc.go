@@ -8,8 +8,9 @@
 // health endpoints (/healthz, /readyz with one reason per problem, /metrics
 // with one source of families per subsystem), the read-only registry, the static-Pod
 // reconciler (staticpod) with, for a local bucket, an IndexWatcher that
-// turns commits into immediate passes and a CRIPuller that pre-pulls new
-// images through containerd before their Pods' files change, and on real
+// turns commits into immediate passes and a CRIRuntime that pre-pulls new
+// images through containerd before their Pods' files change and tells when a
+// replaced Pod stopped, and on real
 // nodes the kubelet Pods API watcher (pods). When the cluster CA exists it also runs coordination
 // (coordination.go): the node identity, the coordinator (election, mTLS
 // API, Service snapshots) as the reconciler's Service publisher and the Pods

@@ -30,25 +30,27 @@ const ContainerdSocket = "/run/podmin/containerd/containerd.sock"
 // prepullConcurrency bounds the images pulled at once.
 const prepullConcurrency = 4
 
-// CRIPuller pre-pulls images through the container runtime's CRI image
+// CRIRuntime is the reconciler's view of the container runtime over CRI.
+// As its staticpod.Prepuller it pulls images through the CRI image
 // service, exactly as kubelet pulls them (from the node registry), so that
-// a static Pod's restart onto a new version does not wait for its download.
-// It is the reconciler's staticpod.Prepuller.
-type CRIPuller struct {
+// a static Pod's restart onto a new version does not wait for its
+// download; as its staticpod.Stopper it tells when a replaced Pod's
+// sandbox stopped.
+type CRIRuntime struct {
 	// Socket is the CRI endpoint's unix socket.
 	Socket string
 	Log    *slog.Logger
 }
 
-// newPrepuller returns the node's CRI puller.
-func newPrepuller(root string, log *slog.Logger) *CRIPuller {
-	return &CRIPuller{Socket: filepath.Join(root, filepath.FromSlash(ContainerdSocket)), Log: log.With("component", "prepull")}
+// newCRIRuntime returns the node's CRI client.
+func newCRIRuntime(root string, log *slog.Logger) *CRIRuntime {
+	return &CRIRuntime{Socket: filepath.Join(root, filepath.FromSlash(ContainerdSocket)), Log: log.With("component", "cri")}
 }
 
 // Prepull pulls every image, a few at a time, and joins the failures. On
 // a node without the runtime's socket (local node mode without
 // containerd) it pulls nothing and answers staticpod.ErrNoRuntime.
-func (p *CRIPuller) Prepull(ctx context.Context, images []string) error {
+func (p *CRIRuntime) Prepull(ctx context.Context, images []string) error {
 	conn, err := p.dial()
 	if err != nil {
 		return err
@@ -81,14 +83,14 @@ func (p *CRIPuller) Prepull(ctx context.Context, images []string) error {
 const stopPoll = 100 * time.Millisecond
 
 // CanTell implements staticpod.Stopper: the runtime's socket exists.
-func (p *CRIPuller) CanTell() bool {
+func (p *CRIRuntime) CanTell() bool {
 	fi, err := os.Stat(p.Socket)
 	return err == nil && fi.Mode()&os.ModeSocket != 0
 }
 
 // dial connects to the runtime's CRI socket; without the socket it
 // answers staticpod.ErrNoRuntime.
-func (p *CRIPuller) dial() (*grpc.ClientConn, error) {
+func (p *CRIRuntime) dial() (*grpc.ClientConn, error) {
 	if !p.CanTell() {
 		return nil, fmt.Errorf("%w: no socket at %s", staticpod.ErrNoRuntime, p.Socket)
 	}
@@ -103,7 +105,7 @@ func (p *CRIPuller) dial() (*grpc.ClientConn, error) {
 // service every stopPoll for ready sandboxes of the Pod (kubelet names a
 // static Pod's sandbox <name>-<node> and gives it the Pod's annotations,
 // the revision among them) and returns once there is none.
-func (p *CRIPuller) WaitStopped(ctx context.Context, namespace, name, revision string) error {
+func (p *CRIRuntime) WaitStopped(ctx context.Context, namespace, name, revision string) error {
 	conn, err := p.dial()
 	if err != nil {
 		return err

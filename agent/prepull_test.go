@@ -69,11 +69,11 @@ func serveCRI(t *testing.T, root string, register func(*grpc.Server)) {
 	t.Cleanup(srv.Stop)
 }
 
-func TestCRIPullerPullsEveryImage(t *testing.T) {
+func TestCRIRuntimePullsEveryImage(t *testing.T) {
 	root := t.TempDir()
 	f := &fakeImageService{known: map[string]string{"r/a:v1": "sha256:a", "r/b:v1": "sha256:b"}}
 	serveImages(t, root, f)
-	p := newPrepuller(root, slog.New(slog.DiscardHandler))
+	p := newCRIRuntime(root, slog.New(slog.DiscardHandler))
 	if err := p.Prepull(context.Background(), []string{"r/a:v1", "r/b:v1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -87,19 +87,19 @@ func TestCRIPullerPullsEveryImage(t *testing.T) {
 	}
 }
 
-func TestCRIPullerWithoutRuntimePullsNothing(t *testing.T) {
-	p := newPrepuller(t.TempDir(), slog.New(slog.DiscardHandler))
+func TestCRIRuntimeWithoutRuntimePullsNothing(t *testing.T) {
+	p := newCRIRuntime(t.TempDir(), slog.New(slog.DiscardHandler))
 	if err := p.Prepull(context.Background(), []string{"r/a:v1"}); !errors.Is(err, staticpod.ErrNoRuntime) {
 		t.Fatalf("no runtime socket: %v, want staticpod.ErrNoRuntime", err)
 	}
 }
 
-func TestCRIPullerStopsAtTheDeadline(t *testing.T) {
+func TestCRIRuntimeStopsAtTheDeadline(t *testing.T) {
 	root := t.TempDir()
 	serveImages(t, root, &fakeImageService{known: map[string]string{"r/a:v1": "sha256:a"}})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	err := newPrepuller(root, slog.New(slog.DiscardHandler)).Prepull(ctx, []string{"r/a:v1"})
+	err := newCRIRuntime(root, slog.New(slog.DiscardHandler)).Prepull(ctx, []string{"r/a:v1"})
 	if err == nil || !errors.Is(err, context.Canceled) && !strings.Contains(err.Error(), "code = Canceled") {
 		t.Fatalf("err = %v, want the cancellation", err)
 	}
@@ -165,7 +165,7 @@ func TestCRIWaitStoppedWaitsForTheRevisionsSandbox(t *testing.T) {
 		sandbox("other", "web-node-1", "r1", runtimeapi.PodSandboxState_SANDBOX_READY),
 	}
 	f.set(append([]*runtimeapi.PodSandbox{sandbox("default", "web-node-1", "r1", runtimeapi.PodSandboxState_SANDBOX_READY)}, others...))
-	p := newPrepuller(root, slog.New(slog.DiscardHandler))
+	p := newCRIRuntime(root, slog.New(slog.DiscardHandler))
 
 	done := make(chan error, 1)
 	go func() { done <- p.WaitStopped(context.Background(), "default", "web", "r1") }()
@@ -190,7 +190,7 @@ func TestCRIWaitStoppedWaitsForTheRevisionsSandbox(t *testing.T) {
 	if err := p.WaitStopped(ctx, "default", "web", "r2"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a sandbox that never stops: %v, want the deadline", err)
 	}
-	if err := newPrepuller(t.TempDir(), slog.New(slog.DiscardHandler)).WaitStopped(context.Background(), "default", "web", "r1"); !errors.Is(err, staticpod.ErrNoRuntime) {
+	if err := newCRIRuntime(t.TempDir(), slog.New(slog.DiscardHandler)).WaitStopped(context.Background(), "default", "web", "r1"); !errors.Is(err, staticpod.ErrNoRuntime) {
 		t.Fatalf("no runtime socket: %v, want staticpod.ErrNoRuntime", err)
 	}
 }

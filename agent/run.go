@@ -129,7 +129,7 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	}
 	// One CRI client pre-pulls new images and tells when a replaced Pod
 	// stopped.
-	cri := newPrepuller(opts.Root, log)
+	cri := newCRIRuntime(opts.Root, log)
 	sopts.Prepull, sopts.Stopper = cri, cri
 	if identities != nil {
 		sopts.Identity = identities

@@ -153,7 +153,7 @@ func (e *Env) mirrorPinned(ctx context.Context, bucket objstore.Store, p PinnedI
 		// cannot vouch for: say so rather than claim a repair.
 		problems, err := oci.CheckPublished(ctx, bucket, layout, top)
 		if err != nil {
-			return res, fmt.Errorf("check the mirror %s after mirroring again: %w", layout.Root(), err)
+			return res, fmt.Errorf("check the mirror %s after mirroring again: %w: run the install again", layout.Root(), err)
 		}
 		if len(problems) > 0 {
 			return res, fmt.Errorf("mirror %s still cannot serve %s after mirroring it again: %s: delete the damaged blobs and run the install again", layout.Root(), p.Digest, joinProblems(problems))

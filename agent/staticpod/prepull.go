@@ -15,7 +15,7 @@ import (
 )
 
 // Prepuller fetches images into the node's container runtime
-// (*agent.CRIPuller over containerd's CRI image service).
+// (*agent.CRIRuntime over containerd's CRI image service).
 type Prepuller interface {
 	Prepull(ctx context.Context, images []string) error
 }
