@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"podmin.dev/podmin/agent/diagnose"
 	"podmin.dev/podmin/agent/identity"
 	"podmin.dev/podmin/agent/mounts"
 	"podmin.dev/podmin/agent/pods"
@@ -189,8 +190,17 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	}
 	if cfg.Provider != "local" || kubeletSocketExists(opts.Root) {
 		// Local node mode watches a kubelet only when one serves its Pods
-		// API beneath the root at startup.
-		d.Reconcilers = append(d.Reconcilers, kubeletWatcher(opts, co, log))
+		// API beneath the root at startup. The node is not ready while
+		// kubelet does not answer; Pods kubelet reports not ready are
+		// diagnosed, and a full disk is named.
+		health.Report(componentKubelet, errors.New("kubelet's Pods API has not answered yet"))
+		dopts := diagnose.Options{Root: opts.Root, Log: log.With("component", "diagnose"),
+			Disk: func(err error) { health.Report(componentDisk, err) }}
+		if co != nil {
+			dopts.Findings = co.coord.PodFindings
+		}
+		diag := diagnose.New(dopts)
+		d.Reconcilers = append(d.Reconcilers, kubeletWatcher(opts, co, health, diag, log), NewLoopComponent("diagnose", diag.Run))
 	}
 	log.Info("podmin-agent starting", "root", opts.Root, "manifests", rec.ManifestsDir(), "health", opts.HealthAddr,
 		"poll_interval", opts.PollInterval.String())
@@ -283,10 +293,17 @@ func kubeletSocketExists(root string) bool {
 	return err == nil && fi.Mode()&os.ModeSocket != 0
 }
 
+// Health components the kubelet watcher and the diagnoser report under.
+const (
+	componentKubelet = "kubelet"
+	componentDisk    = "disk"
+)
+
 // kubeletWatcher follows kubelet's Pods API: each complete Pod set gives
-// the coordinator this node's ready endpoints and hints the dataplane to
-// refresh its interfaces.
-func kubeletWatcher(opts Options, co *coordination, log *slog.Logger) Component {
+// the coordinator this node's ready endpoints, hints the dataplane to
+// refresh its interfaces and feeds the diagnoser; a kubelet that stops
+// answering makes the node not ready until it answers again.
+func kubeletWatcher(opts Options, co *coordination, health *Health, diag *diagnose.Diagnoser, log *slog.Logger) Component {
 	wopts := pods.Options{
 		Socket: filepath.Join(opts.Root, filepath.FromSlash(pods.SocketPath)),
 		Log:    log.With("component", "pods"),
@@ -298,13 +315,19 @@ func kubeletWatcher(opts Options, co *coordination, log *slog.Logger) Component 
 				}
 			}
 			log.Debug("kubelet Pods refreshed", "pods", len(ps), "ready", ready)
+			health.Report(componentKubelet, nil)
 			if co != nil {
 				co.podsChanged(ps)
 			}
+			diag.Update(ps)
 		},
-	}
-	if co != nil {
-		wopts.Lost = co.coord.KubeletLost // readiness is unknown until kubelet answers again
+		Lost: func(err error) {
+			health.Report(componentKubelet, fmt.Errorf("kubelet is down: its Pods API at %s does not answer: %w: check kubelet (systemctl status kubelet)",
+				pods.SocketPath, err))
+			if co != nil {
+				co.coord.KubeletLost(err) // readiness is unknown until kubelet answers again
+			}
+		},
 	}
 	return NewLoopComponent("pods", pods.New(wopts).Run)
 }

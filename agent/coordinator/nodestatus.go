@@ -34,6 +34,9 @@ type nodeSide struct {
 	// kubelet stopped answering since.
 	podsSeen    bool
 	kubeletLost string
+	// findings say why Pods kubelet reports not ready are not, by UID, as
+	// the node diagnosed them (PodFindings).
+	findings map[types.UID]string
 	// withdrawn maps a Service whose Pod is being replaced to the
 	// revision that must be ready before its endpoints come back.
 	withdrawn map[ServiceID]string
@@ -110,6 +113,16 @@ func (c *Coordinator) DeploymentsChanged(states []staticpod.DeploymentState) {
 func (c *Coordinator) KubeletLost(err error) {
 	c.mu.Lock()
 	c.node.kubeletLost = err.Error()
+	c.mu.Unlock()
+	c.statusChanged()
+}
+
+// PodFindings takes what the node found about the Pods kubelet reports
+// not ready (a failing readiness probe and its answer, a full disk), by
+// UID: the reason a report gives for such a Pod.
+func (c *Coordinator) PodFindings(findings map[types.UID]string) {
+	c.mu.Lock()
+	c.node.findings = maps.Clone(findings)
 	c.mu.Unlock()
 	c.statusChanged()
 }
@@ -191,7 +204,7 @@ func (c *Coordinator) readiness(rep *pb.DeploymentReport, d staticpod.Deployment
 		unknown("no kubelet Pods API on this node")
 		return
 	case c.node.kubeletLost != "":
-		unknown("kubelet's Pods API does not answer: " + c.node.kubeletLost)
+		unknown("kubelet is down: its Pods API does not answer (" + c.node.kubeletLost + "): the node cannot tell whether the Pod runs; check kubelet on the node (systemctl status kubelet)")
 		return
 	case !c.node.podsSeen:
 		unknown("kubelet's Pods API has not listed the Pods yet")
@@ -220,6 +233,9 @@ func (c *Coordinator) readiness(rep *pb.DeploymentReport, d staticpod.Deployment
 		c.hold(rep, found, st.Restarts)
 	} else {
 		rep.Readiness, rep.Reason = pb.Readiness_READINESS_NOT_READY, "kubelet reports the Pod not ready"
+		if f := c.node.findings[found.UID]; f != "" {
+			rep.Reason += ": " + f
+		}
 	}
 	if st.Problem != "" {
 		rep.Reason = st.Problem
