@@ -6,7 +6,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -47,13 +46,13 @@ func newCRIRuntime(root string, log *slog.Logger) *CRIRuntime {
 	return &CRIRuntime{Socket: filepath.Join(root, filepath.FromSlash(ContainerdSocket)), Log: log.With("component", "cri")}
 }
 
-// Prepull pulls every image, a few at a time, and joins the failures. On
-// a node without the runtime's socket (local node mode without
-// containerd) it pulls nothing and answers staticpod.ErrNoRuntime.
-func (p *CRIRuntime) Prepull(ctx context.Context, images []string) error {
+// Prepull pulls every image, a few at a time, and returns each failure
+// by image. On a node without the runtime's socket (local node mode
+// without containerd) it pulls nothing and answers staticpod.ErrNoRuntime.
+func (p *CRIRuntime) Prepull(ctx context.Context, images []string) (map[string]error, error) {
 	conn, err := p.dial()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer conn.Close()
 	client := runtimeapi.NewImageServiceClient(conn)
@@ -76,7 +75,13 @@ func (p *CRIRuntime) Prepull(ctx context.Context, images []string) error {
 		})
 	}
 	_ = g.Wait() // the errors are in errs
-	return errors.Join(errs...)
+	failed := map[string]error{}
+	for i, err := range errs {
+		if err != nil {
+			failed[images[i]] = err
+		}
+	}
+	return failed, nil
 }
 
 // stopPoll is how often WaitStopped asks the runtime again.

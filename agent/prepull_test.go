@@ -74,12 +74,12 @@ func TestCRIRuntimePullsEveryImage(t *testing.T) {
 	f := &fakeImageService{known: map[string]string{"r/a:v1": "sha256:a", "r/b:v1": "sha256:b"}}
 	serveImages(t, root, f)
 	p := newCRIRuntime(root, slog.New(slog.DiscardHandler))
-	if err := p.Prepull(context.Background(), []string{"r/a:v1", "r/b:v1"}); err != nil {
-		t.Fatal(err)
+	if failed, err := p.Prepull(context.Background(), []string{"r/a:v1", "r/b:v1"}); err != nil || len(failed) != 0 {
+		t.Fatal(failed, err)
 	}
-	err := p.Prepull(context.Background(), []string{"r/a:v1", "r/missing:v1"})
-	if err == nil || !strings.Contains(err.Error(), "pull r/missing:v1 through") || strings.Contains(err.Error(), "r/a:v1") {
-		t.Fatalf("err = %v, want only r/missing:v1 named", err)
+	failed, err := p.Prepull(context.Background(), []string{"r/a:v1", "r/missing:v1"})
+	if err != nil || len(failed) != 1 || failed["r/missing:v1"] == nil || !strings.Contains(failed["r/missing:v1"].Error(), "pull r/missing:v1 through") {
+		t.Fatalf("failed = %v, %v, want only r/missing:v1", failed, err)
 	}
 	slices.Sort(f.asked)
 	if want := []string{"r/a:v1", "r/a:v1", "r/b:v1", "r/missing:v1"}; !slices.Equal(f.asked, want) {
@@ -89,7 +89,7 @@ func TestCRIRuntimePullsEveryImage(t *testing.T) {
 
 func TestCRIRuntimeWithoutRuntimePullsNothing(t *testing.T) {
 	p := newCRIRuntime(t.TempDir(), slog.New(slog.DiscardHandler))
-	if err := p.Prepull(context.Background(), []string{"r/a:v1"}); !errors.Is(err, staticpod.ErrNoRuntime) {
+	if _, err := p.Prepull(context.Background(), []string{"r/a:v1"}); !errors.Is(err, staticpod.ErrNoRuntime) {
 		t.Fatalf("no runtime socket: %v, want staticpod.ErrNoRuntime", err)
 	}
 }
@@ -99,7 +99,8 @@ func TestCRIRuntimeStopsAtTheDeadline(t *testing.T) {
 	serveImages(t, root, &fakeImageService{known: map[string]string{"r/a:v1": "sha256:a"}})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	err := newCRIRuntime(root, slog.New(slog.DiscardHandler)).Prepull(ctx, []string{"r/a:v1"})
+	failed, _ := newCRIRuntime(root, slog.New(slog.DiscardHandler)).Prepull(ctx, []string{"r/a:v1"})
+	err := failed["r/a:v1"]
 	if err == nil || !errors.Is(err, context.Canceled) && !strings.Contains(err.Error(), "code = Canceled") {
 		t.Fatalf("err = %v, want the cancellation", err)
 	}

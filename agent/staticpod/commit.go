@@ -168,6 +168,9 @@ func (r *Reconciler) preparePod(ctx context.Context, sp *stagedPod) (*pendingFil
 		}
 		sp.valuesWritten = valuesInstalled
 	}
+	if err := r.checkHostPaths(p); err != nil {
+		return nil, state.ErrorFile, err
+	}
 	f, err := r.writeTemp(sp)
 	if err != nil {
 		return nil, state.ErrorFile, err
@@ -232,6 +235,17 @@ func (r *Reconciler) cleanup(c *candidate, keep map[string]bool, res *Result) er
 		}
 	}
 	r.removeStaleWorkloads(c, keep)
+	return nil
+}
+
+// removeStaleWorkloads deletes the tmpfs workload directories (values and
+// identity) of Pods whose static Pod file is gone, and with them everything
+// the agent remembers of those Pods, in one place: the identity manager
+// forgets its leaves (and removes their files) first, then the directories
+// go, then the record of their loaded values. Nothing remembered of a
+// deleted Pod can then vouch for files of a Pod of the same name deployed
+// later.
+func (r *Reconciler) removeStaleWorkloads(c *candidate, keep map[string]bool) {
 	if r.opts.Identity != nil {
 		names := make([]string, 0, len(keep))
 		for file := range keep {
@@ -241,12 +255,11 @@ func (r *Reconciler) cleanup(c *candidate, keep map[string]bool, res *Result) er
 			r.log.Warn("cannot remove the identities of deleted Pods", "err", err)
 		}
 	}
-	return nil
-}
-
-// removeStaleWorkloads deletes the tmpfs workload directories (values and
-// identity) of Pods whose static Pod file is gone.
-func (r *Reconciler) removeStaleWorkloads(c *candidate, keep map[string]bool) {
+	for pod := range r.loaded {
+		if !keep[nodepod.FileName(pod)] {
+			delete(r.loaded, pod)
+		}
+	}
 	dir := filepath.Join(r.opts.Root, filepath.FromSlash(nodepod.WorkloadsDir))
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -263,7 +276,27 @@ func (r *Reconciler) removeStaleWorkloads(c *candidate, keep map[string]bool) {
 			c.fail(r, state.Key{Name: e.Name()}, state.ErrorFile, "", fmt.Errorf("remove the workload directory of deleted Pod %s: %w", e.Name(), err))
 			continue
 		}
-		delete(r.loaded, e.Name())
 		r.log.Info("workload directory of a deleted Pod removed", "pod", e.Name())
 	}
+}
+
+// checkHostPaths makes sure every host directory Podmin mounts into the
+// Pod exists before its file is published: kubelet refuses a hostPath
+// volume of type Directory whose path is missing, and retries it forever.
+func (r *Reconciler) checkHostPaths(p *nodepod.Pod) error {
+	dirs := []string{p.IdentityHostDir}
+	for _, m := range p.Mounts {
+		dirs = append(dirs, m.HostDir)
+	}
+	for _, d := range dirs {
+		path := filepath.Join(r.opts.Root, filepath.FromSlash(d))
+		fi, err := os.Stat(path)
+		if err == nil && !fi.IsDir() {
+			err = fmt.Errorf("it is a %s, not a directory", fi.Mode().Type())
+		}
+		if err != nil {
+			return fmt.Errorf("pod %s: host directory %s of its hostPath volume is not in place: %w: kept its last file; check the node's /run", p.Name, path, err)
+		}
+	}
+	return nil
 }

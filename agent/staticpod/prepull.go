@@ -7,17 +7,24 @@ package staticpod
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"podmin.dev/podmin/internal/state"
 )
 
 // Prepuller fetches images into the node's container runtime
-// (*agent.CRIRuntime over containerd's CRI image service).
+// (*cri.Runtime over containerd's CRI image service).
 type Prepuller interface {
-	Prepull(ctx context.Context, images []string) error
+	// Prepull pulls images and returns the failure of each image that
+	// could not be pulled (absent: pulled), or an error of the runtime as
+	// a whole (ErrNoRuntime without one), which fails every image.
+	Prepull(ctx context.Context, images []string) (map[string]error, error)
 }
 
 // ErrNoRuntime is a Prepuller's answer on a node without a container
@@ -31,15 +38,21 @@ const DefaultPrepullTimeout = 2 * time.Minute
 // current files do not name yet) before the index is confirmed and any file
 // changes. kubelet stops a static Pod before it starts the Pod's new
 // version, so without it the new image downloads while nothing serves.
-// It never fails a pass: an image that cannot be fetched in time is
-// logged and left to kubelet, which pulls and reports it as always.
+//
+// A Pod that replaces a running revision and whose new images could not
+// all be pulled is held: it keeps its file, values and Service, is
+// reported with the pull's error (state.ErrorImage) and is tried again
+// at the next poll, so an image never pushed, a damaged blob or a full
+// disk leaves the running revision serving. A new Pod has nothing to
+// keep: it is written, and kubelet pulls and reports as always.
 func (r *Reconciler) prepull(ctx context.Context, c *candidate) {
 	if r.opts.Prepull == nil {
 		return
 	}
 	var images []string
 	seen := map[string]bool{}
-	for _, sp := range c.pods {
+	added := make([][]string, len(c.pods))
+	for i, sp := range c.pods {
 		current := map[string]bool{}
 		if b, err := os.ReadFile(filepath.Join(r.manifests, sp.pod.File)); err == nil {
 			for _, img := range pulledImages(b) {
@@ -47,7 +60,11 @@ func (r *Reconciler) prepull(ctx context.Context, c *candidate) {
 			}
 		}
 		for _, img := range pulledImages(sp.pod.YAML) {
-			if !current[img] && !seen[img] {
+			if current[img] {
+				continue
+			}
+			added[i] = append(added[i], img)
+			if !seen[img] {
 				seen[img] = true
 				images = append(images, img)
 			}
@@ -60,19 +77,68 @@ func (r *Reconciler) prepull(ctx context.Context, c *candidate) {
 	if timeout <= 0 {
 		timeout = DefaultPrepullTimeout
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
-	err := r.opts.Prepull.Prepull(ctx, images)
+	failed, err := r.opts.Prepull.Prepull(pctx, images)
 	if errors.Is(err, ErrNoRuntime) {
 		r.log.Debug("images not pre-pulled", "images", images, "err", err)
 		return
 	}
 	if err != nil {
-		r.log.Warn("images not pre-pulled: kubelet pulls them when the Pods change", "images", images, "err", err)
+		failed = map[string]error{}
+		for _, img := range images {
+			failed[img] = err
+		}
+	}
+	if len(failed) == 0 {
+		r.log.Info("images pre-pulled before the Pods change", "images", images, "duration", time.Since(start).Round(time.Millisecond).String())
 		return
 	}
-	r.log.Info("images pre-pulled before the Pods change", "images", images, "duration", time.Since(start).Round(time.Millisecond).String())
+	if ctx.Err() != nil {
+		return // the pass ends anyway
+	}
+	kept := c.pods[:0]
+	for i, sp := range c.pods {
+		var errs []error
+		for _, img := range added[i] {
+			if e := failed[img]; e != nil {
+				errs = append(errs, e)
+			}
+		}
+		running := r.runningRevision(sp.pod.Name)
+		if len(errs) == 0 || running == "" || running == sp.pod.Revision {
+			if len(errs) > 0 {
+				r.log.Warn("images of a new Pod not pre-pulled: kubelet pulls them", "pod", sp.pod.Name, "err", errors.Join(errs...))
+			}
+			kept = append(kept, sp)
+			continue
+		}
+		if sp.values != nil {
+			r.pending[sp.pod.Name] = pendingValues{revision: sp.pod.Revision, values: sp.values}
+		}
+		c.fail(r, sp.pod.Key, state.ErrorImage, sp.pod.Revision, pullError(sp.pod.Name, sp.pod.Revision, running, errors.Join(errs...)))
+	}
+	clear(c.pods[len(kept):])
+	c.pods = kept
+}
+
+// pullError says why a Pod's new revision waits and what to do.
+func pullError(pod, revision, running string, err error) error {
+	hint := "push the image to the cluster registry (podmin push) or deploy an image that exists; the node tries again at every poll"
+	if strings.Contains(err.Error(), "no space left on device") {
+		hint = "the node's disk is full: free space where the container runtime keeps images (/var/lib/containerd); the node tries again at every poll"
+	}
+	return fmt.Errorf("pod %s: revision %s not applied: its image cannot be pulled: %w: the running revision %s keeps serving; %s",
+		pod, short(revision), err, short(running), hint)
+}
+
+// short is the first 12 characters of a revision.
+func short(rev string) string {
+	if len(rev) > 12 {
+		return rev[:12]
+	}
+	return rev
 }
 
 // pulledImages lists the images of a static Pod that kubelet may pull (any

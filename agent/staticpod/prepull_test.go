@@ -24,24 +24,36 @@ import (
 // that moment.
 type fakePuller struct {
 	manifests string
-	err       error
-	block     bool // wait for the deadline
-	mu        sync.Mutex
-	calls     [][]string
-	fileThen  []string
+	err       error // of the runtime as a whole
+	block     bool  // wait for the deadline
+	// missing are images that cannot be pulled, with their error.
+	missing  map[string]error
+	mu       sync.Mutex
+	calls    [][]string
+	fileThen []string
 }
 
-func (p *fakePuller) Prepull(ctx context.Context, images []string) error {
+func (p *fakePuller) Prepull(ctx context.Context, images []string) (map[string]error, error) {
 	b, _ := os.ReadFile(filepath.Join(p.manifests, "web.yaml"))
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.calls = append(p.calls, slices.Clone(images))
 	p.fileThen = append(p.fileThen, string(b))
-	p.mu.Unlock()
 	if p.block {
 		<-ctx.Done()
-		return ctx.Err()
+		failed := map[string]error{}
+		for _, img := range images {
+			failed[img] = ctx.Err()
+		}
+		return failed, nil
 	}
-	return p.err
+	failed := map[string]error{}
+	for _, img := range images {
+		if err := p.missing[img]; err != nil {
+			failed[img] = err
+		}
+	}
+	return failed, p.err
 }
 
 func (f *fixture) pullingReconciler(t *testing.T, p *fakePuller, timeout time.Duration) *staticpod.Reconciler {
@@ -97,9 +109,10 @@ func TestPrepullBeforeTheFileChanges(t *testing.T) {
 	}
 }
 
-// TestPrepullNeverHoldsPodsBack: a failing or hanging pre-pull is logged
-// and the Pods are published all the same.
-func TestPrepullNeverHoldsPodsBack(t *testing.T) {
+// TestPrepullNeverHoldsNewPodsBack: a new Pod has no running revision to
+// keep, so a failing or hanging pre-pull is logged and the Pod is
+// published all the same; kubelet pulls it.
+func TestPrepullNeverHoldsNewPodsBack(t *testing.T) {
 	for name, p := range map[string]*fakePuller{
 		"failing":    {err: errors.New("registry unreachable")},
 		"hanging":    {block: true},
@@ -116,6 +129,73 @@ func TestPrepullNeverHoldsPodsBack(t *testing.T) {
 			}
 			if !strings.Contains(f.files(t)["web.yaml"], "apps/hello:v1") {
 				t.Fatal("web.yaml was not written")
+			}
+		})
+	}
+}
+
+// TestFailedPrepullKeepsTheRunningRevision: a new revision whose image
+// cannot be pulled (never pushed, damaged, no space, runtime down, too
+// slow) leaves the running revision's file, values and Service in place,
+// is reported as an image failure of the new revision naming the image
+// and what to do, and is applied by a later pass once the image pulls.
+// Other Pods of the pass proceed; without a runtime nothing is held.
+func TestFailedPrepullKeepsTheRunningRevision(t *testing.T) {
+	const v2 = "registry.podmin.internal/apps/hello:v2"
+	for name, tc := range map[string]struct {
+		puller *fakePuller
+		want   string
+	}{
+		"never pushed": {&fakePuller{missing: map[string]error{v2: errors.New("pull " + v2 + ": not found")}}, "push the image"},
+		"disk full":    {&fakePuller{missing: map[string]error{v2: errors.New("write /var/lib/containerd/x: no space left on device")}}, "the node's disk is full"},
+		"runtime down": {&fakePuller{err: errors.New("connection refused")}, "connection refused"},
+		"too slow":     {&fakePuller{block: true}, "deadline exceeded"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			p := tc.puller
+			p.manifests = f.manifests()
+			r := f.pullingReconciler(t, p, 50*time.Millisecond)
+			f.deploy(t, "workers", "web", "hello:v1", true)
+			mustReconcile(t, r)
+			before := f.files(t)["web.yaml"]
+			servicesBefore, _ := f.services.Last()
+
+			f.deploy(t, "workers", "web", "hello:v2", true)
+			f.deploy(t, "workers", "api", "api:v1", false)
+			res, err := r.Reconcile(context.Background())
+			var pf *staticpod.PodsFailedError
+			if !errors.As(err, &pf) || len(pf.Failures) != 1 || pf.Failures[0].Kind != "image" || pf.Failures[0].Pod != "web" {
+				t.Fatalf("pass: %v, want web kept back by its image", err)
+			}
+			if msg := err.Error(); !strings.Contains(msg, tc.want) || !strings.Contains(msg, "keeps serving") {
+				t.Fatalf("error %q does not say %q and that the running revision keeps serving", msg, tc.want)
+			}
+			if got := f.files(t)["web.yaml"]; got != before {
+				t.Fatalf("web.yaml changed although hello:v2 could not be pulled:\n%s", got)
+			}
+			if _, ok := f.files(t)["api.yaml"]; !ok || res.Written != 1 {
+				t.Fatalf("the other Pod was not published: written %d", res.Written)
+			}
+			if got, _ := f.services.Last(); len(got) != len(servicesBefore) || got[0].Revision != servicesBefore[0].Revision {
+				t.Fatalf("web's Service changed to %+v although its Pod kept its revision", got)
+			}
+			states := r.Deployments()
+			i := slices.IndexFunc(states, func(s staticpod.DeploymentState) bool { return s.Deployment.Name == "web" })
+			if i < 0 || states[i].Error == nil || states[i].Error.Kind != "image" || states[i].Error.Revision != states[i].Desired ||
+				states[i].Applied == states[i].Desired {
+				t.Fatalf("web's state %+v, want an image error for the desired revision, the old one applied", states[i])
+			}
+
+			// The image appears: the next pass applies the revision.
+			p.mu.Lock()
+			p.missing, p.err, p.block = nil, nil, false
+			p.mu.Unlock()
+			if _, err := r.Reconcile(context.Background()); err != nil {
+				t.Fatalf("pass after the image appeared: %v", err)
+			}
+			if !strings.Contains(f.files(t)["web.yaml"], "apps/hello:v2") {
+				t.Fatal("web.yaml was not updated once hello:v2 could be pulled")
 			}
 		})
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -292,6 +293,17 @@ func TestConfirmReadFailure(t *testing.T) {
 	if len(f.files(t)) != 0 {
 		t.Fatal("published without a confirmed index")
 	}
+}
+
+// withoutIncarnation drops the podmin.dev/incarnation annotation from
+// static Pod files: two nodes draw different ones for the same Pod.
+func withoutIncarnation(files map[string]string) map[string]string {
+	re := regexp.MustCompile(`(?m)^\s*podmin\.dev/incarnation: .*\n`)
+	out := map[string]string{}
+	for n, c := range files {
+		out[n] = re.ReplaceAllString(c, "")
+	}
+	return out
 }
 
 func equal(a, b map[string]string) bool {

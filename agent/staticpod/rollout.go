@@ -6,6 +6,8 @@ package staticpod
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"slices"
@@ -103,10 +105,17 @@ func (r *Reconciler) runningRevision(pod string) string {
 
 // fileRevision reads the revision and modification time of a Pod's file.
 func (r *Reconciler) fileRevision(pod string) (string, time.Time) {
+	a, at := r.fileAnnotations(pod)
+	return a[nodepod.RevisionAnnotation], at
+}
+
+// fileAnnotations reads the annotations and modification time of a Pod's
+// file; nil without a file that decodes.
+func (r *Reconciler) fileAnnotations(pod string) (map[string]string, time.Time) {
 	path := filepath.Join(r.manifests, nodepod.FileName(pod))
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return "", time.Time{}
+		return nil, time.Time{}
 	}
 	var meta struct {
 		Metadata struct {
@@ -114,13 +123,27 @@ func (r *Reconciler) fileRevision(pod string) (string, time.Time) {
 		} `json:"metadata"`
 	}
 	if yaml.Unmarshal(data, &meta) != nil {
-		return "", time.Time{}
+		return nil, time.Time{}
 	}
 	var at time.Time
 	if fi, err := os.Stat(path); err == nil {
 		at = fi.ModTime()
 	}
-	return meta.Metadata.Annotations[nodepod.RevisionAnnotation], at
+	return meta.Metadata.Annotations, at
+}
+
+// incarnation is the podmin.dev/incarnation a Pod at revision gets: that
+// of its file when the file runs the same revision (so an agent restart
+// rewrites nothing), else a new one, so that kubelet never takes a Pod
+// that returns to an earlier revision for the Pod that ran it then.
+func (r *Reconciler) incarnation(pod, revision string) string {
+	a, _ := r.fileAnnotations(pod)
+	if a != nil && a[nodepod.RevisionAnnotation] == revision {
+		return a[nodepod.IncarnationAnnotation]
+	}
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // record keeps the state of every deployment of items after a pass and

@@ -166,6 +166,11 @@ func (l *Loop) Run(ctx context.Context) error {
 			failures = 0
 		case errors.As(err, &pods):
 			failures = 0
+			if pods.waitsForImage() {
+				// An image is pushed without a commit, so no hint
+				// announces it: ask at the base pace.
+				wait = time.Duration(float64(l.opts.Interval) * (0.8 + 0.2*l.opts.Rand()))
+			}
 			err = fmt.Errorf("NodeGroup %s published, but %w", l.r.opts.NodeGroup, err)
 		case errors.Is(err, ErrIndexChanged):
 			// Commits keep arriving: the next pass starts after a short

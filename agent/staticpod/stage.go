@@ -7,6 +7,8 @@ package staticpod
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 
@@ -112,7 +114,7 @@ func (r *Reconciler) stage(ctx context.Context, items []state.Item) (*candidate,
 			results[i] = t
 			return
 		}
-		results[i], errs[i] = transform(it, c.payloads, fetchErrs)
+		results[i], errs[i] = transform(it, c.payloads, fetchErrs, r.incarnation(it.Key.Name, nodepod.Revision(it.Entry)))
 	})
 	c.transformed = make(map[state.Key]transformed, len(items))
 	for i, it := range items {
@@ -123,6 +125,11 @@ func (r *Reconciler) stage(ctx context.Context, items []state.Item) (*candidate,
 		c.transformed[it.Key] = results[i]
 		sp := results[i].staged()
 		p := sp.pod
+		if len(p.Mounts) > 0 && r.loaded[p.Name] == p.Revision && !r.valuesInPlace(p) {
+			// The record of loaded values vouches only for what is there.
+			r.log.Warn("values of the Pod are missing on the node: fetching them again", "pod", p.Name)
+			delete(r.loaded, p.Name)
+		}
 		if len(p.Mounts) > 0 && r.loaded[p.Name] != p.Revision {
 			if pv, ok := r.pending[p.Name]; ok && pv.revision == p.Revision {
 				// Fetched for this revision while its Pod waited for a
@@ -147,16 +154,30 @@ func (r *Reconciler) stage(ctx context.Context, items []state.Item) (*candidate,
 	return c, nil
 }
 
+// valuesInPlace reports whether every declared value of p is a file in
+// its provider's host directory.
+func (r *Reconciler) valuesInPlace(p *nodepod.Pod) bool {
+	for _, m := range p.Mounts {
+		for _, k := range m.Keys {
+			fi, err := os.Stat(filepath.Join(r.opts.Root, filepath.FromSlash(m.HostDir), k))
+			if err != nil || !fi.Mode().IsRegular() {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // transform turns one deployment's verified payloads into its staged Pod
 // and Service.
-func transform(it state.Item, payloads map[string][]byte, fetchErrs map[string]error) (transformed, error) {
+func transform(it state.Item, payloads map[string][]byte, fetchErrs map[string]error, incarnation string) (transformed, error) {
 	if err := fetchErrs[it.Entry.Pod]; err != nil {
 		return transformed{}, err
 	}
 	if err := fetchErrs[it.Entry.Service]; it.Entry.Service != "" && err != nil {
 		return transformed{}, err
 	}
-	p, err := nodepod.Transform(it.Key, it.Entry, payloads[it.Entry.Pod])
+	p, err := nodepod.TransformIncarnation(it.Key, it.Entry, payloads[it.Entry.Pod], incarnation)
 	if err != nil {
 		return transformed{}, err
 	}

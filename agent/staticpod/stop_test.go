@@ -135,8 +135,9 @@ func TestReplacedPodIsWrittenWhenTheStopCannotBeSeen(t *testing.T) {
 }
 
 // renewingIdentity stamps each Pod with the identity generation it holds,
-// as the workload identity does with podmin.dev/identity-revision.
-type renewingIdentity struct{ generation string }
+// as the workload identity does with podmin.dev/identity-revision, and
+// makes the Pod's identity directory beneath root, as it does too.
+type renewingIdentity struct{ generation, root string }
 
 func (id *renewingIdentity) AnnotatePod(_ context.Context, podYAML []byte) ([]byte, workload.Identity, error) {
 	var pod map[string]any
@@ -144,6 +145,9 @@ func (id *renewingIdentity) AnnotatePod(_ context.Context, podYAML []byte) ([]by
 		return nil, workload.Identity{}, err
 	}
 	meta := pod["metadata"].(map[string]any)
+	if err := os.MkdirAll(filepath.Join(id.root, "run/podmin/workloads", meta["name"].(string), "identity"), 0o755); err != nil {
+		return nil, workload.Identity{}, err
+	}
 	ann, _ := meta["annotations"].(map[string]any)
 	if ann == nil {
 		ann = map[string]any{}
@@ -162,7 +166,7 @@ func (id *renewingIdentity) Forget([]string) error { return nil }
 func TestFileChangeWithinARevisionDoesNotStop(t *testing.T) {
 	f := newFixture(t)
 	s := &fakeStopper{dir: f.manifests()}
-	id := &renewingIdentity{generation: "one"}
+	id := &renewingIdentity{generation: "one", root: f.root}
 	r := f.stopping(t, s, 0, func(o *staticpod.Options) { o.Identity = id })
 	f.deploy(t, "workers", "web", "hello:v1", false)
 	mustReconcile(t, r)

@@ -95,6 +95,23 @@ func writeGeneration(podDir, name string, g generation) (previous string, err er
 	return previous, paths.SyncDir(podDir)
 }
 
+// generationIntact reports whether the identity symlink of podDir selects
+// generation gen and its three files exist: what kubelet's hostPath volume
+// and the Pod's containers need. It costs a readlink and three stats.
+func generationIntact(podDir, gen string) bool {
+	cur, err := currentGeneration(podDir)
+	if err != nil || cur != gen {
+		return false
+	}
+	for _, name := range []string{CertFile, KeyFile, CAFile} {
+		fi, err := os.Stat(filepath.Join(podDir, LinkName, name))
+		if err != nil || !fi.Mode().IsRegular() {
+			return false
+		}
+	}
+	return true
+}
+
 // replaceCA makes ca.crt of every generation beneath podDir hold bundle:
 // a synced temporary file in the generation, renamed over ca.crt, then
 // one sync of the directory. A container that mounts the generation sees

@@ -18,7 +18,10 @@ import (
 )
 
 // Forget removes the identity (symlink and generations) of every Pod not
-// in keep, for Pods that left the node.
+// in keep, for Pods that left the node, and forgets its cached leaf in the
+// same step. It covers every Pod it knows of, by its directory or its
+// cache: a directory removed by someone else must not leave a cached
+// leaf behind that would vouch for files that are gone.
 func (m *Manager) Forget(keep []string) error {
 	want := map[string]bool{}
 	for _, k := range keep {
@@ -28,10 +31,20 @@ func (m *Manager) Forget(keep []string) error {
 	if err != nil && !os.IsNotExist(err) {
 		return err
 	}
-	var errs []error
+	known := map[string]bool{}
 	for _, e := range entries {
-		name := e.Name()
-		if want[name] || !e.IsDir() || !labelRE.MatchString(name) {
+		if e.IsDir() && labelRE.MatchString(e.Name()) {
+			known[e.Name()] = true
+		}
+	}
+	m.mu.RLock()
+	for name := range m.leaves {
+		known[name] = true
+	}
+	m.mu.RUnlock()
+	var errs []error
+	for name := range known {
+		if want[name] {
 			continue
 		}
 		l := m.lock(name)
@@ -66,7 +79,7 @@ func (m *Manager) Run(ctx context.Context, interval time.Duration, poke func()) 
 		if err != nil && ctx.Err() == nil {
 			m.log.Warn("workload CA refresh failed", "err", err)
 		}
-		if changed || m.Due() {
+		if changed || m.Due() || m.anyMissing() {
 			poke()
 		}
 		wait := interval
@@ -82,6 +95,24 @@ func (m *Manager) Run(ctx context.Context, interval time.Duration, poke func()) 
 		case <-timer.C:
 		}
 	}
+}
+
+// anyMissing reports whether the files of a remembered leaf are gone (the
+// Pod's directory was removed under the agent): a pass then issues them
+// again instead of leaving kubelet a hostPath that does not exist.
+func (m *Manager) anyMissing() bool {
+	m.mu.RLock()
+	gens := make(map[string]string, len(m.leaves))
+	for pod, l := range m.leaves {
+		gens[pod] = l.gen
+	}
+	m.mu.RUnlock()
+	for pod, gen := range gens {
+		if !generationIntact(m.PodDir(pod), gen) {
+			return true
+		}
+	}
+	return false
 }
 
 // Leaf is a freshly issued leaf with its private key and the bundle that

@@ -216,6 +216,15 @@ func (m *Manager) Ensure(ctx context.Context, p Pod) (Identity, error) {
 	}
 	now := m.opts.Now()
 	spec := p.specKey()
+	if ok && !generationIntact(m.PodDir(p.Name), cached.gen) {
+		// The cache remembers a leaf whose files are gone (the Pod's
+		// directory was removed): it vouches for nothing it did not check.
+		m.log.Warn("workload identity files missing: issuing them again", "pod", p.Name, "generation", cached.gen)
+		ok = false
+		m.mu.Lock()
+		delete(m.leaves, p.Name)
+		m.mu.Unlock()
+	}
 	if !ok {
 		if adopted, err := m.adopt(p, t, now); err == nil {
 			cached, ok = adopted, true

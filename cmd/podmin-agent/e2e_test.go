@@ -284,11 +284,17 @@ func TestLocalNodeEndToEnd(t *testing.T) {
 	}
 
 	// podmin preview renders byte-identical files with the same
-	// transformation.
+	// transformation, but for the podmin.dev/incarnation the node draws
+	// for each run of a revision.
 	rendered := filepath.Join(n.dir, "rendered")
 	n.podminOK("preview", "-g", "workers", "--out", rendered)
+	incarnation := regexp.MustCompile(`(?m)^\s*podmin\.dev/incarnation: [0-9a-f]{16}\n`)
 	for _, f := range n.staticPods() {
 		want, _ := os.ReadFile(filepath.Join(n.manifests(), f))
+		if !incarnation.Match(want) {
+			t.Fatalf("the node's %s has no podmin.dev/incarnation:\n%s", f, want)
+		}
+		want = incarnation.ReplaceAll(want, nil)
 		got, err := os.ReadFile(filepath.Join(rendered, f))
 		if err != nil || string(got) != string(want) {
 			t.Fatalf("preview of %s differs from the node's file (%v):\n%s\n---\n%s", f, err, got, want)

@@ -36,6 +36,12 @@ const (
 	// its Pod and Service payload digests, so kubelet restarts the static
 	// Pod exactly when its committed desired state changes.
 	RevisionAnnotation = "podmin.dev/revision"
+	// IncarnationAnnotation tells apart the times a node runs one
+	// revision: kubelet names a static Pod by a hash of its file, so a Pod
+	// rolled back to a revision it ran before would otherwise be the same
+	// Pod to kubelet, which then counts the old run's containers as
+	// restarts of the new one.
+	IncarnationAnnotation = "podmin.dev/incarnation"
 	// volumePrefix names the per-provider volumes, podmin-<provider>.
 	volumePrefix = "podmin-"
 )
@@ -95,6 +101,12 @@ type Pod struct {
 // annotation, one read-only hostPath volume mounted at
 // /var/run/podmin/<provider> into every regular and init container.
 func Transform(key state.Key, entry state.Entry, podYAML []byte) (*Pod, error) {
+	return TransformIncarnation(key, entry, podYAML, "")
+}
+
+// TransformIncarnation is Transform for one incarnation of the Pod on a
+// node: a non-empty incarnation is added as IncarnationAnnotation.
+func TransformIncarnation(key state.Key, entry state.Entry, podYAML []byte, incarnation string) (*Pod, error) {
 	fail := func(format string, args ...any) (*Pod, error) {
 		return nil, fmt.Errorf("%w %s of deployment %s: %s: redeploy it with a current podmin", ErrInvalidPayload, entry.Pod, key, fmt.Sprintf(format, args...))
 	}
@@ -112,8 +124,10 @@ func Transform(key state.Key, entry state.Entry, podYAML []byte) (*Pod, error) {
 		Key: key, Name: pod.Name, Namespace: cmp.Or(pod.Namespace, manifest.DefaultNamespace),
 		Revision: Revision(entry), File: FileName(pod.Name), IdentityHostDir: manifest.IdentityHostPath(pod.Name),
 	}
-	if _, ok := pod.Annotations[RevisionAnnotation]; ok {
-		return fail("it sets the reserved annotation %s", RevisionAnnotation)
+	for _, reserved := range []string{RevisionAnnotation, IncarnationAnnotation} {
+		if _, ok := pod.Annotations[reserved]; ok {
+			return fail("it sets the reserved annotation %s", reserved)
+		}
 	}
 	for _, provider := range manifest.SecretsProviders() {
 		value, ok := pod.Annotations["podmin.dev/"+provider]
@@ -135,6 +149,9 @@ func Transform(key state.Key, entry state.Entry, podYAML []byte) (*Pod, error) {
 		annotations = map[string]string{}
 	}
 	annotations[RevisionAnnotation] = out.Revision
+	if incarnation != "" {
+		annotations[IncarnationAnnotation] = incarnation
+	}
 	pod.Annotations = annotations
 	data, err := encode(&pod)
 	if err != nil {

@@ -56,6 +56,9 @@ const (
 	ErrorIdentity = "identity"
 	// ErrorFile: the static Pod file cannot be written or removed.
 	ErrorFile = "file"
+	// ErrorImage: an image of the new revision cannot be pulled into the
+	// node's container runtime: the running revision keeps serving.
+	ErrorImage = "image"
 	// ErrorKubelet: kubelet reports the Pod failing (a container in
 	// CrashLoopBackOff, an image that cannot be pulled, ...).
 	ErrorKubelet = "kubelet"
