@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"podmin.dev/podmin/agent/mounts"
 	"podmin.dev/podmin/internal/nodepod"
@@ -217,6 +218,10 @@ func (r *Reconciler) cleanup(c *candidate, keep map[string]bool, res *Result) er
 		if err := r.step(StepCleanup, name); err != nil {
 			return err
 		}
+		var ran string
+		if stale {
+			ran, _ = r.fileRevision(strings.TrimSuffix(name, ".yaml"))
+		}
 		if err := os.Remove(filepath.Join(r.manifests, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			err = fmt.Errorf("remove stale %s: %w", filepath.Join(r.manifests, name), err)
 			if stale {
@@ -231,10 +236,18 @@ func (r *Reconciler) cleanup(c *candidate, keep map[string]bool, res *Result) er
 		r.unsynced = true
 		if stale {
 			res.Removed++
+			if ran != "" {
+				r.deleted[strings.TrimSuffix(name, ".yaml")] = deletedPod{revision: ran, at: time.Now()}
+			}
 			r.log.Info("stale static Pod removed", "file", name)
 		}
 	}
 	r.removeStaleWorkloads(c, keep)
+	for pod, d := range r.deleted {
+		if time.Since(d.at) > r.stopTimeout() {
+			delete(r.deleted, pod) // long stopped, or never to be seen stopping
+		}
+	}
 	return nil
 }
 

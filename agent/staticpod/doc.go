@@ -9,15 +9,19 @@
 // SHA-512), transform and stage the complete candidate set (Pods, secret
 // values, Services), pre-pull the images the set adds to the node
 // (Options.Prepull, so that kubelet's stop and start of an updated Pod
-// does not wait for a download; a failed pre-pull only logs), confirm the
+// does not wait for a download; a Pod whose new revision's images cannot
+// be pulled keeps its running revision and is reported, state.ErrorImage,
+// and tried again at the base poll pace), confirm the
 // index ETag is unchanged, then publish: per Pod its values and an
 // atomically renamed file, then removal of stale *.yaml files and the workload
 // directories of deleted Pods, and only after those the Service desired
 // state.
 //
 // One bad Pod never blocks its NodeGroup: a deployment whose payload is
-// missing, corrupt or oversized, whose values cannot be fetched, or whose
-// values or file cannot be written keeps its last valid file and Service
+// missing, corrupt or oversized, whose values cannot be fetched, whose
+// new images cannot be pulled, or whose values, identity or file cannot
+// be written (a Pod is published only once every host directory Podmin
+// mounts into it exists) keeps its last valid file and Service
 // and is reported by name (PodsFailedError, Counters); every other Pod is
 // published, stale files and the workload directories of deleted Pods are
 // removed, and Services are published. A failure of the pass as a whole
@@ -67,6 +71,13 @@
 // once unless it names the applied version), or, after a clean pass, at
 // the slower pace LoopOptions.Vouched returns while the leader's
 // heartbeats name the index version it polled.
+//
+// A Pod's workload directory (/run/podmin/workloads/<pod>: identity and
+// values) and everything the reconciler and the identity manager remember
+// of the Pod go together: removed in one place when the Pod leaves, and
+// never vouched for by a cache without a look at the files. Each run of a
+// revision carries its own podmin.dev/incarnation, so kubelet never takes
+// a Pod that returns to an earlier revision for the Pod that ran it then.
 //
 // It must not write desired state, and it knows nothing of kubelet beyond
 // its static Pod directory.

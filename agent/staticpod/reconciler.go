@@ -157,11 +157,23 @@ type Reconciler struct {
 	// heldLogged the last hold logged for each Pod.
 	pending    map[string]pendingValues
 	heldLogged map[string]string
+	// deleted records the Pods whose file a pass removed, with the
+	// revision it ran, so that a Pod of the same name written soon after
+	// waits for the deleted one to stop (see Stopper); an entry goes when
+	// it is used or the Stopper's timeout passed.
+	deleted map[string]deletedPod
 	counters   counters
 	fmu        sync.Mutex
 	// states are the deployments after the last pass that read the index.
 	smu    sync.Mutex
 	states []DeploymentState
+}
+
+// deletedPod is a Pod whose file a pass removed: the revision it ran, and
+// when.
+type deletedPod struct {
+	revision string
+	at       time.Time
 }
 
 // New checks the options and returns a Reconciler that has published
@@ -194,7 +206,7 @@ func New(opts Options) (*Reconciler, error) {
 		opts: opts, log: log.With("nodegroup", opts.NodeGroup),
 		manifests: filepath.Join(opts.Root, filepath.FromSlash(nodepod.ManifestsDir)),
 		payloads:  map[string][]byte{}, loaded: map[string]string{}, published: map[state.Key]Service{},
-		pending: map[string]pendingValues{}, heldLogged: map[string]string{},
+		pending: map[string]pendingValues{}, heldLogged: map[string]string{}, deleted: map[string]deletedPod{},
 		unsynced: true,
 		counters: counters{pods: map[string]uint64{}, now: time.Now},
 	}, nil
@@ -357,7 +369,8 @@ func (r *Reconciler) absentIndex(ctx context.Context) error {
 		return err
 	}
 	const keep = "keeping every published Pod and Service: a cluster with nothing desired has an explicit empty index ({}), " +
-		"so this is a bucket being deleted or damaged; restore the index (podmin deploy writes it, and podmin delete of the last deployment leaves {})"
+		"so this is a bucket being deleted or damaged; restore the index from the payloads the bucket still holds with " +
+		"podmin index rebuild (it shows what it will write first; podmin deploy and podmin delete refuse until the index is back)"
 	if r.seenETag != "" {
 		return fmt.Errorf("%w: %s was read at ETag %s and has vanished: %s", ErrIndexMissing, state.IndexPath, r.seenETag, keep)
 	}

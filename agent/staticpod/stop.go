@@ -20,7 +20,8 @@ import (
 // waits for kubelet's fixed back-off (10 s) before it is tried again. A
 // reconciler with a Stopper therefore replaces a Pod's file in two steps:
 // it removes the old file, waits until the old Pod no longer runs, and
-// only then renames the new file into place.
+// only then renames the new file into place. A Pod deployed again soon
+// after its deletion waits the same way for the deleted one to stop.
 type Stopper interface {
 	// CanTell reports whether the runtime can be asked at all. Without
 	// it a file is replaced in one rename, as it is without a Stopper.
@@ -62,9 +63,21 @@ func (r *Reconciler) stopReplaced(ctx context.Context, files []*pendingFile) map
 		}
 		p := pf.pod.pod
 		rev, _ := r.fileRevision(p.Name)
-		if rev == "" || rev == p.Revision {
-			// No running revision this Pod is known by, or a change within
-			// one revision (a renewed identity): replaced in place.
+		if rev == "" {
+			if d, ok := r.deleted[p.Name]; ok {
+				// A Pod of this name was deleted by an earlier pass and
+				// may still be stopping: kubelet would hold the new one
+				// back for its back-off.
+				delete(r.deleted, p.Name)
+				r.log.Info("waiting for the deleted Pod of the same name to stop before its new file", "deployment", p.Key.String(),
+					"deleted", d.revision, "revision", p.Revision)
+				stops = append(stops, replaced{p.Namespace, p.Name, d.revision})
+			}
+			continue
+		}
+		if rev == p.Revision {
+			// A change within one revision (a renewed identity):
+			// replaced in place.
 			continue
 		}
 		if err := os.Remove(pf.dst); err != nil {
@@ -79,11 +92,7 @@ func (r *Reconciler) stopReplaced(ctx context.Context, files []*pendingFile) map
 	if len(stops) == 0 {
 		return nil
 	}
-	timeout := r.opts.StopTimeout
-	if timeout <= 0 {
-		timeout = DefaultStopTimeout
-	}
-	wctx, cancel := context.WithTimeout(ctx, timeout)
+	wctx, cancel := context.WithTimeout(ctx, r.stopTimeout())
 	defer cancel()
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -116,4 +125,12 @@ func (r *Reconciler) stopReplaced(ctx context.Context, files []*pendingFile) map
 		}
 	}
 	return removed
+}
+
+// stopTimeout bounds the wait for replaced Pods to stop.
+func (r *Reconciler) stopTimeout() time.Duration {
+	if r.opts.StopTimeout > 0 {
+		return r.opts.StopTimeout
+	}
+	return DefaultStopTimeout
 }

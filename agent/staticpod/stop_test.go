@@ -236,3 +236,41 @@ func TestReplacedPodGetsItsFileWhenThePassEnds(t *testing.T) {
 		t.Fatalf("web.yaml after the pass ended:\n%s", got)
 	}
 }
+
+// A Pod deployed again soon after its deletion waits, like a replaced
+// one, for the deleted Pod to stop before its file appears, so kubelet
+// starts it at once rather than after its back-off; a Pod of a name
+// never deleted does not wait.
+func TestPodDeployedAgainWaitsForTheDeletedOne(t *testing.T) {
+	f := newFixture(t)
+	s := &fakeStopper{dir: f.manifests()}
+	r := f.stopping(t, s, time.Minute)
+	f.deploy(t, "workers", "web", "hello:v1", false)
+	mustReconcile(t, r)
+	ran := yamlRevision(t, f.files(t)["web.yaml"])
+	f.remove(t, "workers", "web")
+	mustReconcile(t, r)
+	f.deploy(t, "workers", "web", "hello:v1", false)
+	f.deploy(t, "workers", "api", "hello:v1", false)
+	mustReconcile(t, r)
+	if len(s.asked) != 1 || s.asked[0] != "default/web@"+ran || s.fileSeen[0] {
+		t.Fatalf("asked %q (file present then: %v), want one wait for default/web@%s before its file", s.asked, s.fileSeen, ran)
+	}
+	if _, ok := f.files(t)["web.yaml"]; !ok {
+		t.Fatal("web.yaml was not written after the wait")
+	}
+}
+
+// yamlRevision reads podmin.dev/revision from a static Pod file.
+func yamlRevision(t *testing.T, file string) string {
+	t.Helper()
+	var meta struct {
+		Metadata struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	if err := yaml.Unmarshal([]byte(file), &meta); err != nil {
+		t.Fatal(err)
+	}
+	return meta.Metadata.Annotations[nodepod.RevisionAnnotation]
+}
