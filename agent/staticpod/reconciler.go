@@ -161,9 +161,9 @@ type Reconciler struct {
 	// revision it ran, so that a Pod of the same name written soon after
 	// waits for the deleted one to stop (see Stopper); an entry goes when
 	// it is used or the Stopper's timeout passed.
-	deleted map[string]deletedPod
-	counters   counters
-	fmu        sync.Mutex
+	deleted  map[string]deletedPod
+	counters counters
+	fmu      sync.Mutex
 	// states are the deployments after the last pass that read the index.
 	smu    sync.Mutex
 	states []DeploymentState
