@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -51,6 +52,11 @@ type coordination struct {
 	coord  *coordinator.Coordinator
 	dns    *service.Server
 	feed   *dataplaneFeed
+	// restoring is set while the durable snapshot is restored: the views
+	// published meanwhile come from storage, not from a leader.
+	restoring atomic.Bool
+	// health receives what keeps the node from persisting its state.
+	health *Health
 
 	// hint hands the leader's index hints to the reconcile loop; set once
 	// the loop exists, before anything runs.
@@ -93,10 +99,11 @@ func newCoordination(ctx context.Context, cfg Config, opts Options, r identity.S
 		_ = lis.Close()
 		return disable(err)
 	}
-	c := &coordination{log: log, nodeID: nodeID}
+	c := &coordination{log: log, nodeID: nodeID, health: health}
 	if opts.DNSAddr != "" {
 		c.dns = service.New(service.Config{Addr: opts.DNSAddr, Cluster: cfg.Cluster,
-			StatePath: filepath.Join(opts.Root, filepath.FromSlash(service.DefaultStatePath)), Log: log.With("component", "dns")})
+			StatePath: filepath.Join(opts.Root, filepath.FromSlash(service.DefaultStatePath)),
+			HostsPath: filepath.Join(opts.Root, filepath.FromSlash(service.DefaultHostsPath)), Log: log.With("component", "dns")})
 	}
 	c.feed = newDataplaneFeed(cfg, opts, store, advertise.Addr(), health, log.With("component", componentDataplane))
 	copts := coordinator.Options{
@@ -121,6 +128,7 @@ func newCoordination(ctx context.Context, cfg Config, opts Options, r identity.S
 		_ = lis.Close()
 		return disable(err)
 	}
+	c.feed.confirmed = func() time.Time { return c.coord.Status().Confirmed }
 	log.Info("coordination enabled", "node", nodeID, "advertise", advertise.String(), "api", lis.Addr().String())
 	return c, nil
 }
@@ -221,11 +229,20 @@ func (c *coordination) view(s *pb.ServiceSnapshot) {
 		for _, svc := range s.GetServices() {
 			svcs = append(svcs, service.Identity(c.dnsCluster(), svc.Namespace, svc.Name))
 		}
-		if err := c.dns.Update(svcs); err != nil {
+		err := c.dns.Update(svcs)
+		if err != nil {
 			c.log.Error("service DNS update", "err", err)
 		}
+		// Records served but not on disk leave CoreDNS answering old ones
+		// while the agent is down, and a restart with none: the node
+		// cannot persist its state, so it is not ready.
+		if errors.Is(err, service.ErrNotPersisted) {
+			c.health.Report(componentDNSState, err)
+		} else if err == nil {
+			c.health.Report(componentDNSState, nil)
+		}
 	}
-	c.feed.setView(s)
+	c.feed.setView(s, c.restoring.Load())
 }
 
 func (c *coordination) dnsCluster() string { return c.feed.cluster }
@@ -259,7 +276,8 @@ func (c *coordination) podsChanged(ps []*corev1.Pod) {
 // (after the durable snapshot is restored), the dataplane, then the
 // coordinator, which discovers the leader. They stop in reverse order
 // after the DNS TTL margin: the coordinator resigns first and the
-// dataplane detaches before DNS stops.
+// dataplane is released before DNS stops (a pinned one with Services
+// stays attached for the next agent).
 func (c *coordination) serving(health *Health) []Component {
 	out := []Component{&dnsComponent{c: c, health: health}}
 	if c.feed.enabled() {
@@ -321,7 +339,10 @@ type dnsComponent struct {
 func (d *dnsComponent) Name() string { return componentDNS }
 
 func (d *dnsComponent) Start(ctx context.Context) error {
-	if err := d.c.coord.Restore(ctx); err != nil {
+	d.c.restoring.Store(true)
+	err := d.c.coord.Restore(ctx)
+	d.c.restoring.Store(false)
+	if err != nil {
 		d.c.log.Warn("durable Service snapshot not restored: Service DNS starts from its local copy", "err", err)
 	}
 	if d.c.dns == nil {
@@ -347,7 +368,9 @@ func (d *dnsComponent) Stop(ctx context.Context) error {
 
 // dataplaneFeed programs the dataplane from the coordinator's view: the
 // Service VIPs, their ports (from the Services' payloads) and ready
-// backends.
+// backends. It renews the dataplane's lease from the coordinator's: the
+// backends take new flows until Retention after a leader last confirmed
+// them, also when the pinned dataplane outlives the agent.
 type dataplaneFeed struct {
 	cluster string
 	store   objstore.Store
@@ -356,10 +379,16 @@ type dataplaneFeed struct {
 	log     *slog.Logger
 	dp      programmer
 	kick    chan struct{}
+	// confirmed returns when a leader last confirmed the coordinator's
+	// snapshot (zero: never); nil renews nothing.
+	confirmed func() time.Time
 
-	mu    sync.Mutex
-	view  *pb.ServiceSnapshot
-	ports map[string][]dataplane.Port // by Service payload path (immutable)
+	mu   sync.Mutex
+	view *pb.ServiceSnapshot
+	// restored marks view as the durable snapshot's, restored at startup
+	// (identities, no backends), rather than a leader's.
+	restored bool
+	ports    map[string][]dataplane.Port // by Service payload path (immutable)
 	// good are the ports last programmed for each Service: a Service whose
 	// new payload cannot be read keeps them.
 	good map[coordinator.ServiceID][]dataplane.Port
@@ -370,7 +399,23 @@ type programmer interface {
 	Run(ctx context.Context) error
 	Apply(ctx context.Context, services []dataplane.Service) error
 	Refresh()
+	Renew(until time.Time) error
+	Inherited() (until time.Time, ok bool)
+	PinProblem() error
 }
+
+// componentDNSState names, in /readyz, Service DNS records the agent
+// serves but cannot write to disk.
+const componentDNSState = componentDNS + " state"
+
+// componentPinning names, in /readyz, a dataplane that runs unpinned
+// although it should be pinned: a restart of this agent would interrupt
+// Service traffic.
+const componentPinning = componentDataplane + " pinning"
+
+// renewInterval paces the dataplane lease renewals; the lease itself
+// ends Retention after the coordinator's last confirmation.
+const renewInterval = 2 * time.Second
 
 // newDataplane loads the dataplane; tests replace it.
 var newDataplane = func(cfg dataplane.Config) (programmer, error) { return dataplane.New(cfg) }
@@ -397,9 +442,21 @@ func dataplaneWanted(cfg Config, opts Options) (bool, string) {
 func newDataplaneFeed(cfg Config, opts Options, store objstore.Store, nodeAddr netip.Addr, health *Health, log *slog.Logger) *dataplaneFeed {
 	f := &dataplaneFeed{cluster: cfg.Cluster, store: store, index: coordinator.NewIndexCache(store), health: health, log: log,
 		kick: make(chan struct{}, 1), ports: map[string][]dataplane.Port{}, good: map[coordinator.ServiceID][]dataplane.Port{}}
+	pinPath := filepath.Join(opts.Root, filepath.FromSlash(dataplane.DefaultPinPath))
 	want, why := dataplaneWanted(cfg, opts)
 	if !want {
 		log.Info("dataplane not loaded", "reason", why)
+		if opts.Dataplane == DataplaneOff {
+			// Off means no dataplane on the node, also none an earlier
+			// agent left pinned.
+			removed, err := dataplane.RemovePinned(pinPath)
+			switch {
+			case err != nil:
+				log.Error("the pinned dataplane an earlier agent left could not be removed", "err", err)
+			case removed:
+				log.Info("removed the pinned dataplane an earlier agent left", "path", pinPath)
+			}
+		}
 		return f
 	}
 	if localMode(cfg) && !opts.NodeAddr.IsValid() {
@@ -409,7 +466,7 @@ func newDataplaneFeed(cfg Config, opts Options, store objstore.Store, nodeAddr n
 		// without one in local mode.
 		nodeAddr = netip.Addr{}
 	}
-	dp, err := newDataplane(dataplane.Config{NodeAddr: nodeAddr, PodPrefix: cfg.IPv6Prefix, Log: log,
+	dp, err := newDataplane(dataplane.Config{NodeAddr: nodeAddr, PodPrefix: cfg.IPv6Prefix, Log: log, PinPath: pinPath,
 		Health: func(err error) { health.Report(componentDataplane+" NAT", err) }})
 	if err != nil {
 		err = fmt.Errorf("load the eBPF dataplane: %w (set %s=off to run without it)", err, EnvDataplane)
@@ -419,17 +476,19 @@ func newDataplaneFeed(cfg Config, opts Options, store objstore.Store, nodeAddr n
 	}
 	f.dp = dp
 	health.Report(componentDataplane, nil)
+	health.Report(componentPinning, dp.PinProblem())
 	return f
 }
 
 func (f *dataplaneFeed) enabled() bool { return f != nil && f.dp != nil }
 
-func (f *dataplaneFeed) setView(s *pb.ServiceSnapshot) {
+// setView hands the feed a view; restored marks the durable snapshot's.
+func (f *dataplaneFeed) setView(s *pb.ServiceSnapshot, restored bool) {
 	if !f.enabled() {
 		return
 	}
 	f.mu.Lock()
-	f.view = s
+	f.view, f.restored = s, restored
 	f.mu.Unlock()
 	select {
 	case f.kick <- struct{}{}:
@@ -443,25 +502,70 @@ func (f *dataplaneFeed) refresh() {
 	}
 }
 
-// run drives the dataplane's interface reconciliation and applies each
-// view until ctx ends; then the dataplane detaches.
+// run drives the dataplane's interface reconciliation, applies each view
+// and renews the lease until ctx ends; then the dataplane stops (a pinned
+// one with Services stays attached for the next agent).
+//
+// What an earlier agent left forwarding (dataplane.Inherited) is kept
+// until a leader's live snapshot arrives or the inherited lease runs out:
+// the durable snapshot restored at startup has no backends, and applying
+// it would cut the node's Service traffic until a leader is heard.
 func (f *dataplaneFeed) run(ctx context.Context) error {
 	done := make(chan error, 1)
 	go func() { done <- f.dp.Run(ctx) }()
+	var holdC <-chan time.Time
+	if until, ok := f.dp.Inherited(); ok {
+		// A lease is at most Retention past a confirmation, which came
+		// before this start: past that bound nothing inherited is live.
+		bound := time.Now().Add(coordinator.Retention)
+		if until.IsZero() || until.After(bound) {
+			until = bound
+		}
+		f.log.Info("keeping the dataplane an earlier agent left until a leader's snapshot or its lease ends", "until", until.Format(time.RFC3339))
+		t := time.NewTimer(time.Until(until))
+		defer t.Stop()
+		holdC = t.C
+	}
+	renew := time.NewTicker(renewInterval)
+	defer renew.Stop()
+	applied := false
 	for {
 		select {
 		case <-ctx.Done():
 			return <-done
+		case <-renew.C:
+			if applied {
+				f.renew()
+			}
+			continue
+		case <-holdC:
+			holdC = nil
+			f.log.Info("the inherited dataplane's lease ended without a leader's snapshot: applying the current view")
 		case <-f.kick:
 		}
 		f.mu.Lock()
-		v := f.view
+		v, restored := f.view, f.restored
 		f.mu.Unlock()
+		if v == nil {
+			continue
+		}
+		if holdC != nil && restored {
+			f.log.Info("the durable snapshot has no backends: the inherited dataplane keeps forwarding until a leader's snapshot")
+			continue
+		}
+		if holdC != nil {
+			holdC = nil
+			f.log.Info("a leader's snapshot arrived: programming it over the inherited dataplane")
+		}
+		// Renewed first, so the backends a live view brings are written
+		// with a live lease.
+		f.renew()
 		// One bad Service is reported and skipped (it keeps what was
 		// last programmed for it); the others are programmed.
 		svcs, bad, err := f.services(ctx, v)
 		if err == nil {
 			err = f.dp.Apply(ctx, svcs)
+			applied = applied || err == nil
 		}
 		if err != nil && ctx.Err() == nil {
 			f.log.Error("dataplane not programmed: it keeps its last state", "err", err)
@@ -471,7 +575,23 @@ func (f *dataplaneFeed) run(ctx context.Context) error {
 		}
 		if ctx.Err() == nil {
 			f.health.Report(componentDataplane, errors.Join(err, bad))
+			f.health.Report(componentPinning, f.dp.PinProblem())
 		}
+	}
+}
+
+// renew extends the dataplane's lease to Retention after the
+// coordinator's last confirmation; never confirmed, it is left alone.
+func (f *dataplaneFeed) renew() {
+	if f.confirmed == nil {
+		return
+	}
+	at := f.confirmed()
+	if at.IsZero() {
+		return
+	}
+	if err := f.dp.Renew(at.Add(coordinator.Retention)); err != nil {
+		f.log.Warn("dataplane lease not renewed", "err", err)
 	}
 }
 

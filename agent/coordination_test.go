@@ -15,14 +15,17 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
 
 	pb "podmin.dev/podmin/agent/api/coordinationpb"
+	"podmin.dev/podmin/agent/coordinator"
 	"podmin.dev/podmin/agent/dataplane"
 	"podmin.dev/podmin/agent/service"
 	"podmin.dev/podmin/internal/manifest"
@@ -280,7 +283,7 @@ func TestOneBadServicePayloadNeverBlocksTheDataplane(t *testing.T) {
 		}
 		return out
 	}
-	f.setView(view("web", "api"))
+	f.setView(view("web", "api"), false)
 	waitFor(t, 10*time.Second, "web and api programmed", func() bool { return len(rec.last()) == 2 })
 
 	// api's new payload is corrupt; db's only payload is too.
@@ -292,7 +295,7 @@ func TestOneBadServicePayloadNeverBlocksTheDataplane(t *testing.T) {
 	corrupt(commitPorts(t, b, "api", "81:8081"))
 	corrupt(commitPorts(t, b, "db", "5432:5432"))
 	commitPorts(t, b, "web", "444:8444")
-	f.setView(view("web", "api", "db"))
+	f.setView(view("web", "api", "db"), false)
 	waitFor(t, 10*time.Second, "web's new port programmed beside the bad Services", func() bool { return ports(rec.last())["web"] == 444 })
 	got := ports(rec.last())
 	if len(got) != 2 || got["api"] != 80 {
@@ -343,6 +346,38 @@ type recordingDataplane struct {
 	applied  [][]dataplane.Service
 	refresh  int
 	detached bool
+	// inherited is what Inherited reports; renewed records Renew.
+	inherited      bool
+	inheritedUntil time.Time
+	renewed        []time.Time
+	pinProblem     error
+}
+
+func (r *recordingDataplane) Renew(until time.Time) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.renewed = append(r.renewed, until)
+	return nil
+}
+
+func (r *recordingDataplane) Inherited() (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.inheritedUntil, r.inherited
+}
+
+func (r *recordingDataplane) PinProblem() error { return r.pinProblem }
+
+func (r *recordingDataplane) applies() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.applied)
+}
+
+func (r *recordingDataplane) renewals() []time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.renewed)
 }
 
 func (r *recordingDataplane) Run(ctx context.Context) error {
@@ -459,4 +494,221 @@ func TestLocalDataplaneNodeAddress(t *testing.T) {
 	a.cancel()
 	err := <-a.done
 	a.done <- err // for the cleanup
+}
+
+// feedHarness runs a dataplane feed over rec with web committed, a
+// logger the test reads and a confirmation time the test sets.
+type feedHarness struct {
+	f    *dataplaneFeed
+	rec  *recordingDataplane
+	logs *logBuffer
+
+	mu        sync.Mutex
+	confirmed time.Time
+}
+
+func startFeed(t *testing.T, rec *recordingDataplane) *feedHarness {
+	t.Helper()
+	b := localstore.Open(filepath.Join(t.TempDir(), "bucket"))
+	if err := b.CreateBucket(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	commit(t, b, "web", "hello:v1", true)
+	h := &feedHarness{rec: rec, logs: &logBuffer{}}
+	h.f = newDataplaneFeed(Config{Cluster: "demo", Provider: "local"}, Options{Dataplane: DataplaneAuto}, b, netip.Addr{}, NewHealth(),
+		slog.New(slog.NewTextHandler(h.logs, nil)))
+	h.f.dp = rec
+	h.f.confirmed = func() time.Time {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.confirmed
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.f.run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return h
+}
+
+func (h *feedHarness) confirm(at time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.confirmed = at
+}
+
+// webView is a view of web with backends (a leader's) or without (the
+// durable snapshot's).
+func webView(backends ...string) *pb.ServiceSnapshot {
+	s := &pb.Service{Namespace: "default", Name: "web"}
+	for _, b := range backends {
+		s.Endpoints = append(s.Endpoints, &pb.Endpoint{Address: b, NodeId: "a"})
+	}
+	return &pb.ServiceSnapshot{Services: []*pb.Service{s}}
+}
+
+// A restarted agent keeps the dataplane an earlier one left forwarding:
+// the durable snapshot restored at startup (no backends) is not applied
+// over it; the first leader's snapshot is, with the lease renewed first
+// from the leader's confirmation.
+func TestInheritedDataplaneKeptUntilLiveSnapshot(t *testing.T) {
+	rec := &recordingDataplane{inherited: true, inheritedUntil: time.Now().Add(time.Hour)}
+	h := startFeed(t, rec)
+	h.f.setView(webView(), true)
+	waitFor(t, 10*time.Second, "the restored view held back", func() bool {
+		return strings.Contains(h.logs.String(), "the inherited dataplane keeps forwarding until a leader's snapshot")
+	})
+	if n := rec.applies(); n != 0 {
+		t.Fatalf("the restored view was applied over the inherited dataplane (%d applies)", n)
+	}
+	if r := rec.renewals(); len(r) != 0 {
+		t.Fatalf("the inherited lease was renewed without a leader: %v", r)
+	}
+
+	at := time.Now()
+	h.confirm(at)
+	h.f.setView(webView("2001:db8:0:1:1::5"), false)
+	waitFor(t, 10*time.Second, "the leader's view applied", func() bool { return rec.applies() == 1 })
+	if got := rec.last(); len(got) != 1 || len(got[0].Backends) != 1 {
+		t.Fatalf("applied %+v, want web with the leader's backend", got)
+	}
+	if r := rec.renewals(); len(r) == 0 || !r[0].Equal(at.Add(coordinator.Retention)) {
+		t.Fatalf("renewals %v, want the first at the confirmation plus %v", r, coordinator.Retention)
+	}
+	if !strings.Contains(h.logs.String(), "a leader's snapshot arrived: programming it over the inherited dataplane") {
+		t.Errorf("the take-over is not logged:\n%s", h.logs)
+	}
+}
+
+// Without a leader, the inherited dataplane is kept only while its lease
+// lasts; then the current view (identities, no backends) is applied and
+// nothing renews the lease.
+func TestInheritedDataplaneReleasedWhenLeaseEnds(t *testing.T) {
+	rec := &recordingDataplane{inherited: true, inheritedUntil: time.Now().Add(50 * time.Millisecond)}
+	h := startFeed(t, rec)
+	h.f.setView(webView(), true)
+	waitFor(t, 10*time.Second, "the restored view applied once the inherited lease ended", func() bool { return rec.applies() == 1 })
+	if got := rec.last(); len(got) != 1 || len(got[0].Backends) != 0 {
+		t.Fatalf("applied %+v, want web without backends", got)
+	}
+	if !strings.Contains(h.logs.String(), "the inherited dataplane's lease ended without a leader's snapshot") {
+		t.Errorf("the release is not logged:\n%s", h.logs)
+	}
+	if r := rec.renewals(); len(r) != 0 {
+		t.Fatalf("the lease was renewed without a leader: %v", r)
+	}
+}
+
+// The lease follows the coordinator's confirmations: Retention after the
+// last one, renewed while the agent runs.
+func TestDataplaneLeaseFollowsConfirmations(t *testing.T) {
+	rec := &recordingDataplane{}
+	h := startFeed(t, rec)
+	h.f.setView(webView(), true)
+	waitFor(t, 10*time.Second, "the restored view applied", func() bool { return rec.applies() == 1 })
+	if r := rec.renewals(); len(r) != 0 {
+		t.Fatalf("renewed %v before any leader confirmed a snapshot", r)
+	}
+	t1 := time.Now()
+	h.confirm(t1)
+	h.f.setView(webView("2001:db8:0:1:1::5"), false)
+	waitFor(t, 10*time.Second, "the leader's view applied", func() bool { return rec.applies() == 2 })
+	if r := rec.renewals(); len(r) != 1 || !r[0].Equal(t1.Add(coordinator.Retention)) {
+		t.Fatalf("renewals %v, want one at the confirmation plus %v", r, coordinator.Retention)
+	}
+	// A later confirmation without a new view: the periodic renewal.
+	t2 := t1.Add(3 * time.Second)
+	h.confirm(t2)
+	waitFor(t, 10*time.Second, "the lease renewed from the later confirmation", func() bool {
+		r := rec.renewals()
+		return len(r) > 0 && r[len(r)-1].Equal(t2.Add(coordinator.Retention))
+	})
+}
+
+// Off means no dataplane on the node: one an earlier agent left pinned is
+// removed at startup.
+func TestDataplaneOffRemovesPinned(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a bpf filesystem needs root; run the tests as root")
+	}
+	root := t.TempDir()
+	bpffs := filepath.Join(root, "sys/fs/bpf")
+	if err := os.MkdirAll(bpffs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("bpf", bpffs, "bpf", 0, ""); err != nil {
+		t.Skipf("cannot mount a bpf filesystem: %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(bpffs, syscall.MNT_DETACH) })
+	left := filepath.Join(bpffs, "podmin", "links")
+	if err := os.MkdirAll(left, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	logs := &logBuffer{}
+	newDataplaneFeed(Config{Cluster: "demo", Provider: "aws"}, Options{Root: root, Dataplane: DataplaneOff}, nil, netip.Addr{}, NewHealth(),
+		slog.New(slog.NewTextHandler(logs, nil)))
+	if _, err := os.Stat(filepath.Dir(left)); !os.IsNotExist(err) {
+		t.Fatalf("the pinned dataplane is still there with %s=off (%v)", EnvDataplane, err)
+	}
+	if !strings.Contains(logs.String(), "removed the pinned dataplane an earlier agent left") {
+		t.Errorf("the removal is not logged:\n%s", logs)
+	}
+}
+
+// The dataplane is pinned beneath the node root, and one that runs
+// unpinned (a restart would interrupt Service traffic) is named in
+// /readyz.
+func TestDataplanePinningProblemInReadyz(t *testing.T) {
+	root := t.TempDir()
+	var got dataplane.Config
+	saved := newDataplane
+	t.Cleanup(func() { newDataplane = saved })
+	newDataplane = func(cfg dataplane.Config) (programmer, error) {
+		got = cfg
+		return &recordingDataplane{pinProblem: errors.New("the dataplane is not pinned, so an agent restart interrupts Service traffic: mount -t bpf bpf /sys/fs/bpf")}, nil
+	}
+	health := NewHealth()
+	f := newDataplaneFeed(Config{Cluster: "demo", Provider: "aws"}, Options{Root: root, Dataplane: DataplaneOn}, nil,
+		netip.MustParseAddr("2600:1f14::1"), health, slog.New(slog.DiscardHandler))
+	if !f.enabled() {
+		t.Fatal("the dataplane was not loaded")
+	}
+	if want := filepath.Join(root, "sys/fs/bpf/podmin"); got.PinPath != want {
+		t.Errorf("pin path %q, want %q beneath the node root", got.PinPath, want)
+	}
+	ok, reasons := health.Ready()
+	if ok || !slices.ContainsFunc(reasons, func(r string) bool {
+		return strings.HasPrefix(r, componentPinning+": the dataplane is not pinned")
+	}) {
+		t.Fatalf("readiness %v %q, want the unpinned dataplane named", ok, reasons)
+	}
+}
+
+// Service DNS records the agent serves but cannot write to disk (a full
+// disk, a broken directory) make the node not ready, naming them, until an
+// update writes them again.
+func TestUnpersistedDNSInReadyz(t *testing.T) {
+	root := t.TempDir()
+	blocked := filepath.Join(root, "blocked")
+	if err := os.WriteFile(blocked, []byte("a file where a directory belongs"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	health := NewHealth()
+	c := &coordination{log: slog.New(slog.DiscardHandler), health: health, feed: &dataplaneFeed{cluster: "demo"},
+		dns: service.New(service.Config{Cluster: "demo", HostsPath: filepath.Join(blocked, "hosts")})}
+	snap := &pb.ServiceSnapshot{Services: []*pb.Service{{Namespace: "default", Name: "web"}}}
+	c.view(snap)
+	ok, reasons := health.Ready()
+	if ok || !slices.ContainsFunc(reasons, func(r string) bool { return strings.HasPrefix(r, componentDNSState+": ") }) {
+		t.Fatalf("readiness %v %q, want the unwritten DNS records named", ok, reasons)
+	}
+	if err := os.Remove(blocked); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(blocked, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c.view(snap)
+	if ok, reasons := health.Ready(); !ok {
+		t.Fatalf("after the directory was repaired: %q", reasons)
+	}
 }

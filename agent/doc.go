@@ -20,7 +20,9 @@
 // Startup serves DNS and discovers the leader before reconciling. On SIGTERM
 // it stops reconciliation first, drains the node out of the leader's
 // snapshot and waits the rest of the DNS TTL margin while still serving,
-// then resigns the lease, detaches the dataplane and stops DNS.
+// then resigns the lease, releases the dataplane (a pinned one with
+// Services stays attached, under its lease, for the next agent) and stops
+// DNS.
 // Nothing of coordination can stop Pod publication: a missing cluster CA
 // is a warning, a part that cannot start is a /readyz reason.
 // Options.Once instead runs a single pass and returns its outcome.

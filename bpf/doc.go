@@ -11,7 +11,9 @@
 // backend, SNAT to the node, reverse NAT of replies, translation of
 // ICMPv6 errors about NATed packets). Its maps are the contract with
 // agent/dataplane, which fills them; this package loads the program with
-// its maps sized to Limits (Load), probes the kernel for BPF_F_IPV6
+// its maps sized to Limits (Load), names what a load creates
+// (Generation), pins it and opens pins again only when they are provably
+// that generation's (Pin, LoadPinned), probes the kernel for BPF_F_IPV6
 // (CsumIPv6Supported), accounts the maps' kernel memory (Memory,
 // LockedMemory) and must not attach anything.
 //

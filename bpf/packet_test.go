@@ -83,7 +83,8 @@ func loadFor(t testing.TB, o LoadOptions) *VipObjects {
 			t.Fatal(err)
 		}
 	}
-	must(objs.Config.Put(uint32(0), VipConfig{Node: words(node)}))
+	// A lease that never lapses: lease_test.go covers a lapsed one.
+	must(objs.Config.Put(uint32(0), VipConfig{Node: words(node), Lease: ^uint64(0)}))
 	must(objs.Vips.Put(words(vip), uint32(1)))
 	for id, p := range []struct {
 		proto         uint8

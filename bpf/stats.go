@@ -21,6 +21,7 @@ const (
 	StatTruncated                     // dropped: headers cut short, to a VIP
 	StatICMPNoFlow                    // dropped: an ICMPv6 error to a VIP about no known flow
 	StatRewriteFailed                 // dropped: the kernel refused a rewrite (a helper failed)
+	StatLeaseExpired                  // dropped: a new flow while the agent's lease in config has lapsed
 	StatCount                         // number of slots
 )
 

@@ -35,8 +35,9 @@ type VipBackendKey struct {
 }
 
 type VipConfig struct {
-	_    structs.HostLayout
-	Node VipAddr
+	_     structs.HostLayout
+	Node  VipAddr
+	Lease uint64
 }
 
 type VipExhaustedKey struct {

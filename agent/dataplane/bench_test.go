@@ -96,6 +96,7 @@ func benchTopology(b *testing.B, tag string) (*topology, *Dataplane) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	renew(b, dp)
 	b.Cleanup(func() { _ = dp.Stop() })
 	svc := service(backend1)
 	svc.Ports = append(svc.Ports, Port{Protocol: UDP, Port: udpSinkPort, TargetPort: udpSinkPort})

@@ -47,6 +47,12 @@ type Config struct {
 	// reconciliation in Run: nil, or the backend ports that ran out of
 	// source-NAT ports recently. The agent reports it in /readyz.
 	Health func(error)
+	// PinPath is a directory on a bpf filesystem (DefaultPinPath beneath
+	// the node root) where the program, its maps and its links are pinned,
+	// so Service traffic keeps flowing while the agent restarts. Empty, or
+	// a parent that is not a bpf filesystem, runs unpinned: everything goes
+	// with the process, and PinProblem says why.
+	PinPath string
 	// Log receives attach and detach events; nil discards them.
 	Log *slog.Logger
 	// Now is the clock of Health's window; nil means time.Now.
@@ -68,6 +74,26 @@ type Dataplane struct {
 	services   int // Service ports currently programmed
 	exhaustion map[exhaustionKey]exhaustionSeen
 	stopped    bool
+
+	// lease is the bpf_ktime_get_ns deadline Renew set, written into the
+	// config map with the node address.
+	lease uint64
+	// pin is the pin directory; nil runs unpinned, and pinErr says why
+	// when pinning was asked for.
+	pin    *pins
+	pinErr error
+	// applied: the maps hold what an agent of this generation applied
+	// (adopted, or Apply ran); committed: its pins are the generation's.
+	applied, committed bool
+	// pending are links of an earlier generation's program, left
+	// forwarding on that program's maps until the first Apply moves them
+	// to this program; old are that generation's pin directories.
+	pending map[int]attachment
+	old     []string
+	// inherited is what an earlier agent left forwarding: its lease end
+	// (zero when unknown) and whether there is anything.
+	inheritedUntil time.Time
+	inherited      bool
 }
 
 type attachment struct {
@@ -77,7 +103,10 @@ type attachment struct {
 
 // New loads the program and its empty maps into the kernel and logs the
 // kernel memory they hold. Nothing is attached until Apply programs a
-// Service.
+// Service. With Config.PinPath it first adopts what an earlier agent of
+// the same generation pinned there: its maps, with the state they hold,
+// and its links, which stay attached; links of another generation keep
+// forwarding on their own program until the first Apply (Inherited).
 func New(cfg Config) (*Dataplane, error) {
 	if cfg.ReconcileInterval <= 0 {
 		cfg.ReconcileInterval = DefaultReconcileInterval
@@ -102,31 +131,53 @@ func New(cfg Config) (*Dataplane, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load the eBPF dataplane (needs root or CAP_BPF and CAP_NET_ADMIN): %w", err)
 	}
-	objs, err := bpf.Load(bpf.LoadOptions{Limits: cfg.Limits, CsumIPv6: csumIPv6})
-	if err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("load the eBPF dataplane: the kernel verifier rejected it: %w", err)
-		}
-		return nil, fmt.Errorf("load the eBPF dataplane (needs root or CAP_BPF and CAP_NET_ADMIN): %w", err)
-	}
-	locked, err := bpf.LockedMemory(objs)
-	if err != nil {
-		objs.Close()
-		return nil, fmt.Errorf("load the eBPF dataplane: %w", err)
-	}
-	log.Info("dataplane loaded", "locked_bytes", locked, "service_keys", cfg.Limits.Services,
-		"backend_entries", cfg.Limits.Backends, "flows", cfg.Limits.Flows, "csum_ipv6_flag", csumIPv6)
-	return &Dataplane{
+	opts := bpf.LoadOptions{Limits: cfg.Limits, CsumIPv6: csumIPv6}
+	d := &Dataplane{
 		cfg:        cfg,
 		log:        log,
 		hints:      make(chan struct{}, 1),
-		objs:       objs,
-		locked:     locked,
 		current:    newState(),
 		links:      map[int]attachment{},
+		pending:    map[int]attachment{},
 		exhaustion: map[exhaustionKey]exhaustionSeen{},
-	}, nil
+	}
+	if err := d.open(opts); err != nil {
+		return nil, err
+	}
+	locked, err := bpf.LockedMemory(d.objs)
+	if err != nil {
+		d.closeAll()
+		return nil, fmt.Errorf("load the eBPF dataplane: %w", err)
+	}
+	d.locked = locked
+	log.Info("dataplane loaded", "locked_bytes", locked, "service_keys", cfg.Limits.Services,
+		"backend_entries", cfg.Limits.Backends, "flows", cfg.Limits.Flows, "csum_ipv6_flag", csumIPv6,
+		"pinned", d.pin != nil, "adopted", d.applied, "adopted_service_ports", d.services, "inherited_links", len(d.links)+len(d.pending))
+	return d, nil
+}
+
+// Renew sets until when the programmed backends may take new flows: the
+// end of the lease under which a leader confirmed them. Past it the
+// program refuses every new flow (DropLeaseExpired) while open flows keep
+// their backends, also when the maps outlive the agent. A dataplane that
+// was never renewed refuses new flows.
+func (d *Dataplane) Renew(until time.Time) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stopped {
+		return errors.New("the dataplane is stopped")
+	}
+	d.lease = leaseAt(until)
+	if d.current.node == (bpf.VipConfig{}) || d.current.node.Lease == d.lease {
+		return nil
+	}
+	next := d.current.node
+	next.Lease = d.lease
+	if err := d.write(update{mapConfig, uint32(0), next}); err != nil {
+		return err
+	}
+	d.current.node = next
+	return nil
 }
 
 // LockedMemory returns the bytes of kernel memory the program's maps
@@ -151,6 +202,9 @@ func (d *Dataplane) Apply(ctx context.Context, services []Service) error {
 	if err != nil {
 		return err
 	}
+	if next.node != (bpf.VipConfig{}) {
+		next.node.Lease = d.lease
+	}
 	for _, u := range diff(d.current, next) {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -162,6 +216,16 @@ func (d *Dataplane) Apply(ctx context.Context, services []Service) error {
 	}
 	d.current = next
 	d.services = len(next.services)
+	d.applied = true
+	if d.pin != nil && !d.committed {
+		if err := d.pin.commit(); err != nil {
+			// The next agent finds no generation to adopt and takes this
+			// program's links over as another generation's.
+			d.pinErr = err
+			d.log.Warn("dataplane pins not committed", "err", err)
+		}
+		d.committed = true
+	}
 	return d.reconcileLocked()
 }
 
@@ -224,7 +288,7 @@ func (d *Dataplane) Refresh() {
 
 // Run reconciles interfaces on every hint and every ReconcileInterval,
 // and then reports Health to Config.Health, until ctx ends; then it stops
-// the dataplane.
+// the dataplane (Stop: a pinned one with Services keeps forwarding).
 func (d *Dataplane) Run(ctx context.Context) error {
 	t := time.NewTicker(d.cfg.ReconcileInterval)
 	defer t.Stop()
@@ -243,107 +307,4 @@ func (d *Dataplane) Run(ctx context.Context) error {
 			d.cfg.Health(d.Health())
 		}
 	}
-}
-
-// Reconcile attaches the program to the interfaces it belongs on and
-// detaches it from the others (from all when there are no Services).
-func (d *Dataplane) Reconcile() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.stopped {
-		return nil
-	}
-	return d.reconcileLocked()
-}
-
-func (d *Dataplane) reconcileLocked() error {
-	return inNetNS(d.cfg.NetNS, func() error {
-		var want []Interface
-		if d.services > 0 {
-			if err := reserveNATPorts(); err != nil {
-				return err
-			}
-			var err error
-			if want, err = discover(d.cfg.PodPrefix, d.cfg.PodENI); err != nil {
-				return err
-			}
-		}
-		keep := map[int]bool{}
-		var errs []error
-		for _, ifc := range want {
-			if a, ok := d.links[ifc.Index]; ok && a.ifc == ifc && attached(a.link, ifc.Index) {
-				keep[ifc.Index] = true
-				continue
-			}
-			d.detach(ifc.Index)
-			l, err := link.AttachTCX(link.TCXOptions{
-				Interface: ifc.Index,
-				Program:   d.objs.PodminVip,
-				Attach:    ebpf.AttachTCXIngress,
-			})
-			if err != nil {
-				errs = append(errs, fmt.Errorf("attach the dataplane to %s: %w", ifc.Name, err))
-				continue
-			}
-			d.links[ifc.Index] = attachment{ifc: ifc, link: l}
-			keep[ifc.Index] = true
-			d.log.Info("dataplane attached", "interface", ifc.Name)
-		}
-		for idx := range d.links {
-			if !keep[idx] {
-				d.detach(idx)
-			}
-		}
-		return errors.Join(errs...)
-	})
-}
-
-// attached reports whether l is still attached to ifindex; a link whose
-// device went away reports another index.
-func attached(l link.Link, ifindex int) bool {
-	info, err := l.Info()
-	if err != nil || info.TCX() == nil {
-		return false
-	}
-	return int(info.TCX().Ifindex) == ifindex
-}
-
-func (d *Dataplane) detach(idx int) {
-	a, ok := d.links[idx]
-	if !ok {
-		return
-	}
-	delete(d.links, idx)
-	if err := a.link.Close(); err != nil {
-		d.log.Warn("dataplane detach failed", "interface", a.ifc.Name, "err", err)
-		return
-	}
-	d.log.Info("dataplane detached", "interface", a.ifc.Name)
-}
-
-// Interfaces returns the interfaces the program is attached to.
-func (d *Dataplane) Interfaces() []Interface {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	var out []Interface
-	for _, a := range d.links {
-		out = append(out, a.ifc)
-	}
-	sortInterfaces(out)
-	return out
-}
-
-// Stop detaches the program everywhere and releases it and its maps. It
-// is safe to call more than once.
-func (d *Dataplane) Stop() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.stopped {
-		return nil
-	}
-	d.stopped = true
-	for idx := range d.links {
-		d.detach(idx)
-	}
-	return d.objs.Close()
 }

@@ -35,6 +35,7 @@ func newFixture(t *testing.T, tag string) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	renew(t, dp)
 	t.Cleanup(func() { _ = dp.Stop() })
 	return &fixture{tp, dp}
 }

@@ -13,12 +13,25 @@
 // reports the program's counters (Stats: drops by reason, NAT port
 // exhaustion by backend port) and NAT exhaustion as a health problem.
 //
-// Links are never pinned: they go away with the process. With no Services
-// anywhere the program is detached and no node address is needed. Stop
-// detaches and releases everything. While Services exist, the source-NAT
-// ports 30000-32767 are added to the namespace's reserved local ports.
+// With Config.PinPath on a bpf filesystem the program, its maps and its
+// links are pinned, so Service traffic keeps flowing while the agent is
+// down: a new Dataplane of the same generation (bpf.Generation: the
+// compiled object, limits and load options) adopts the maps, the state
+// they hold and the links; one of another generation leaves the old
+// program forwarding on its own maps until its first Apply, then swaps
+// its program into the old links in place and removes the old pins.
+// Every new flow needs a live lease (Renew), which the agent ties to its
+// leader's confirmations, so a dataplane left without an agent stops
+// giving out backends once the lease window has passed; open flows keep
+// theirs. Without a bpf filesystem it runs unpinned and PinProblem says
+// so. With no Services anywhere the program is detached and no node
+// address is needed. Stop leaves a pinned dataplane with Services
+// attached for the next agent and otherwise detaches and releases
+// everything; Remove and RemovePinned take it off the node. While
+// Services exist, the source-NAT ports 30000-32767 are added to the
+// namespace's reserved local ports.
 //
 // It must not select backends (Service selection and readiness belong to
 // the caller), change routes or addresses, or write anything but its own
-// maps, its links and that port reservation.
+// maps, its links, its pin directory and that port reservation.
 package dataplane

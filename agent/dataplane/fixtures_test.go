@@ -9,11 +9,21 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"podmin.dev/podmin/bpf"
 )
+
+// renew gives dp a lease that outlasts the test, as the agent renews it
+// while a leader confirms its snapshot.
+func renew(tb testing.TB, dp *Dataplane) {
+	tb.Helper()
+	if err := dp.Renew(time.Now().Add(time.Hour)); err != nil {
+		tb.Fatal(err)
+	}
+}
 
 func netInterfaceByName(name string) (int, error) {
 	ifc, err := net.InterfaceByName(name)

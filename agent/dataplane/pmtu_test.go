@@ -324,6 +324,7 @@ func BenchmarkPathMTU(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	renew(b, dp)
 	b.Cleanup(func() { _ = dp.Stop() })
 	if err := dp.Apply(b.Context(), []Service{service(remote)}); err != nil {
 		b.Fatal(err)

@@ -31,6 +31,7 @@ const (
 	DropTruncated       DropReason = "truncated"
 	DropICMPNoFlow      DropReason = "icmp_no_flow"
 	DropRewriteFailed   DropReason = "rewrite_failed"
+	DropLeaseExpired    DropReason = "lease_expired"
 )
 
 var drops = []struct {
@@ -48,6 +49,7 @@ var drops = []struct {
 	{DropTruncated, bpf.StatTruncated, "headers cut short, to a VIP"},
 	{DropICMPNoFlow, bpf.StatICMPNoFlow, "an ICMPv6 error to a VIP about no known flow"},
 	{DropRewriteFailed, bpf.StatRewriteFailed, "the kernel refused to rewrite a packet"},
+	{DropLeaseExpired, bpf.StatLeaseExpired, "a new flow while no leader has confirmed the backends for the lease window (also with no agent running)"},
 }
 
 // DropReasons lists every drop reason in a stable order.

@@ -169,8 +169,9 @@ func TestRenderedCorefileRunsInCoreDNS(t *testing.T) {
 		}
 		upstream := fakeUpstream(t)
 		node := startCoreDNS(t, bin, "::1", func(port uint16) []byte {
+			// No hosts file: every Service query goes through to the agent.
 			corefile, err := service.RenderCorefile(service.CorefileConfig{Bind: netip.MustParseAddr("::1"), Port: port,
-				Agent: agent.Addr(), Upstreams: []string{upstream.String()}})
+				Agent: agent.Addr(), Hosts: filepath.Join(t.TempDir(), "hosts"), Upstreams: []string{upstream.String()}})
 			if err != nil {
 				t.Fatal(err)
 			}

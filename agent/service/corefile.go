@@ -26,6 +26,10 @@ type CorefileConfig struct {
 	// Agent is the agent's authoritative server; the zero value means
 	// DefaultAddr.
 	Agent netip.AddrPort
+	// Hosts is the hosts file the agent keeps (Config.HostsPath), from
+	// which CoreDNS answers Service names itself; empty means
+	// DefaultHostsPath.
+	Hosts string
 	// Upstreams are the resolvers for every other name: addresses
 	// (optionally with a port) or a resolv.conf path; empty means
 	// DefaultUpstream.
@@ -33,15 +37,29 @@ type CorefileConfig struct {
 }
 
 // corefileFormat is the Corefile; its arguments are the zone, port, bind
-// address, agent address, port again, bind address again and the
-// upstreams. It is a format, not a text/template: a program that can reach
-// text/template's executor keeps every exported method of every type it
-// links, which would grow the agent every node downloads by megabytes.
+// address, hosts file, its TTL, its reload interval, agent address, port
+// again, bind address again and the upstreams. It is a format, not a
+// text/template: a program that can reach text/template's executor keeps
+// every exported method of every type it links, which would grow the
+// agent every node downloads by megabytes.
+//
+// The hosts plugin answers the AAAA queries of the Services in the file,
+// so they resolve while the agent restarts; every other query in the zone
+// (an unknown Service, whose NXDOMAIN is the agent's to give, another
+// type) falls through to the agent.
 const corefileFormat = `# CoreDNS of a Podmin node, rendered by podmin-agent.
-# Service names are answered by the agent's authoritative server; every
-# other name goes to the provider's resolver.
+# Service names are answered from the hosts file the agent keeps, so they
+# resolve while the agent restarts, and otherwise by the agent's
+# authoritative server; every other name goes to the provider's resolver.
 %s:%d {
     bind %s
+    hosts %s {
+        ttl %d
+        reload %s
+        no_reverse
+        fallthrough
+        fallthrough_unsupported
+    }
     forward . %s
     errors
 }
@@ -68,6 +86,12 @@ func RenderCorefile(c CorefileConfig) ([]byte, error) {
 	if len(c.Upstreams) == 0 {
 		c.Upstreams = []string{DefaultUpstream}
 	}
+	if c.Hosts == "" {
+		c.Hosts = DefaultHostsPath
+	}
+	if !strings.HasPrefix(c.Hosts, "/") || strings.ContainsAny(c.Hosts, " \t\n{}#\"") {
+		return nil, fmt.Errorf("hosts file %q is not a plain absolute path", c.Hosts)
+	}
 	for _, u := range c.Upstreams {
 		if strings.HasPrefix(u, "/") {
 			if strings.ContainsAny(u, " \t\n{}#\"") {
@@ -84,7 +108,7 @@ func RenderCorefile(c CorefileConfig) ([]byte, error) {
 		return nil, fmt.Errorf("upstream %q is neither an IP address, an address:port nor a resolv.conf path", u)
 	}
 	zone := strings.TrimSuffix(Zone, ".")
-	return fmt.Appendf(nil, corefileFormat, zone, c.Port, c.Bind, c.Agent, c.Port, c.Bind, strings.Join(c.Upstreams, " ")), nil
+	return fmt.Appendf(nil, corefileFormat, zone, c.Port, c.Bind, c.Hosts, TTL, HostsReload, c.Agent, c.Port, c.Bind, strings.Join(c.Upstreams, " ")), nil
 }
 
 // SearchList is the DNS search list of a Pod in namespace, most specific

@@ -34,6 +34,10 @@ type Config struct {
 	// StatePath is the durable copy of the Service identities, written on
 	// every Update and read by Start; empty keeps none.
 	StatePath string
+	// HostsPath is the hosts file (DefaultHostsPath beneath the node root)
+	// written on every Update, which the node's CoreDNS answers Service
+	// names from while the agent is down; empty writes none.
+	HostsPath string
 	// MaxUDPPayload caps UDP responses and is the size advertised to EDNS
 	// clients; 0 means DefaultMaxUDPPayload. A response that does not fit
 	// is sent truncated (TC set) and the client retries over TCP. Values
@@ -56,8 +60,9 @@ type Server struct {
 	now    func() time.Time
 
 	records atomic.Pointer[table]
-	// update serialises writers and the durable copy.
+	// update serialises writers, the durable copy and the hosts file.
 	update sync.Mutex
+	hosts  hostsWriter
 
 	udp, tcp *dns.Server
 	addr     netip.AddrPort
@@ -73,7 +78,7 @@ const maxRcode = dns.RcodeBadVers
 // New returns a Server with an empty record set; Start restores the durable
 // one.
 func New(cfg Config) *Server {
-	s := &Server{cfg: cfg, maxUDP: cfg.MaxUDPPayload, log: cfg.Log, now: cfg.Now}
+	s := &Server{cfg: cfg, maxUDP: cfg.MaxUDPPayload, log: cfg.Log, now: cfg.Now, hosts: hostsWriter{path: cfg.HostsPath}}
 	if s.maxUDP == 0 {
 		s.maxUDP = DefaultMaxUDPPayload
 	}
@@ -98,8 +103,9 @@ func (s *Server) Name() string { return "dns" }
 
 // Update replaces the record set with services, all of them or none: an
 // invalid entry leaves the served set as it was. The new set is served at
-// once; when writing its durable copy fails the error says so and the next
-// Update retries the write.
+// once; when writing its durable copy or the hosts file fails the error
+// (matching ErrNotPersisted) says so and the next Update retries the
+// writes.
 func (s *Server) Update(services []Service) error {
 	s.update.Lock()
 	defer s.update.Unlock()
@@ -111,13 +117,18 @@ func (s *Server) Update(services []Service) error {
 		t.serial = old.serial + 1 // strictly increasing even within a second
 	}
 	s.records.Store(t)
-	if s.cfg.StatePath == "" {
-		return nil
+	var errs []error
+	if s.cfg.StatePath != "" {
+		if err := save(s.cfg.StatePath, t.services); err != nil {
+			errs = append(errs, fmt.Errorf("service DNS serves the %d new records, but a restart would restore older ones: %w: %w", len(t.services), err, ErrNotPersisted))
+		}
 	}
-	if err := save(s.cfg.StatePath, t.services); err != nil {
-		return fmt.Errorf("service DNS serves the %d new records, but a restart would restore older ones: %w", len(t.services), err)
+	if s.cfg.HostsPath != "" {
+		if err := s.hosts.write(t.services, s.now()); err != nil {
+			errs = append(errs, fmt.Errorf("service DNS serves the %d new records, but CoreDNS would answer older ones while the agent is down: %w: %w", len(t.services), err, ErrNotPersisted))
+		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Services returns the served Service identities, sorted by namespace and

@@ -20,6 +20,11 @@
 // to another client while the backend may still hold the old connection:
 // see reclaimable.
 //
+// The maps may outlive the agent that fills them (they are pinned), so a
+// new flow also needs the agent's lease in config to be live: a dataplane
+// left without an agent stops assigning backends it can no longer vouch
+// for once the lease window has passed.
+//
 // The program uses only helpers that are not restricted to GPL programs,
 // so it is licensed like the rest of Podmin.
 
@@ -100,6 +105,7 @@ enum {
 	STAT_TRUNCATED,
 	STAT_ICMP_NO_FLOW,
 	STAT_REWRITE_FAILED,
+	STAT_LEASE_EXPIRED,
 	STAT_MAX,
 };
 
@@ -107,9 +113,14 @@ struct addr {
 	__u32 w[4];
 };
 
-// The node's SNAT source address.
+// The node's SNAT source address, and until when the backends in the maps
+// may take new flows: the agent renews this lease (a bpf_ktime_get_ns
+// deadline) while a leader confirms its Service snapshot. Past it, as when
+// the agent is gone and the maps outlive it, every Service refuses new
+// flows; flows already open keep their backends.
 struct config {
 	struct addr node;
+	__u64 lease;
 };
 
 struct service_key {
@@ -751,6 +762,11 @@ __noinline int forward_nat(struct __sk_buff *skb, struct flow_key *k, __u32 l4le
 		if (r && synp) {
 			__u32 state = r->state;
 
+			// A SYN on a closed flow opens a new connection.
+			if ((state & FLOW_FLAGS) && now > cfg->lease) {
+				count(STAT_LEASE_EXPIRED);
+				return TCX_DROP;
+			}
 			if (!restart(r, state, now))
 				r = NULL;
 			else if (state & FLOW_FLAGS)
@@ -765,8 +781,14 @@ __noinline int forward_nat(struct __sk_buff *skb, struct flow_key *k, __u32 l4le
 		// Only a SYN starts a TCP flow: a stray segment (say, the last
 		// ACK of a flow whose port was reused) must not take a port,
 		// though it finds its own flow again if only the forward
-		// entry was lost.
-		err = allocate(k, svc, &cfg->node, &nfw, now, synp, th && !synp, skb->ingress_ifindex);
+		// entry was lost. A new flow needs a live lease.
+		int repair_only = th && !synp;
+
+		if (!repair_only && now > cfg->lease) {
+			count(STAT_LEASE_EXPIRED);
+			return TCX_DROP;
+		}
+		err = allocate(k, svc, &cfg->node, &nfw, now, synp, repair_only, skb->ingress_ifindex);
 		if (err) {
 			count(err);
 			return TCX_DROP;

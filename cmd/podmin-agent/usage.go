@@ -10,6 +10,7 @@ import (
 	"io"
 
 	"podmin.dev/podmin/agent"
+	"podmin.dev/podmin/agent/dataplane"
 	"podmin.dev/podmin/agent/pods"
 	"podmin.dev/podmin/agent/registry"
 	"podmin.dev/podmin/agent/service"
@@ -32,7 +33,9 @@ client certificate, restarting Fluent Bit when they change.
 It runs until SIGTERM (or SIGINT) and exits 1 when its configuration is invalid.
 On SIGTERM it stops reconciling, takes its endpoints out of the leader's
 Service snapshot (drain), waits the rest of the DNS TTL margin, resigns the
-lease, detaches the dataplane and exits.
+lease and exits. A pinned eBPF dataplane with Services stays attached under
+its lease for the next agent to adopt (an upgrade or a restart keeps the
+node's Service traffic); without Services, or unpinned, it is detached.
 
 Usage:
   podmin-agent --provider aws|local --bucket BUCKET --region REGION \
@@ -115,10 +118,17 @@ Host paths (beneath %[1]s):
       local provider when it exists at startup)
   /run/podmin/containerd/containerd.sock
       containerd's CRI socket, when it exists: images a pass adds are pulled
-      before any file changes, and a Pod replaced by a new revision gets its
-      new file once the old revision's sandbox stopped (at most 45 s later)
+      before any file changes (a new revision whose images cannot be pulled
+      keeps the running one, reported as an image error), and a Pod replaced
+      by a new revision gets its new file once the old revision's sandbox
+      stopped (at most 45 s later)
   %[22]s
       durable Service DNS identities, served at once after a restart
+  %[29]s
+      the same records as a hosts file CoreDNS answers from while the agent
+      is down
+  %[28]s
+      the pinned eBPF dataplane (bpffs), adopted by the next agent
   %[25]s
       Fluent Bit configuration (mode 0600, may hold exporter headers),
       written with container log export only
@@ -132,8 +142,10 @@ Endpoints (loopback only):
   /healthz   200 while the process serves
   /readyz    200 when the NodeGroup is published; 503 with one reason per line,
              naming every Pod kept at its last valid state, a missing bucket or
-             vanished index (every published Pod is kept), and any log export
-             failure (which never holds Pods back)
+             vanished index (every published Pod is kept), a kubelet whose Pods
+             API does not answer, a full disk, Service DNS records that cannot
+             be written to disk, and any log export failure (which never holds
+             Pods back)
   /metrics   reconcile passes, failures, restarts and per-Pod failures, the last
              successful pass and the index age; leadership and lease term; the
              Service snapshot's term, generation, revision and age; Service DNS
@@ -145,5 +157,5 @@ Endpoints (loopback only):
 		nodepod.ManifestsDir, nodepod.WorkloadsDir, pods.SocketPath, "XDG_DATA_HOME, HOME", "AWS_*",
 		agent.EnvDNSAddr, service.DefaultAddr, agent.EnvAPIAddr, agent.EnvNodeID, agent.EnvNodeAddr, agent.EnvDataplane,
 		service.DefaultStatePath, agent.EnvFluentBitRestart, agent.DefaultFluentBitRestart,
-		agent.FluentBitConfigPath, agent.TelemetryDir, agent.EnvRestartWindow)
+		agent.FluentBitConfigPath, agent.TelemetryDir, agent.EnvRestartWindow, dataplane.DefaultPinPath, service.DefaultHostsPath)
 }
