@@ -127,7 +127,9 @@ func (e *Env) CheckDeploy(opts DeployOptions) error {
 
 // Deploy validates the deployment exactly as validate does and commits it to
 // the cluster's deployment index. Success means the desired state was
-// committed; nodes reconcile it asynchronously.
+// committed; nodes reconcile it asynchronously. A missing index in a bucket
+// that holds desired state is refused before anything is written, with an
+// error wrapping state.ErrIndexMissing: "podmin index rebuild" restores it.
 func (e *Env) Deploy(ctx context.Context, opts DeployOptions) (DeployResult, error) {
 	if err := ids.ValidateNodeGroup(opts.NodeGroup); err != nil {
 		return DeployResult{}, fmt.Errorf("--nodegroup: %w", err)
@@ -177,6 +179,7 @@ func (e *Env) Deploy(ctx context.Context, opts DeployOptions) (DeployResult, err
 	if opts.Wait != "" {
 		// The commit stands whatever the wait finds: the error says so.
 		wopts.Revision = res.Revision
+		wopts.newRevision = r.Outcome == state.Created || r.Outcome == state.Updated
 		w, err := e.wait(ctx, store, wopts)
 		res.Wait = &w
 		if err != nil {
@@ -202,7 +205,9 @@ type DeleteResult struct {
 }
 
 // Delete removes a deployment's index entry. Its payloads stay: they are
-// immutable and invisible once no entry references them.
+// immutable and invisible once no entry references them. A missing index
+// in a bucket that holds desired state is refused (state.ErrIndexMissing):
+// whether the deployment exists is then unknown, not absent.
 func (e *Env) Delete(ctx context.Context, opts DeleteOptions) (DeleteResult, error) {
 	if err := ids.ValidateNodeGroup(opts.NodeGroup); err != nil {
 		return DeleteResult{}, fmt.Errorf("--nodegroup: %w", err)
@@ -251,7 +256,9 @@ type ListEntry struct {
 const listConcurrency = 16
 
 // List reads the deployment index and its payloads: an inventory of
-// committed desired state, never runtime status. Rows are sorted by
+// committed desired state, never runtime status. A missing index lists
+// nothing only in a new cluster; in a bucket that holds desired state it
+// is an error wrapping state.ErrIndexMissing. Rows are sorted by
 // NodeGroup, then name. Payload presence and identity come from one
 // paginated LIST of each NodeGroup's Pod payload prefix (and of the
 // Service payload prefix): a payload whose listed ETag and size are those
@@ -263,7 +270,7 @@ func (e *Env) List(ctx context.Context) ([]ListEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	ix, _, err := state.ReadIndex(ctx, store)
+	ix, _, err := state.ReadDesiredIndex(ctx, store)
 	if err != nil {
 		return nil, e.explain(c, err)
 	}
@@ -346,10 +353,15 @@ func (e *Env) clusterCache(c contexts.Context) state.PayloadCache {
 
 // clusterCommitOptions are the index commit settings with the cluster's
 // payload cache.
+//
+// Every commit refuses a lost index (state.ErrIndexMissing): an index
+// this creates over the desired state of a lost one would stop every
+// other deployment's Pods on every node.
 func (e *Env) clusterCommitOptions(c contexts.Context) state.CommitOptions {
 	o := e.Commit
 	if o.Cache == nil {
 		o.Cache = e.clusterCache(c)
 	}
+	o.RefuseLostIndex = true
 	return o
 }

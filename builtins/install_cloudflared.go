@@ -135,7 +135,7 @@ func (e *Env) installCloudflared(ctx context.Context, opts InstallCloudflaredOpt
 	}
 	// A deployment of this name that the install did not create is
 	// refused before anything is written.
-	ix, _, err := state.ReadIndex(ctx, store)
+	ix, _, err := state.ReadDesiredIndex(ctx, store)
 	if err != nil {
 		return InstallResult{}, err
 	}
@@ -289,7 +289,7 @@ func (e *Env) UninstallCloudflared(ctx context.Context, opts UninstallCloudflare
 	if err != nil {
 		return DeleteResult{}, err
 	}
-	ix, _, err := state.ReadIndex(ctx, store)
+	ix, _, err := state.ReadDesiredIndex(ctx, store)
 	if err != nil {
 		return DeleteResult{}, err
 	}

@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -392,8 +393,10 @@ func agentWritesHardenedPod(t *testing.T, env *Env, store objstore.Store, provid
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(written) != preview {
-		t.Fatalf("the agent wrote another Pod than preview shows:\n%s\n---\n%s", written, preview)
+	// The node adds the incarnation it drew for this run of the revision.
+	incarnation := regexp.MustCompile(`(?m)^\s*podmin\.dev/incarnation: [0-9a-f]{16}\n`)
+	if !incarnation.Match(written) || string(incarnation.ReplaceAll(written, nil)) != preview {
+		t.Fatalf("the agent wrote another Pod than preview shows (but for its incarnation):\n%s\n---\n%s", written, preview)
 	}
 	token, err := os.ReadFile(filepath.Join(root, "run", "podmin", "workloads", "cloudflared", "secrets", provider, "tunnel-token"))
 	if err != nil || string(token) != "eyJhIjoidG9rZW4ifQ" {

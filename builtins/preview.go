@@ -71,7 +71,7 @@ func (e *Env) Preview(ctx context.Context, opts PreviewOptions) (PreviewResult, 
 	if err != nil {
 		return PreviewResult{}, err
 	}
-	ix, _, err := state.ReadIndex(ctx, store)
+	ix, _, err := state.ReadDesiredIndex(ctx, store)
 	if err != nil {
 		return PreviewResult{}, e.explain(c, err)
 	}

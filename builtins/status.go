@@ -54,6 +54,10 @@ type StatusResult struct {
 	Leader LeaderStatus `json:"leader"`
 	// NodeGroups are sorted by name.
 	NodeGroups []NodeGroupStatus `json:"nodegroups"`
+	// IndexMissing is set when deployments/index.json is missing from a
+	// bucket that holds desired state: what is committed is unknown, so
+	// NodeGroups is empty (see state.ErrIndexMissing).
+	IndexMissing bool `json:"indexMissing"`
 }
 
 // LeaderStatus is the coordination lease: who leads, under which term,
@@ -157,7 +161,9 @@ func (e *Env) sleep(ctx context.Context, d time.Duration) error {
 // nodes run it and report it ready, the age of the oldest report, the
 // errors, and each node's report. It reads the index, the lease and one
 // status object per NodeGroup, whatever the number of nodes. Status that
-// cannot be proven current is reported as unknown, with the reason.
+// cannot be proven current is reported as unknown, with the reason. A
+// missing index in a bucket that holds desired state returns a result
+// with IndexMissing set and an error wrapping state.ErrIndexMissing.
 func (e *Env) Status(ctx context.Context, opts StatusOptions) (StatusResult, error) {
 	if opts.NodeGroup != "" {
 		if err := ids.ValidateNodeGroup(opts.NodeGroup); err != nil {
@@ -171,7 +177,10 @@ func (e *Env) Status(ctx context.Context, opts StatusOptions) (StatusResult, err
 	if err != nil {
 		return StatusResult{}, err
 	}
-	ix, _, err := state.ReadIndex(ctx, store)
+	ix, _, err := state.ReadDesiredIndex(ctx, store)
+	if errors.Is(err, state.ErrIndexMissing) {
+		return StatusResult{Bucket: c.Bucket, CheckedAt: e.now().UTC(), NodeGroups: []NodeGroupStatus{}, IndexMissing: true}, err
+	}
 	if err != nil {
 		return StatusResult{}, e.explain(c, err)
 	}
@@ -339,12 +348,13 @@ func summarize(it state.Item, s *state.NodeGroupStatus, problem string, now time
 		d.Total = *s.Expected
 	}
 	var oldest time.Time
-	var waiting, notReady, noKubelet []string
+	var waiting, notReady, noKubelet, unknown []string
 	for _, n := range s.Nodes {
 		if n.State != state.NodeLive {
 			continue
 		}
 		nd := NodeDeployment{Node: n.Node, Readiness: state.Unknown, Reason: "the node reports nothing about this deployment"}
+		failed := false
 		for _, r := range n.Deployments {
 			if r.Name != it.Key.Name {
 				continue
@@ -356,8 +366,9 @@ func summarize(it state.Item, s *state.NodeGroupStatus, problem string, now time
 			if oldest.IsZero() || at.Before(oldest) {
 				oldest = at
 			}
-			if r.Error != nil && r.Error.Revision == d.Revision {
+			if errorFor(r, d.Revision) {
 				d.Errors = append(d.Errors, NodeError{Node: n.Node, Kind: r.Error.Kind, Message: r.Error.Message, Revision: r.Error.Revision})
+				failed = true
 			}
 		}
 		if nd.Revision == d.Revision {
@@ -367,6 +378,13 @@ func summarize(it state.Item, s *state.NodeGroupStatus, problem string, now time
 				d.Ready++
 			case !n.Kubelet:
 				noKubelet = append(noKubelet, n.Node)
+			case failed:
+				// Its error below says why: kubelet's problem is both
+				// the node's reason and its error.
+			case nd.Readiness == state.Unknown:
+				// Its kubelet does not answer (or has not listed its Pods
+				// yet): nobody can say whether the Pod runs.
+				unknown = append(unknown, n.Node+" ("+cmp.Or(nd.Reason, "readiness unknown")+")")
 			default:
 				notReady = append(notReady, n.Node+" ("+cmp.Or(nd.Reason, "not ready")+")")
 			}
@@ -395,6 +413,9 @@ func summarize(it state.Item, s *state.NodeGroupStatus, problem string, now time
 	if len(noKubelet) > 0 {
 		parts = append(parts, "readiness unknown (no kubelet): "+strings.Join(noKubelet, ", "))
 	}
+	if len(unknown) > 0 {
+		parts = append(parts, "readiness unknown: "+strings.Join(unknown, ", "))
+	}
 	if s.Missing > 0 {
 		parts = append(parts, fmt.Sprintf("%d node(s) missing (%d expected, %d live)", s.Missing, d.Total, s.Live))
 	}
@@ -414,8 +435,19 @@ func summarize(it state.Item, s *state.NodeGroupStatus, problem string, now time
 		d.State, d.Summary = StateReady, "NodeGroup "+it.Key.NodeGroup+" is configured with 0 nodes: no node runs it"
 	case d.Ready == d.Total && s.Missing == 0 && d.Total > 0:
 		d.State = StateReady
+	case len(unknown) > 0:
+		d.State = StateUnknown
 	default:
 		d.State = StateProgressing
 	}
 	return d
+}
+
+// errorFor reports whether a node's report carries an error for revision
+// rev that the node reported knowing rev: the error is about rev, and the
+// report was made when the index the node had read named rev. A report
+// from before the node read a new commit is not about it, whatever its
+// error says.
+func errorFor(r state.DeploymentReport, rev string) bool {
+	return r.Error != nil && r.Error.Revision == rev && r.Desired == rev
 }

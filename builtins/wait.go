@@ -30,6 +30,16 @@ const (
 // conditional read of the index, the lease and the NodeGroup's status.
 const DefaultWaitPoll = time.Second
 
+// StaleErrorGrace is how long an error the nodes reported before a wait
+// began may stand unchanged before it ends the wait. A wait for a
+// revision that was already committed (status --wait, or a deploy that
+// changed nothing) often follows a fix outside the payloads (a secret
+// created, an image pushed again under its tag) that the node has not
+// retried yet. A node retries a failed deployment within 30 s and reports
+// whatever changes, so an error still reported unchanged after this long
+// is the node's current one.
+const StaleErrorGrace = time.Minute
+
 // Errors of a wait that ended before its goal.
 var (
 	// ErrNodeError: a node reports an error for the revision waited for.
@@ -55,6 +65,9 @@ type WaitOptions struct {
 	Timeout time.Duration
 	// Poll is the interval between reads; zero means DefaultWaitPoll.
 	Poll time.Duration
+	// newRevision is set by deploy when its commit made Revision the
+	// committed one: no node can have reported about it before.
+	newRevision bool
 }
 
 // WaitResult is the deployment's status when the wait ended.
@@ -118,8 +131,11 @@ func checkWait(opts *WaitOptions) error {
 
 // Wait waits until every expected node of the deployment's NodeGroup runs
 // its committed revision (UntilApplied) and kubelet reports it ready
-// (UntilReady). It fails at once when a node reports an error for that
-// revision (ErrNodeError), when another commit replaces the revision it
+// (UntilReady). It fails when a node reports an error for that revision
+// after it read the commit naming it (ErrNodeError): at once for an error
+// reported after the wait began, and for one already reported then only
+// when the node reports it again or it still stands StaleErrorGrace
+// later. It fails at once when another commit replaces the revision it
 // waits for (ErrSuperseded), and when readiness is waited for on a node
 // without a kubelet (ErrReadinessUnknowable). Out of time it returns a
 // *WaitTimeoutError naming what is missing. Progress goes to the Env's
@@ -167,6 +183,9 @@ func (e *Env) wait(ctx context.Context, store objstore.Store, opts WaitOptions) 
 		return res, &WaitTimeoutError{Key: key.String(), Until: opts.Until, Waited: waited, Last: res.DeploymentStatus}
 	}
 	lastLine := ""
+	// earlier holds, per node, when the report carrying an error was
+	// received, for the errors already reported when the wait began.
+	var earlier map[string]time.Time
 	for {
 		entry, ok, err := ix.entry(ctx, key)
 		if err != nil {
@@ -190,13 +209,24 @@ func (e *Env) wait(ctx context.Context, store objstore.Store, opts WaitOptions) 
 			return res, err
 		}
 		res.DeploymentStatus = st.NodeGroups[0].Deployments[0]
-		res.WaitedSeconds = e.now().Sub(start).Seconds()
+		waited := e.now().Sub(start)
+		res.WaitedSeconds = waited.Seconds()
+		if earlier == nil {
+			earlier = map[string]time.Time{}
+			if !opts.newRevision {
+				earlier = reportTimes(res.DeploymentStatus)
+			}
+		}
+		decide, held := withoutEarlierErrors(res.DeploymentStatus, earlier, waited >= StaleErrorGrace)
 		line := fmt.Sprintf("%s revision %s: %s", key, short(rev), res.Summary)
+		if len(held) > 0 {
+			line += fmt.Sprintf(" (the error of %s was reported before the wait began: it ends the wait once reported again, or still reported %s after the wait began)", strings.Join(held, ", "), StaleErrorGrace)
+		}
 		if line != lastLine {
 			e.progress("%s", line)
 			lastLine = line
 		}
-		if done, err := reached(res.DeploymentStatus, opts.Until, st.NodeGroups[0]); done || err != nil {
+		if done, err := reached(decide, opts.Until, st.NodeGroups[0]); done || err != nil {
 			return res, err
 		}
 		if !deadline.IsZero() && !e.now().Before(deadline) {
@@ -215,9 +245,48 @@ func (e *Env) wait(ctx context.Context, store objstore.Store, opts WaitOptions) 
 	}
 }
 
+// reportTimes maps each node with an error in d to when the report
+// carrying it was received.
+func reportTimes(d DeploymentStatus) map[string]time.Time {
+	out := map[string]time.Time{}
+	for _, e := range d.Errors {
+		for _, n := range d.Nodes {
+			if n.Node == e.Node && n.ReportedAt != nil {
+				out[n.Node] = *n.ReportedAt
+			}
+		}
+	}
+	return out
+}
+
+// withoutEarlierErrors is d without the errors of reports the wait found
+// when it began (earlier), unless grace has passed: only an error
+// reported after the wait began may end it early. held names the nodes
+// whose errors were left out.
+func withoutEarlierErrors(d DeploymentStatus, earlier map[string]time.Time, grace bool) (DeploymentStatus, []string) {
+	if grace || len(earlier) == 0 {
+		return d, nil
+	}
+	now := reportTimes(d)
+	var kept []NodeError
+	var held []string
+	for _, e := range d.Errors {
+		if at, ok := earlier[e.Node]; ok && now[e.Node].Equal(at) {
+			held = append(held, e.Node)
+			continue
+		}
+		kept = append(kept, e)
+	}
+	d.Errors = kept
+	return d, held
+}
+
 // reached decides whether a wait is over: done, or failed with why.
 func reached(d DeploymentStatus, until string, g NodeGroupStatus) (bool, error) {
-	if d.State == StateUnknown {
+	// A NodeGroup without a current status proves nothing; a node whose
+	// readiness is unknown (its kubelet down) holds back only a wait for
+	// readiness.
+	if g.Problem != "" || d.State == StateUnknown && until != UntilApplied {
 		return false, nil
 	}
 	if len(d.Errors) > 0 {
@@ -262,6 +331,14 @@ func (r *indexReader) entry(ctx context.Context, key state.Key) (state.Entry, bo
 	switch {
 	case errors.Is(err, objstore.ErrNotModified):
 	case errors.Is(err, objstore.ErrNotFound):
+		// Gone since it was read, or never there in a bucket that holds
+		// desired state: lost, and the deployment is unknown, not deleted.
+		if r.ix != nil {
+			return state.Entry{}, false, &state.IndexMissingError{}
+		}
+		if err := state.CheckIndexAbsence(ctx, r.store); err != nil {
+			return state.Entry{}, false, err
+		}
 		return state.Entry{}, false, nil
 	case err != nil:
 		return state.Entry{}, false, fmt.Errorf("read %s: %w", state.IndexPath, err)

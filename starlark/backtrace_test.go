@@ -5,6 +5,11 @@
 package starlark
 
 import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -43,6 +48,58 @@ func TestDeepRecursionBacktrace(t *testing.T) {
 		}
 		if strings.Contains(msg, "Error") {
 			t.Errorf("%s: an upper-case error prefix:\n%s", name, msg)
+		}
+	}
+}
+
+// TestBacktraceFromTheRootDirectory: run from "/", a recipe's frames name
+// its real absolute path, not that path without its leading "/". The
+// working directory belongs to the process, so the recipe runs in a child
+// process started in "/".
+func TestBacktraceFromTheRootDirectory(t *testing.T) {
+	if os.Getenv("PODMIN_BACKTRACE_CHILD") != "" {
+		e := newEnv(t)
+		file := e.write("lib.star", "def f():\n    fail(\"boom\")\n")
+		main := e.write("main.star", "load(\"./lib.star\", \"f\")\nf()\n")
+		err := e.host(Options{}).Run(context.Background(), main, nil)
+		fmt.Printf("MAIN=%s\nLIB=%s\n%s\n", main, file, (&ScriptError{Err: err}).Error())
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBacktraceFromTheRootDirectory$", "-test.v")
+	cmd.Dir = string(filepath.Separator)
+	cmd.Env = append(os.Environ(), "PODMIN_BACKTRACE_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	var main, lib string
+	for _, l := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(l, "MAIN="); ok {
+			main = v
+		}
+		if v, ok := strings.CutPrefix(l, "LIB="); ok {
+			lib = v
+		}
+	}
+	if !filepath.IsAbs(main) || !filepath.IsAbs(lib) {
+		t.Fatalf("child output:\n%s", out)
+	}
+	for _, want := range []string{"  " + main + ":2:2: in <toplevel>", "  " + lib + ":2:9: in f"} {
+		if !strings.Contains(string(out), want+"\n") {
+			t.Errorf("the backtrace lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestDisplayName(t *testing.T) {
+	for _, tc := range []struct{ wd, abs, want string }{
+		{"/", "/tmp/r/main.star", "/tmp/r/main.star"},
+		{"/home/op", "/home/op/r/main.star", "r/main.star"},
+		{"/home/op", "/srv/r/main.star", "/srv/r/main.star"},
+		{"/home/op", "/home/op/..hidden.star", "..hidden.star"},
+	} {
+		if got := displayName(tc.wd, tc.abs); got != tc.want {
+			t.Errorf("displayName(%q, %q) = %q, want %q", tc.wd, tc.abs, got, tc.want)
 		}
 	}
 }

@@ -54,12 +54,25 @@ func newLoader(h *Host) *loader {
 func (l *loader) display(abs string) string {
 	name := abs
 	if wd, err := os.Getwd(); err == nil {
-		if rel, err := filepath.Rel(wd, abs); err == nil && !strings.HasPrefix(rel, "..") {
-			name = rel
-		}
+		name = displayName(wd, abs)
 	}
 	l.names[name] = abs
 	return name
+}
+
+// displayName is abs relative to wd when it is below wd, else abs. Below
+// a working directory that is the root of the file system every path
+// is, and its relative form would read as an absolute path without its
+// leading separator: there abs stays absolute.
+func displayName(wd, abs string) string {
+	if filepath.Dir(wd) == wd {
+		return abs
+	}
+	rel, err := filepath.Rel(wd, abs)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return abs
+	}
+	return rel
 }
 
 // absOf maps a position's file name back to the absolute path.

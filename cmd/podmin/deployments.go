@@ -5,6 +5,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -46,11 +47,22 @@ default 1) allows, so the wait covers the whole rolling update. It shows progres
 on standard error, exits 124 when --timeout passes first (naming what is missing:
 nodes not ready, waiting for a slot, missing), and 1 when a node reports an error
 for the revision (the deployment stays committed) or another commit replaces it.
+An error a node reported before the wait began (a deploy that changed nothing,
+after a fix outside the manifest such as a secret created or an image pushed again
+under its tag) ends the wait only once the node reports it again, or when it
+still stands 1 minute later.
 
 A write whose reply was lost is resolved by reading the index back; when that
 cannot prove whether it landed (other writers changed the index meanwhile), deploy
 exits 6 and writes nothing more: run "podmin list" to check, then repeat it if
 needed.
+
+Only a new cluster has no deployments/index.json. When it is missing from a
+bucket that still holds Pod payloads or NodeGroup views, it was lost, and a new
+index holding only this deployment would make every node stop the Pods of all
+the others: deploy then writes nothing and exits 4. Run "podmin index rebuild",
+which restores the index from the payloads (showing its plan first), then deploy
+again.
 
 Deployment identity is NODEGROUP/NAME: deploying a same-named DaemonSet from
 another namespace replaces the entry, and deploy warns when it does.`,
@@ -132,7 +144,13 @@ and verified. A missing or corrupt payload is reported on its row (and in the
 rewrites it.
 
 This is an inventory of committed desired state. It is not runtime status or
-health: a listed deployment may not be running yet, or at all.`,
+health: a listed deployment may not be running yet, or at all.
+
+"no deployments committed" means a new cluster: no index, and no Pod payload or
+NodeGroup view in the bucket. When the index is missing from a bucket that holds
+them, what is committed is unknown: list says so, prints
+{bucket, indexMissing: true, problem, deployments: []} with -o json, and exits 1;
+run "podmin index rebuild".`,
 		Example: `  podmin list
   podmin list -o json`,
 		Args: cobra.NoArgs,
@@ -141,6 +159,9 @@ health: a listed deployment may not be running yet, or at all.`,
 				return err
 			}
 			list, err := env.List(cmd.Context())
+			if errors.Is(err, state.ErrIndexMissing) {
+				return printIndexMissing(cmd, env, out, err)
+			}
 			if err != nil {
 				return err
 			}
@@ -179,6 +200,31 @@ health: a listed deployment may not be running yet, or at all.`,
 	return cmd
 }
 
+// indexMissing is the document list prints instead of its rows when the
+// index is missing from a bucket that holds desired state.
+type indexMissing struct {
+	Bucket       string               `json:"bucket"`
+	IndexMissing bool                 `json:"indexMissing"`
+	Problem      string               `json:"problem"`
+	Deployments  []builtins.ListEntry `json:"deployments"`
+}
+
+// printIndexMissing says that what is committed is unknown, and returns
+// err (exit 1): a lost index is never "no deployments committed".
+func printIndexMissing(cmd *cobra.Command, env *builtins.Env, out string, err error) error {
+	doc := indexMissing{IndexMissing: true, Problem: err.Error(), Deployments: []builtins.ListEntry{}}
+	if c, cerr := env.CurrentContext(); cerr == nil {
+		doc.Bucket = c.Bucket
+	}
+	if perr := printResult(cmd.OutOrStdout(), out, doc, func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, "deployments/index.json is missing: what is committed is unknown; %s\n", state.RebuildAdvice)
+		return err
+	}); perr != nil {
+		return perr
+	}
+	return err
+}
+
 func dash(s string) string {
 	if s == "" {
 		return "-"
@@ -198,7 +244,10 @@ compare-and-swap write. Its immutable payloads stay in the bucket, unreferenced.
 Nodes remove the Pod when they next reconcile.
 
 Deleting a deployment that does not exist writes nothing and fails with exit
-status 3, unless --ignore-not-found is given.
+status 3, unless --ignore-not-found is given. When deployments/index.json is
+missing from a bucket that holds Pod payloads or NodeGroup views, whether the
+deployment exists is unknown: delete writes nothing and exits 4, with
+--ignore-not-found too; run "podmin index rebuild" first.
 
 Delete is destructive: on a terminal it asks you to type the cluster ID;
 --yes/-y confirms without asking and is needed when standard input is not a

@@ -67,6 +67,20 @@ var subjectNotFound = []struct {
 	{"podmin validate", []error{fs.ErrNotExist}},
 }
 
+// refusedFor lists, per command path prefix, sentinel errors that refuse
+// the command for safety. A missing deployments index refuses the
+// commands that would write a new one (exit 4); a command that only reads
+// it fails (exit 1).
+var refusedFor = []struct {
+	prefix string
+	errs   []error
+}{
+	{"podmin deploy", []error{state.ErrIndexMissing}},
+	{"podmin delete", []error{state.ErrIndexMissing}},
+	{"podmin install", []error{state.ErrIndexMissing}},
+	{"podmin uninstall", []error{state.ErrIndexMissing}},
+}
+
 // notFoundAnywhere are sentinel errors that mean the one thing asked for
 // does not exist wherever they surface.
 var notFoundAnywhere = []error{pstar.ErrNotFound}
@@ -141,6 +155,9 @@ func operationCode(path string, err error) int {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return exitDeadline
 	}
+	if matchesFor(refusedFor, path, err) {
+		return exitRefused
+	}
 	var nf notFoundError
 	if errors.As(err, &nf) {
 		return exitNotFound
@@ -150,17 +167,29 @@ func operationCode(path string, err error) int {
 			return exitNotFound
 		}
 	}
-	for _, s := range subjectNotFound {
+	if matchesFor(subjectNotFound, path, err) {
+		return exitNotFound
+	}
+	return exitFailed
+}
+
+// matchesFor reports whether err is one of the sentinels table lists for
+// the command at path (or a command it is the parent of).
+func matchesFor(table []struct {
+	prefix string
+	errs   []error
+}, path string, err error) bool {
+	for _, s := range table {
 		if path != s.prefix && !strings.HasPrefix(path, s.prefix+" ") {
 			continue
 		}
 		for _, e := range s.errs {
 			if errors.Is(err, e) {
-				return exitNotFound
+				return true
 			}
 		}
 	}
-	return exitFailed
+	return false
 }
 
 func isRefusal(err error) bool {

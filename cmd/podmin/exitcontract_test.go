@@ -449,7 +449,9 @@ func statusExitRows(t *testing.T, fresh, c *cli) []exitRow {
 	failing := newCLI(t)
 	failing.ok("connect", "demo", "--provider", "local", "--bucket", "demo-bucket")
 	failing.ok("deploy", "web", "-g", "workers", "--image", "hello:v1")
-	newFakeLeader(failing).publish(3, 3, state.NotReady, "kubelet")
+	// The nodes keep reporting the error, so it is reported after each
+	// wait begins.
+	t.Cleanup(newFakeLeader(failing).keepFailing("kubelet"))
 	return []exitRow{
 		{c, exitOK, "", []string{"status"}},
 		{s, exitOK, "", []string{"status", "web", "-g", "workers", "-o", "json"}},

@@ -20,7 +20,8 @@ func newIndexCmd(env *builtins.Env) *cobra.Command {
 		Short: "Repair the cluster's deployments index",
 		Long: `Commands on deployments/index.json, the cluster's single commit point of
 desired state. Every other command refuses to act on an index that does not
-decode (and leaves its bytes alone); "podmin index rebuild" is the way back.`,
+decode (and leaves its bytes alone), or that is missing from a bucket that still
+holds the desired state it committed; "podmin index rebuild" is the way back.`,
 		Example: `  podmin index rebuild
   podmin index rebuild --pick workers/web=3f2a9c1e --pick edge/old=none -y`,
 	}
@@ -34,9 +35,13 @@ func newIndexRebuildCmd(env *builtins.Env) *cobra.Command {
 	var out string
 	cmd := &cobra.Command{
 		Use:   "rebuild [--pick CHOICE]... [-y]",
-		Short: "Rebuild a corrupt deployments/index.json from its readable entries and the payloads",
-		Long: `Rebuild reconstructs deployments/index.json when it no longer decodes (or is
-missing), from two sources:
+		Short: "Rebuild a corrupt or lost deployments/index.json from its readable entries and the payloads",
+		Long: `Rebuild reconstructs deployments/index.json when it no longer decodes or is
+missing. Use it when deploy, delete, list or status refuse the index ("does not
+decode", "the deployments index is missing"), or a node's /readyz asks to restore
+it. Run it before any deploy: nodes keep every Pod while the index is missing,
+and deploy refuses to answer a lost index with a new one (which would hold only
+the new deployment). It works from two sources:
 
   - the entries of the corrupt index that can still be read one by one, kept
     when their Pod and Service payloads are present and intact;
@@ -62,7 +67,9 @@ Rebuild is destructive: on a terminal it asks you to type the cluster ID;
 terminal (without it the plan is shown and nothing is written, exit status 4).
 The write is conditional on the corrupt object's ETag, so an index that changed
 since the plan is not overwritten. A valid index is refused (rebuilding it from
-the payloads would bring back deleted deployments).`,
+the payloads would bring back deleted deployments). A bucket that holds NodeGroup
+views (or Pod payloads that do not verify) but no usable Pod payload is rebuilt
+to an empty index, every name it held shown as left out.`,
 		Example: `  podmin index rebuild
   podmin index rebuild --pick workers/web=3f2a9c1e --pick service:default/web=77ab01c2 -y
   podmin index rebuild --pick edge/old=none -y -o json`,

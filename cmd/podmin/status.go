@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"podmin.dev/podmin/builtins"
+	"podmin.dev/podmin/internal/state"
 )
 
 // waitValues are what --wait waits for; --wait alone means ready.
@@ -53,8 +54,16 @@ Status exits 0 whatever the state (it reports). With --wait it is a gate: it
 waits until the selected deployments are applied (--wait=applied) or ready
 (--wait, --wait=ready) on every expected node, shows progress on standard error,
 and exits 124 when --timeout passes first (naming what is missing) and 1 when a
-node reports an error for the revision. A deployment name needs its NodeGroup
-(-g); a name that is not committed exits 3.`,
+node reports an error for the revision. Only an error a node reported after it
+read the commit naming the revision counts; one already reported when the wait
+began (perhaps fixed since, outside the manifest: a secret created, an image
+pushed again) ends the wait only once the node reports it again, or when it still
+stands 1 minute later. A deployment name needs its NodeGroup (-g); a name that is
+not committed exits 3.
+
+When deployments/index.json is missing from a bucket that holds Pod payloads or
+NodeGroup views, what is committed is unknown: status says so (indexMissing in
+-o json) and exits 1; run "podmin index rebuild".`,
 		Example: `  podmin status
   podmin status -g workers
   podmin status web -g workers -o json
@@ -78,6 +87,12 @@ node reports an error for the revision. A deployment name needs its NodeGroup
 			res, err := env.Status(cmd.Context(), opts)
 			if errors.Is(err, builtins.ErrNoDeployment) {
 				return notFoundError{err}
+			}
+			if res.IndexMissing {
+				// What is committed is unknown: said on standard output
+				// (indexMissing in -o json) and failed, never waited on.
+				_ = printStatus(cmd.OutOrStdout(), out, res)
+				return err
 			}
 			if err != nil {
 				return err
@@ -138,6 +153,10 @@ func printStatus(w io.Writer, format string, res builtins.StatusResult) error {
 			if g.Problem != "" && len(g.Deployments) == 0 {
 				notes = append(notes, fmt.Sprintf("NodeGroup %s: %s", g.NodeGroup, g.Problem))
 			}
+		}
+		if res.IndexMissing {
+			_, err := fmt.Fprintf(w, "deployments/index.json is missing: what is committed is unknown; %s\n", state.RebuildAdvice)
+			return err
 		}
 		if rows == 0 {
 			_, err := fmt.Fprintln(w, "no deployments committed")

@@ -87,6 +87,27 @@ func (f *fakeLeader) follow() (stop func()) {
 	return func() { close(done); <-stopped }
 }
 
+// keepFailing publishes, until stop is called, the node error errKind
+// for the committed revision again and again, each time as a new report:
+// an error the node reports after a wait began, which ends the wait.
+func (f *fakeLeader) keepFailing(errKind string) (stop func()) {
+	// The first report is there before anything reads the status.
+	f.publish(3, 3, state.NotReady, errKind)
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			_ = f.tryPublish(3, 3, state.NotReady, errKind)
+			select {
+			case <-done:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
+	return func() { close(done); <-stopped }
+}
+
 func (f *fakeLeader) tryPublish(nodes, expected int, readiness, errKind string) error {
 	ctx := context.Background()
 	now := time.Now().UTC()
@@ -102,7 +123,9 @@ func (f *fakeLeader) tryPublish(nodes, expected int, readiness, errKind string) 
 	for i := range nodes {
 		r := state.DeploymentReport{Name: "web", Revision: rev, AppliedAt: &now, Desired: rev, Readiness: readiness, ReportedAt: now}
 		if errKind != "" && i == 1 {
-			r.Error = &state.ReportedError{Kind: errKind, Message: "container web: CrashLoopBackOff", Revision: rev}
+			// As an agent reports kubelet's problem: the reason and the error.
+			r.Reason = "container web: CrashLoopBackOff"
+			r.Error = &state.ReportedError{Kind: errKind, Message: r.Reason, Revision: rev}
 		}
 		s.Nodes = append(s.Nodes, state.NodeStatus{Node: fmt.Sprintf("node-%d", i), State: state.NodeLive, Kubelet: true, Deployments: []state.DeploymentReport{r}})
 	}
@@ -176,11 +199,22 @@ func TestStatusCommand(t *testing.T) {
 	f.publish(2, 3, state.Ready, "")
 	c.fails(exitDeadline, "1 node(s) missing (3 expected, 2 live)", "status", "web", "-g", "workers", "--wait=applied", "--timeout", "2s")
 
-	// A node error fails the gate, and deploy --wait (the deployment stays
-	// committed).
+	// An error reported before the wait began may be one just fixed
+	// outside the payloads: it does not end the wait at once, and the
+	// nodes reporting the revision ready end it successfully.
 	f.publish(3, 3, state.NotReady, "kubelet")
-	c.fails(exitFailed, "a node reports an error for the revision: workers/web revision "+f.revision()[:12]+": node-1 (kubelet): container web: CrashLoopBackOff", "status", "web", "-g", "workers", "--wait")
+	if out := c.ok("status", "-g", "workers"); strings.Count(out, "container web: CrashLoopBackOff") != 1 {
+		t.Fatalf("status names the node's error other than once:\n%s", out)
+	}
+	stop := f.follow()
+	c.ok("status", "web", "-g", "workers", "--wait", "--timeout", "30s")
+	stop()
+	// A node error reported after the wait began fails the gate, and
+	// deploy --wait (the deployment stays committed).
+	stop = f.keepFailing("kubelet")
+	c.fails(exitFailed, "a node reports an error for the revision: workers/web revision "+f.revision()[:12]+": node-1 (kubelet): container web: CrashLoopBackOff", "status", "web", "-g", "workers", "--wait", "--timeout", "30s")
 	c.fails(exitFailed, "workers/web unchanged (revision "+f.revision()[:12]+" committed), but the wait failed: a node reports an error", "deploy", "web", "-g", "workers", "--image", "hello:v1", "--wait", "--timeout", "30s")
+	stop()
 	f.publish(3, 3, state.Ready, "")
 	out = c.ok("deploy", "web", "-g", "workers", "--image", "hello:v1", "--wait")
 	if !strings.Contains(out, "workers/web revision "+f.revision()[:12]+" ready on 3/3 nodes after") {

@@ -71,6 +71,17 @@ type CommitOptions struct {
 	// PayloadStamps (ScopedCache) also lets deploy prove a payload present
 	// and intact with one Head instead of a read of its bytes.
 	Cache PayloadCache
+	// RefuseLostIndex makes Deploy and Delete tell a new cluster from a
+	// lost index before they act on an absent one: when the bucket holds
+	// Pod payloads or NodeGroup views (CheckIndexAbsence), or the index
+	// was read earlier in the same call, they fail with an
+	// *IndexMissingError before anything is written, instead of creating
+	// an index that holds only their own change (or reporting a deletion
+	// as absent). It costs one LIST of one key, only when the index read
+	// found nothing. The check and the create-only write that follows are
+	// two requests: an index created and then lost again between them is
+	// not seen, but the write never replaces an index that exists.
+	RefuseLostIndex bool
 }
 
 // Committer applies mutations to deployments/index.json in one bucket with
@@ -172,6 +183,9 @@ func (c *Committer) commit(ctx context.Context, m mutation) (commitResult, error
 		slot    time.Duration
 		// resolveNow skips the backoff once, right after a lost reply.
 		resolveNow bool
+		// sawIndex: a round read an index; provedNew: the bucket was
+		// shown to hold no desired state while the index was absent.
+		sawIndex, provedNew bool
 	)
 	fail := func(err error) error {
 		if pending != nil {
@@ -206,6 +220,21 @@ func (c *Committer) commit(ctx context.Context, m mutation) (commitResult, error
 			lastErr = err
 			continue
 		}
+		if c.opts.RefuseLostIndex && !cur.exists {
+			// Once proven new, later absent rounds are this call's own
+			// create-only write that did not land: the payloads it wrote
+			// are not evidence of a lost index.
+			switch {
+			case sawIndex:
+				return 0, fail(&IndexMissingError{})
+			case !provedNew:
+				if err := CheckIndexAbsence(ctx, c.store); err != nil {
+					return 0, fail(err)
+				}
+				provedNew = true
+			}
+		}
+		sawIndex = sawIndex || cur.exists
 		if pending != nil {
 			switch r := resolveWrite(pending.id, pending.base, cur); r {
 			case writeLanded:

@@ -40,6 +40,19 @@
 // rules (one owner per Service identity) are checked inside the mutation,
 // against the version being replaced, so they hold under races.
 //
+// # A missing index
+//
+// Only a new cluster has no index. An absent index in a bucket that holds
+// Pod payloads or NodeGroup views was lost, and reading it as empty would
+// make a deploy commit an index holding only its own entry, which every
+// node then reconciles by stopping every other Pod. CheckIndexAbsence
+// tells the two apart with one LIST of one key (two in a new cluster);
+// ReadDesiredIndex and commits with RefuseLostIndex use it and fail with
+// ErrIndexMissing, naming "podmin index rebuild" (PlanRebuild), instead.
+// The check precedes a create-only write, so a concurrent rebuild is
+// never overwritten; what it cannot see is an index created and lost
+// again between the two requests.
+//
 // # Payload stamps
 //
 // A payload is immutable and named by its SHA-512, so its bytes, once

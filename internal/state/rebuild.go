@@ -256,7 +256,18 @@ func PlanRebuild(ctx context.Context, store objstore.Store, cache PayloadCache, 
 		byPath[c.Path] = c
 	}
 	if plan.Missing && len(readable) == 0 && len(byKey) == 0 {
-		return nil, fmt.Errorf("%w: there is no index and no Pod payload in the bucket", ErrNothingToRebuild)
+		// NodeGroup views or unusable Pod payloads, but no payload to
+		// restore: what they name cannot come back, but they are what
+		// makes deploy refuse, so the rebuild offers the empty index with
+		// every name left out.
+		dropped, err := viewsWithoutPayloads(ctx, store)
+		if err != nil {
+			return nil, err
+		}
+		if len(dropped) == 0 && len(skipped) == 0 {
+			return nil, fmt.Errorf("%w: there is no index, no Pod payload and no NodeGroup view in the bucket", ErrNothingToRebuild)
+		}
+		plan.Dropped = append(plan.Dropped, dropped...)
 	}
 
 	podPicks, svcPicks := map[Key]Pick{}, map[ServiceID]Pick{}
@@ -633,4 +644,36 @@ func (c *Committer) WriteRebuild(ctx context.Context, plan *RebuildPlan) error {
 		return fmt.Errorf("write %s: %w: %w: another writer changed the index meanwhile: run \"podmin list\" to see whether it was rebuilt", IndexPath, ErrOutcomeUnknown, err)
 	}
 	return fmt.Errorf("write %s: gave up after 3 attempts, none of which landed: %w", IndexPath, lastErr)
+}
+
+// viewsWithoutPayloads lists what the NodeGroup views name, for a bucket
+// that holds views but no Pod payload: each name is left out, since
+// nothing of it can be restored.
+func viewsWithoutPayloads(ctx context.Context, store objstore.Store) ([]DroppedEntry, error) {
+	views, err := objstore.ListAll(ctx, store, ViewsPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", ViewsPrefix, err)
+	}
+	var out []DroppedEntry
+	for _, v := range views {
+		obj, err := store.Get(ctx, v.Key, objstore.GetOptions{})
+		if errors.Is(err, objstore.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", v.Key, err)
+		}
+		ix, err := DecodeIndex(obj.Data)
+		if err != nil {
+			out = append(out, DroppedEntry{Deployment: v.Key, Reason: "a NodeGroup view that does not decode, and no Pod payload in the bucket"})
+			continue
+		}
+		for _, it := range ix.Items() {
+			out = append(out, DroppedEntry{Deployment: it.Key.String(), Reason: "named by the NodeGroup view " + v.Key + ", but no Pod payload is in the bucket"})
+		}
+		if ix.Len() == 0 {
+			out = append(out, DroppedEntry{Deployment: v.Key, Reason: "an empty NodeGroup view"})
+		}
+	}
+	return out, nil
 }
