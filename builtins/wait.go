@@ -34,9 +34,10 @@ const DefaultWaitPoll = time.Second
 // began may stand unchanged before it ends the wait. A wait for a
 // revision that was already committed (status --wait, or a deploy that
 // changed nothing) often follows a fix outside the payloads (a secret
-// created, an image pushed again under its tag) that the node has not
-// retried yet. A node retries a failed deployment within 30 s and reports
-// whatever changes, so an error still reported unchanged after this long
+// created, an image pushed, a disk freed) that the node has not retried
+// yet. A node retries a Pod it kept back at every poll (5 s) and reports
+// whatever changes; a retry that fails the same way changes nothing a
+// reader can see, so an error still reported unchanged after this long
 // is the node's current one.
 const StaleErrorGrace = time.Minute
 
@@ -134,7 +135,7 @@ func checkWait(opts *WaitOptions) error {
 // (UntilReady). It fails when a node reports an error for that revision
 // after it read the commit naming it (ErrNodeError): at once for an error
 // reported after the wait began, and for one already reported then only
-// when the node reports it again or it still stands StaleErrorGrace
+// when the node reports another error or it still stands StaleErrorGrace
 // later. It fails at once when another commit replaces the revision it
 // waits for (ErrSuperseded), and when readiness is waited for on a node
 // without a kubelet (ErrReadinessUnknowable). Out of time it returns a
@@ -183,9 +184,9 @@ func (e *Env) wait(ctx context.Context, store objstore.Store, opts WaitOptions) 
 		return res, &WaitTimeoutError{Key: key.String(), Until: opts.Until, Waited: waited, Last: res.DeploymentStatus}
 	}
 	lastLine := ""
-	// earlier holds, per node, when the report carrying an error was
-	// received, for the errors already reported when the wait began.
-	var earlier map[string]time.Time
+	// earlier holds, per node, the error already reported when the wait
+	// began.
+	var earlier map[string]NodeError
 	for {
 		entry, ok, err := ix.entry(ctx, key)
 		if err != nil {
@@ -212,15 +213,15 @@ func (e *Env) wait(ctx context.Context, store objstore.Store, opts WaitOptions) 
 		waited := e.now().Sub(start)
 		res.WaitedSeconds = waited.Seconds()
 		if earlier == nil {
-			earlier = map[string]time.Time{}
+			earlier = map[string]NodeError{}
 			if !opts.newRevision {
-				earlier = reportTimes(res.DeploymentStatus)
+				earlier = nodeErrors(res.DeploymentStatus)
 			}
 		}
 		decide, held := withoutEarlierErrors(res.DeploymentStatus, earlier, waited >= StaleErrorGrace)
 		line := fmt.Sprintf("%s revision %s: %s", key, short(rev), res.Summary)
 		if len(held) > 0 {
-			line += fmt.Sprintf(" (the error of %s was reported before the wait began: it ends the wait once reported again, or still reported %s after the wait began)", strings.Join(held, ", "), StaleErrorGrace)
+			line += fmt.Sprintf(" (the error of %s was reported before the wait began: it ends the wait if the node reports another, or still reports it %s after the wait began)", strings.Join(held, ", "), StaleErrorGrace)
 		}
 		if line != lastLine {
 			e.progress("%s", line)
@@ -245,33 +246,28 @@ func (e *Env) wait(ctx context.Context, store objstore.Store, opts WaitOptions) 
 	}
 }
 
-// reportTimes maps each node with an error in d to when the report
-// carrying it was received.
-func reportTimes(d DeploymentStatus) map[string]time.Time {
-	out := map[string]time.Time{}
+// nodeErrors maps each node with an error in d to that error.
+func nodeErrors(d DeploymentStatus) map[string]NodeError {
+	out := map[string]NodeError{}
 	for _, e := range d.Errors {
-		for _, n := range d.Nodes {
-			if n.Node == e.Node && n.ReportedAt != nil {
-				out[n.Node] = *n.ReportedAt
-			}
-		}
+		out[e.Node] = e
 	}
 	return out
 }
 
-// withoutEarlierErrors is d without the errors of reports the wait found
-// when it began (earlier), unless grace has passed: only an error
-// reported after the wait began may end it early. held names the nodes
+// withoutEarlierErrors is d without the errors the wait found when it
+// began (earlier) that nodes still report unchanged, unless grace has
+// passed: only an error a node reported after the wait began (another
+// kind, message or revision) may end it early. held names the nodes
 // whose errors were left out.
-func withoutEarlierErrors(d DeploymentStatus, earlier map[string]time.Time, grace bool) (DeploymentStatus, []string) {
+func withoutEarlierErrors(d DeploymentStatus, earlier map[string]NodeError, grace bool) (DeploymentStatus, []string) {
 	if grace || len(earlier) == 0 {
 		return d, nil
 	}
-	now := reportTimes(d)
 	var kept []NodeError
 	var held []string
 	for _, e := range d.Errors {
-		if at, ok := earlier[e.Node]; ok && now[e.Node].Equal(at) {
+		if was, ok := earlier[e.Node]; ok && was == e {
 			held = append(held, e.Node)
 			continue
 		}

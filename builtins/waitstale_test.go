@@ -93,9 +93,10 @@ func failing(rev, kind, msg string) state.DeploymentReport {
 // TestWaitAfterAFixOutsideThePayload: an error the node reported before
 // the wait began (a secret missing, since created; an image since pushed
 // again under its tag) does not end status --wait or an unchanged deploy
-// --wait at once. It ends it when the node reports it again, or when it
-// still stands StaleErrorGrace later; the node reporting the revision
-// ready ends the wait successfully.
+// --wait at once, nor does the node reporting it again unchanged (a retry
+// that failed the same way). It ends it when the node reports another
+// error, or when it still stands StaleErrorGrace later; the node
+// reporting the revision ready ends the wait successfully.
 func TestWaitAfterAFixOutsideThePayload(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -109,10 +110,13 @@ func TestWaitAfterAFixOutsideThePayload(t *testing.T) {
 				lw.publish(ready(rev))
 			}
 		}},
-		{name: "reported again", wantErr: true, next: func(lw *leaderWriter, rev string, poll int) {
+		{name: "another error", wantErr: true, next: func(lw *leaderWriter, rev string, poll int) {
 			if poll == 2 {
-				lw.publish(failing(rev, state.ErrorSecret, "value db-url: not found"))
+				lw.publish(failing(rev, state.ErrorSecret, "value db-url: access denied"))
 			}
+		}},
+		{name: "reported again unchanged", wantErr: true, minWait: StaleErrorGrace, next: func(lw *leaderWriter, rev string, poll int) {
+			lw.publish(failing(rev, state.ErrorSecret, "value db-url: not found"))
 		}},
 		{name: "still standing", wantErr: true, minWait: StaleErrorGrace, next: func(*leaderWriter, string, int) {}},
 	} {

@@ -118,3 +118,35 @@ func TestLoopWaitsTheVouchedSafetyPoll(t *testing.T) {
 		t.Fatalf("wait once the leader no longer vouches = %s, want the hinted 1m", d)
 	}
 }
+
+// A pass that kept a Pod back is retried at the base interval even while
+// the leader's hints would slow the loop: what keeps a Pod back (a secret
+// not created yet, an image not pushed) is fixed without a commit, so no
+// hint ever announces the fix.
+func TestLoopRetriesKeptPodsAtTheBasePace(t *testing.T) {
+	f := newFixture(t)
+	f.deploy(t, "workers", "web", "web:v1", false, "missing")
+	r := f.reconciler(t, nil)
+	waits := make(chan time.Duration, 16)
+	after := func(d time.Duration) <-chan time.Time {
+		waits <- d
+		return nil
+	}
+	loop := staticpod.NewLoop(r, staticpod.LoopOptions{Interval: 5 * time.Second, HintedInterval: time.Minute,
+		Hinted: func() bool { return true }, After: after, Rand: func() float64 { return 1 }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = loop.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case d := <-waits:
+		if d != 5*time.Second {
+			t.Fatalf("after a pass that kept web back the loop waits %s, want the base 5s", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no pass within 10s")
+	}
+	if c := r.Counters(); c.PodFailures["web"] == 0 {
+		t.Fatalf("the pass kept no Pod back: %+v", c)
+	}
+}

@@ -289,11 +289,6 @@ func (e *PodsFailedError) Error() string {
 	return b.String()
 }
 
-// waitsForImage reports whether a Pod waits for an image to be pullable.
-func (e *PodsFailedError) waitsForImage() bool {
-	return slices.ContainsFunc(e.Failures, func(f PodFailure) bool { return f.Kind == state.ErrorImage })
-}
-
 // Unwrap returns the Pods' errors.
 func (e *PodsFailedError) Unwrap() []error {
 	out := make([]error, len(e.Failures))

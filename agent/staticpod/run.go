@@ -48,7 +48,7 @@ type LoopOptions struct {
 	// heartbeats name the index version it polled (each names it again,
 	// so a lost hint is made up within seconds): it applies after a clean
 	// pass only, and zero means not vouched. A pass that kept Pods back
-	// retries at the hinted pace.
+	// retries at Interval, hinted or not: their fix needs no commit.
 	Vouched func() time.Duration
 	// Timeout bounds one pass.
 	Timeout time.Duration
@@ -137,7 +137,7 @@ func (l *Loop) backoff(n int) time.Duration {
 // way to stop new reconciliation.
 //
 // Outcomes are told apart: a pass that kept some Pods at their last valid
-// state is reported (not ready, naming them) and retried at the next poll,
+// state is reported (not ready, naming them) and retried after Interval,
 // without backoff, since the rest of the NodeGroup was published; an index
 // that kept changing during the pass is no failure at all and is retried
 // at once; anything else (bucket missing or unreadable, directory not
@@ -166,11 +166,10 @@ func (l *Loop) Run(ctx context.Context) error {
 			failures = 0
 		case errors.As(err, &pods):
 			failures = 0
-			if pods.waitsForImage() {
-				// An image is pushed without a commit, so no hint
-				// announces it: ask at the base pace.
-				wait = time.Duration(float64(l.opts.Interval) * (0.8 + 0.2*l.opts.Rand()))
-			}
+			// What keeps a Pod back (a secret not created yet, an image
+			// not pushed, a full disk) is fixed without a commit, so no
+			// hint announces the fix: try again at the base pace.
+			wait = time.Duration(float64(l.opts.Interval) * (0.8 + 0.2*l.opts.Rand()))
 			err = fmt.Errorf("NodeGroup %s published, but %w", l.r.opts.NodeGroup, err)
 		case errors.Is(err, ErrIndexChanged):
 			// Commits keep arriving: the next pass starts after a short
