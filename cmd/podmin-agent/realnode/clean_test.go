@@ -146,6 +146,9 @@ func (r *run) leftovers() []string {
 		for sc.Scan() {
 			fields := strings.Fields(sc.Text())
 			mp := fields[4]
+			if r.baseMounts[fields[0]] {
+				continue // the machine's, or the node's own from its start
+			}
 			if !slices.Contains(nodeMounts, mp) &&
 				(strings.HasPrefix(mp, "/run/") || strings.HasPrefix(mp, "/var/") || strings.HasPrefix(mp, r.dir+"/")) &&
 				mp != filepath.Join(r.root, "run") {

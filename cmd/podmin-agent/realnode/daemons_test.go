@@ -118,6 +118,13 @@ enforceNodeAllocatable:
 		"resolv.conf": "nameserver " + vpcAddr.String() + "\n",
 		"coredns/Corefile": fmt.Sprintf(`svc.cluster.local:53 {
   bind %s
+  hosts %s/var/lib/podmin/dns/hosts {
+    ttl 5
+    reload 1s
+    no_reverse
+    fallthrough
+    fallthrough_unsupported
+  }
   forward . 127.0.0.1:1053
 }
 .:53 {
@@ -125,7 +132,7 @@ enforceNodeAllocatable:
   forward . %s/resolv.conf
   cache 30
 }
-`, nodeAddr, nodeAddr, etc),
+`, nodeAddr, n.root, nodeAddr, etc),
 	}
 	for name, content := range files {
 		must(n.t, os.WriteFile(filepath.Join(etc, name), []byte(content), 0o644))

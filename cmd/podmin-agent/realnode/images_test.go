@@ -22,14 +22,14 @@ type image struct {
 	args                  []string // after the program in ENTRYPOINT
 }
 
-// pushImages builds and pushes the sandbox image, two versions of the
+// pushImages builds and pushes the sandbox image, three versions of the
 // workload and a broken one (the same program, whose command exits with
 // status 3) through the podmin CLI, and returns the cluster references.
 func (n *node) pushImages() map[string]string {
 	start := time.Now()
 	refs := map[string]string{}
 	for _, img := range []image{{"pause:e2e", "pause", "", nil}, {"hello:v1", "hello", "v1", nil}, {"hello:v2", "hello", "v2", nil},
-		{"hello:broken", "hello", "broken", []string{"exit", "3"}}} {
+		{"hello:v3", "hello", "v3", nil}, {"hello:broken", "hello", "broken", []string{"exit", "3"}}} {
 		ctx := filepath.Join(n.dir, "build", strings.ReplaceAll(img.tag, ":", "-"))
 		must(n.t, os.MkdirAll(ctx, 0o755))
 		b, err := os.ReadFile(filepath.Join(n.bin, img.program))
@@ -45,7 +45,7 @@ func (n *node) pushImages() map[string]string {
 		n.podmin("build", "-t", img.tag, ctx)
 		refs[img.tag] = strings.TrimSpace(n.podmin("push", img.tag))
 	}
-	n.rep.line(fmt.Sprintf("images built and pushed with podmin build/push (pause:e2e, hello:v1, hello:v2, hello:broken) in %s: %s, %s",
+	n.rep.line(fmt.Sprintf("images built and pushed with podmin build/push (pause:e2e, hello:v1, hello:v2, hello:v3, hello:broken) in %s: %s, %s",
 		time.Since(start).Round(10*time.Millisecond), refs["hello:v1"], refs["pause:e2e"]))
 	return refs
 }

@@ -54,6 +54,11 @@ type node struct {
 	xdg    []string // the CLI's XDG directories, shared with the agent
 	env    []string // the CLI's environment
 	procs  []*daemon
+	// baseMounts are the IDs of the mounts the node's mount namespace had
+	// right after isolate: the machine's (another program's named network
+	// namespaces among them) and the node's own /run and /var. The clean
+	// checks count only mounts made after them.
+	baseMounts map[string]bool
 }
 
 // runNode is the test inside the node's namespaces.
@@ -68,6 +73,7 @@ func runNode(t *testing.T) {
 	start := time.Now()
 	must(t, recordNamespaces(dir))
 	n.isolate()
+	n.baseMounts = mountIDs(t)
 	n.network()
 	removeCgroups := n.makeCgroupRoot()
 	t.Cleanup(func() {
@@ -111,8 +117,32 @@ func (n *node) isolate() {
 	must(t, os.Symlink("../run", filepath.Join(n.root, "var/run")))
 	must(t, os.Symlink("../run/lock", filepath.Join(n.root, "var/lock")))
 	must(t, unix.Mount("tmpfs", filepath.Join(n.root, "run"), "tmpfs", 0, "mode=0755"))
+	// containerd's root is a filesystem of its own, so a proof can fill
+	// it without touching the machine's disk.
+	must(t, os.MkdirAll(filepath.Join(n.root, "var/lib/containerd"), 0o700))
+	must(t, unix.Mount("tmpfs", filepath.Join(n.root, "var/lib/containerd"), "tmpfs", 0, "mode=0700,size=1g"))
 	must(t, unix.Mount(filepath.Join(n.root, "run"), "/run", "", unix.MS_BIND|unix.MS_REC, ""))
+	// A bpffs of the node's own, where the agent pins its dataplane so
+	// that a restarted agent adopts it; it goes with the mount namespace.
+	bpffs := filepath.Join(n.root, "sys/fs/bpf")
+	must(t, os.MkdirAll(bpffs, 0o755))
+	must(t, unix.Mount("bpf", bpffs, "bpf", 0, "mode=0700"))
 	must(t, unix.Mount(filepath.Join(n.root, "var"), "/var", "", unix.MS_BIND|unix.MS_REC, ""))
+}
+
+// mountIDs are the IDs of the calling process's mounts (the first field of
+// /proc/self/mountinfo).
+func mountIDs(t *testing.T) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	must(t, err)
+	out := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 {
+			out[f[0]] = true
+		}
+	}
+	return out
 }
 
 // network brings up the node's interfaces and the vpc namespace.

@@ -85,6 +85,7 @@ type sample struct {
 	at      time.Time
 	version string
 	err     error
+	took    time.Duration // how long the call took
 }
 
 // rollout deploys hello:v2 while a Pod calls the Service every 50 ms, and
