@@ -694,7 +694,7 @@ func TestUnpersistedDNSInReadyz(t *testing.T) {
 	}
 	health := NewHealth()
 	c := &coordination{log: slog.New(slog.DiscardHandler), health: health, feed: &dataplaneFeed{cluster: "demo"},
-		dns: service.New(service.Config{Cluster: "demo", HostsPath: filepath.Join(blocked, "hosts")})}
+		dns: service.New(service.Config{Cluster: "demo", ZonePath: filepath.Join(blocked, "cluster.local.zone")})}
 	snap := &pb.ServiceSnapshot{Services: []*pb.Service{{Namespace: "default", Name: "web"}}}
 	c.view(snap)
 	ok, reasons := health.Ready()

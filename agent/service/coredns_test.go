@@ -155,43 +155,46 @@ func fakeUpstream(t testing.TB) netip.AddrPort {
 }
 
 // TestRenderedCorefileRunsInCoreDNS runs CoreDNS on the rendered
-// configuration in the local node mode (bound to ::1) in front of the
-// agent's server and a fake provider resolver, and resolves through it the
-// way a Pod does.
+// configuration in the local node mode (bound to ::1) over the zone file
+// the agent writes and a fake provider resolver, and resolves through it
+// the way a Pod does: the Service's VIP, NXDOMAIN with the zone's SOA for
+// an unknown Service and for the longer forms a Pod's search list makes
+// of a full name (never sent upstream), no AAAA-less answer but NODATA
+// for another type, and every other name from upstream.
 func TestRenderedCorefileRunsInCoreDNS(t *testing.T) {
 	bin := coreDNSBinary(t)
-	// A 64-byte UDP limit forces every answer of the agent through the
-	// truncation and TCP path behind CoreDNS too.
-	for _, limit := range []uint16{0, 64} {
-		agent := startServer(t, service.Config{MaxUDPPayload: limit})
-		if err := agent.Update(services([2]string{"product", "database"})); err != nil {
+	zone := filepath.Join(t.TempDir(), "cluster.local.zone")
+	agent := service.New(service.Config{Cluster: cluster, ZonePath: zone})
+	if err := agent.Update(services([2]string{"product", "database"})); err != nil {
+		t.Fatal(err)
+	}
+	upstream := fakeUpstream(t)
+	node := startCoreDNS(t, bin, "::1", func(port uint16) []byte {
+		corefile, err := service.RenderCorefile(service.CorefileConfig{Bind: netip.MustParseAddr("::1"), Port: port,
+			ZoneFile: zone, Upstreams: []string{upstream.String()}})
+		if err != nil {
 			t.Fatal(err)
 		}
-		upstream := fakeUpstream(t)
-		node := startCoreDNS(t, bin, "::1", func(port uint16) []byte {
-			// No hosts file: every Service query goes through to the agent.
-			corefile, err := service.RenderCorefile(service.CorefileConfig{Bind: netip.MustParseAddr("::1"), Port: port,
-				Agent: agent.Addr(), Hosts: filepath.Join(t.TempDir(), "hosts"), Upstreams: []string{upstream.String()}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return corefile
-		}, "database.product.svc.cluster.local.")
+		return corefile
+	}, "database.product.svc.cluster.local.")
 
-		r, viaTCP := resolve(t, node, "database.product.svc.cluster.local.", dns.TypeAAAA)
-		if got := vipOf(t, r); got != vip.For(cluster, "product", "database") {
-			t.Errorf("limit %d: Service through CoreDNS: %v", limit, got)
+	r, _ := resolve(t, node, "database.product.svc.cluster.local.", dns.TypeAAAA)
+	if got := vipOf(t, r); got != vip.For(cluster, "product", "database") || r.Answer[0].Header().Ttl != service.TTL {
+		t.Errorf("Service through CoreDNS: %v", r)
+	}
+	for _, name := range []string{"nothing.product.svc.cluster.local.", "database.product.svc.cluster.local.product.svc.cluster.local.",
+		"database.product.svc.cluster.local.cluster.local."} {
+		r, _ = resolve(t, node, name, dns.TypeAAAA)
+		if r.Rcode != dns.RcodeNameError || len(r.Ns) != 1 || r.Ns[0].Header().Rrtype != dns.TypeSOA {
+			t.Errorf("%s through CoreDNS: %s with authority %v, want NXDOMAIN with the SOA", name, dns.RcodeToString[r.Rcode], r.Ns)
 		}
-		if limit != 0 && !viaTCP {
-			t.Errorf("limit %d: CoreDNS did not pass the truncation on", limit)
-		}
-		r, _ = resolve(t, node, "nothing.product.svc.cluster.local.", dns.TypeAAAA)
-		if r.Rcode != dns.RcodeNameError {
-			t.Errorf("limit %d: unknown Service through CoreDNS: %s", limit, dns.RcodeToString[r.Rcode])
-		}
-		r, _ = resolve(t, node, "example.com.", dns.TypeAAAA)
-		if got := vipOf(t, r); got != netip.MustParseAddr("2001:db8::53") {
-			t.Errorf("limit %d: other names through CoreDNS: %v", limit, got)
-		}
+	}
+	r, _ = resolve(t, node, "database.product.svc.cluster.local.", dns.TypeA)
+	if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 0 {
+		t.Errorf("A of a Service through CoreDNS: %v, want NODATA", r)
+	}
+	r, _ = resolve(t, node, "example.com.", dns.TypeAAAA)
+	if got := vipOf(t, r); got != netip.MustParseAddr("2001:db8::53") {
+		t.Errorf("other names through CoreDNS: %v", got)
 	}
 }

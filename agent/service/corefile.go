@@ -23,44 +23,36 @@ type CorefileConfig struct {
 	Bind netip.Addr
 	// Port is the listening port; 0 means 53.
 	Port uint16
-	// Agent is the agent's authoritative server; the zero value means
-	// DefaultAddr.
-	Agent netip.AddrPort
-	// Hosts is the hosts file the agent keeps (Config.HostsPath), from
-	// which CoreDNS answers Service names itself; empty means
-	// DefaultHostsPath.
-	Hosts string
+	// ZoneFile is the zone file of the cluster domain the agent keeps
+	// (Config.ZonePath); empty means DefaultZonePath.
+	ZoneFile string
 	// Upstreams are the resolvers for every other name: addresses
 	// (optionally with a port) or a resolv.conf path; empty means
 	// DefaultUpstream.
 	Upstreams []string
 }
 
-// corefileFormat is the Corefile; its arguments are the zone, port, bind
-// address, hosts file, its TTL, its reload interval, agent address, port
-// again, bind address again and the upstreams. It is a format, not a
-// text/template: a program that can reach text/template's executor keeps
-// every exported method of every type it links, which would grow the
-// agent every node downloads by megabytes.
+// corefileFormat is the Corefile; its arguments are the cluster domain,
+// port, bind address, zone file, its reload interval, port again, bind
+// address again and the upstreams. It is a format, not a text/template: a
+// program that can reach text/template's executor keeps every exported
+// method of every type it links, which would grow the agent every node
+// downloads by megabytes.
 //
-// The hosts plugin answers the AAAA queries of the Services in the file,
-// so they resolve while the agent restarts; every other query in the zone
-// (an unknown Service, whose NXDOMAIN is the agent's to give, another
-// type) falls through to the agent.
+// CoreDNS answers the whole cluster domain from the zone file the agent
+// keeps: Service names, and NXDOMAIN with the zone's SOA for every other
+// name in it (the search list's longer forms of a full name among them),
+// so nothing of the cluster domain goes upstream and the names resolve
+// while the agent restarts.
 const corefileFormat = `# CoreDNS of a Podmin node, rendered by podmin-agent.
-# Service names are answered from the hosts file the agent keeps, so they
-# resolve while the agent restarts, and otherwise by the agent's
-# authoritative server; every other name goes to the provider's resolver.
+# The cluster domain is answered from the zone file the agent keeps, so
+# Service names resolve while the agent restarts and no name of the domain
+# goes upstream; every other name goes to the provider's resolver.
 %s:%d {
     bind %s
-    hosts %s {
-        ttl %d
+    file %s {
         reload %s
-        no_reverse
-        fallthrough
-        fallthrough_unsupported
     }
-    forward . %s
     errors
 }
 .:%d {
@@ -80,17 +72,14 @@ func RenderCorefile(c CorefileConfig) ([]byte, error) {
 	if c.Port == 0 {
 		c.Port = 53
 	}
-	if !c.Agent.IsValid() {
-		c.Agent = netip.MustParseAddrPort(DefaultAddr)
-	}
 	if len(c.Upstreams) == 0 {
 		c.Upstreams = []string{DefaultUpstream}
 	}
-	if c.Hosts == "" {
-		c.Hosts = DefaultHostsPath
+	if c.ZoneFile == "" {
+		c.ZoneFile = DefaultZonePath
 	}
-	if !strings.HasPrefix(c.Hosts, "/") || strings.ContainsAny(c.Hosts, " \t\n{}#\"") {
-		return nil, fmt.Errorf("hosts file %q is not a plain absolute path", c.Hosts)
+	if !strings.HasPrefix(c.ZoneFile, "/") || strings.ContainsAny(c.ZoneFile, " \t\n{}#\"") {
+		return nil, fmt.Errorf("zone file %q is not a plain absolute path", c.ZoneFile)
 	}
 	for _, u := range c.Upstreams {
 		if strings.HasPrefix(u, "/") {
@@ -107,8 +96,7 @@ func RenderCorefile(c CorefileConfig) ([]byte, error) {
 		}
 		return nil, fmt.Errorf("upstream %q is neither an IP address, an address:port nor a resolv.conf path", u)
 	}
-	zone := strings.TrimSuffix(Zone, ".")
-	return fmt.Appendf(nil, corefileFormat, zone, c.Port, c.Bind, c.Hosts, TTL, HostsReload, c.Agent, c.Port, c.Bind, strings.Join(c.Upstreams, " ")), nil
+	return fmt.Appendf(nil, corefileFormat, ClusterDomain, c.Port, c.Bind, c.ZoneFile, ZoneReload, c.Port, c.Bind, strings.Join(c.Upstreams, " ")), nil
 }
 
 // SearchList is the DNS search list of a Pod in namespace, most specific

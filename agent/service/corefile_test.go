@@ -45,7 +45,7 @@ func TestRenderCorefileGolden(t *testing.T) {
 	}{
 		{"Corefile.node.golden", service.CorefileConfig{Bind: netip.MustParseAddr("2600:1f18:4a3:6b00:8c1d:2e44:a9b0:11")}},
 		{"Corefile.local.golden", service.CorefileConfig{Bind: netip.MustParseAddr("::1"), Port: 5353,
-			Agent: netip.MustParseAddrPort("127.0.0.1:1153"), Hosts: "/srv/node-a/var/lib/podmin/dns/hosts",
+			ZoneFile: "/srv/node-a/var/lib/podmin/dns/cluster.local.zone",
 			Upstreams: []string{"127.0.0.1:5300", "fd00:ec2::253"}}},
 	}
 	for _, c := range cases {
@@ -68,8 +68,8 @@ func TestRenderCorefileRefuses(t *testing.T) {
 		{service.CorefileConfig{Bind: netip.MustParseAddr("::")}, "CoreDNS bind address :: is not a unicast IPv6 address"},
 		{service.CorefileConfig{Bind: node, Upstreams: []string{"dns.example"}}, `upstream "dns.example" is neither an IP address, an address:port nor a resolv.conf path`},
 		{service.CorefileConfig{Bind: node, Upstreams: []string{"/etc/resolv.conf }\n. {"}}, `is not a plain resolv.conf path`},
-		{service.CorefileConfig{Bind: node, Hosts: "hosts"}, `hosts file "hosts" is not a plain absolute path`},
-		{service.CorefileConfig{Bind: node, Hosts: "/var/lib/podmin/dns/hosts {\n}"}, `is not a plain absolute path`},
+		{service.CorefileConfig{Bind: node, ZoneFile: "cluster.local.zone"}, `zone file "cluster.local.zone" is not a plain absolute path`},
+		{service.CorefileConfig{Bind: node, ZoneFile: "/var/lib/podmin/dns/zone {\n}"}, `is not a plain absolute path`},
 	}
 	for _, c := range cases {
 		_, err := service.RenderCorefile(c.cfg)

@@ -6,12 +6,14 @@
 // AAAA (and the AAAA content of ANY) for <service>.<namespace>.svc.cluster.local
 // on 127.0.0.1:1053 over UDP and TCP with the Service's deterministic VIP
 // (package vip) and a five-second TTL, and NXDOMAIN with the zone's SOA for
-// unknown Services. Every update is also written as a hosts file, from
-// which the node's CoreDNS answers Service names itself while the agent
-// is down. It renders the node's CoreDNS configuration, which answers
-// svc.cluster.local from that file, falls through to this server for
-// anything else in the zone and sends every other name to the provider
-// resolver, and the search list of a Pod's resolv.conf.
+// unknown Services. Every update is also written as the zone file of the
+// cluster domain (cluster.local), with the same records and SOA, from
+// which the node's CoreDNS answers the whole domain itself: Service names
+// resolve while the agent is down, and every other name of the domain
+// (the longer forms a Pod's search list makes of a full name among them)
+// is NXDOMAIN at once instead of going upstream. It renders the node's
+// CoreDNS configuration, which does that and sends every other name to
+// the provider resolver, and the search list of a Pod's resolv.conf.
 //
 // Its input is a list of Service identities (namespace, name, VIP), which the
 // coordinator's Service snapshot feeds through Server.Update. The list carries

@@ -34,10 +34,11 @@ type Config struct {
 	// StatePath is the durable copy of the Service identities, written on
 	// every Update and read by Start; empty keeps none.
 	StatePath string
-	// HostsPath is the hosts file (DefaultHostsPath beneath the node root)
-	// written on every Update, which the node's CoreDNS answers Service
-	// names from while the agent is down; empty writes none.
-	HostsPath string
+	// ZonePath is the zone file of the cluster domain (DefaultZonePath
+	// beneath the node root) written on every Update, from which the
+	// node's CoreDNS answers every name of the domain, also while the
+	// agent is down; empty writes none.
+	ZonePath string
 	// MaxUDPPayload caps UDP responses and is the size advertised to EDNS
 	// clients; 0 means DefaultMaxUDPPayload. A response that does not fit
 	// is sent truncated (TC set) and the client retries over TCP. Values
@@ -60,9 +61,9 @@ type Server struct {
 	now    func() time.Time
 
 	records atomic.Pointer[table]
-	// update serialises writers, the durable copy and the hosts file.
+	// update serialises writers, the durable copy and the zone file.
 	update sync.Mutex
-	hosts  hostsWriter
+	zone   zoneWriter
 
 	udp, tcp *dns.Server
 	addr     netip.AddrPort
@@ -78,7 +79,7 @@ const maxRcode = dns.RcodeBadVers
 // New returns a Server with an empty record set; Start restores the durable
 // one.
 func New(cfg Config) *Server {
-	s := &Server{cfg: cfg, maxUDP: cfg.MaxUDPPayload, log: cfg.Log, now: cfg.Now, hosts: hostsWriter{path: cfg.HostsPath}}
+	s := &Server{cfg: cfg, maxUDP: cfg.MaxUDPPayload, log: cfg.Log, now: cfg.Now, zone: zoneWriter{path: cfg.ZonePath}}
 	if s.maxUDP == 0 {
 		s.maxUDP = DefaultMaxUDPPayload
 	}
@@ -103,7 +104,7 @@ func (s *Server) Name() string { return "dns" }
 
 // Update replaces the record set with services, all of them or none: an
 // invalid entry leaves the served set as it was. The new set is served at
-// once; when writing its durable copy or the hosts file fails the error
+// once; when writing its durable copy or the zone file fails the error
 // (matching ErrNotPersisted) says so and the next Update retries the
 // writes.
 func (s *Server) Update(services []Service) error {
@@ -123,9 +124,9 @@ func (s *Server) Update(services []Service) error {
 			errs = append(errs, fmt.Errorf("service DNS serves the %d new records, but a restart would restore older ones: %w: %w", len(t.services), err, ErrNotPersisted))
 		}
 	}
-	if s.cfg.HostsPath != "" {
-		if err := s.hosts.write(t.services, s.now()); err != nil {
-			errs = append(errs, fmt.Errorf("service DNS serves the %d new records, but CoreDNS would answer older ones while the agent is down: %w: %w", len(t.services), err, ErrNotPersisted))
+	if s.cfg.ZonePath != "" {
+		if err := s.zone.write(t.services, t.serial); err != nil {
+			errs = append(errs, fmt.Errorf("service DNS serves the %d new records, but the node's CoreDNS answers older ones: %w: %w", len(t.services), err, ErrNotPersisted))
 		}
 	}
 	return errors.Join(errs...)

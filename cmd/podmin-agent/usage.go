@@ -125,8 +125,8 @@ Host paths (beneath %[1]s):
   %[22]s
       durable Service DNS identities, served at once after a restart
   %[29]s
-      the same records as a hosts file CoreDNS answers from while the agent
-      is down
+      the cluster domain's zone, from which the node's CoreDNS answers
+      Service names (and NXDOMAIN for the rest of the domain)
   %[28]s
       the pinned eBPF dataplane (bpffs), adopted by the next agent
   %[25]s
@@ -157,5 +157,5 @@ Endpoints (loopback only):
 		nodepod.ManifestsDir, nodepod.WorkloadsDir, pods.SocketPath, "XDG_DATA_HOME, HOME", "AWS_*",
 		agent.EnvDNSAddr, service.DefaultAddr, agent.EnvAPIAddr, agent.EnvNodeID, agent.EnvNodeAddr, agent.EnvDataplane,
 		service.DefaultStatePath, agent.EnvFluentBitRestart, agent.DefaultFluentBitRestart,
-		agent.FluentBitConfigPath, agent.TelemetryDir, agent.EnvRestartWindow, dataplane.DefaultPinPath, service.DefaultHostsPath)
+		agent.FluentBitConfigPath, agent.TelemetryDir, agent.EnvRestartWindow, dataplane.DefaultPinPath, service.DefaultZonePath)
 }
