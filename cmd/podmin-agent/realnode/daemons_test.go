@@ -116,16 +116,12 @@ enforceNodeAllocatable:
   - pods
 `, etc, containerdSock, n.cgroup, nodeAddr, etc),
 		"resolv.conf": "nameserver " + vpcAddr.String() + "\n",
-		"coredns/Corefile": fmt.Sprintf(`svc.cluster.local:53 {
+		"coredns/Corefile": fmt.Sprintf(`cluster.local:53 {
   bind %s
-  hosts %s/var/lib/podmin/dns/hosts {
-    ttl 5
+  file %s/var/lib/podmin/dns/cluster.local.zone {
     reload 1s
-    no_reverse
-    fallthrough
-    fallthrough_unsupported
   }
-  forward . 127.0.0.1:1053
+  errors
 }
 .:53 {
   bind %s
@@ -296,7 +292,7 @@ func (n *node) startAgent() {
 
 func (n *node) startCoreDNS() {
 	n.start("coredns", nil, filepath.Join(n.tools, "coredns"), "-conf", filepath.Join(n.root, "etc/coredns/Corefile"))
-	n.waitFor(n.t, time.Minute, "CoreDNS forwarding svc.cluster.local to the agent", func() bool {
+	n.waitFor(n.t, time.Minute, "CoreDNS answering the cluster domain from the agent's zone file", func() bool {
 		_, rcode, err := lookup(net.JoinHostPort(nodeAddr.String(), "53"), "nothing.default.svc.cluster.local")
 		return err == nil && rcode == dns.RcodeNameError
 	})

@@ -12,7 +12,9 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,8 +25,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/miekg/dns"
 	"golang.org/x/sys/unix"
 
+	"podmin.dev/podmin/agent/service"
 	"podmin.dev/podmin/internal/objstore/local"
 	"podmin.dev/podmin/internal/state"
 )
@@ -43,15 +47,26 @@ type calls struct {
 	samples []sample
 }
 
-// callService starts calling the web Service from the probe Pod.
-func (r *run) callService(pace time.Duration) *calls {
+// callService starts calling the web Service by name from the probe Pod.
+func (r *run) callService(pace time.Duration) *calls { return r.callTarget(pace, serviceURL, "") }
+
+// callVIP starts calling the web Service at its VIP from the probe Pod:
+// the dataplane without the node's DNS.
+func (r *run) callVIP(pace time.Duration) *calls {
+	vip := service.Identity(cluster, "default", "web").VIP
+	return r.callTarget(pace, "https://"+net.JoinHostPort(vip.String(), "443")+"/", "web.default.svc.cluster.local")
+}
+
+// callTarget starts calling target from the probe Pod, verifying the
+// server as servername ("": the target's host).
+func (r *run) callTarget(pace time.Duration, target, servername string) *calls {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &calls{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
 		for ctx.Err() == nil {
 			began := time.Now()
-			h, err := fetchFrom(r.probe, serviceURL, faultCallTimeout)
+			h, err := fetchFromAs(r.probe, target, servername, faultCallTimeout)
 			c.mu.Lock()
 			c.samples = append(c.samples, sample{at: time.Now(), version: h.Version, err: err, took: time.Since(began)})
 			c.mu.Unlock()
@@ -210,15 +225,16 @@ func (r *run) deleteRedeploy(p *proof) {
 	p.figure("podmin delete → Pod gone in %s (its workload directory removed); podmin deploy --wait of the same name → ready in %s, reading its identity and its value", gone.Round(10*time.Millisecond), back.Round(10*time.Millisecond))
 }
 
-// agentRestart SIGKILLs the agent while the probe Pod calls the Service by
+// agentRestart SIGKILLs the agent while the probe Pod calls the Service
+// by name and at its VIP and the node's CoreDNS is asked the Service's
 // name, restarts it after 5 s (the systemd unit's RestartSec), and counts
-// the calls that failed: the dataplane and the node's DNS must outlive the
-// agent.
+// what failed: the dataplane and the node's DNS must outlive the agent.
 func (r *run) agentRestart(p *proof) {
 	if !r.probe.IsValid() {
 		p.notRun("the probe Pod never reached the Service (proof 4)")
 	}
-	c := r.callService(50 * time.Millisecond)
+	byName, byVIP := r.callService(50*time.Millisecond), r.callVIP(50*time.Millisecond)
+	names := r.askDNS(50 * time.Millisecond)
 	time.Sleep(2 * time.Second)
 	old := r.agent()
 	killed := time.Now()
@@ -232,29 +248,90 @@ func (r *run) agentRestart(p *proof) {
 	// Some calls after the new agent took over: its first snapshot must
 	// not darken the Service either.
 	time.Sleep(10 * time.Second)
-	samples := c.stop()
-	failed, gap, firstErr := tally(samples)
-	var during int
-	for _, s := range samples {
-		if s.at.After(killed) && s.at.Before(restarted.Add(up)) {
-			during++
+	for _, c := range []struct {
+		what    string
+		samples []sample
+	}{{"calls by name (DNS and VIP)", byName.stop()}, {"calls to the VIP", byVIP.stop()}, {"CoreDNS lookups of the name and its first search-list form", names.stop()}} {
+		failed, gap, firstErr := tally(c.samples)
+		var during int
+		var at, slow []string
+		for _, s := range c.samples {
+			if s.at.After(killed) && s.at.Before(restarted.Add(up)) {
+				during++
+			}
+			if s.err != nil {
+				at = append(at, fmt.Sprintf("%+.2fs", s.at.Sub(killed).Seconds()))
+			} else if s.took > 500*time.Millisecond {
+				slow = append(slow, fmt.Sprintf("%s ending %+.2fs", s.took.Round(10*time.Millisecond), s.at.Sub(killed).Seconds()))
+			}
+		}
+		p.figure("%s: %d (%d while no agent ran), %d failed, longest time without an answer %s, slowest %s",
+			c.what, len(c.samples), during, failed, gap.Round(10*time.Millisecond), slowest(c.samples).Round(time.Millisecond))
+		if len(slow) > 0 {
+			p.figure("%s slower than 500 ms (times from the kill; the agent restarted at %+.2fs): %s", c.what, restarted.Sub(killed).Seconds(), strings.Join(slow, ", "))
+		}
+		if failed > 0 {
+			p.Errorf("%s: %d of %d failed, at %s from the kill (restarted at %+.2fs); first: %v",
+				c.what, failed, len(c.samples), strings.Join(at, ", "), restarted.Sub(killed).Seconds(), firstErr)
 		}
 	}
-	p.figure("agent SIGKILLed, restarted 5 s later, serving again %s after its start; %d calls through the VIP by name (%d while no agent ran): %d failed, longest time without an answer %s, slowest call %s",
-		up.Round(10*time.Millisecond), len(samples), during, failed, gap.Round(10*time.Millisecond), slowest(samples).Round(time.Millisecond))
+	p.figure("agent SIGKILLed, restarted 5 s later, serving again %s after its start", up.Round(10*time.Millisecond))
+	if drops := dataplaneDrops(); drops != "" {
+		p.figure("the dataplane's drops since it was loaded (its maps outlive the agent): %s", drops)
+	}
 	if l := r.agent().logText(); strings.Contains(l, "dataplane adopted") {
 		p.figure("the new agent adopted the pinned dataplane: %q", regexp.MustCompile(`.*dataplane adopted.*`).FindString(l))
 	}
-	if failed > 0 {
-		var at []string
-		for _, s := range samples {
-			if s.err != nil {
-				at = append(at, fmt.Sprintf("%+.2fs", s.at.Sub(killed).Seconds()))
+}
+
+// askDNS starts asking the node's CoreDNS, as a Pod's resolver does, for
+// web's AAAA record and for the first name its search list makes of it
+// (which must be NXDOMAIN); an answer slower than a second fails.
+func (r *run) askDNS(pace time.Duration) *calls {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &calls{cancel: cancel, done: make(chan struct{})}
+	server := net.JoinHostPort(nodeAddr.String(), "53")
+	vip := service.Identity(cluster, "default", "web").VIP
+	go func() {
+		defer close(c.done)
+		for ctx.Err() == nil {
+			began := time.Now()
+			addrs, rcode, err := lookup(server, "web.default.svc.cluster.local")
+			if err == nil && (rcode != dns.RcodeSuccess || !slices.Equal(addrs, []netip.Addr{vip})) {
+				err = fmt.Errorf("web.default.svc.cluster.local: rcode %d, %v", rcode, addrs)
 			}
+			if err == nil {
+				if _, rcode, err = lookup(server, "web.default.svc.cluster.local.default.svc.cluster.local"); err == nil && rcode != dns.RcodeNameError {
+					err = fmt.Errorf("web.default.svc.cluster.local.default.svc.cluster.local: rcode %d, want NXDOMAIN", rcode)
+				}
+			}
+			if took := time.Since(began); err == nil && took > time.Second {
+				err = fmt.Errorf("answered after %s", took.Round(time.Millisecond))
+			}
+			c.mu.Lock()
+			c.samples = append(c.samples, sample{at: time.Now(), err: err, took: time.Since(began)})
+			c.mu.Unlock()
+			time.Sleep(pace)
 		}
-		p.Errorf("%d of %d calls failed across the agent's restart, at %s from the kill (restarted at %+.2fs; first: %v)",
-			failed, len(samples), strings.Join(at, ", "), restarted.Sub(killed).Seconds(), firstErr)
+	}()
+	return c
+}
+
+// dataplaneDrops lists the agent's non-zero dataplane drop counters.
+func dataplaneDrops() string {
+	resp, err := client.Get("http://127.0.0.1:8082/metrics")
+	if err != nil {
+		return err.Error()
 	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "podmin_agent_dataplane_drops_total{") && !strings.HasSuffix(l, " 0") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // forgetDaemon takes a daemon that exited on purpose out of the node's

@@ -29,6 +29,10 @@ const (
 	envReport = "PODMIN_E2E_REPORT"
 	// envKeep, set to 1, keeps the node's directory afterwards.
 	envKeep = "PODMIN_E2E_KEEP"
+	// envOnly, a comma-separated list of proof numbers, runs only those
+	// (and the first four and the last, which the others need), for
+	// working on one proof.
+	envOnly = "PODMIN_E2E_ONLY"
 	// envInside and envDir are how the test re-executes itself inside the
 	// node's namespaces.
 	envInside = "PODMIN_E2E_INSIDE"

@@ -140,10 +140,19 @@ func helloAt(ip netip.Addr) (hello, error) {
 // fetchFrom makes the Pod at ip GET target from inside itself, within
 // timeout (0: the workload's default).
 func fetchFrom(ip netip.Addr, target string, timeout time.Duration) (hello, error) {
+	return fetchFromAs(ip, target, "", timeout)
+}
+
+// fetchFromAs is fetchFrom verifying the server as servername (for a
+// target that names an address); "" verifies the target's host.
+func fetchFromAs(ip netip.Addr, target, servername string, timeout time.Duration) (hello, error) {
 	var h hello
 	q := url.Values{"url": {target}}
 	if timeout > 0 {
 		q.Set("timeout", timeout.String())
+	}
+	if servername != "" {
+		q.Set("servername", servername)
 	}
 	b, err := get(podURL(ip, "/fetch?"+q.Encode()))
 	if err != nil {

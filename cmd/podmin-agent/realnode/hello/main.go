@@ -12,10 +12,11 @@
 //	GET /healthz     ok
 //	GET /read?path=P the bytes of P, for P beneath the workload identity
 //	                 or the secret mounts only
-//	GET /fetch?url=U[&timeout=D]
+//	GET /fetch?url=U[&timeout=D][&servername=N]
 //	                 GET U from inside the Pod within D (default 2s),
-//	                 trusting the mounted workload CA; answers
-//	                 {"status", "body"} or 502
+//	                 trusting the mounted workload CA (and verifying the
+//	                 server as N, for a URL that names an address);
+//	                 answers {"status", "body"} or 502
 //
 // It exits at once on SIGTERM, so a rollout waits for nothing but kubelet.
 // HELLO_VERSION names the version it reports. Run as "hello exit N" it
@@ -126,8 +127,10 @@ func fetch(w http.ResponseWriter, r *http.Request) {
 	if d, err := time.ParseDuration(r.URL.Query().Get("timeout")); err == nil && d > 0 {
 		timeout = d
 	}
+	// servername verifies the server as that name when the URL names an
+	// address (a Service's VIP), so the VIP is reached without DNS.
 	client := &http.Client{Timeout: timeout, Transport: &http.Transport{
-		TLSClientConfig:   &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS13},
+		TLSClientConfig:   &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS13, ServerName: r.URL.Query().Get("servername")},
 		DisableKeepAlives: true,
 	}}
 	resp, err := client.Get(r.URL.Query().Get("url"))
