@@ -103,7 +103,7 @@ func newCoordination(ctx context.Context, cfg Config, opts Options, r identity.S
 	if opts.DNSAddr != "" {
 		c.dns = service.New(service.Config{Addr: opts.DNSAddr, Cluster: cfg.Cluster,
 			StatePath: filepath.Join(opts.Root, filepath.FromSlash(service.DefaultStatePath)),
-			ZonePath: filepath.Join(opts.Root, filepath.FromSlash(service.DefaultZonePath)), Log: log.With("component", "dns")})
+			ZonePath:  filepath.Join(opts.Root, filepath.FromSlash(service.DefaultZonePath)), Log: log.With("component", "dns")})
 	}
 	c.feed = newDataplaneFeed(cfg, opts, store, advertise.Addr(), health, log.With("component", componentDataplane))
 	copts := coordinator.Options{

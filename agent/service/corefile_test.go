@@ -45,7 +45,7 @@ func TestRenderCorefileGolden(t *testing.T) {
 	}{
 		{"Corefile.node.golden", service.CorefileConfig{Bind: netip.MustParseAddr("2600:1f18:4a3:6b00:8c1d:2e44:a9b0:11")}},
 		{"Corefile.local.golden", service.CorefileConfig{Bind: netip.MustParseAddr("::1"), Port: 5353,
-			ZoneFile: "/srv/node-a/var/lib/podmin/dns/cluster.local.zone",
+			ZoneFile:  "/srv/node-a/var/lib/podmin/dns/cluster.local.zone",
 			Upstreams: []string{"127.0.0.1:5300", "fd00:ec2::253"}}},
 	}
 	for _, c := range cases {
