@@ -88,16 +88,17 @@ func (f *fakeLeader) follow() (stop func()) {
 }
 
 // keepFailing publishes, until stop is called, the node error errKind
-// for the committed revision again and again, each time as a new report:
-// an error the node reports after a wait began, which ends the wait.
+// for the committed revision again and again, each time as a new report
+// whose message moves on as kubelet's does (its back-off grows): an error
+// the node reports after a wait began, which ends the wait.
 func (f *fakeLeader) keepFailing(errKind string) (stop func()) {
 	// The first report is there before anything reads the status.
 	f.publish(3, 3, state.NotReady, errKind)
 	done, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(stopped)
-		for {
-			_ = f.tryPublish(3, 3, state.NotReady, errKind)
+		for i := 1; ; i++ {
+			_ = f.tryPublishReason(3, 3, state.NotReady, errKind, fmt.Sprintf("container web: CrashLoopBackOff (back-off %ds restarting failed container)", 10*i))
 			select {
 			case <-done:
 				return
@@ -109,6 +110,11 @@ func (f *fakeLeader) keepFailing(errKind string) (stop func()) {
 }
 
 func (f *fakeLeader) tryPublish(nodes, expected int, readiness, errKind string) error {
+	return f.tryPublishReason(nodes, expected, readiness, errKind, "container web: CrashLoopBackOff")
+}
+
+// tryPublishReason is tryPublish with the failing node's reason.
+func (f *fakeLeader) tryPublishReason(nodes, expected int, readiness, errKind, reason string) error {
 	ctx := context.Background()
 	now := time.Now().UTC()
 	lease := fmt.Sprintf(`{"leaderID":"node-0","leaderAddr":"[2001:db8::1]:8081","lastUpdated":%q,"term":3}`, now.Format(time.RFC3339Nano))
@@ -124,7 +130,7 @@ func (f *fakeLeader) tryPublish(nodes, expected int, readiness, errKind string) 
 		r := state.DeploymentReport{Name: "web", Revision: rev, AppliedAt: &now, Desired: rev, Readiness: readiness, ReportedAt: now}
 		if errKind != "" && i == 1 {
 			// As an agent reports kubelet's problem: the reason and the error.
-			r.Reason = "container web: CrashLoopBackOff"
+			r.Reason = reason
 			r.Error = &state.ReportedError{Kind: errKind, Message: r.Reason, Revision: rev}
 		}
 		s.Nodes = append(s.Nodes, state.NodeStatus{Node: fmt.Sprintf("node-%d", i), State: state.NodeLive, Kubelet: true, Deployments: []state.DeploymentReport{r}})
