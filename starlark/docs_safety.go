@@ -77,7 +77,14 @@ absent
 podmin.star.lock pins each @name repository to a path or a git commit and to
 the SHA-256 of each of its .star files plus a digest over them all. Every file
 loaded from the repository — by @name//path or by a load inside it — is checked
-against the lock before it runs; a changed file fails with its path and both
-digests. "podmin recipes lock [DIR]" fetches each repository and writes the
-digests; review a repository's changes before you lock it again.
+against the lock before it runs; a changed file of a local path fails with its
+path and both digests. "podmin recipes lock [DIR]" fetches each repository and
+writes the digests; review a repository's changes before you lock it again.
+
+A git pin's content is its commit's: the cached clone is proven to be exactly
+the commit, from the commit's own objects, every time it is used. A modified,
+added or missing file in it is tampering or corruption, never a change to
+accept: loading and "podmin recipes lock" refuse it and name the copy to remove
+(it is cloned again). Digests locked for a commit that differ from its content
+are refused the same way.
 `

@@ -27,6 +27,9 @@ type loader struct {
 	names map[string]string     // display name → absolute path
 	repos map[string]string     // fetched repository directory → @name
 	pins  map[string]pinned     // repository directory → its lock entry
+	// proven holds the git copies proven to be their commit in this
+	// loader, with the digests of their .star files.
+	proven map[string]map[string]string
 	// confine, when set (podmin test), is the only directory files may be
 	// loaded from besides the pinned repositories: the test's recipe root.
 	confine string
@@ -46,7 +49,7 @@ type loadStep struct {
 }
 
 func newLoader(h *Host) *loader {
-	return &loader{h: h, cache: map[string]*loadEntry{}, names: map[string]string{}, repos: map[string]string{}, pins: map[string]pinned{}}
+	return &loader{h: h, cache: map[string]*loadEntry{}, names: map[string]string{}, repos: map[string]string{}, pins: map[string]pinned{}, proven: map[string]map[string]string{}}
 }
 
 // display is how a file appears in backtraces: relative to the working

@@ -106,8 +106,9 @@ print(h, a, x, y)
 }
 
 // TestLockPinsContent edits a file of a locked repository, in the fetch
-// cache and in a local path: the load fails naming the file and both
-// digests, and runs again after "podmin recipes lock" accepts the change.
+// cache and in a local path: the load fails naming the file (and for a
+// local path both digests; a git copy is not its commit any more), and a
+// local path runs again after "podmin recipes lock" accepts the change.
 func TestLockPinsContent(t *testing.T) {
 	e := newEnv(t)
 	bare, commit := gitRepo(t, map[string]string{
@@ -150,6 +151,9 @@ func TestLockPinsContent(t *testing.T) {
 		}
 		err := run()
 		want := fmt.Sprintf("@%s//%s (%s) does not match %s: its content is %s, the lock pins %s", tc.repo, tc.rel, tc.file, lockPath, FileDigest(tampered), lk.Recipes[tc.repo].Files[tc.rel])
+		if tc.repo == "remote" {
+			want = fmt.Sprintf("the cached copy %s is not commit %s: modified %s: a commit's content cannot change", filepath.Dir(tc.file), commit, tc.rel)
+		}
 		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(e.stdout.String(), "evil") {
 			t.Fatalf("tampered %s: %v\nwant %s", tc.rel, err, want)
 		}

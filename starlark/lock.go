@@ -6,7 +6,6 @@ package starlark
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -14,7 +13,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -37,11 +35,14 @@ import (
 //	}
 //
 // A path is relative to the lock file's directory. A git repository is
-// cloned once into <cache>/recipes/<name>/<commit> and its checked-out
-// commit verified on every use. Every file loaded from a repository, by
+// cloned once into <cache>/recipes/<name>/<commit>, and on every use the
+// cached copy is proven to be exactly that commit from the commit's own
+// objects (verifyCheckout): a modified copy is tampering or corruption,
+// never content to accept. Every file loaded from a repository, by
 // @name//path or by a load inside it, must match its SHA-256 in files
 // before it runs, so editing a cached or local copy cannot change what
-// runs. "podmin recipes lock" writes the digests.
+// runs. "podmin recipes lock" writes the digests: a local directory's as
+// it is, a git pin's from its commit (see CommitDigest).
 type Lock struct {
 	Recipes map[string]LockEntry `json:"recipes"`
 }
@@ -51,7 +52,8 @@ type LockEntry struct {
 	Path   string `json:"path,omitempty"`
 	Git    string `json:"git,omitempty"`
 	Commit string `json:"commit,omitempty"`
-	// Digest is the tree digest of Files (see TreeDigest).
+	// Digest is the tree digest of Files: TreeDigest for a path,
+	// CommitDigest for a git commit.
 	Digest string `json:"digest,omitempty"`
 	// Files maps the slash path of each .star file of the repository to
 	// "sha256:<hex>" of its bytes.
@@ -67,15 +69,8 @@ func FileDigest(data []byte) string {
 // TreeDigest is the digest of a repository's locked files: SHA-256 over
 // one line "<path> <file digest>\n" per file, in path order.
 func TreeDigest(files map[string]string) string {
-	names := make([]string, 0, len(files))
-	for n := range files {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	h := sha256.New()
-	for _, n := range names {
-		fmt.Fprintf(h, "%s %s\n", n, files[n])
-	}
+	writeTreeLines(h, files)
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
@@ -95,13 +90,26 @@ func (p pinned) verify(dir, abs string, data []byte) error {
 	}
 	rel = filepath.ToSlash(rel)
 	want, ok := p.entry.Files[rel]
+	got := FileDigest(data)
+	if p.entry.Git != "" && (!ok || got != want) {
+		// The copy was proven to be the commit when the repository was
+		// opened: it changed since.
+		return tampered(p.name, dir, p.entry, fmt.Sprintf("%s changed while it was in use (its content is %s, the commit's is %s)", rel, got, cmpOr(want, "none")))
+	}
 	if !ok {
 		return fmt.Errorf("@%s//%s is not pinned in %s: review it, then run \"podmin recipes lock\" to pin it", p.name, rel, p.lockPath)
 	}
-	if got := FileDigest(data); got != want {
+	if got != want {
 		return fmt.Errorf("@%s//%s (%s) does not match %s: its content is %s, the lock pins %s: review the change, then run \"podmin recipes lock\" to accept it", p.name, rel, abs, p.lockPath, got, want)
 	}
 	return nil
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 // checkDigests refuses an entry without content digests or whose files
@@ -110,8 +118,26 @@ func checkDigests(name string, e LockEntry, lockPath string) error {
 	if e.Digest == "" || len(e.Files) == 0 {
 		return fmt.Errorf("repository @%s in %s pins no content: run \"podmin recipes lock\" in %s", name, lockPath, filepath.Dir(lockPath))
 	}
+	if e.Git != "" {
+		switch {
+		case CommitDigest(e.Commit, e.Files) == e.Digest:
+			return nil
+		case TreeDigest(e.Files) == e.Digest:
+			return fmt.Errorf("repository @%s in %s: its digests were written by an earlier version of Podmin, which did not bind them to the commit: run \"podmin recipes lock\" in %s (it pins the content of commit %s, proven from the commit's objects)", name, lockPath, filepath.Dir(lockPath), e.Commit)
+		}
+		return fmt.Errorf("repository @%s in %s: its digests were locked for another commit than %s, or edited: run \"podmin recipes lock\" in %s (it pins the commit's content, proven from the commit's objects)", name, lockPath, e.Commit, filepath.Dir(lockPath))
+	}
 	if got := TreeDigest(e.Files); got != e.Digest {
 		return fmt.Errorf("repository @%s in %s: its files add up to %s, not the recorded digest %s: run \"podmin recipes lock\" again", name, lockPath, got, e.Digest)
+	}
+	return nil
+}
+
+// checkCommitContent compares a git pin's digests, locked for its commit,
+// with what the commit holds.
+func checkCommitContent(name, lockPath string, e LockEntry, files map[string]string) error {
+	if actual := CommitDigest(e.Commit, files); actual != e.Digest {
+		return pinnedElsewhere(name, lockPath, e, actual)
 	}
 	return nil
 }
@@ -157,12 +183,17 @@ func (l *loader) repository(fromAbs, name string) (string, error) {
 		sort.Strings(known)
 		return "", fmt.Errorf("unknown repository @%s: %s pins %q: add @%s to it", name, lockPath, known, name)
 	}
-	dir, err := l.repoDir(root, name, e, lockPath)
+	dir, files, err := l.repoDir(root, name, e, lockPath)
 	if err != nil {
 		return "", err
 	}
 	if err := checkDigests(name, e, lockPath); err != nil {
 		return "", err
+	}
+	if e.Git != "" {
+		if err := checkCommitContent(name, lockPath, e, files); err != nil {
+			return "", err
+		}
 	}
 	l.repos[dir] = name
 	l.pins[dir] = pinned{name: name, entry: e, lockPath: lockPath}
@@ -170,30 +201,27 @@ func (l *loader) repository(fromAbs, name string) (string, error) {
 }
 
 // repoDir returns the local directory of the repository e pins: its path,
-// or its git commit fetched into the cache.
-func (l *loader) repoDir(root, name string, e LockEntry, lockPath string) (string, error) {
-	var dir string
+// or its git commit fetched into the cache and proven to be the commit,
+// with the digests of the commit's .star files (nil for a path).
+func (l *loader) repoDir(root, name string, e LockEntry, lockPath string) (string, map[string]string, error) {
 	switch {
 	case e.Path != "" && e.Git == "":
-		dir = e.Path
+		dir := e.Path
 		if !filepath.IsAbs(dir) {
 			dir = filepath.Join(root, dir)
 		}
 		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-			return "", fmt.Errorf("repository @%s: %s is not a directory (pinned in %s)", name, dir, lockPath)
+			return "", nil, fmt.Errorf("repository @%s: %s is not a directory (pinned in %s)", name, dir, lockPath)
 		}
+		return dir, nil, nil
 	case e.Git != "" && e.Path == "":
 		if !commitRE.MatchString(e.Commit) {
-			return "", fmt.Errorf("repository @%s in %s: commit must be a full 40-digit hex commit, not %q", name, lockPath, e.Commit)
+			return "", nil, fmt.Errorf("repository @%s in %s: commit must be a full 40-digit hex commit, not %q", name, lockPath, e.Commit)
 		}
-		var err error
-		if dir, err = l.fetch(name, e); err != nil {
-			return "", err
-		}
+		return l.fetch(name, e)
 	default:
-		return "", fmt.Errorf("repository @%s in %s: give either path, or git and commit", name, lockPath)
+		return "", nil, fmt.Errorf("repository @%s in %s: give either path, or git and commit", name, lockPath)
 	}
-	return dir, nil
 }
 
 // LockReport is what LockRecipes did: the lock file it wrote and, per
@@ -240,7 +268,10 @@ func diffFiles(name string, before, after LockEntry) RepoChange {
 // LockRecipes pins the content of every repository in dir's lock file:
 // it fetches git repositories into cacheDir as loads do, records the
 // SHA-256 of each .star file and the tree digest, and rewrites the lock
-// file. It reports the lock and which pinned files changed.
+// file. It reports the lock and which pinned files changed. A git pin's
+// digests come from its commit, proven from the commit's objects: a
+// cached copy that is not the commit is refused, and so are digests
+// locked for the same commit that differ from its content (tampering).
 func LockRecipes(dir, cacheDir string) (LockReport, error) {
 	root, err := filepath.Abs(dir)
 	if err != nil {
@@ -266,18 +297,26 @@ func LockRecipes(dir, cacheDir string) (LockReport, error) {
 	for _, name := range names {
 		e := lk.Recipes[name]
 		before := e
-		repo, err := l.repoDir(root, name, e, lockPath)
+		repo, files, err := l.repoDir(root, name, e, lockPath)
 		if err != nil {
 			return report, err
 		}
-		files, err := hashStarFiles(repo)
-		if err != nil {
-			return report, fmt.Errorf("repository @%s: %w", name, err)
+		if e.Git == "" {
+			if files, err = hashStarFiles(repo); err != nil {
+				return report, fmt.Errorf("repository @%s: %w", name, err)
+			}
 		}
 		if len(files) == 0 {
 			return report, fmt.Errorf("repository @%s (%s) has no .star files to pin: check its path in %s or remove it from there", name, repo, lockPath)
 		}
-		e.Files, e.Digest = files, TreeDigest(files)
+		if e.Git != "" {
+			if err := relockable(name, lockPath, before, files); err != nil {
+				return report, err
+			}
+			e.Files, e.Digest = files, CommitDigest(e.Commit, files)
+		} else {
+			e.Files, e.Digest = files, TreeDigest(files)
+		}
 		lk.Recipes[name] = e
 		report.Repos = append(report.Repos, diffFiles(name, before, e))
 	}
@@ -321,64 +360,4 @@ func hashStarFiles(dir string) (map[string]string, error) {
 		return nil
 	})
 	return files, err
-}
-
-// fetch clones e.Git at e.Commit into the cache once, and verifies the
-// checked-out commit of the cached copy on every use.
-func (l *loader) fetch(name string, e LockEntry) (string, error) {
-	if l.h.opts.CacheDir == "" {
-		return "", fmt.Errorf("repository @%s: no cache directory to fetch it into", name)
-	}
-	parent := filepath.Join(l.h.opts.CacheDir, "recipes", name)
-	dir := filepath.Join(parent, e.Commit)
-	if _, err := os.Stat(dir); err == nil {
-		if err := verifyCommit(dir, e.Commit); err != nil {
-			return "", fmt.Errorf("repository @%s: cached copy %s: %w: remove it to fetch again", name, dir, err)
-		}
-		return dir, nil
-	}
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return "", fmt.Errorf("repository @%s: %w", name, err)
-	}
-	tmp, err := os.MkdirTemp(parent, ".fetch-")
-	if err != nil {
-		return "", fmt.Errorf("repository @%s: %w", name, err)
-	}
-	defer os.RemoveAll(tmp)
-	if _, err := git(tmp, "clone", "--quiet", "--no-checkout", e.Git, "."); err != nil {
-		return "", fmt.Errorf("repository @%s: clone %s: %w", name, e.Git, err)
-	}
-	if _, err := git(tmp, "-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", e.Commit); err != nil {
-		return "", fmt.Errorf("repository @%s: commit %s of %s: %w: check the commit in %s", name, e.Commit, e.Git, err, LockFile)
-	}
-	if err := verifyCommit(tmp, e.Commit); err != nil {
-		return "", fmt.Errorf("repository @%s: %w", name, err)
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		return "", fmt.Errorf("repository @%s: %w", name, err)
-	}
-	return dir, nil
-}
-
-func verifyCommit(dir, want string) error {
-	got, err := git(dir, "rev-parse", "HEAD")
-	if err != nil {
-		return err
-	}
-	if got != want {
-		return fmt.Errorf("checked out commit %s, not the pinned %s", got, want)
-	}
-	return nil
-}
-
-// git runs git in dir without prompting and returns its trimmed output.
-func git(dir string, args ...string) (string, error) {
-	cmd := exec.CommandContext(context.Background(), "git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
-	}
-	return strings.TrimSpace(string(out)), nil
 }

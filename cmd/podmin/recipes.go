@@ -34,7 +34,13 @@ since it was locked refuses to load.`,
 repository at its pinned commit into the Podmin cache as a load would, and
 records the SHA-256 of each of its .star files and a digest over them all.
 Review a repository's changes before you lock it again: the digests are what
-podmin run, test and repl check every loaded file against.`,
+podmin run, test and repl check every loaded file against.
+
+A git pin's digests are its commit's content: the cached clone is proven to be
+exactly the commit from the commit's own objects. Lock refuses a clone with a
+file edited, added or removed (tampering or corruption: remove the clone, it is
+cloned again), and digests locked for the same commit that differ from its
+content.`,
 		Example: `  podmin recipes lock
   podmin recipes lock recipes/`,
 		Args:        cobra.MaximumNArgs(1),
