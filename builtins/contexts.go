@@ -30,6 +30,11 @@ const ClusterTag = "podmin:cluster"
 // ErrForeignBucket reports a bucket tagged for a different cluster.
 var ErrForeignBucket = errors.New("bucket belongs to another cluster")
 
+// ErrWouldReplace reports a connect that would give a saved context
+// another bucket or provider without ConnectOptions.Replace: a typo in a
+// bucket name must never silently repoint a cluster's context.
+var ErrWouldReplace = errors.New("connect would replace the context's bucket")
+
 // ConnectOptions are the inputs of connect; field names follow the flags.
 type ConnectOptions struct {
 	Cluster         string
@@ -38,6 +43,9 @@ type ConnectOptions struct {
 	Region          string
 	Profile         string
 	SecretsProvider string
+	// Replace allows connecting a saved context to another bucket or
+	// provider; without it that is refused with ErrWouldReplace.
+	Replace bool
 }
 
 // ConnectResult reports what connect did.
@@ -52,6 +60,9 @@ type ConnectResult struct {
 	BucketOwned bool `json:"bucketOwned"`
 	// Replaced is true when a saved context of the same name was replaced.
 	Replaced bool `json:"replaced"`
+	// Previous is the saved context this connect replaced because it
+	// named another bucket or provider (Replace); nil otherwise.
+	Previous *contexts.Context `json:"previous"`
 }
 
 // validateConnect checks every input that needs no network, so bad input
@@ -94,12 +105,22 @@ func (e *Env) Connect(ctx context.Context, opts ConnectOptions) (ConnectResult, 
 	if err != nil {
 		return ConnectResult{}, err
 	}
-	// Reconnecting the same context keeps the proof it holds, when the
-	// bucket still carries it.
-	var proof string
-	if prev, ok := existing.Contexts[opts.Cluster]; ok && prev.Provider == opts.Provider && prev.Bucket == opts.Bucket {
-		proof = prev.BucketNonce
+	// A context keeps the proof of every bucket it created: connecting
+	// back to one proves it Podmin's again while the bucket carries it.
+	var created []contexts.CreatedBucket
+	var previous *contexts.Context
+	prev, hadPrev := existing.Contexts[opts.Cluster]
+	if hadPrev {
+		created = prev.Created()
+		if prev.Provider != opts.Provider || prev.Bucket != opts.Bucket {
+			if !opts.Replace {
+				return ConnectResult{}, fmt.Errorf("%w: context %s already connects bucket %s (provider %s, region %s): connecting it to bucket %s (provider %s) would replace that: nothing was created or saved; check the bucket's name, pass --replace (replace = True in a recipe) to replace it (the context keeps the proof of every bucket it created), or connect under another cluster name",
+					ErrWouldReplace, opts.Cluster, prev.Bucket, prev.Provider, prev.Region, opts.Bucket, opts.Provider)
+			}
+			previous = &prev
+		}
 	}
+	proof := contexts.CreatedNonce(created, opts.Provider, opts.Bucket)
 	for _, name := range existing.Names() {
 		c := existing.Contexts[name]
 		if name != opts.Cluster && c.Provider == opts.Provider && c.Bucket == opts.Bucket {
@@ -118,7 +139,7 @@ func (e *Env) Connect(ctx context.Context, opts ConnectOptions) (ConnectResult, 
 		Cluster: opts.Cluster, Provider: p.Name(), Region: region, Bucket: opts.Bucket,
 		Profile: opts.Profile, SecretsProvider: opts.SecretsProvider,
 	}}
-	if prev, ok := existing.Contexts[opts.Cluster]; ok && prev.Provider == p.Name() {
+	if hadPrev && prev.Provider == p.Name() {
 		// The CA secrets are the cluster's, whatever its bucket: keep the
 		// proof of the ones this context created.
 		res.Context.CANonce = prev.CANonce
@@ -127,11 +148,25 @@ func (e *Env) Connect(ctx context.Context, opts ConnectOptions) (ConnectResult, 
 		return ConnectResult{}, err
 	}
 	res.BucketOwned = res.Context.BucketNonce != ""
+	// A bucket that no longer carries its nonce is another bucket of the
+	// same name now: its proof proves nothing and is forgotten.
+	created = contexts.WithoutCreated(created, p.Name(), opts.Bucket)
+	if res.BucketOwned {
+		created = contexts.WithCreated(created, contexts.CreatedBucket{Provider: p.Name(), Region: region, Bucket: opts.Bucket, Nonce: res.Context.BucketNonce})
+	}
+	if len(created) > 0 {
+		res.Context.CreatedBuckets = created
+	}
+	res.Previous = previous
 	if err := probeBucket(ctx, b, opts.Bucket); err != nil {
 		return ConnectResult{}, err
 	}
 	err = e.contextsFile().Update(func(f *contexts.File) error {
-		_, res.Replaced = f.Contexts[opts.Cluster]
+		var cur contexts.Context
+		cur, res.Replaced = f.Contexts[opts.Cluster]
+		if res.Replaced != hadPrev || cur.Provider != prev.Provider || cur.Bucket != prev.Bucket {
+			return fmt.Errorf("context %s changed while connect ran (another podmin process saved it): nothing was saved; run connect again", opts.Cluster)
+		}
 		f.Contexts[opts.Cluster] = res.Context
 		f.Current = opts.Cluster
 		return nil

@@ -6,6 +6,7 @@ package starlark
 
 import (
 	"context"
+	"fmt"
 
 	star "go.starlark.net/starlark"
 
@@ -43,23 +44,36 @@ func contextsFamily() []*Builtin {
 				{Name: "region", Type: "str", Doc: "region (default: the provider's configured region)"},
 				{Name: "profile", Type: "str", Doc: "AWS shared-config profile"},
 				{Name: "secrets_provider", Type: "str", Doc: "default secrets provider"},
+				{Name: "replace", Type: "bool", Default: "False", Doc: "connect a saved context to another bucket or provider, replacing its current one"},
 			},
 			Doc: `Connects to a cluster's bucket (creating it when absent) and selects it.
 
-Same as "podmin connect". Returns connection(cluster, provider, region, bucket,
-profile, secrets_provider, bucket_created, bucket_owned, replaced, planned).`,
+Same as "podmin connect". Connecting a saved context to another bucket or
+provider fails unless replace = True; then the replaced context is in previous
+and a note on standard error says what was replaced. Returns
+connection(cluster, provider, region, bucket, profile, secrets_provider,
+bucket_created, bucket_owned, replaced, previous, planned); previous is None,
+or context(...) of the replaced context.`,
 			impl: func(c *call) (star.Value, error) {
 				var o builtins.ConnectOptions
-				if err := c.unpack(&o.Cluster, &o.Provider, &o.Bucket, &o.Region, &o.Profile, &o.SecretsProvider); err != nil {
+				var replace star.Bool
+				if err := c.unpack(&o.Cluster, &o.Provider, &o.Bucket, &o.Region, &o.Profile, &o.SecretsProvider, &replace); err != nil {
 					return nil, err
 				}
+				o.Replace = bool(replace)
 				res, err := c.host.ops.Connect(c.ctx, o)
 				if err != nil {
 					return nil, c.fail(err)
 				}
+				var previous star.Value = star.None
+				if p := res.Previous; p != nil {
+					previous = contextValue(*p)
+					fmt.Fprintf(c.host.stderr, "replaced context %s: it connected bucket %s (provider %s); it now connects bucket %s (provider %s)\n",
+						p.Cluster, p.Bucket, p.Provider, res.Context.Bucket, res.Context.Provider)
+				}
 				return result("connection", append(contextFields(res.Context),
 					boolean("bucket_created", res.BucketCreated), boolean("bucket_owned", res.BucketOwned),
-					boolean("replaced", res.Replaced), boolean("planned", c.host.planned()))...), nil
+					boolean("replaced", res.Replaced), value("previous", previous), boolean("planned", c.host.planned()))...), nil
 			},
 		},
 		{

@@ -158,6 +158,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 			[]string{"connect", "new", "--provider", "local", "--bucket", "demo-bucket"}},
 		{"bucket tagged for another cluster", 4, "is tagged podmin:cluster=theirs, not new",
 			[]string{"connect", "new", "--provider", "local", "--bucket", foreign}},
+		{"another bucket for a saved context", 4, `context demo already connects bucket demo-bucket (provider local, region local): connecting it to bucket demo-bukket (provider local) would replace that: nothing was created or saved; check the bucket's name, pass --replace`,
+			[]string{"connect", "demo", "--provider", "local", "--bucket", "demo-bukket"}},
 		{"use unknown context", 3, `unknown context "nope": saved contexts are ["demo"]`,
 			[]string{"use", "nope"}},
 		{"disconnect unknown context", 3, `unknown context "nope"`,
@@ -174,6 +176,29 @@ func TestBadInputChangesNothing(t *testing.T) {
 			c.fails(tc.code, tc.wantErr, tc.args...)
 			c.unchanged(before)
 		})
+	}
+}
+
+// TestConnectReplace replaces a context's bucket with --replace: stderr
+// and -o json say what was replaced, and connecting back keeps the first
+// bucket Podmin's.
+func TestConnectReplace(t *testing.T) {
+	c := newCLI(t)
+	c.ok("connect", "demo", "--provider", "local", "--bucket", "demo-bucket")
+	out, errs, code := c.run("connect", "demo", "--provider", "local", "--bucket", "demo-bukket", "--replace", "-o", "json")
+	if code != 0 || errs != "creating bucket demo-bukket in local\nreplaced context demo: it connected bucket demo-bucket (provider local, region local); it now connects bucket demo-bukket (provider local, region local); it keeps the proof that Podmin created demo-bucket (provider local): connect back to one with --replace to use it again, or to destroy it\n" {
+		t.Fatalf("connect --replace: exit %d\n%s", code, errs)
+	}
+	var res struct {
+		Context  struct{ Bucket string }
+		Previous *struct{ Bucket string }
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.Previous == nil || res.Previous.Bucket != "demo-bucket" || res.Context.Bucket != "demo-bukket" {
+		t.Fatalf("connect --replace -o json: %v\n%s", err, out)
+	}
+	out = c.ok("connect", "demo", "--provider", "local", "--bucket", "demo-bucket", "--replace")
+	if !strings.Contains(out, "bucket demo-bucket: existing, Podmin's own (destroy may delete it)") {
+		t.Fatalf("back to the first bucket:\n%s", out)
 	}
 }
 

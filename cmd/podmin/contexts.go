@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -23,18 +24,28 @@ func newConnectCmd(env *builtins.Env) *cobra.Command {
 		Short: "Connect to a cluster's bucket, creating it when absent, and select it",
 		Long: `Connect saves a context for CLUSTER and selects it.
 
-It creates the bucket when it is absent and tags it podmin:cluster=CLUSTER, so
-that only this cluster may ever delete it. An existing untagged bucket is used
-but never claimed; a bucket tagged for another cluster is refused. Connect
-verifies the bucket's region and proves read, write and delete access with a
-short-lived probe object before anything is saved.
+It creates the bucket when it is absent. Just before, it draws a random nonce,
+records it in the context and tags the bucket with it (podmin:create-nonce) and
+with podmin:cluster=CLUSTER: only that nonce, which nobody else holds, proves
+the bucket Podmin's, so destroy may delete it. A tag names a cluster but proves
+nothing: an existing bucket is used but never claimed, whatever its tags say,
+and one tagged for another cluster is refused. Connect verifies the bucket's
+region and proves read, write and delete access with a short-lived probe object
+before anything is saved.
+
+A saved context keeps its bucket: connecting CLUSTER to another bucket or
+provider (a typo in --bucket, say) is refused before anything is created,
+unless --replace is given; then connect says on standard error what it
+replaced. A context keeps the nonce of every bucket it created, so connecting
+back to one of them proves it Podmin's again, and destroy can delete it.
 
 With --provider local the bucket is a directory: an absolute --bucket path is
 used as it is, a plain name lives under the Podmin data directory.
 
 CLUSTER is 1-32 lowercase letters, digits and hyphens, starting with a letter.`,
 		Example: `  podmin connect demo --provider local --bucket demo
-  podmin connect prod --provider aws --bucket acme-podmin-prod --region eu-west-1 --profile prod`,
+  podmin connect prod --provider aws --bucket acme-podmin-prod --region eu-west-1 --profile prod
+  podmin connect prod --provider aws --bucket acme-podmin-prod-2 --replace`,
 		Args:        cobra.ExactArgs(1),
 		Annotations: map[string]string{noContext: "true"},
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -45,6 +56,9 @@ CLUSTER is 1-32 lowercase letters, digits and hyphens, starting with a letter.`,
 			res, err := env.Connect(cmd.Context(), opts)
 			if err != nil {
 				return err
+			}
+			if res.Previous != nil {
+				fmt.Fprintln(cmd.ErrOrStderr(), replacedNote(res))
 			}
 			return printResult(cmd.OutOrStdout(), out, res, func(w io.Writer) error {
 				c := res.Context
@@ -68,10 +82,29 @@ CLUSTER is 1-32 lowercase letters, digits and hyphens, starting with a letter.`,
 	f.StringVar(&opts.Bucket, "bucket", "", "the cluster's object storage bucket (required; created when absent)")
 	f.StringVar(&opts.Region, "region", "", "region (default: the provider's configured region)")
 	f.StringVar(&opts.Profile, "profile", "", "AWS shared-config profile")
+	f.BoolVar(&opts.Replace, "replace", false, "connect a saved context to another bucket or provider, replacing its current one")
 	f.StringVar(&opts.SecretsProvider, "secrets-provider", "", "default secrets provider: aws-parameter-store, aws-secrets-manager or local (default: aws-parameter-store on aws, local on local)")
 	addOutputFlag(cmd, &out)
 	requireFlags(cmd, "provider", "bucket")
 	return cmd
+}
+
+// replacedNote says what a connect with --replace replaced, and which of
+// the buckets the context created it still holds the proof of.
+func replacedNote(res builtins.ConnectResult) string {
+	p := res.Previous
+	note := fmt.Sprintf("replaced context %s: it connected bucket %s (provider %s, region %s); it now connects bucket %s (provider %s, region %s)",
+		p.Cluster, p.Bucket, p.Provider, p.Region, res.Context.Bucket, res.Context.Provider, res.Context.Region)
+	var others []string
+	for _, b := range res.Context.CreatedBuckets {
+		if b.Provider != res.Context.Provider || b.Bucket != res.Context.Bucket {
+			others = append(others, fmt.Sprintf("%s (provider %s)", b.Bucket, b.Provider))
+		}
+	}
+	if len(others) > 0 {
+		note += fmt.Sprintf("; it keeps the proof that Podmin created %s: connect back to one with --replace to use it again, or to destroy it", strings.Join(others, ", "))
+	}
+	return note
 }
 
 func newUseCmd(env *builtins.Env) *cobra.Command {

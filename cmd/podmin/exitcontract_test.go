@@ -172,6 +172,7 @@ func TestExitCodeContract(t *testing.T) {
 		{fresh, exitFailed, "needs a current context", []string{"deploy", "web", "-g", "workers", "--image", "hello:v1"}},
 		{gone, exitFailed, "does not exist", []string{"deploy", "web", "-g", "workers", "--image", "hello:v1"}},
 		{c, exitFailed, `does not match the deployment name "api"`, []string{"deploy", "api", "-g", "workers", "-f", manifest}},
+		{c, exitRefused, "would replace that: nothing was created or saved", []string{"run", script("replace.star", "podmin.contexts.connect(\"demo\", provider = \"local\", bucket = \"demo-bukket\")\n")}},
 		{amb, exitUnknown, "outcome of the index write is unknown", []string{"deploy", "web", "-g", "workers", "--image", "hello:v1"}},
 		// list
 		{c, exitOK, "", []string{"list", "-o", "json"}},

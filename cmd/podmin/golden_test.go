@@ -35,7 +35,7 @@ var updateGolden = flag.Bool("update", false, "rewrite the golden files under te
 var timestamp = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)`)
 
 // nonce is a bucket's create nonce, drawn afresh by each connect.
-var nonce = regexp.MustCompile(`"(bucketNonce|caNonce)": "[0-9a-f]{64}"`)
+var nonce = regexp.MustCompile(`"(bucketNonce|caNonce|nonce)": "[0-9a-f]{64}"`)
 
 // TestJSONGolden runs every command whose result is data with -o json in
 // one deterministic cluster and compares the output with its golden file.

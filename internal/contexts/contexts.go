@@ -44,6 +44,67 @@ type Context struct {
 	// cluster's CA secrets and stored with each of them (the
 	// secrets.CreateNonceTag); destroy deletes only CA secrets carrying it.
 	CANonce string `json:"caNonce,omitempty"`
+	// CreatedBuckets are the buckets connect created for this context,
+	// the current one included, each with its nonce, sorted by provider
+	// and bucket. Connecting the context to another bucket keeps them,
+	// so connecting back to one (a bucket made by a typo, say) still
+	// proves it Podmin's, and destroy can delete it.
+	CreatedBuckets []CreatedBucket `json:"createdBuckets,omitempty"`
+}
+
+// CreatedBucket is a bucket connect created for a context, and the nonce
+// it drew for it and wrote into the bucket's BucketNonceTag.
+type CreatedBucket struct {
+	Provider string `json:"provider"`
+	Region   string `json:"region"`
+	Bucket   string `json:"bucket"`
+	Nonce    string `json:"nonce"`
+}
+
+// Created returns every bucket the context created, with the current
+// bucket's nonce when a context saved by an earlier Podmin lists none.
+func (c Context) Created() []CreatedBucket {
+	out := append([]CreatedBucket(nil), c.CreatedBuckets...)
+	if c.BucketNonce != "" {
+		out = WithCreated(out, CreatedBucket{Provider: c.Provider, Region: c.Region, Bucket: c.Bucket, Nonce: c.BucketNonce})
+	}
+	return out
+}
+
+// WithCreated returns list with b recorded in place of any entry for the
+// same provider and bucket, sorted by provider and bucket.
+func WithCreated(list []CreatedBucket, b CreatedBucket) []CreatedBucket {
+	out := WithoutCreated(list, b.Provider, b.Bucket)
+	out = append(out, b)
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Provider != out[j].Provider {
+			return out[i].Provider < out[j].Provider
+		}
+		return out[i].Bucket < out[j].Bucket
+	})
+	return out
+}
+
+// WithoutCreated returns list without the entry for provider and bucket.
+func WithoutCreated(list []CreatedBucket, provider, bucket string) []CreatedBucket {
+	out := make([]CreatedBucket, 0, len(list)+1)
+	for _, e := range list {
+		if e.Provider != provider || e.Bucket != bucket {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// CreatedNonce is the nonce of the bucket of provider that list records
+// as created, or "".
+func CreatedNonce(list []CreatedBucket, provider, bucket string) string {
+	for _, e := range list {
+		if e.Provider == provider && e.Bucket == bucket {
+			return e.Nonce
+		}
+	}
+	return ""
 }
 
 // File is the whole contexts file.
