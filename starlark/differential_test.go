@@ -145,7 +145,7 @@ const anyValue = "<any value>"
 
 // createNonce is a nonce connect draws afresh for a bucket it creates: a
 // dry run cannot know the real run's.
-var createNonce = regexp.MustCompile(`"bucketNonce": "[0-9a-f]{64}"`)
+var createNonce = regexp.MustCompile(`"(?:bucketNonce|nonce)": "[0-9a-f]{64}"`)
 
 // diffCase is a script run once as a dry run and once for real on the
 // same starting state, set up by setup.
