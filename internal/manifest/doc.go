@@ -13,6 +13,12 @@
 // Extraction is pure and deterministic: the same input always yields the
 // same bytes, so identical deployments reuse the same SHA-512 objects.
 //
+// Nodes run kubelet without an API server, so validation refuses what only
+// the Kubernetes API can serve (ConfigMaps, Secrets, claims, service
+// accounts and their tokens) and host paths into Podmin's own node
+// directories; it returns privileged settings and host access as warnings,
+// which callers must show: they are never silently accepted.
+//
 // The package must not do I/O (no files, object storage, registries or
 // environment reads: callers inject an environment lookup), must not talk
 // to a Kubernetes API, and must not know cluster layout or index formats,

@@ -48,6 +48,9 @@ type Result struct {
 	// PodYAML and ServiceYAML are the canonical payload bytes to be
 	// content-addressed. ServiceYAML is nil when there is no Service.
 	PodYAML, ServiceYAML []byte
+	// Warnings are the privileged settings and host access the Pod has,
+	// in the order of the manifest; the caller shows them to the user.
+	Warnings []Warning
 }
 
 // Extract validates a deployment stream and derives its Pod and Service
@@ -86,6 +89,7 @@ func Extract(data []byte, opts ExtractOptions) (*Result, error) {
 
 	r := &Result{Name: ds.Name, Namespace: cmp.Or(ds.Namespace, DefaultNamespace), Service: svc}
 	r.NodeGroup = checkDaemonSet(&p, &ds, dsDoc.object, opts)
+	r.Warnings = checkPodSpec(&p, &ds.Spec.Template.Spec, r.Name, r.Namespace)
 	maxUnavailable := checkUpdateStrategy(&p, ds.Spec.UpdateStrategy)
 	tmpl := ds.Spec.Template
 	if svc != nil {
