@@ -33,6 +33,11 @@ type DeployOptions struct {
 	// until every expected node runs the committed revision (and reports
 	// it ready); the wait ends with the context (--timeout).
 	Wait string
+	// Strict makes every warning of the deploy checks (a NodeGroup, an
+	// image or a secret the deployment cannot run without, or a check
+	// that could not tell) an error wrapping ErrDeployChecks, before
+	// anything is written.
+	Strict bool
 }
 
 // DeployResult reports a committed deployment.
@@ -61,6 +66,10 @@ type DeployResult struct {
 	Revision string `json:"revision"`
 	// Wait is the deployment's status when a wait ended, nil without one.
 	Wait *WaitResult `json:"wait"`
+	// Warnings are the manifest's privileged settings and host access,
+	// then what the deploy checks found would keep the deployment from
+	// running; the deployment was committed anyway (without Strict).
+	Warnings []Warning `json:"warnings"`
 }
 
 // deployManifest returns the manifest bytes and the image overrides that
@@ -152,6 +161,16 @@ func (e *Env) Deploy(ctx context.Context, opts DeployOptions) (DeployResult, err
 	if err != nil {
 		return DeployResult{}, err
 	}
+	checks := e.deployChecks(ctx, c, store, ex)
+	if opts.Strict && len(checks) > 0 {
+		msgs := make([]string, len(checks))
+		for i, w := range checks {
+			msgs[i] = w.Message
+		}
+		return DeployResult{}, fmt.Errorf("%w: strict deploy refused %s: nothing was written: %d checks failed: %s", ErrDeployChecks, key, len(checks), strings.Join(msgs, "; "))
+	}
+	// Shown before the commit and any wait, which may take minutes.
+	warnings := e.warn(append(manifestWarnings(ex.Warnings), checks...))
 	d := state.Deployment{Key: key, Namespace: ex.Namespace, Pod: ex.PodYAML}
 	if ex.Service != nil {
 		d.ServiceName, d.Service = ex.Service.Name, ex.ServiceYAML
@@ -170,7 +189,7 @@ func (e *Env) Deploy(ctx context.Context, opts DeployOptions) (DeployResult, err
 	res := DeployResult{
 		Name: ex.Name, NodeGroup: ex.NodeGroup, Namespace: ex.Namespace, Service: d.ServiceName,
 		Action: string(r.Outcome), Pod: r.Entry.Pod, ServicePath: r.Entry.Service, Bucket: c.Bucket,
-		Repaired: r.Repaired,
+		Repaired: r.Repaired, Warnings: warnings,
 	}
 	if r.Replaced != nil {
 		res.ReplacedNamespace = r.Replaced.Namespace

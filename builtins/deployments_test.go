@@ -58,12 +58,15 @@ func TestControlPathRequestsVersityGW(t *testing.T) {
 
 // testControlPathRequests counts the requests of deploy and list through
 // the real operations: with a warm cache an identical re-deploy is the
-// index read and a HEAD per payload, and a list is the index read and one
-// LIST per NodeGroup (and one of the Service payloads).
+// index read and a HEAD per payload, after the deploy checks' two reads
+// (the cluster configuration and the image's repository index), and a
+// list is the index read and one LIST per NodeGroup (and one of the
+// Service payloads).
 func testControlPathRequests(t *testing.T, env *Env, provider string) {
 	ctx := context.Background()
 	counts := connectCounting(t, env, provider)
 	const n = 5
+	const checks = 2 // the cluster configuration, the image's repository index
 	deploy := func(i int, image string) DeployResult {
 		t.Helper()
 		res, err := env.Deploy(ctx, DeployOptions{ManifestOptions: ManifestOptions{
@@ -77,13 +80,14 @@ func testControlPathRequests(t *testing.T, env *Env, provider string) {
 	for i := range n {
 		counts.ResetCounts()
 		deploy(i, "hello:v1")
-		// The index write is followed by the NodeGroup view's.
-		want := faultstore.Counts{Get: 1, PutIfMatch: 1, PutIfAbsent: 1, Put: 1}
+		// The checks read the cluster configuration and the image index;
+		// the index write is followed by the NodeGroup view's.
+		want := faultstore.Counts{Get: checks + 1, PutIfMatch: 1, PutIfAbsent: 1, Put: 1}
 		switch i {
 		case 0: // first index, and a Service payload; the absent index
 			// costs a LIST of one key under nodegroups/ and one under
 			// the views, which prove the cluster new
-			want = faultstore.Counts{Get: 1, PutIfAbsent: 3, Put: 1, List: 2}
+			want = faultstore.Counts{Get: checks + 1, PutIfAbsent: 3, Put: 1, List: 2}
 		}
 		if c := counts.Counts(); c != want {
 			t.Errorf("new deployment %d: requests %+v, want %+v", i, c, want)
@@ -93,15 +97,15 @@ func testControlPathRequests(t *testing.T, env *Env, provider string) {
 	if res := deploy(0, "hello:v1"); res.Action != "unchanged" {
 		t.Fatalf("re-deploy: %+v", res)
 	}
-	if c := counts.Counts(); c != (faultstore.Counts{Get: 1, Head: 2}) {
-		t.Errorf("identical re-deploy: requests %+v, want one GET and a HEAD per payload", c)
+	if c := counts.Counts(); c != (faultstore.Counts{Get: checks + 1, Head: 2}) {
+		t.Errorf("identical re-deploy: requests %+v, want the checks' GETs, one GET and a HEAD per payload", c)
 	}
 	counts.ResetCounts()
 	if res := deploy(1, "hello:v2"); res.Action != "updated" || res.ReplacedNamespace != "" {
 		t.Fatalf("update: %+v", res)
 	}
-	if c := counts.Counts(); c != (faultstore.Counts{Get: 1, PutIfAbsent: 1, PutIfMatch: 1, Put: 1}) {
-		t.Errorf("update: requests %+v, want 1 GET + 1 payload PUT + 1 index PUT + 1 view PUT", c)
+	if c := counts.Counts(); c != (faultstore.Counts{Get: checks + 1, PutIfAbsent: 1, PutIfMatch: 1, Put: 1}) {
+		t.Errorf("update: requests %+v, want the checks' GETs + 1 GET + 1 payload PUT + 1 index PUT + 1 view PUT", c)
 	}
 	list := func() []ListEntry {
 		t.Helper()

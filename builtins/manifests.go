@@ -60,6 +60,8 @@ type InitResult struct {
 	// Action is InitCreated, InitUnchanged (the file already held exactly
 	// this manifest, so nothing was written) or InitReplaced (Force).
 	Action string `json:"action"`
+	// Warnings are the manifest's privileged settings and host access.
+	Warnings []Warning `json:"warnings"`
 }
 
 // buildManifest renders the built-in DaemonSet with the current context's
@@ -120,7 +122,8 @@ func (e *Env) Init(opts InitOptions) (InitResult, error) {
 	if file == "" {
 		file = DefaultManifestFile
 	}
-	out := InitResult{File: file, Name: res.Name, Namespace: res.Namespace, NodeGroup: res.NodeGroup, Service: res.Service != nil}
+	out := InitResult{File: file, Name: res.Name, Namespace: res.Namespace, NodeGroup: res.NodeGroup, Service: res.Service != nil,
+		Warnings: e.warn(manifestWarnings(res.Warnings))}
 	path := e.path(file)
 	existing, err := e.readExisting(path, len(data))
 	switch {
@@ -197,7 +200,9 @@ type ValidateOptions struct {
 // Extracted is a validated deployment: what deploy would commit.
 type Extracted = manifest.Result
 
-// Validate runs deploy's extraction and validation without writing.
+// Validate runs deploy's extraction and validation without writing. The
+// manifest's warnings are shown on the progress lines and returned in
+// the result (ManifestWarnings converts them).
 func (e *Env) Validate(opts ValidateOptions) (*Extracted, error) {
 	if opts.File == "" {
 		return nil, errors.New("validate needs --file: pass the manifest to check (or - for standard input)")
@@ -206,7 +211,12 @@ func (e *Env) Validate(opts ValidateOptions) (*Extracted, error) {
 	if err != nil {
 		return nil, err
 	}
-	return manifest.Extract(data, manifest.ExtractOptions{Images: opts.Images, RequireService: opts.Service})
+	ex, err := manifest.Extract(data, manifest.ExtractOptions{Images: opts.Images, RequireService: opts.Service})
+	if err != nil {
+		return nil, err
+	}
+	e.warn(manifestWarnings(ex.Warnings))
+	return ex, nil
 }
 
 // readFile reads a user-supplied manifest, or standard input for "-".

@@ -31,12 +31,19 @@ func deploymentsFamily() []*Builtin {
 	return []*Builtin{
 		{
 			Name: "deployments.deploy", Command: "deploy", Returns: "deployment", Mutates: true,
-			Params: append(manifestParams("deploy this manifest instead of the built-in one"), waitParam),
+			Params: append(manifestParams("deploy this manifest instead of the built-in one"), waitParam,
+				Param{Name: "strict", Type: "bool", Default: "False", Doc: "fail, before anything is written, when a check warns (NodeGroup not configured, image not in the cluster registry, secret missing, or a check that could not tell)"}),
 			Doc: `Commits a deployment to the cluster's desired state.
 
 Same as "podmin deploy". Without file the built-in minimal DaemonSet is used,
-shaped by the other arguments. Returns deployment(name, nodegroup, namespace,
-service, action, pod, service_path, replaced_namespace, repaired, bucket, revision, planned); action
+shaped by the other arguments. Before it commits it checks, one read each,
+that the NodeGroup is configured, that each cluster image is in the registry
+and that each secret the Pod mounts exists; each miss (and each privileged
+setting or host access of the manifest) is a warning on standard error and in
+warnings, also under --dry-run, and strict = True fails the call instead,
+before anything is written. Returns deployment(name, nodegroup, namespace,
+service, action, pod, service_path, replaced_namespace, repaired, bucket, revision,
+warnings, planned); warnings is a list of messages; action
 is created, updated, unchanged or repaired (a payload the committed entry names was
 missing or corrupt in the bucket and was rewritten). Success means the desired
 state was committed, not that a Pod runs, unless wait = "ready" (or "applied")
@@ -45,9 +52,11 @@ waits for the nodes as podmin.deployments.wait does (until podmin run's
 Under --dry-run the wait is planned, not performed.`,
 			impl: func(c *call) (star.Value, error) {
 				var o builtins.DeployOptions
-				if err := c.unpackManifest(&o.ManifestOptions, &o.File, &o.Wait); err != nil {
+				var strict star.Bool
+				if err := c.unpackManifest(&o.ManifestOptions, &o.File, &o.Wait, &strict); err != nil {
 					return nil, err
 				}
+				o.Strict = bool(strict)
 				if c.host.planned() && o.Wait != "" {
 					if o.Wait != builtins.UntilReady && o.Wait != builtins.UntilApplied {
 						return nil, fmt.Errorf("wait = %q: wait for %q or %q", o.Wait, builtins.UntilReady, builtins.UntilApplied)
@@ -67,7 +76,7 @@ Under --dry-run the wait is planned, not performed.`,
 				return result("deployment", str("name", res.Name), str("nodegroup", res.NodeGroup), str("namespace", res.Namespace),
 					str("service", res.Service), str("action", res.Action), str("pod", res.Pod), str("service_path", res.ServicePath),
 					str("replaced_namespace", res.ReplacedNamespace), value("repaired", stringList(res.Repaired)), str("bucket", res.Bucket),
-					str("revision", res.Revision), boolean("planned", c.host.planned())), nil
+					str("revision", res.Revision), value("warnings", warningList(res.Warnings)), boolean("planned", c.host.planned())), nil
 			},
 		},
 		{
@@ -151,4 +160,13 @@ action is deleted, or absent with ignore_not_found=True.`,
 			},
 		},
 	}
+}
+
+// warningList is the messages of an operation's warnings, in order.
+func warningList(ws []builtins.Warning) star.Value {
+	msgs := make([]string, len(ws))
+	for i, w := range ws {
+		msgs[i] = w.Message
+	}
+	return stringList(msgs)
 }

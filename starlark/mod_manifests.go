@@ -61,8 +61,9 @@ func manifestsFamily() []*Builtin {
 Same as "podmin init". Safe to repeat: a file that already holds exactly
 this manifest is reused (action "unchanged"); a file holding anything else
 fails the call and stays as it is, unless force=True replaces it. Returns
-manifest(file, name, namespace, nodegroup, service, action, planned), where
-action is "created", "unchanged" or "replaced".`,
+manifest(file, name, namespace, nodegroup, service, action, warnings, planned),
+where action is "created", "unchanged" or "replaced" and warnings lists the
+manifest's privileged settings and host access (also shown on standard error).`,
 			impl: func(c *call) (star.Value, error) {
 				var o builtins.InitOptions
 				var force star.Bool
@@ -76,7 +77,7 @@ action is "created", "unchanged" or "replaced".`,
 				}
 				return result("manifest", str("file", res.File), str("name", res.Name), str("namespace", res.Namespace),
 					str("nodegroup", res.NodeGroup), boolean("service", res.Service), str("action", res.Action),
-					boolean("planned", c.host.planned())), nil
+					value("warnings", warningList(res.Warnings)), boolean("planned", c.host.planned())), nil
 			},
 		},
 		{
@@ -89,9 +90,10 @@ action is "created", "unchanged" or "replaced".`,
 			Doc: `Checks a manifest exactly as deploy would, without writing anything.
 
 Same as "podmin validate". Returns validated(name, namespace, nodegroup,
-containers, service, pod_yaml, service_yaml): containers is a list of
+containers, service, pod_yaml, service_yaml, warnings): containers is a list of
 container(name, image, init); service is None or service(name, namespace, ports)
-with ports like "443/TCP→8443".`,
+with ports like "443/TCP→8443"; warnings lists the manifest's privileged
+settings and host access (also shown on standard error).`,
 			impl: func(c *call) (star.Value, error) {
 				var o builtins.ValidateOptions
 				var images kvList
@@ -128,5 +130,6 @@ func extractedValue(res *builtins.Extracted) star.Value {
 	}
 	return result("validated", str("name", res.Name), str("namespace", res.Namespace), str("nodegroup", res.NodeGroup),
 		value("containers", frozenList(containers)), value("service", svc),
-		str("pod_yaml", string(res.PodYAML)), str("service_yaml", string(res.ServiceYAML)))
+		str("pod_yaml", string(res.PodYAML)), str("service_yaml", string(res.ServiceYAML)),
+		value("warnings", warningList(builtins.ManifestWarnings(res))))
 }

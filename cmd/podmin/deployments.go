@@ -64,6 +64,19 @@ the others: deploy then writes nothing and exits 4. Run "podmin index rebuild",
 which restores the index from the payloads (showing its plan first), then deploy
 again.
 
+Before it commits, deploy checks with one read each what would keep the
+deployment from ever running: that the NodeGroup is in the cluster configuration
+setup published, that each registry.podmin.internal image is in its repository's
+index in the bucket, and that each secret the Pod's podmin.dev/<provider>
+annotations name exists in that provider. Each miss is a warning on standard
+error naming the fix ("podmin setup", "podmin push", "podmin secret create"),
+and is in the warnings list of -o json; the deployment is committed anyway. A
+check whose read fails warns that it could not tell. With --strict any of them
+refuses the deploy before anything is written (exit status 4). The manifest's
+privileged settings and host access (hostNetwork, hostPID, hostIPC, privileged,
+added capabilities, hostPath, hostPort) are warned about too, as validate does;
+--strict does not refuse those.
+
 Deployment identity is NODEGROUP/NAME: deploying a same-named DaemonSet from
 another namespace replaces the entry, and deploy warns when it does.`,
 		Example: `  podmin deploy web -g workers --image hello:v1 --service
@@ -115,6 +128,7 @@ another namespace replaces the entry, and deploy warns when it does.`,
 	addManifestFlags(f, &opts.ManifestOptions)
 	f.StringVar(&opts.Namespace, "namespace", "", "namespace of the built-in DaemonSet and its Service (default \"default\")")
 	f.StringVarP(&opts.File, "file", "f", "", "deploy this manifest instead of the built-in one (- reads standard input)")
+	f.BoolVar(&opts.Strict, "strict", false, "refuse, before anything is written, a deployment the checks warn about (NodeGroup not configured, image not in the cluster registry, secret missing, or a check that could not tell)")
 	addWaitFlag(cmd, &opts.Wait, "after the commit, wait")
 	addOutputFlag(cmd, &out)
 	requireFlags(cmd, "nodegroup")

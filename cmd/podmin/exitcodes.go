@@ -86,7 +86,7 @@ var refusedFor = []struct {
 var notFoundAnywhere = []error{pstar.ErrNotFound}
 
 // refusals are the sentinel errors of operations refused for safety.
-var refusals = []error{builtins.ErrNotConfirmed, builtins.ErrForeignBucket, builtins.ErrNotOwned, builtins.ErrNotInstalled, builtins.ErrWouldReplace}
+var refusals = []error{builtins.ErrNotConfirmed, builtins.ErrForeignBucket, builtins.ErrNotOwned, builtins.ErrNotInstalled, builtins.ErrWouldReplace, builtins.ErrDeployChecks}
 
 // cobraUsagePrefixes are the messages Cobra returns for bad usage without
 // passing them through the flag error function.

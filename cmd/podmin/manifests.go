@@ -100,9 +100,20 @@ func newValidateCmd(env *builtins.Env) *cobra.Command {
 DaemonSet and optionally one v1 Service, the NodeGroup selector, image overrides,
 image references and the supported Service subset. Nothing is written.
 
+It refuses what only a Kubernetes API server could serve, which kubelet on a
+Podmin node cannot: ConfigMap, Secret, PersistentVolumeClaim, ephemeral and CSI
+volumes, projected ConfigMaps, Secrets, service account tokens and trust
+bundles, envFrom and valueFrom references to ConfigMaps and Secrets, fieldRefs
+kubelet cannot resolve for a static Pod, and service accounts; and a hostPath of
+"/" or into Podmin's own node directories (/run/podmin, /var/run/podmin,
+/etc/podmin, /var/lib/podmin), which hold other Pods' identities and secrets and
+the static Pod files. It warns, on standard error, about privileged settings
+and host access: hostNetwork, hostPID, hostIPC, privileged containers, added
+capabilities, other hostPath volumes and hostPort.
+
 On success it prints a summary, or with -o yaml|json the extracted Pod (and
-Service) exactly as deploy would store them. Every error names the field and
-what to do.`,
+Service) exactly as deploy would store them, with -o json also the warnings.
+Every error names the field and what to do.`,
 		Example: `  podmin validate -f daemonset.yaml
   podmin validate -f daemonset.yaml --image web=hello:v2 -o yaml`,
 		Args: cobra.NoArgs,
@@ -153,6 +164,9 @@ func printExtracted(w io.Writer, format string, res *builtins.Extracted) error {
 				return err
 			}
 			doc["service"] = svc
+		}
+		if doc["warnings"], err = marshalFull(builtins.ManifestWarnings(res)); err != nil {
+			return err
 		}
 		b, err := json.MarshalIndent(doc, "", "  ")
 		if err != nil {
