@@ -201,7 +201,7 @@ func checkoutDiff(dir string, want map[string]treeEntry) (diffs []string, star m
 			}
 			return nil
 		}
-		data, digest, err := worktreeBlob(p, d, hiddenDir(rel) || !strings.HasSuffix(rel, ".star"))
+		data, digest, err := checkedOutBlob(p, d, hiddenDir(rel) || !strings.HasSuffix(rel, ".star"))
 		if err != nil {
 			return err
 		}
@@ -239,10 +239,10 @@ func hiddenDir(rel string) bool {
 	return false
 }
 
-// worktreeBlob returns the blob ID of a working-tree file (a symlink's
+// checkedOutBlob returns the blob ID of a working-tree file (a symlink's
 // target for a symlink) and, unless stream, its bytes: the .star files
 // are hashed for the lock from the same bytes that were proven.
-func worktreeBlob(p string, d fs.DirEntry, stream bool) ([]byte, string, error) {
+func checkedOutBlob(p string, d fs.DirEntry, stream bool) ([]byte, string, error) {
 	if d.Type()&fs.ModeSymlink != 0 {
 		target, err := os.Readlink(p)
 		if err != nil {
