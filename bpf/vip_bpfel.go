@@ -77,7 +77,7 @@ type VipReverse struct {
 	FinSeq   uint32
 	FinTsval uint32
 	Ifindex  uint32
-	Pad      uint32
+	SynSeq   uint32
 }
 
 type VipService struct {
