@@ -26,6 +26,10 @@ type VipBackend struct {
 	Addr VipAddr
 	Port uint16
 	Pad  uint16
+	Lock struct {
+		_   structs.HostLayout
+		Val uint32
+	}
 }
 
 type VipBackendKey struct {
@@ -84,6 +88,10 @@ type VipService struct {
 	_     structs.HostLayout
 	Id    uint32
 	Count uint32
+	Lock  struct {
+		_   structs.HostLayout
+		Val uint32
+	}
 }
 
 type VipServiceKey struct {

@@ -273,7 +273,14 @@ func (d *Dataplane) write(u update) error {
 		}
 		return nil
 	}
-	if err := m.Update(u.key, u.val, ebpf.UpdateAny); err != nil {
+	flags := ebpf.UpdateAny
+	if u.m == mapServices || u.m == mapBackends {
+		// In place, under the entry's lock: a plain update would recycle
+		// the replaced element for the next write while a packet may still
+		// be reading it (see vip.c).
+		flags = ebpf.UpdateLock
+	}
+	if err := m.Update(u.key, u.val, flags); err != nil {
 		return fmt.Errorf("update dataplane map %s: %w", u.m, err)
 	}
 	return nil

@@ -133,9 +133,15 @@ struct service_key {
 	__u8 pad;
 };
 
+// Service and backend entries carry a lock: the agent rewrites them in
+// place under it (BPF_F_LOCK), and the program reads them under it. A
+// plain update would put the new value in a fresh element and recycle the
+// old one for the next update, of another key, while a CPU may still be
+// reading it: that CPU would send a new flow to another Service's backend.
 struct service {
 	__u32 id;
 	__u32 count; // ready backends, in slots 0..count-1
+	struct bpf_spin_lock lock;
 };
 
 struct backend_key {
@@ -147,6 +153,7 @@ struct backend {
 	struct addr addr;
 	__u16 port; // network byte order
 	__u16 pad;
+	struct bpf_spin_lock lock;
 };
 
 struct flow_key {
@@ -661,16 +668,20 @@ static __always_inline int pick(const struct flow_key *k, struct service *svc, s
 	struct backend *cur;
 	__u32 n;
 
+	bpf_spin_lock(&svc->lock);
 	bk.service = svc->id;
 	n = svc->count;
+	bpf_spin_unlock(&svc->lock);
 	if (n == 0)
 		return -1;
 	bk.slot = hash(k, 0) % n;
 	cur = bpf_map_lookup_elem(&backends, &bk);
 	if (!cur)
 		return -1;
+	bpf_spin_lock(&cur->lock);
 	b->addr = cur->addr;
 	b->port = cur->port;
+	bpf_spin_unlock(&cur->lock);
 	return 0;
 }
 
