@@ -60,9 +60,23 @@ func TestLease(t *testing.T) {
 		}
 	}
 
+	// On a flow whose end was never seen, the flow's own SYN again is
+	// part of that open flow; a SYN with another ISN is a new connection
+	// and refused.
+	if ret, _ := runProg(t, objs, tcpPacket(client, vip, 40001, 80, seg{flags: tcpSYN, seq: 100}, nil)); ret != tcxPass {
+		t.Errorf("the open flow's SYN again past the lease: verdict %d, want pass", ret)
+	}
+	before := stat(t, objs, StatLeaseExpired)
+	if ret, _ := runProg(t, objs, tcpPacket(client, vip, 40001, 80, seg{flags: tcpSYN, seq: 4000}, nil)); ret != tcxDrop {
+		t.Fatalf("a new SYN on an open flow's tuple past the lease: verdict %d, want drop", ret)
+	}
+	if after := stat(t, objs, StatLeaseExpired); after != before+1 {
+		t.Errorf("lease-expired drops went from %d to %d, want 1 more", before, after)
+	}
+
 	// A SYN that reopens a closed flow is a new connection: refused too.
 	runProg(t, objs, tcpPacket(client, vip, 40001, 80, seg{flags: tcpRST | tcpACK, seq: 102, ack: 8}, nil))
-	before := stat(t, objs, StatLeaseExpired)
+	before = stat(t, objs, StatLeaseExpired)
 	if ret, _ := runProg(t, objs, tcpPacket(client, vip, 40001, 80, seg{flags: tcpSYN, seq: 5000}, nil)); ret != tcxDrop {
 		t.Fatalf("SYN reopening a reset flow past the lease: verdict %d, want drop", ret)
 	}

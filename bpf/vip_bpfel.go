@@ -26,6 +26,10 @@ type VipBackend struct {
 	Addr VipAddr
 	Port uint16
 	Pad  uint16
+	Lock struct {
+		_   structs.HostLayout
+		Val uint32
+	}
 }
 
 type VipBackendKey struct {
@@ -77,13 +81,17 @@ type VipReverse struct {
 	FinSeq   uint32
 	FinTsval uint32
 	Ifindex  uint32
-	Pad      uint32
+	SynSeq   uint32
 }
 
 type VipService struct {
 	_     structs.HostLayout
 	Id    uint32
 	Count uint32
+	Lock  struct {
+		_   structs.HostLayout
+		Val uint32
+	}
 }
 
 type VipServiceKey struct {

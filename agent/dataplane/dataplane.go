@@ -190,8 +190,10 @@ func (d *Dataplane) now() time.Time { return d.cfg.Now() }
 // Apply programs exactly services, writing only the map entries that
 // change, and attaches or detaches the program when Services appear or
 // all disappear. Existing flows keep their backends; new flows use the
-// new ready set. On error nothing is changed, or (for a kernel error
-// midway) the maps hold a mix that the next Apply converges.
+// new ready set, and so does a new connection on a client tuple an
+// earlier flow used (a reused source port). On error nothing is changed,
+// or (for a kernel error midway) the maps hold a mix that the next Apply
+// converges.
 func (d *Dataplane) Apply(ctx context.Context, services []Service) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -271,7 +273,14 @@ func (d *Dataplane) write(u update) error {
 		}
 		return nil
 	}
-	if err := m.Update(u.key, u.val, ebpf.UpdateAny); err != nil {
+	flags := ebpf.UpdateAny
+	if u.m == mapServices || u.m == mapBackends {
+		// In place, under the entry's lock: a plain update would recycle
+		// the replaced element for the next write while a packet may still
+		// be reading it (see vip.c).
+		flags = ebpf.UpdateLock
+	}
+	if err := m.Update(u.key, u.val, flags); err != nil {
 		return fmt.Errorf("update dataplane map %s: %w", u.m, err)
 	}
 	return nil

@@ -6,7 +6,8 @@
 // loads the program from podmin.dev/podmin/bpf with its maps sized to the
 // configured limits, compiles Service state (VIPs, ports and ready
 // backends) into its maps with the fewest writes that reach the new
-// state, attaches it with TCX at ingress on the Pod veths, the Pod ENI,
+// state (Service and backend entries rewritten in place under their
+// locks, so a packet never reads a half-recycled entry), attaches it with TCX at ingress on the Pod veths, the Pod ENI,
 // the lowest-metric IPv6 default-route interface and the loopback device
 // (where the ICMPv6 errors the node raises about NATed packets arrive),
 // and keeps those attachments in step with the node's interfaces. It

@@ -39,11 +39,12 @@ var (
 
 // Backend server ports.
 const (
-	linePort    = 8080 // TCP: answers every line with "<name> <client address>"
+	linePort    = 8080 // TCP: answers every line with "<name> <client address>"; closes on "bye"
 	sinkPort    = 9000 // TCP: discards until EOF, then answers "ok"
 	pingPort    = 9001 // TCP: echoes one byte, then waits for EOF
 	ackPort     = 9002 // TCP: discards, answering one byte per MiB received
 	closerPort  = 9003 // TCP: writes one byte and closes first
+	helloPort   = 9004 // TCP: writes "<name> <client address>" and closes first
 	udpPort     = 5353 // UDP: answers every datagram with "<name> <client address>"
 	udpSinkPort = 5354 // UDP: counts the bytes it receives, answers "?" with the count
 	servicePort = 80
@@ -125,7 +126,7 @@ func (tp *topology) in(tb testing.TB, ns string, fn func() error) {
 // serve starts the backend servers in a backend namespace.
 func (tp *topology) serve(tb testing.TB, ns, name string) {
 	tb.Helper()
-	var lines, sink, ping, acks, closer net.Listener
+	var lines, sink, ping, acks, closer, hello net.Listener
 	var udp, udpSink net.PacketConn
 	tp.in(tb, ns, func() (err error) {
 		if lines, err = net.Listen("tcp6", fmt.Sprintf("[::]:%d", linePort)); err != nil {
@@ -143,6 +144,9 @@ func (tp *topology) serve(tb testing.TB, ns, name string) {
 		if closer, err = net.Listen("tcp6", fmt.Sprintf("[::]:%d", closerPort)); err != nil {
 			return err
 		}
+		if hello, err = net.Listen("tcp6", fmt.Sprintf("[::]:%d", helloPort)); err != nil {
+			return err
+		}
 		if udp, err = net.ListenPacket("udp6", fmt.Sprintf("[::]:%d", udpPort)); err != nil {
 			return err
 		}
@@ -156,6 +160,7 @@ func (tp *topology) serve(tb testing.TB, ns, name string) {
 		ping.Close()
 		acks.Close()
 		closer.Close()
+		hello.Close()
 		udp.Close()
 		udpSink.Close()
 		wg.Wait()
@@ -185,7 +190,8 @@ func (tp *topology) serve(tb testing.TB, ns, name string) {
 	accept(lines, func(c net.Conn) {
 		r := bufio.NewReader(c)
 		for {
-			if _, err := r.ReadString('\n'); err != nil {
+			line, err := r.ReadString('\n')
+			if err != nil || line == "bye\n" {
 				return
 			}
 			if _, err := fmt.Fprintf(c, "%s %s\n", name, c.RemoteAddr()); err != nil {
@@ -225,6 +231,9 @@ func (tp *topology) serve(tb testing.TB, ns, name string) {
 	})
 	accept(closer, func(c net.Conn) {
 		_, _ = c.Write([]byte{'x'})
+	})
+	accept(hello, func(c net.Conn) {
+		_, _ = fmt.Fprintf(c, "%s %s\n", name, c.RemoteAddr())
 	})
 	wg.Add(1)
 	go func() {

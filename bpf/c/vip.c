@@ -13,6 +13,9 @@
 // back to the node address, is reverse-NATed so that the client sees the
 // VIP tuple. Two LRU maps keep a flow on its backend: forward (client tuple
 // -> backend and NAT port) and reverse (backend tuple -> client and VIP).
+// Only the flow's own packets follow them: a new connection on a client
+// tuple a flow used before (a reused source port) is placed as a new flow
+// is, on the Service's backends of that moment (see forward_nat).
 // ICMPv6 errors about a NATed packet are translated the same way, so path
 // MTU discovery and unreachable errors reach the side that sent it.
 //
@@ -130,9 +133,15 @@ struct service_key {
 	__u8 pad;
 };
 
+// Service and backend entries carry a lock: the agent rewrites them in
+// place under it (BPF_F_LOCK), and the program reads them under it. A
+// plain update would put the new value in a fresh element and recycle the
+// old one for the next update, of another key, while a CPU may still be
+// reading it: that CPU would send a new flow to another Service's backend.
 struct service {
 	__u32 id;
 	__u32 count; // ready backends, in slots 0..count-1
+	struct bpf_spin_lock lock;
 };
 
 struct backend_key {
@@ -144,6 +153,7 @@ struct backend {
 	struct addr addr;
 	__u16 port; // network byte order
 	__u16 pad;
+	struct bpf_spin_lock lock;
 };
 
 struct flow_key {
@@ -175,7 +185,7 @@ struct reverse {
 	__u32 fin_seq; // host byte order
 	__u32 fin_tsval; // host byte order
 	__u32 ifindex; // where the client's packets come in
-	__u32 pad;
+	__u32 syn_seq; // host byte order: the ISN of the connection's opening SYN
 };
 
 // A backend port that ran out of NAT ports, for the agent's report.
@@ -473,18 +483,23 @@ static __always_inline __u32 next_state(__u32 state)
 	return (state | FLOW_FLAGS) + 1;
 }
 
-// restart makes r, the entry of a closed flow, the entry of a new
-// connection on the same client tuple. Only the CPU whose compare-and-swap
-// lands does so; 0 when another CPU changed the state first.
-static __always_inline int restart(struct reverse *r, __u32 state, __u64 now)
+// reopen makes r, the entry of a flow on the client tuple of the SYN
+// syn, the entry of that SYN's connection. The flow's own opening SYN
+// again (a retransmission: no close or reset seen, the same ISN) finds
+// its connection as it is; any other SYN opens a new connection on the
+// tuple, which starts afresh under a new claim generation. Only the CPU
+// whose compare-and-swap lands does so; 0 when another CPU changed the
+// state first or the port is being claimed.
+static __always_inline int reopen(struct reverse *r, __u32 state, __u64 now, const struct segment *syn)
 {
 	if (state & FLOW_CLAIMED)
 		return 0;
-	if (!(state & FLOW_FLAGS))
+	if (!(state & FLOW_FLAGS) && syn->seq == r->syn_seq)
 		return 1;
 	if (__sync_val_compare_and_swap(&r->state, state, next_state(state)) != state)
 		return 0;
 	r->seen = now;
+	r->syn_seq = syn->seq;
 	return 1;
 }
 
@@ -636,7 +651,7 @@ __noinline int try_port(struct flow_key *k, struct flow_key *rk, struct reverse 
 		return -1;
 	cur = bpf_map_lookup_elem(&reverse_flows, rk);
 	if (cur && owned(cur, k)) {
-		if (syn && !restart(cur, cur->state, rv->seen))
+		if (syn && !reopen(cur, cur->state, rv->seen, syn))
 			return -1;
 		return STAT_REPAIRED;
 	}
@@ -645,26 +660,42 @@ __noinline int try_port(struct flow_key *k, struct flow_key *rk, struct reverse 
 	return STAT_NEW_FLOW;
 }
 
-// allocate finds the flow of client tuple k a backend and NAT port,
-// probing at most NAT_PROBES ports (see try_port). It returns 0 with fw
-// filled in and the forward entry written, or a stats slot explaining the
-// drop.
-static __always_inline int allocate(struct flow_key *k, const struct service *svc, const struct addr *node,
+// pick copies into b the backend of the Service svc that a new flow of
+// client tuple k gets now; -1 when the Service has none.
+static __always_inline int pick(const struct flow_key *k, struct service *svc, struct backend *b)
+{
+	struct backend_key bk = {};
+	struct backend *cur;
+	__u32 n;
+
+	bpf_spin_lock(&svc->lock);
+	bk.service = svc->id;
+	n = svc->count;
+	bpf_spin_unlock(&svc->lock);
+	if (n == 0)
+		return -1;
+	bk.slot = hash(k, 0) % n;
+	cur = bpf_map_lookup_elem(&backends, &bk);
+	if (!cur)
+		return -1;
+	bpf_spin_lock(&cur->lock);
+	b->addr = cur->addr;
+	b->port = cur->port;
+	bpf_spin_unlock(&cur->lock);
+	return 0;
+}
+
+// allocate finds the flow of client tuple k a NAT port towards b, the
+// backend pick chose, probing at most NAT_PROBES ports (see try_port). It
+// returns 0 with fw filled in and the forward entry written, or a stats
+// slot explaining the drop.
+static __always_inline int allocate(struct flow_key *k, const struct backend *b, const struct addr *node,
 				    struct forward *fw, __u64 now, const struct segment *syn, int repair_only,
 				    __u32 ifindex)
 {
-	struct backend_key bk = {.service = svc->id};
 	struct reverse rv = {};
 	struct flow_key rk = {};
-	struct backend *b;
 	__u32 i;
-
-	if (svc->count == 0)
-		return repair_only ? STAT_NO_FLOW : STAT_NO_BACKEND;
-	bk.slot = hash(k, 0) % svc->count;
-	b = bpf_map_lookup_elem(&backends, &bk);
-	if (!b)
-		return repair_only ? STAT_NO_FLOW : STAT_NO_BACKEND;
 
 	rk.src = b->addr;
 	rk.dst = *node;
@@ -676,6 +707,8 @@ static __always_inline int allocate(struct flow_key *k, const struct service *sv
 	rv.vport = k->dport;
 	rv.seen = now;
 	rv.ifindex = ifindex;
+	if (syn)
+		rv.syn_seq = syn->seq;
 	fw->backend = b->addr;
 	fw->bport = b->port;
 
@@ -709,11 +742,12 @@ __noinline int forward_nat(struct __sk_buff *skb, struct flow_key *k, __u32 l4le
 	struct flow_key rk = {};
 	struct addr old[2], new[2];
 	struct service *svc;
+	struct backend b = {};
 	struct config *cfg;
 	struct segment syn = {}, *synp = NULL;
 	__u64 now = bpf_ktime_get_ns();
 	struct tcphdr *th;
-	int err;
+	int err, picked = 0;
 
 	if (!skb || !k)
 		return TCX_DROP;
@@ -733,10 +767,14 @@ __noinline int forward_nat(struct __sk_buff *skb, struct flow_key *k, __u32 l4le
 	}
 
 	// An existing flow stays on its backend, ready or not, as long as its
-	// NAT port still belongs to it. A SYN on a closed flow is a new
-	// connection on the same tuple: it keeps the port, which the backend
-	// accepts even in TIME_WAIT, since the client's sequence numbers and
-	// timestamps only grow on one tuple.
+	// NAT port still belongs to it: established connections drain on a
+	// backend that left the Service. A SYN other than the flow's own
+	// opening one is a new connection on the same tuple (a client reuses
+	// source ports): it goes where a new flow would go now. When that is
+	// the flow's backend it keeps the port, which the backend accepts
+	// even in TIME_WAIT, since the client's sequence numbers and
+	// timestamps only grow on one tuple; a backend that left the Service,
+	// or that the tuple no longer hashes to, never sees it.
 	fw = bpf_map_lookup_elem(&forward_flows, k);
 	if (fw) {
 		rk.src = fw->backend;
@@ -762,15 +800,20 @@ __noinline int forward_nat(struct __sk_buff *skb, struct flow_key *k, __u32 l4le
 		if (r && synp) {
 			__u32 state = r->state;
 
-			// A SYN on a closed flow opens a new connection.
-			if ((state & FLOW_FLAGS) && now > cfg->lease) {
-				count(STAT_LEASE_EXPIRED);
-				return TCX_DROP;
+			// Anything but the flow's own SYN again opens a new
+			// connection, which needs a live lease.
+			if ((state & FLOW_FLAGS) || syn.seq != r->syn_seq) {
+				if (now > cfg->lease) {
+					count(STAT_LEASE_EXPIRED);
+					return TCX_DROP;
+				}
+				picked = pick(k, svc, &b) ? -1 : 1;
+				if (picked < 0 || !addr_eq(&b.addr, &fw->backend) || b.port != fw->bport ||
+				    !reopen(r, state, now, synp))
+					r = NULL;
+				else
+					count(STAT_NEW_FLOW);
 			}
-			if (!restart(r, state, now))
-				r = NULL;
-			else if (state & FLOW_FLAGS)
-				count(STAT_NEW_FLOW);
 		}
 	}
 	if (r) {
@@ -788,7 +831,13 @@ __noinline int forward_nat(struct __sk_buff *skb, struct flow_key *k, __u32 l4le
 			count(STAT_LEASE_EXPIRED);
 			return TCX_DROP;
 		}
-		err = allocate(k, svc, &cfg->node, &nfw, now, synp, repair_only, skb->ingress_ifindex);
+		if (!picked)
+			picked = pick(k, svc, &b) ? -1 : 1;
+		if (picked < 0) {
+			count(repair_only ? STAT_NO_FLOW : STAT_NO_BACKEND);
+			return TCX_DROP;
+		}
+		err = allocate(k, &b, &cfg->node, &nfw, now, synp, repair_only, skb->ingress_ifindex);
 		if (err) {
 			count(err);
 			return TCX_DROP;
