@@ -139,9 +139,14 @@ type stream struct {
 	firstErr   error
 	lastOK     time.Time
 	longestGap time.Duration
-	stop       chan struct{}
-	done       chan error
+	// failed are the spans of the failed connections, from dial to end.
+	failed []span
+	stop   chan struct{}
+	done   chan error
 }
+
+// span is when a connection began and ended.
+type span struct{ from, to time.Time }
 
 // streamWorkers is how many connections a stream may have under way at
 // once: a connection that waits for a timeout does not stop the others.
@@ -183,6 +188,7 @@ func (tp *topology) startStream(t *testing.T, to netip.AddrPort, interval time.D
 }
 
 func (s *stream) one(to netip.AddrPort) {
+	began := time.Now()
 	c, err := net.DialTimeout("tcp6", to.String(), 2*time.Second)
 	if err == nil {
 		_, err = ask(c)
@@ -194,6 +200,7 @@ func (s *stream) one(to netip.AddrPort) {
 	s.attempts++
 	if err != nil {
 		s.failures++
+		s.failed = append(s.failed, span{began, now})
 		if s.firstErr == nil {
 			s.firstErr = err
 		}
@@ -214,6 +221,20 @@ func (s *stream) halt() {
 	}
 	err := <-s.done
 	s.done <- err
+}
+
+// failedOutside counts the failed connections that were not under way at
+// any moment between from and to.
+func (s *stream) failedOutside(from, to time.Time) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, f := range s.failed {
+		if f.to.Before(from) || f.from.After(to) {
+			n++
+		}
+	}
+	return n
 }
 
 // counts returns the attempts and failures so far.
