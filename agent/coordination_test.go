@@ -351,6 +351,8 @@ type recordingDataplane struct {
 	inheritedUntil time.Time
 	renewed        []time.Time
 	pinProblem     error
+	// fail, when set, is what Apply returns.
+	fail error
 }
 
 func (r *recordingDataplane) Renew(until time.Time) error {
@@ -391,8 +393,17 @@ func (r *recordingDataplane) Run(ctx context.Context) error {
 func (r *recordingDataplane) Apply(_ context.Context, s []dataplane.Service) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.fail != nil {
+		return r.fail
+	}
 	r.applied = append(r.applied, s)
 	return nil
+}
+
+func (r *recordingDataplane) setFail(err error) {
+	r.mu.Lock()
+	r.fail = err
+	r.mu.Unlock()
 }
 
 func (r *recordingDataplane) Refresh() {
@@ -711,4 +722,79 @@ func TestUnpersistedDNSInReadyz(t *testing.T) {
 	if ok, reasons := health.Ready(); !ok {
 		t.Fatalf("after the directory was repaired: %q", reasons)
 	}
+}
+
+// The coordinator learns that the node applied a view (and confirms it
+// to the leader, which stops a rollout slot's Pod only after every live
+// node did) once the dataplane holds it: a view the dataplane refused is
+// not confirmed, the next one it takes is.
+func TestDataplaneConfirmsOnlyAppliedViews(t *testing.T) {
+	rec := &recordingDataplane{}
+	h := startFeed(t, rec)
+	var mu sync.Mutex
+	var confirmed []*pb.ServiceSnapshot
+	h.f.applied = func(s *pb.ServiceSnapshot) {
+		mu.Lock()
+		confirmed = append(confirmed, s)
+		mu.Unlock()
+	}
+	rec.setFail(errors.New("map update: no space left"))
+	v1 := webView("2001:db8:0:1:1::5")
+	v1.Term, v1.Generation, v1.Revision = 3, 1, 7
+	h.f.setView(v1, false)
+	waitFor(t, 10*time.Second, "the refused view reported", func() bool { return strings.Contains(h.logs.String(), "dataplane not programmed") })
+	mu.Lock()
+	n := len(confirmed)
+	mu.Unlock()
+	if n != 0 {
+		t.Fatalf("a view the dataplane refused was confirmed: %v", confirmed)
+	}
+	rec.setFail(nil)
+	v2 := webView()
+	v2.Term, v2.Generation, v2.Revision = 3, 1, 8
+	h.f.setView(v2, false)
+	waitFor(t, 10*time.Second, "the applied view confirmed", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(confirmed) == 1 && confirmed[0].GetRevision() == 8
+	})
+	if rec.applies() != 1 {
+		t.Fatalf("%d views applied, want 1", rec.applies())
+	}
+}
+
+// An agent the leader refuses (here: a second agent under a live node's
+// ID) is not ready, and /readyz says why: its Pods' endpoints are never
+// served.
+func TestRefusedAgentIsNotReady(t *testing.T) {
+	if l, err := net.Listen("tcp", "[::1]:0"); err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	} else {
+		l.Close()
+	}
+	dir := t.TempDir()
+	bucket := localstore.Open(filepath.Join(dir, "bucket"))
+	if err := bucket.CreateBucket(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	storeClusterCA(t, data)
+	cfg := Config{Provider: "local", Bucket: bucket.Dir(), Region: "local", Cluster: "demo", NodeGroup: "workers"}
+	start := func(name, prefix string) *localAgent {
+		a := &localAgent{bucket: bucket, root: filepath.Join(dir, name), logs: &logBuffer{}}
+		c := cfg
+		c.IPv6Prefix = netip.MustParsePrefix(prefix)
+		a.run(t, context.Background(), c, Options{Root: a.root, HealthAddr: "127.0.0.1:0", PollInterval: 20 * time.Millisecond, DataDir: data,
+			DNSAddr: "127.0.0.1:0", APIAddr: "[::1]:0", NodeID: "node-1"})
+		return a
+	}
+	first := start("first", "2001:db8:abc:de00:1::/80")
+	waitFor(t, 10*time.Second, "the first agent leads", func() bool { return strings.Contains(first.logs.String(), "acquired the lease") })
+	second := start("second", "2001:db8:abc:de00:2::/80")
+	waitFor(t, 20*time.Second, "the second agent not ready, saying it is refused", func() bool {
+		code, body := second.get(t, "/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "coordination identity: the leader node-1 refused this node") &&
+			strings.Contains(body, "node ID node-1 is in use by another agent")
+	})
+	waitFor(t, 10*time.Second, "the first agent ready", func() bool { code, _ := first.get(t, "/readyz"); return code == http.StatusOK })
 }
