@@ -165,8 +165,13 @@ func TestCoordinationSettingsFromEnv(t *testing.T) {
 	if err != nil || o.DNSAddr != "" || o.APIAddr != "[::1]:18081" || o.NodeID != "n1" || o.NodeAddr != netip.MustParseAddr("2600:1f14::1") || o.Dataplane != DataplaneOff {
 		t.Fatalf("set %+v %v", o, err)
 	}
-	_, err = OptionsFromEnv(env(map[string]string{EnvDNSAddr: "0.0.0.0:53", EnvAPIAddr: "nowhere", EnvNodeAddr: "fd00::1", EnvDataplane: "maybe"}))
-	for _, want := range []string{EnvDNSAddr, EnvAPIAddr, EnvNodeAddr, EnvDataplane} {
+	for v, want := range map[string]time.Duration{"": 0, "2s": 2 * time.Second, "0": -1, "0s": -1} {
+		if o, err := OptionsFromEnv(env(map[string]string{EnvDrain: v})); err != nil || o.Drain != want {
+			t.Errorf("%s=%q: drain %v, %v; want %v", EnvDrain, v, o.Drain, err, want)
+		}
+	}
+	_, err = OptionsFromEnv(env(map[string]string{EnvDNSAddr: "0.0.0.0:53", EnvAPIAddr: "nowhere", EnvNodeAddr: "fd00::1", EnvDataplane: "maybe", EnvDrain: "11m"}))
+	for _, want := range []string{EnvDNSAddr, EnvAPIAddr, EnvNodeAddr, EnvDataplane, EnvDrain} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("invalid %s accepted: %v", want, err)
 		}
