@@ -548,7 +548,7 @@ func (f *dataplaneFeed) run(ctx context.Context) error {
 	}
 	renew := time.NewTicker(renewInterval)
 	defer renew.Stop()
-	applied := false
+	applied, failed := false, false
 	for {
 		select {
 		case <-ctx.Done():
@@ -557,7 +557,12 @@ func (f *dataplaneFeed) run(ctx context.Context) error {
 			if applied {
 				f.renew()
 			}
-			continue
+			if !failed {
+				continue
+			}
+			// The last view was not programmed: try again, so that a
+			// passing failure does not leave the node unconfirmed (and a
+			// rollout waiting for it) until the next view.
 		case <-holdC:
 			holdC = nil
 			f.log.Info("the inherited dataplane's lease ended without a leader's snapshot: applying the current view")
@@ -587,6 +592,7 @@ func (f *dataplaneFeed) run(ctx context.Context) error {
 			err = f.dp.Apply(ctx, svcs)
 			applied = applied || err == nil
 		}
+		failed = err != nil
 		if err == nil && f.applied != nil {
 			// Its backends are what the dataplane holds now (a Service
 			// whose ports could not be read keeps its last ports, not
