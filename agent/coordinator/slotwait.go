@@ -55,6 +55,8 @@ func (c *Coordinator) waitFor(u staticpod.Update, w *slotWait, a slotAnswer) (bo
 		switch {
 		case a.confirmed:
 			w.confirmed = now
+			c.log.Info("every live node applied the snapshot without the Pod's endpoints: draining the Pod", "deployment", u.Deployment.String(),
+				"revision", short(u.To), "drain", c.drain().String())
 		case now.Sub(w.granted) >= c.opts.Retention:
 			c.log.Warn("rollout slot: the withdrawal of the Pod's endpoints was not confirmed within the lease window: going on",
 				"deployment", u.Deployment.String(), "revision", short(u.To), "unconfirmed", a.unconfirmed, "no_leader", a.noLeader)
@@ -66,14 +68,12 @@ func (c *Coordinator) waitFor(u staticpod.Update, w *slotWait, a slotAnswer) (bo
 			}
 			c.askAgain(next)
 			if a.noLeader != "" {
-				return false, fmt.Sprintf("rollout slot granted; no leader answers (%s) to confirm that every live node applied the snapshot without this Pod's endpoints: going on at %s at the latest",
+				return false, fmt.Sprintf("rollout slot granted; no leader confirms that every live node applied the snapshot without this Pod's endpoints (%s): going on at %s at the latest",
 					a.noLeader, w.granted.Add(c.opts.Retention).UTC().Format(time.RFC3339))
 			}
 			return false, "rollout slot granted: waiting until every live node applied the snapshot without this Pod's endpoints (not yet: " +
 				strings.Join(a.unconfirmed, ", ") + ")"
 		}
-		c.log.Info("every live node applied the snapshot without the Pod's endpoints: draining the Pod", "deployment", u.Deployment.String(),
-			"revision", short(u.To), "drain", c.drain().String())
 	}
 	end := w.confirmed.Add(c.drain())
 	if now.Before(end) {

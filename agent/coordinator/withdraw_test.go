@@ -185,3 +185,33 @@ func TestNodeAsksForASlotOnlyOnceItsKubeletListedThePods(t *testing.T) {
 		t.Fatalf("once kubelet listed the Pods: %q", why)
 	}
 }
+
+// A node holding a slot whose leader goes away before it confirms the
+// withdrawal waits at most the lease window after its grant, on its own
+// clock, then drains and goes on: no wait is without a bound.
+func TestSlotHolderWithoutALeaderGoesOnAfterTheLeaseWindow(t *testing.T) {
+	s := newSlotLeader(t, 0, true, nil)
+	u := leaderUpdate(t, s)
+	if ok, why := s.admit(u); ok || !strings.Contains(why, "not yet: node-0") {
+		t.Fatalf("first ask: %v %q", ok, why)
+	}
+	granted := s.clock.Now()
+	s.a.stop() // the leadership ends; nobody answers any more
+	ok, why := s.admit(u)
+	if ok || !strings.Contains(why, "no leader confirms that every live node applied the snapshot without this Pod's endpoints") ||
+		!strings.Contains(why, granted.Add(slotRetention).UTC().Format(time.RFC3339)) {
+		t.Fatalf("without a leader: %v %q", ok, why)
+	}
+	s.clock.Advance(slotRetention - time.Millisecond)
+	if ok, _ := s.admit(u); ok {
+		t.Fatal("went on before the lease window after the grant")
+	}
+	s.clock.Advance(time.Millisecond)
+	if ok, why := s.admit(u); ok || !strings.Contains(why, "draining") {
+		t.Fatalf("at the lease window: %v %q", ok, why)
+	}
+	s.clock.Advance(slotDrain)
+	if ok, why := s.admit(u); !ok {
+		t.Fatalf("after the drain: %q", why)
+	}
+}
