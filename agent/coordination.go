@@ -38,8 +38,11 @@ import (
 // Component names the coordination wiring reports readiness under.
 const (
 	componentCoordination = "coordination"
-	componentDNS          = "service-dns"
-	componentDataplane    = "dataplane"
+	// componentRefused names, in /readyz, the leader's refusal of this
+	// node's claim (a node ID another live agent holds, say).
+	componentRefused   = "coordination identity"
+	componentDNS       = "service-dns"
+	componentDataplane = "dataplane"
 )
 
 // coordination is the node's share of cluster coordination: its mTLS
@@ -111,12 +114,17 @@ func newCoordination(ctx context.Context, cfg Config, opts Options, r identity.S
 		PodPrefix: cfg.IPv6Prefix, Store: store, Identity: id,
 		// The leader polls the index, hints every node, takes the
 		// Services from it and keeps the NodeGroup views.
-		Index:       coordinator.NewIndexCache(store),
-		Views:       state.NewViewKeeper(store),
-		OnView:      c.view,
-		OnIndexHint: func(etag string) { c.hint(etag) },
-		OnSlotFreed: func() { c.hint("") },
-		SlotTimeout: opts.SlotTimeout, ProbelessHold: opts.ProbelessHold,
+		Index:  coordinator.NewIndexCache(store),
+		Views:  state.NewViewKeeper(store),
+		OnView: c.view,
+		// A view counts as applied once DNS and the dataplane hold it
+		// (view, dataplaneFeed.run): a rollout slot's Pod stops only
+		// after every live node confirmed that.
+		AppliedByCaller: true,
+		OnRefused:       func(err error) { health.Report(componentRefused, err) },
+		OnIndexHint:     func(etag string) { c.hint(etag) },
+		OnSlotFreed:     func() { c.hint("") },
+		SlotTimeout:     opts.SlotTimeout, ProbelessHold: opts.ProbelessHold, Drain: opts.Drain,
 		Kubelet: cfg.Provider != "local" || kubeletSocketExists(opts.Root),
 		Log:     clog,
 	}
@@ -129,6 +137,7 @@ func newCoordination(ctx context.Context, cfg Config, opts Options, r identity.S
 		return disable(err)
 	}
 	c.feed.confirmed = func() time.Time { return c.coord.Status().Confirmed }
+	c.feed.applied = c.coord.Applied
 	log.Info("coordination enabled", "node", nodeID, "advertise", advertise.String(), "api", lis.Addr().String())
 	return c, nil
 }
@@ -222,8 +231,11 @@ func discoverNodeAddr(podPrefix netip.Prefix) (netip.Addr, error) {
 
 // view receives each snapshot the coordinator settles on: every Service
 // gets its DNS identity whatever its readiness, and the dataplane gets
-// the VIPs with their ready backends.
+// the VIPs with their ready backends. The coordinator learns that the
+// node applied it once DNS serves it and the dataplane programmed it
+// (without a dataplane, once DNS serves it).
 func (c *coordination) view(s *pb.ServiceSnapshot) {
+	served := true
 	if c.dns != nil {
 		var svcs []service.Service
 		for _, svc := range s.GetServices() {
@@ -241,8 +253,13 @@ func (c *coordination) view(s *pb.ServiceSnapshot) {
 		} else if err == nil {
 			c.health.Report(componentDNSState, nil)
 		}
+		served = err == nil || errors.Is(err, service.ErrNotPersisted)
 	}
-	c.feed.setView(s, c.restoring.Load())
+	if c.feed.enabled() {
+		c.feed.setView(s, c.restoring.Load())
+	} else if served && c.coord != nil {
+		c.coord.Applied(s)
+	}
 }
 
 func (c *coordination) dnsCluster() string { return c.feed.cluster }
@@ -382,6 +399,9 @@ type dataplaneFeed struct {
 	// confirmed returns when a leader last confirmed the coordinator's
 	// snapshot (zero: never); nil renews nothing.
 	confirmed func() time.Time
+	// applied, when set, is told each view the dataplane was programmed
+	// with.
+	applied func(*pb.ServiceSnapshot)
 
 	mu   sync.Mutex
 	view *pb.ServiceSnapshot
@@ -528,7 +548,7 @@ func (f *dataplaneFeed) run(ctx context.Context) error {
 	}
 	renew := time.NewTicker(renewInterval)
 	defer renew.Stop()
-	applied := false
+	applied, failed := false, false
 	for {
 		select {
 		case <-ctx.Done():
@@ -537,7 +557,12 @@ func (f *dataplaneFeed) run(ctx context.Context) error {
 			if applied {
 				f.renew()
 			}
-			continue
+			if !failed {
+				continue
+			}
+			// The last view was not programmed: try again, so that a
+			// passing failure does not leave the node unconfirmed (and a
+			// rollout waiting for it) until the next view.
 		case <-holdC:
 			holdC = nil
 			f.log.Info("the inherited dataplane's lease ended without a leader's snapshot: applying the current view")
@@ -566,6 +591,13 @@ func (f *dataplaneFeed) run(ctx context.Context) error {
 		if err == nil {
 			err = f.dp.Apply(ctx, svcs)
 			applied = applied || err == nil
+		}
+		failed = err != nil
+		if err == nil && f.applied != nil {
+			// Its backends are what the dataplane holds now (a Service
+			// whose ports could not be read keeps its last ports, not
+			// its last backends).
+			f.applied(v)
 		}
 		if err != nil && ctx.Err() == nil {
 			f.log.Error("dataplane not programmed: it keeps its last state", "err", err)

@@ -165,8 +165,13 @@ func TestCoordinationSettingsFromEnv(t *testing.T) {
 	if err != nil || o.DNSAddr != "" || o.APIAddr != "[::1]:18081" || o.NodeID != "n1" || o.NodeAddr != netip.MustParseAddr("2600:1f14::1") || o.Dataplane != DataplaneOff {
 		t.Fatalf("set %+v %v", o, err)
 	}
-	_, err = OptionsFromEnv(env(map[string]string{EnvDNSAddr: "0.0.0.0:53", EnvAPIAddr: "nowhere", EnvNodeAddr: "fd00::1", EnvDataplane: "maybe"}))
-	for _, want := range []string{EnvDNSAddr, EnvAPIAddr, EnvNodeAddr, EnvDataplane} {
+	for v, want := range map[string]time.Duration{"": 0, "2s": 2 * time.Second, "0": -1, "0s": -1} {
+		if o, err := OptionsFromEnv(env(map[string]string{EnvDrain: v})); err != nil || o.Drain != want {
+			t.Errorf("%s=%q: drain %v, %v; want %v", EnvDrain, v, o.Drain, err, want)
+		}
+	}
+	_, err = OptionsFromEnv(env(map[string]string{EnvDNSAddr: "0.0.0.0:53", EnvAPIAddr: "nowhere", EnvNodeAddr: "fd00::1", EnvDataplane: "maybe", EnvDrain: "11m"}))
+	for _, want := range []string{EnvDNSAddr, EnvAPIAddr, EnvNodeAddr, EnvDataplane, EnvDrain} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("invalid %s accepted: %v", want, err)
 		}
@@ -351,6 +356,8 @@ type recordingDataplane struct {
 	inheritedUntil time.Time
 	renewed        []time.Time
 	pinProblem     error
+	// fail, when set, is what Apply returns.
+	fail error
 }
 
 func (r *recordingDataplane) Renew(until time.Time) error {
@@ -391,8 +398,17 @@ func (r *recordingDataplane) Run(ctx context.Context) error {
 func (r *recordingDataplane) Apply(_ context.Context, s []dataplane.Service) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.fail != nil {
+		return r.fail
+	}
 	r.applied = append(r.applied, s)
 	return nil
+}
+
+func (r *recordingDataplane) setFail(err error) {
+	r.mu.Lock()
+	r.fail = err
+	r.mu.Unlock()
 }
 
 func (r *recordingDataplane) Refresh() {
@@ -711,4 +727,83 @@ func TestUnpersistedDNSInReadyz(t *testing.T) {
 	if ok, reasons := health.Ready(); !ok {
 		t.Fatalf("after the directory was repaired: %q", reasons)
 	}
+}
+
+// The coordinator learns that the node applied a view (and confirms it
+// to the leader, which stops a rollout slot's Pod only after every live
+// node did) once the dataplane holds it: a view the dataplane refused is
+// not confirmed until a retry at the next renewal programs it.
+func TestDataplaneConfirmsOnlyAppliedViews(t *testing.T) {
+	rec := &recordingDataplane{}
+	h := startFeed(t, rec)
+	var mu sync.Mutex
+	var confirmed []*pb.ServiceSnapshot
+	h.f.applied = func(s *pb.ServiceSnapshot) {
+		mu.Lock()
+		confirmed = append(confirmed, s)
+		mu.Unlock()
+	}
+	rec.setFail(errors.New("map update: no space left"))
+	v1 := webView("2001:db8:0:1:1::5")
+	v1.Term, v1.Generation, v1.Revision = 3, 1, 7
+	h.f.setView(v1, false)
+	waitFor(t, 10*time.Second, "the refused view reported", func() bool { return strings.Contains(h.logs.String(), "dataplane not programmed") })
+	mu.Lock()
+	n := len(confirmed)
+	mu.Unlock()
+	if n != 0 {
+		t.Fatalf("a view the dataplane refused was confirmed: %v", confirmed)
+	}
+	// The failure passes: the same view is programmed again without a
+	// new one, and confirmed.
+	rec.setFail(nil)
+	waitFor(t, 10*time.Second, "the view retried and confirmed", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(confirmed) == 1 && confirmed[0].GetRevision() == 7
+	})
+	v2 := webView()
+	v2.Term, v2.Generation, v2.Revision = 3, 1, 8
+	h.f.setView(v2, false)
+	waitFor(t, 10*time.Second, "the next view confirmed", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(confirmed) == 2 && confirmed[1].GetRevision() == 8
+	})
+}
+
+// An agent the leader refuses (here: a second agent under a live node's
+// ID) is not ready, and /readyz says why: its Pods' endpoints are never
+// served.
+func TestRefusedAgentIsNotReady(t *testing.T) {
+	if l, err := net.Listen("tcp", "[::1]:0"); err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	} else {
+		l.Close()
+	}
+	dir := t.TempDir()
+	bucket := localstore.Open(filepath.Join(dir, "bucket"))
+	if err := bucket.CreateBucket(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	storeClusterCA(t, data)
+	cfg := Config{Provider: "local", Bucket: bucket.Dir(), Region: "local", Cluster: "demo", NodeGroup: "workers"}
+	start := func(name, prefix string) *localAgent {
+		a := &localAgent{bucket: bucket, root: filepath.Join(dir, name), logs: &logBuffer{}}
+		c := cfg
+		c.IPv6Prefix = netip.MustParsePrefix(prefix)
+		a.run(t, context.Background(), c, Options{Root: a.root, HealthAddr: "127.0.0.1:0", PollInterval: 20 * time.Millisecond, DataDir: data,
+			DNSAddr: "127.0.0.1:0", APIAddr: "[::1]:0", NodeID: "node-1"})
+		return a
+	}
+	first := start("first", "2001:db8:abc:de00:1::/80")
+	waitFor(t, 10*time.Second, "the first agent leads", func() bool { return strings.Contains(first.logs.String(), "acquired the lease") })
+	second := start("second", "2001:db8:abc:de00:2::/80")
+	waitFor(t, 20*time.Second, "the second agent not ready, saying it is refused", func() bool {
+		code, body := second.get(t, "/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "coordination identity: the leader node-1 refused this node") &&
+			strings.Contains(body, "node ID node-1 is in use by another agent")
+	})
+	waitFor(t, 10*time.Second, "the first agent ready", func() bool { code, _ := first.get(t, "/readyz"); return code == http.StatusOK })
 }

@@ -6,6 +6,7 @@ package agent
 
 import (
 	"context"
+	"crypto/rand"
 	"io"
 	"log/slog"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"podmin.dev/podmin/internal/manifest"
 	"podmin.dev/podmin/internal/objstore"
 	localstore "podmin.dev/podmin/internal/objstore/local"
+	"podmin.dev/podmin/internal/pki"
 	"podmin.dev/podmin/internal/state"
 	"podmin.dev/podmin/internal/syncio"
 )
@@ -155,6 +157,27 @@ func commitMissing(t testing.TB, b objstore.Store, name, image string) {
 		t.Fatal(err)
 	}
 	if _, err := b.PutIfMatch(context.Background(), state.IndexPath, ix.Encode(), obj.ETag); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// publishWorkloadCA writes identity/ca.json for the workload CA key, as
+// the elected leader does.
+func publishWorkloadCA(t testing.TB, b objstore.Store, key []byte) {
+	t.Helper()
+	k, err := pki.ParseWorkloadKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := pki.NewCA(rand.Reader, k, pki.WorkloadCASpec("demo"), time.Now().Add(-time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := pki.CAState{Active: ca}.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Put(context.Background(), state.IdentityCAPath, data); err != nil {
 		t.Fatal(err)
 	}
 }

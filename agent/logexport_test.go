@@ -70,6 +70,9 @@ func startLogAgent(t *testing.T, tfvars string, objects map[string][]byte, failR
 	if err := secretslocal.New(filepath.Join(data, "secrets")).Create(ctx, name, secrets.Value(key)); err != nil {
 		t.Fatal(err)
 	}
+	// Without the cluster CA this agent takes no part in the election, so
+	// it never creates the workload CA: the elected leader did.
+	publishWorkloadCA(t, bucket, key)
 	hname, _ := secrets.SystemSecret("demo", secrets.OtelLogsHeaders)
 	if err := secretslocal.New(filepath.Join(data, "secrets")).Create(ctx, hname, secrets.Value(`{"Authorization": "Bearer s3cr3t-token"}`)); err != nil {
 		t.Fatal(err)

@@ -67,6 +67,11 @@ const (
 	// restarts at once): each Pod restarts at a point derived from its
 	// NodeGroup, node ID and name.
 	EnvRestartWindow = "PODMIN_AGENT_RESTART_WINDOW"
+	// EnvDrain is how long a Pod whose endpoints a rollout slot withdrew
+	// keeps running after every live node applied the withdrawal, so the
+	// connections it has may finish (a Go duration, default 5s, at most
+	// 10m; 0 replaces it at once).
+	EnvDrain = "PODMIN_AGENT_DRAIN"
 )
 
 // Dataplane settings of Options.Dataplane.
@@ -142,7 +147,14 @@ type Options struct {
 	// RestartWindow spreads the restarts of Pods whose workload leaf is
 	// replaced (workload.Options.RestartWindow); nil means the default.
 	RestartWindow *time.Duration
+	// Drain is how long a Pod whose endpoints a rollout slot withdrew
+	// keeps running after every live node applied the withdrawal; zero
+	// means coordinator.DefaultDrain, negative none.
+	Drain time.Duration
 }
+
+// maxDrain bounds EnvDrain: a rollout waits the drain on every node.
+const maxDrain = 10 * time.Minute
 
 // OptionsFromEnv reads the environment variables above; unset ones get
 // defaults.
@@ -240,6 +252,17 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 		errs = append(errs, fmt.Errorf("%s=%q is not 1 or 0", EnvOnce, v))
 	}
 	duration(EnvPollInterval, time.Millisecond, &o.PollInterval)
+	if v := getenv(EnvDrain); v != "" {
+		d, err := time.ParseDuration(v)
+		switch {
+		case err != nil || d < 0 || d > maxDrain:
+			errs = append(errs, fmt.Errorf("%s=%q is not a duration from 0 to %s, such as 5s", EnvDrain, v, maxDrain))
+		case d == 0:
+			o.Drain = -1 // none
+		default:
+			o.Drain = d
+		}
+	}
 	duration(EnvTTLMargin, 0, &o.TTLMargin)
 	if v := getenv(EnvRestartWindow); v != "" {
 		d, err := time.ParseDuration(v)

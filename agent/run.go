@@ -12,10 +12,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"podmin.dev/podmin/agent/coordinator/election"
 	"podmin.dev/podmin/agent/diagnose"
 	"podmin.dev/podmin/agent/identity"
 	"podmin.dev/podmin/agent/mounts"
@@ -110,7 +112,10 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 			return err
 		}
 	}
-	var leader workload.Leader = workload.Always{}
+	// Only the elected agent creates or rotates identity/ca.json: an agent
+	// without coordination never does, and a one-shot pass only when it
+	// wins the lease for its pass.
+	var leader workload.Leader = workload.Never{}
 	if co != nil {
 		publisher = co.publisher(opts.Publisher)
 		leader = co.coord.Elector()
@@ -118,6 +123,14 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	node := opts.NodeID
 	if co != nil {
 		node = co.nodeID
+	}
+	if opts.Once {
+		once, err := newOnceLeadership(ctx, node, store, log)
+		if err != nil {
+			return err
+		}
+		defer once.end()
+		leader = once
 	}
 	identities, err := workloadIdentities(ctx, cfg, opts, node, system, store, leader, log)
 	if err != nil {
@@ -278,6 +291,49 @@ func runOnce(ctx context.Context, rec *staticpod.Reconciler, log *slog.Logger) e
 		"removed", res.Removed, "etag", res.ETag)
 	return nil
 }
+
+// onceLeadership is the election of a one-shot pass, which takes no part
+// in coordination: the first time the workload CA asks whether it leads,
+// it campaigns once (election.Elector.Campaign: it takes the lease only
+// when it is missing, vacant or an earlier pass's own, never while another
+// agent leads), and it resigns when the pass ends. A pass that never
+// needs the CA never touches the lease.
+type onceLeadership struct {
+	ctx   context.Context
+	el    *election.Elector
+	log   *slog.Logger
+	once  sync.Once
+	leads bool
+}
+
+func newOnceLeadership(ctx context.Context, node string, store objstore.Bucket, log *slog.Logger) (*onceLeadership, error) {
+	if node == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return nil, fmt.Errorf("node ID: %w: set %s", err, EnvNodeID)
+		}
+		node = h
+	}
+	el, err := election.New(election.Options{ID: node, Store: store, Log: log.With("component", "election")})
+	if err != nil {
+		return nil, err
+	}
+	return &onceLeadership{ctx: ctx, el: el, log: log}, nil
+}
+
+// IsLeader implements workload.Leader.
+func (o *onceLeadership) IsLeader() bool {
+	o.once.Do(func() {
+		o.leads = o.el.Campaign(o.ctx)
+		if !o.leads {
+			o.log.Info("another agent leads, or the lease is unreadable: this pass does not create or rotate the workload CA")
+		}
+	})
+	return o.leads && o.el.IsLeader()
+}
+
+// end resigns the lease the pass won.
+func (o *onceLeadership) end() { o.el.Resign() }
 
 // startedHook reports that the serving components run.
 type startedHook struct{ fn func() }

@@ -82,6 +82,10 @@ type NodeGroupStatus struct {
 	Problem     string             `json:"problem"`
 	Nodes       []NodeSummary      `json:"nodes"`
 	Deployments []DeploymentStatus `json:"deployments"`
+	// Refused are the agents whose claim the leader refused (a node ID
+	// another live agent holds, say): they take no part in coordination,
+	// so their Pods' endpoints are not served.
+	Refused []state.RefusedNode `json:"refused"`
 }
 
 // NodeSummary is one node of a NodeGroup.
@@ -319,10 +323,11 @@ func groupProblem(ng string, s *state.NodeGroupStatus, lease state.Lease, leaseO
 // summarizeGroup summarizes one NodeGroup's deployments from its status
 // object.
 func summarizeGroup(ng string, s *state.NodeGroupStatus, lease state.Lease, leaseOK bool, now time.Time, items []state.Item) NodeGroupStatus {
-	out := NodeGroupStatus{NodeGroup: ng, Nodes: []NodeSummary{}, Deployments: []DeploymentStatus{},
+	out := NodeGroupStatus{NodeGroup: ng, Nodes: []NodeSummary{}, Deployments: []DeploymentStatus{}, Refused: []state.RefusedNode{},
 		Problem: groupProblem(ng, s, lease, leaseOK, now)}
 	if s != nil {
 		out.Expected, out.Live, out.Missing = s.Expected, s.Live, s.Missing
+		out.Refused = append(out.Refused, s.Refused...)
 		t := s.UpdatedAt.UTC()
 		out.UpdatedAt = &t
 		for _, n := range s.Nodes {

@@ -33,6 +33,9 @@ type RolloutBackend interface {
 	// AcquireSlot decides on a rollout slot; a granted one replaces the
 	// node's endpoints with eps (already checked against its /80).
 	AcquireSlot(ctx context.Context, n Node, req *pb.SlotRequest, eps []Endpoint) (*pb.SlotResponse, error)
+	// ConfirmApplied records the snapshot the node's Service DNS and
+	// dataplane hold now.
+	ConfirmApplied(ctx context.Context, n Node, at Position) error
 }
 
 func (s *Server) rollouts() (RolloutBackend, error) {
@@ -139,4 +142,23 @@ func checkEndpoints(node Node, reported []*pb.ReportedEndpoint) ([]Endpoint, err
 		eps = append(eps, Endpoint{Namespace: e.GetNamespace(), Service: e.GetService(), Addr: addr})
 	}
 	return eps, nil
+}
+
+// ConfirmApplied records which snapshot the caller applied.
+func (s *Server) ConfirmApplied(ctx context.Context, req *pb.AppliedRequest) (*pb.AppliedResponse, error) {
+	if err := s.requireLeader(); err != nil {
+		return nil, err
+	}
+	node, err := s.registered(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rb, err := s.rollouts()
+	if err != nil {
+		return nil, err
+	}
+	if err := rb.ConfirmApplied(ctx, node, Position{Term: req.GetTerm(), Generation: req.GetGeneration(), Revision: req.GetRevision()}); err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	return &pb.AppliedResponse{}, nil
 }

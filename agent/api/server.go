@@ -97,6 +97,14 @@ type IndexPoller interface {
 	IndexHint() *pb.Hint
 }
 
+// RefusalRecorder is a Backend that wants to know of the identity claims
+// the server refuses, so that it can publish them (the refused node's
+// own state says nothing the operator sees).
+type RefusalRecorder interface {
+	// Refused is told each refusal of a node's claim and why.
+	Refused(peer identity.Peer, reason error)
+}
+
 // Authenticator extracts the node identity from a verified connection;
 // *identity.Identity is one.
 type Authenticator interface {
@@ -261,6 +269,9 @@ func (s *Server) refuse(peer identity.Peer, err error) error {
 	}
 	s.log.Log(context.Background(), level, "refused a node's identity claim", "peer", peer.NodeID, "peer_nodegroup", peer.NodeGroup,
 		"peer_addr", peer.Addr.String(), "err", err)
+	if r, ok := s.backend.(RefusalRecorder); ok {
+		r.Refused(peer, err)
+	}
 	return status.Error(codes.PermissionDenied, err.Error())
 }
 

@@ -64,6 +64,15 @@ type Options struct {
 	// OnView receives the snapshot DNS and the dataplane should use,
 	// whenever it changes (also when a lapsed lease clears backends).
 	OnView func(*pb.ServiceSnapshot)
+	// AppliedByCaller says that the OnView receiver calls Applied once
+	// Service DNS and the dataplane hold a view; otherwise a view counts
+	// as applied when OnView returns.
+	AppliedByCaller bool
+	// OnRefused is told when the leader refuses this node's claim (a node
+	// ID another live agent holds, another node's address or Pod prefix)
+	// and why, and with nil once it accepts it again: a refused node's
+	// endpoints are not served.
+	OnRefused func(error)
 	// OnIndexHint is told that deployments/index.json changed, so the
 	// reconciler can start at once; polling stays the correctness path.
 	// The ETag names the new version ("" when unknown).
@@ -90,6 +99,10 @@ type Options struct {
 	// SlotTimeout, LeaderlessAfter and LeaderlessStep default to
 	// SlotTimeout, LeaderlessAfter and LeaderlessStep; tests shorten them.
 	SlotTimeout, LeaderlessAfter, LeaderlessStep time.Duration
+	// Drain is how long a Pod whose endpoints a rollout slot withdrew
+	// keeps running after every live node applied the withdrawal; zero
+	// means DefaultDrain, negative none.
+	Drain time.Duration
 	// ProbelessHold is how long kubelet must have reported a Pod with a
 	// container without a readiness probe ready before this node reports
 	// it ready; zero means ProbelessHold, negative takes kubelet's word at
@@ -116,8 +129,10 @@ type Coordinator struct {
 	cache   *Cache
 	kick    chan struct{}
 	// holdKick tells the hold timer (Run) that the earliest end of a
-	// readiness hold changed.
-	holdKick chan struct{}
+	// readiness hold changed; gateKick tells the Gate's timer that the
+	// earliest ask it wants changed; confirmKick tells the follower that
+	// this node applied another snapshot.
+	holdKick, gateKick, confirmKick chan struct{}
 	// leadership runs each leadership's work (leader.go); Run waits for it,
 	// so no write of a leadership outlives the coordinator.
 	leadership sync.WaitGroup
@@ -166,7 +181,7 @@ func New(opts Options) (*Coordinator, error) {
 		return nil, errors.New("coordinator: no advertised address: pass the node's [IPv6]:8081")
 	}
 	c := &Coordinator{opts: opts, clock: opts.Clock, timing: opts.Timing, log: opts.Log, kick: make(chan struct{}, 1),
-		holdKick: make(chan struct{}, 1)}
+		holdKick: make(chan struct{}, 1), gateKick: make(chan struct{}, 1), confirmKick: make(chan struct{}, 1)}
 	if c.clock == nil {
 		c.clock = realClock{}
 	}
@@ -190,6 +205,7 @@ func New(opts Options) (*Coordinator, error) {
 	c.opts.LeaderlessAfter = cmp.Or(c.opts.LeaderlessAfter, LeaderlessAfter)
 	c.opts.LeaderlessStep = cmp.Or(c.opts.LeaderlessStep, LeaderlessStep)
 	c.opts.ProbelessHold = cmp.Or(c.opts.ProbelessHold, ProbelessHold)
+	c.opts.Drain = cmp.Or(c.opts.Drain, DefaultDrain)
 	c.node = newNodeSide()
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -231,6 +247,7 @@ func (c *Coordinator) SetEndpoints(eps []Endpoint) error {
 		return nil // the node is leaving: its endpoints stay withdrawn
 	}
 	c.local = append([]Endpoint(nil), eps...)
+	c.node.endpointsSet = true
 	l := c.leader
 	c.mu.Unlock()
 	if l != nil {
@@ -298,6 +315,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	wg.Go(func() { _ = c.elector.Run(ectx) })
 	wg.Go(func() { c.follow(ectx) })
 	wg.Go(func() { c.endHolds(ectx) })
+	wg.Go(func() { c.askAgainLoop(ectx) })
 	var err error
 	select {
 	case <-ctx.Done():
@@ -331,8 +349,14 @@ func (c *Coordinator) publishView() {
 		c.lastView = v
 	}
 	c.mu.Unlock()
-	if !same && v != nil && c.opts.OnView != nil {
+	if same || v == nil {
+		return
+	}
+	if c.opts.OnView != nil {
 		c.opts.OnView(v)
+	}
+	if !c.opts.AppliedByCaller {
+		c.Applied(v)
 	}
 }
 

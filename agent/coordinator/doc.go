@@ -55,12 +55,25 @@
 // it changes. The Coordinator is the reconciler's Gate: a node asks the
 // leader for a rollout slot before it replaces a running Pod with a new
 // revision; the leader grants slots as the DaemonSet's maxUnavailable
-// allows over the NodeGroup's expected nodes, withdraws the Pod's
-// endpoints from the snapshot before it answers, frees a slot when the
-// node reports the revision ready and reports a node stuck after
-// SlotTimeout. Without an answering leader a node applies after a
-// deterministic per-node delay (LeaderlessAfter, LeaderlessStep). The index
-// says what each Pod is; the leader paces only when.
+// allows over the NodeGroup's expected nodes (a node without a report,
+// of unknown readiness or missing counts as unavailable; only one known
+// broken gets a slot regardless), withdraws the Pod's endpoints from the
+// snapshot before it answers, frees a slot when the node reports the
+// revision ready or its registration lapses, and reports a node stuck
+// after SlotTimeout. The node replaces the Pod only after every live node
+// confirmed (Applied, ConfirmApplied) that its DNS and dataplane hold the
+// snapshot without those endpoints, and a Drain after that (withdraw.go,
+// slotwait.go); each wait is bounded by the lease window. Without an
+// answering leader a node applies after a deterministic per-node delay
+// (LeaderlessAfter, LeaderlessStep). The index says what each Pod is; the
+// leader paces only when.
+//
+// A new leadership starts from the last published snapshot's backends
+// when it can tell they are what the nodes serve (seedSnapshot), and a
+// node reports or publishes its own endpoints only once its kubelet
+// listed its Pods, so neither a failover nor an agent restart drops a
+// live, ready endpoint. A node the leader refuses says so (OnRefused)
+// and the leader names it in its NodeGroup's status object.
 //
 // It never writes desired state (deployments/index.json and payloads), only
 // the derived NodeGroup views and the NodeGroups' status objects, and does

@@ -73,8 +73,9 @@ func (c *Coordinator) refreshEndpoints() {
 	eps := c.localEndpoints() // only addresses inside the node's prefix
 	c.local = eps
 	l := c.leader
+	known := c.localKnown()
 	c.mu.Unlock()
-	if l != nil {
+	if l != nil && known {
 		l.report(c.opts.NodeID, eps, c.clock.Now())
 	}
 	c.poke()

@@ -26,6 +26,8 @@ type leaderLink struct {
 	client *api.Client
 	hello  bool
 	stop   context.CancelFunc
+	// confirmed is the applied snapshot last confirmed to this leader.
+	confirmed api.Position
 }
 
 func (s *leaderLink) close() {
@@ -50,6 +52,7 @@ func (c *Coordinator) follow(ctx context.Context) {
 			return
 		case <-c.kick:
 			kicked = true
+		case <-c.confirmKick:
 		case <-c.clock.After(min(c.timing.Retry, c.opts.Retention/4)):
 		}
 		rec, known := c.elector.Leader()
@@ -65,12 +68,19 @@ func (c *Coordinator) follow(ctx context.Context) {
 				s.close()
 				s = c.connect(ctx, rec)
 				kicked = true
-			} else {
-				s.leader = rec // the same node may lead again under a new term
+			} else if s.leader.Term != rec.Term {
+				// The same node leads again under a new term (its agent
+				// restarted): the new leadership knows no registration
+				// and waits for this node's report before it paces
+				// rollouts.
+				s.leader, s.hello, s.confirmed, kicked = rec, false, api.Position{}, true
 			}
 			if s != nil && (kicked || c.clock.Now().Sub(lastSync) >= c.timing.Renew) {
 				lastSync = c.clock.Now()
 				c.sync(ctx, s)
+			}
+			if s != nil {
+				c.sendApplied(ctx, s)
 			}
 		}
 		c.publishView()
@@ -96,33 +106,45 @@ func (c *Coordinator) sync(ctx context.Context, s *leaderLink) {
 	if !s.hello {
 		_, err := s.client.Hello(ctx, &pb.HelloRequest{PodPrefix: c.opts.PodPrefix.String(), NodeId: c.opts.NodeID, Address: c.opts.Advertise.Addr().String()})
 		if status.Code(err) == codes.PermissionDenied {
-			c.refusals.report(c.log, "the leader refused this node's identity: its endpoints are not served", "leader", s.leader.LeaderID, "err", err)
+			c.refused(s.leader.LeaderID, err)
 			return
 		}
 		if err != nil {
 			c.log.Warn("hello to the leader failed", "leader", s.leader.LeaderID, "err", err)
 			return
 		}
-		c.refusals.reset()
 		s.hello = true
 	}
 	// A slot request (gate.go) withdraws endpoints: no report of the
-	// endpoints from before it may overtake it.
+	// endpoints from before it may overtake it. Until this node knows its
+	// endpoints (its kubelet has not listed its Pods since the agent
+	// started), it reports none, so the leader keeps the ones its Pods
+	// serve.
 	c.node.sendMu.Lock()
 	c.mu.Lock()
-	local := c.local
+	local, known := c.local, c.localKnown()
 	c.mu.Unlock()
-	rep := &pb.EndpointReport{}
-	for _, e := range local {
-		rep.Endpoints = append(rep.Endpoints, &pb.ReportedEndpoint{Namespace: e.Service.Namespace, Service: e.Service.Name, Address: e.Addr.String()})
+	var resp *pb.ReportResponse
+	var err error
+	if known {
+		rep := &pb.EndpointReport{}
+		for _, e := range local {
+			rep.Endpoints = append(rep.Endpoints, &pb.ReportedEndpoint{Namespace: e.Service.Namespace, Service: e.Service.Name, Address: e.Addr.String()})
+		}
+		resp, err = s.client.ReportEndpoints(ctx, rep)
 	}
-	resp, err := s.client.ReportEndpoints(ctx, rep)
 	c.node.sendMu.Unlock()
+	if status.Code(err) == codes.PermissionDenied {
+		s.hello = false
+		c.refused(s.leader.LeaderID, err)
+		return
+	}
 	if err != nil {
 		s.hello = false // a new leader process forgets registrations
 		c.log.Warn("reporting endpoints failed", "leader", s.leader.LeaderID, "err", err)
 		return
 	}
+	c.accepted()
 	if len(resp.GetRefused()) > 0 {
 		c.log.Warn("the leader refused endpoints of Services this node's NodeGroup does not define", "leader", s.leader.LeaderID, "refused", resp.GetRefused())
 	}
@@ -191,8 +213,10 @@ func (c *Coordinator) watch(ctx context.Context, cl *api.Client, leader string) 
 				case pb.Hint_SNAPSHOT_CHANGED:
 					c.poke()
 				case pb.Hint_SLOT_FREED:
-					if c.opts.OnSlotFreed != nil {
-						c.opts.OnSlotFreed()
+					c.slotFreed()
+				case pb.Hint_WITHDRAWN:
+					if h.GetNodeId() == c.opts.NodeID {
+						c.slotFreed()
 					}
 				}
 			}

@@ -37,11 +37,16 @@ var _ staticpod.Gate = (*Coordinator)(nil)
 // Admit implements staticpod.Gate: before this node replaces its running
 // Pod of a deployment with a new revision, it asks the leader for a
 // rollout slot. A granted slot comes with the Pod's endpoints withdrawn:
-// the leader has written the snapshot without them before it answers, so
-// the dataplane sends the Pod no new flows before it is replaced. A
-// refused one is retried at the next reconcile pass (or when the leader
-// hints that a slot freed). Without an answering leader the node falls
-// back to its leaderless delay.
+// the leader has written the snapshot without them before it answers.
+// The Pod is replaced only once every live node has applied that
+// snapshot (the leader says so when asked again, and hints the node when
+// it is so; at most Retention after the grant) and the drain that
+// follows has ended, so no node sends the Pod a new connection before it
+// stops and the ones it has may finish. A refused slot is asked for again
+// at the next reconcile pass (or when the leader hints that a slot
+// freed); a node whose kubelet has not listed its Pods yet does not ask,
+// since it cannot tell which endpoints the update withdraws. Without an
+// answering leader the node falls back to its leaderless delay.
 func (c *Coordinator) Admit(ctx context.Context, u staticpod.Update) (bool, string) {
 	var svc *ServiceID
 	if u.Service != nil {
@@ -49,32 +54,94 @@ func (c *Coordinator) Admit(ctx context.Context, u staticpod.Update) (bool, stri
 	}
 	c.node.sendMu.Lock()
 	defer c.node.sendMu.Unlock()
+	name := u.Deployment.Name
 	c.mu.Lock()
+	w := c.node.waits[name]
+	if w != nil && w.revision != u.To {
+		delete(c.node.waits, name) // superseded by a later commit
+		w = nil
+	}
+	known := c.localKnown()
 	remaining := withoutService(c.local, svc)
+	serving := len(remaining) < len(c.local)
 	c.mu.Unlock()
+	if w != nil && !w.confirmed.IsZero() {
+		return c.waitFor(u, w, slotAnswer{})
+	}
+	if w == nil && !known {
+		c.askAgain(c.clock.Now().Add(c.timing.Retry))
+		return false, "kubelet's Pods API has not listed this node's Pods yet: the node asks for a rollout slot once it knows which endpoints the update withdraws"
+	}
+	a := c.askSlot(ctx, u, remaining, w == nil)
+	if a.noLeader != "" {
+		if w != nil {
+			return c.waitFor(u, w, a)
+		}
+		return c.leaderless(u, svc, a.noLeader)
+	}
+	if !a.granted {
+		c.answered(u)
+		if w != nil {
+			// A leader that does not know this node's slot yet (it has
+			// not read the node's report): the grant stands.
+			return c.waitFor(u, w, slotAnswer{noLeader: a.reason})
+		}
+		return false, a.reason
+	}
+	if w == nil {
+		w = &slotWait{revision: u.To, drains: serving, granted: c.clock.Now()}
+		c.mu.Lock()
+		c.node.waits[name] = w
+		c.mu.Unlock()
+	}
+	if !w.drains {
+		c.mu.Lock()
+		delete(c.node.waits, name)
+		c.mu.Unlock()
+		return true, ""
+	}
+	return c.waitFor(u, w, a)
+}
+
+// askSlot asks the leader for the slot of u (this node when it leads),
+// sending the endpoints the node keeps. A granted slot is recorded
+// (withdraw) before the leader writes the snapshot without the Pod's
+// endpoints, so no report of the endpoints from before overtakes it;
+// first says whether this node asks for the first time (and logs a
+// grant). Called with sendMu held.
+func (c *Coordinator) askSlot(ctx context.Context, u staticpod.Update, remaining []Endpoint, first bool) slotAnswer {
+	var svc *ServiceID
+	if u.Service != nil {
+		svc = &ServiceID{Namespace: u.Service.Namespace, Name: u.Service.Name}
+	}
 	name := u.Deployment.Name
 	if l, err := c.leading(); err == nil {
 		granted, reason, err := c.decideSlot(ctx, l, c.self(), name, u.To)
 		if err != nil {
-			return c.leaderless(u, svc, err.Error())
+			return slotAnswer{noLeader: err.Error()}
 		}
 		if !granted {
-			c.answered(u)
-			return false, reason
+			return slotAnswer{reason: reason}
 		}
 		c.withdraw(u, svc, remaining)
-		if _, err := c.publish(ctx, l, false); err != nil {
-			c.log.Warn("the snapshot without the endpoints of the Pod to be replaced was not written: replacing it anyway", "deployment", u.Deployment.String(), "err", err)
+		sk := slotKey{node: c.opts.NodeID, deployment: name}
+		if _, err := c.grantWithdraw(ctx, l, sk, remaining); err != nil {
+			c.log.Warn("the snapshot without the endpoints of the Pod to be replaced was not written: asking again", "deployment", u.Deployment.String(), "err", err)
+			c.askAgain(c.clock.Now().Add(c.timing.Retry))
+			return slotAnswer{granted: true, unconfirmed: []string{c.opts.NodeID + " (its snapshot is not written)"}}
 		}
-		return true, ""
+		l.mu.Lock()
+		confirmed, waiting := c.withdrawal(l, sk, c.clock.Now())
+		l.mu.Unlock()
+		return slotAnswer{granted: true, confirmed: confirmed, unconfirmed: waiting}
 	}
 	rec, ok := c.elector.Leader()
 	if !ok {
-		return c.leaderless(u, svc, "no leader is known")
+		return slotAnswer{noLeader: "no leader is known"}
 	}
 	cl, err := api.Dial(rec.LeaderAddr, rec.LeaderID, c.opts.Identity, c.opts.Dial)
 	if err != nil {
-		return c.leaderless(u, svc, err.Error())
+		return slotAnswer{noLeader: err.Error()}
 	}
 	defer cl.Close()
 	rctx, cancel := context.WithTimeout(ctx, election.RequestTimeout)
@@ -85,20 +152,26 @@ func (c *Coordinator) Admit(ctx context.Context, u staticpod.Update) (bool, stri
 	case codes.FailedPrecondition, codes.PermissionDenied, codes.InvalidArgument:
 		// The leader answers but will not decide (this node sent no
 		// Hello to it yet, say): ask again at the next pass.
-		c.answered(u)
 		c.poke()
-		return false, fmt.Sprintf("the leader %s did not decide: %v", rec.LeaderID, status.Convert(err).Message())
+		c.askAgain(c.clock.Now().Add(c.timing.Retry))
+		return slotAnswer{reason: fmt.Sprintf("the leader %s did not decide: %v", rec.LeaderID, status.Convert(err).Message())}
 	default:
-		return c.leaderless(u, svc, fmt.Sprintf("leader %s: %v", rec.LeaderID, err))
+		return slotAnswer{noLeader: fmt.Sprintf("leader %s: %v", rec.LeaderID, err)}
 	}
 	if !resp.GetGranted() {
-		c.answered(u)
-		return false, resp.GetReason()
+		return slotAnswer{reason: resp.GetReason()}
 	}
 	c.withdraw(u, svc, remaining)
-	c.log.Info("rollout slot granted: the Pod's endpoints are withdrawn and the leader wrote the snapshot without them", "deployment", u.Deployment.String(),
-		"revision", short(u.To), "term", resp.GetTerm(), "generation", resp.GetGeneration(), "snapshot_revision", resp.GetSnapshotRevision())
-	return true, ""
+	if first {
+		c.log.Info("rollout slot granted: the Pod's endpoints are withdrawn and the leader wrote the snapshot without them", "deployment", u.Deployment.String(),
+			"revision", short(u.To), "term", resp.GetTerm(), "generation", resp.GetGeneration(), "snapshot_revision", resp.GetSnapshotRevision())
+	}
+	// A leader that has not confirmed the withdrawal names the nodes it
+	// waits for; one that names none is of an earlier version, which
+	// tracks no confirmations: its written snapshot is all it vouches for,
+	// as before, and the drain follows.
+	confirmed := resp.GetConfirmed() || len(resp.GetUnconfirmed()) == 0
+	return slotAnswer{granted: true, confirmed: confirmed, unconfirmed: resp.GetUnconfirmed()}
 }
 
 // withdraw records a granted slot: the Service's endpoints on this node

@@ -7,6 +7,7 @@ package coordinator_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -212,17 +213,17 @@ func TestLeaderThatLosesTheLeaseClosesTheStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 2*beatTiming.Renew+time.Second, "the old leader finds out", func() bool { return !agents[old].coord.Elector().IsLeader() })
-	lost := time.Now()
 	for i, a := range agents {
 		if i == old {
 			continue
 		}
 		eventually(t, 5*time.Second, "the follower is no longer vouched for", func() bool { return a.coord.SafetyPoll() == 0 })
-		// Its last heartbeat (at most one beat period before the loss)
-		// would have vouched until the loss bound after it, more than
-		// 600 ms after the loss; the closed stream ended that at once.
-		if took, beat := time.Since(lost), beatTiming.Renew*2/5; took >= beat {
-			t.Errorf("node-%d was vouched for %s after the leader lost its lease, want less than one beat period %s", i, took, beat)
+		// Its last heartbeat would have vouched until the loss bound after
+		// it; the closed stream ended that first, so the follower's
+		// watchdog never had to. Judged by which of the two ended it, not
+		// by how soon: a loaded machine may take its time either way.
+		if strings.Contains(a.logs.String(), "the leader's heartbeats stopped") {
+			t.Errorf("node-%d stopped counting on the leader only when its heartbeats were missed, not when it closed the stream:\n%s", i, a.logs.String())
 		}
 	}
 }

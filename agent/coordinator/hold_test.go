@@ -182,3 +182,22 @@ func TestProbelessHoldDisabled(t *testing.T) {
 		t.Fatalf("hold disabled: %v %q", rep.GetReadiness(), rep.GetReason())
 	}
 }
+
+// A container that exits again after its first restart is reported at
+// once, as kubelet reports it between restarts (often before any
+// CrashLoopBackOff): the node's report carries a kubelet error naming the
+// exit.
+func TestFirstExitAfterOneRestartIsReported(t *testing.T) {
+	clock := fakeclock.New(holdStart)
+	a, rev := holdNode(t, clock, nil)
+	p := webPod(rev, holdStart.Add(-time.Minute), 1, true)
+	p.Status.Conditions[0].Status = corev1.ConditionFalse
+	p.Status.ContainerStatuses[0].Ready = false
+	p.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}}
+	a.coord.PodsChanged([]*corev1.Pod{p})
+	rep := webReport(t, a)
+	want := "container web: exited with code 1 (Error), 1 restart(s)"
+	if rep.GetReadiness() != pb.Readiness_READINESS_NOT_READY || rep.GetError().GetKind() != state.ErrorKubelet || rep.GetError().GetMessage() != want || rep.GetReason() != want {
+		t.Fatalf("after the first exit following one restart: %v %q %v", rep.GetReadiness(), rep.GetReason(), rep.GetError())
+	}
+}

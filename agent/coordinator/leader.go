@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"sync"
 	"time"
 
@@ -38,6 +37,10 @@ type leaderState struct {
 	obs     *observed
 	ro      *rollouts
 	desired *desiredReader
+	// applied is the snapshot each node last confirmed its Service DNS
+	// and dataplane hold, appliedAt when (withdraw.go).
+	applied   map[string]api.Position
+	appliedAt map[string]time.Time
 }
 
 type nodeReport struct {
@@ -96,10 +99,10 @@ func (c *Coordinator) self() api.Node {
 
 // acquire is the election's acquire hook: it claims the next snapshot
 // generation under the lease term (an error steps down) and starts the
-// leader's work from the stored snapshot's node registrations and the
-// backends this node still served, so a failover neither forgets which
-// node holds which prefix nor drops the other nodes' backends until they
-// report.
+// leader's work from the last published snapshot's node registrations and
+// backends (seedSnapshot), so a failover or a restart of the leader's
+// agent neither forgets which node holds which prefix nor drops the
+// backends of live nodes until they report otherwise.
 func (c *Coordinator) acquire(ctx context.Context, term election.Term) error {
 	w := NewWriter(c.opts.Store, c.opts.NodeID)
 	bctx, cancel := context.WithTimeout(ctx, election.RequestTimeout)
@@ -114,30 +117,23 @@ func (c *Coordinator) acquire(ctx context.Context, term election.Term) error {
 	}
 	now := c.clock.Now()
 	l := &leaderState{writer: w, dirty: make(chan struct{}, 1), reports: map[string]nodeReport{}, nodes: newRegistry(),
-		ro: newRollouts(), desired: newDesiredReader(c.opts.Store)}
+		ro: newRollouts(), desired: newDesiredReader(c.opts.Store), applied: map[string]api.Position{}, appliedAt: map[string]time.Time{}}
 	l.nodes.seed(stored.GetNodes(), now)
-	if !c.cache.Expired(now) {
-		// The backends this node was still serving: the last leader's
-		// confirmed view, never the durable snapshot's (those may be
-		// stale). They expire unless their nodes report.
-		for _, svc := range c.cache.View(now).GetServices() {
-			for _, e := range svc.GetEndpoints() {
-				addr, err := netip.ParseAddr(e.GetAddress())
-				if err != nil || e.GetNodeId() == c.opts.NodeID {
-					continue
-				}
-				r := l.reports[e.GetNodeId()]
-				r.eps, r.at = append(r.eps, Endpoint{Service: ServiceID{Namespace: svc.GetNamespace(), Name: svc.GetName()}, Addr: addr}), now
-				l.reports[e.GetNodeId()] = r
-			}
-		}
+	c.mu.Lock()
+	known, local := c.localKnown(), c.local
+	if c.node.appliedSet {
+		l.applied[c.opts.NodeID] = c.node.applied
 	}
+	c.mu.Unlock()
+	seeds := c.seedSnapshot(stored, term, now)
+	c.seed(l, seeds, now, known)
 	// The leader's own claim stands: a stored record in its way is stale.
 	self := c.self()
 	for id, reg := range l.nodes.nodes {
 		if id == self.ID || reg.node.Addr == self.Addr || reg.node.PodPrefix == self.PodPrefix {
 			if id != self.ID {
 				c.log.Warn("dropping a stored node registration that claims this leader's address or Pod prefix", "peer", id, "peer_addr", reg.node.Addr.String())
+				delete(l.reports, id)
 			}
 			delete(l.nodes.nodes, id)
 		}
@@ -151,10 +147,13 @@ func (c *Coordinator) acquire(ctx context.Context, term election.Term) error {
 	}
 	l.obs = newObserved(now, seeded)
 	c.mu.Lock()
-	l.reports[c.opts.NodeID] = nodeReport{eps: c.local, at: now}
+	if known {
+		l.reports[c.opts.NodeID] = nodeReport{eps: local, at: now}
+	}
 	c.leader = l
 	c.mu.Unlock()
-	c.log.Info("leading: collecting endpoints", "term", term.Record.Term, "generation", w.Generation(), "known_nodes", len(stored.GetNodes()))
+	c.log.Info("leading: collecting endpoints", "term", term.Record.Term, "generation", w.Generation(), "known_nodes", len(stored.GetNodes()),
+		"kept_endpoints_of", len(l.reports), "own_endpoints_known", known)
 	c.leadership.Go(func() { c.lead(ctx, l) })
 	c.leadership.Go(func() { c.leadStatus(ctx, l) })
 	c.leadership.Go(func() { c.heartbeat(ctx) })
@@ -176,20 +175,23 @@ func (c *Coordinator) lose(term election.Term, reason string) {
 }
 
 // lead rebuilds and persists the snapshot when reports arrive and every
-// renew interval, until leadership ends. The periodic pass also verifies
-// the stored object, so a corrupt or deleted one is rewritten within one
-// interval.
+// renew interval, until leadership ends. Once a renew interval, on its
+// own timer that reports do not put off, the pass also verifies the
+// stored object, so a corrupt or deleted one is rewritten within one
+// interval however busy the cluster is.
 func (c *Coordinator) lead(ctx context.Context, l *leaderState) {
-	verify := true
+	verifyAt := c.clock.Now()
 	for {
+		verify := !c.clock.Now().Before(verifyAt)
+		if verify {
+			verifyAt = c.clock.Now().Add(c.timing.Renew)
+		}
 		_, _ = c.publish(ctx, l, verify)
 		select {
 		case <-ctx.Done():
 			return
 		case <-l.dirty:
-			verify = false
-		case <-c.clock.After(c.timing.Renew):
-			verify = true
+		case <-c.clock.After(verifyAt.Sub(c.clock.Now())):
 		}
 	}
 }
@@ -205,11 +207,16 @@ func (c *Coordinator) publish(ctx context.Context, l *leaderState, verify bool) 
 	defer l.write.Unlock()
 	now := c.clock.Now()
 	c.mu.Lock()
-	self := c.local
+	self, known := c.local, c.localKnown()
 	c.mu.Unlock()
 	l.mu.Lock()
-	l.reports[c.opts.NodeID] = nodeReport{eps: self, at: now}
-	l.nodes.heard(c.opts.NodeID, now)
+	if known {
+		// Until then the endpoints its Pods served before this agent
+		// started (seeded) stay, for at most the retention window.
+		l.reports[c.opts.NodeID] = nodeReport{eps: self, at: now}
+	}
+	// The leader's own registration never lapses while it leads.
+	l.nodes.nodes[c.opts.NodeID] = registration{node: c.self(), seen: now}
 	l.mu.Unlock()
 	reports, nodes := l.fresh(now, c.opts.Retention)
 	services, err := c.indexServices(ctx, l, reports)

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"podmin.dev/podmin/agent/api"
 	pb "podmin.dev/podmin/agent/api/coordinationpb"
 	"podmin.dev/podmin/agent/pods"
 	"podmin.dev/podmin/agent/staticpod"
@@ -55,6 +56,20 @@ type nodeSide struct {
 	// holdEnds is the earliest end of a readiness hold the current report
 	// waits for; zero when none.
 	holdEnds time.Time
+	// endpointsSet is set once SetEndpoints gave this node's endpoints:
+	// they are known without a kubelet's word (localKnown).
+	endpointsSet bool
+	// waits are the rollout slots this node holds and has not used yet,
+	// by deployment (slotwait.go); askAt is when the Gate wants to be
+	// asked again (zero: no wish).
+	waits map[string]*slotWait
+	askAt time.Time
+	// applied is the snapshot this node's Service DNS and dataplane hold
+	// (appliedSet once one is), confirmed to the leader (withdraw.go).
+	applied    api.Position
+	appliedSet bool
+	// refused says why the leader refused this node ("" when it did not).
+	refused string
 }
 
 // readyKey names one run of a Pod: a restart starts another.
@@ -72,7 +87,7 @@ const ProbelessHold = 5 * time.Second
 
 func newNodeSide() nodeSide {
 	return nodeSide{withdrawn: map[ServiceID]string{}, granted: map[string]string{}, leaderless: map[string]time.Time{},
-		readySeen: map[readyKey]time.Time{}}
+		readySeen: map[readyKey]time.Time{}, waits: map[string]*slotWait{}}
 }
 
 // seeReady records when this node first saw each of podList ready and
@@ -102,6 +117,12 @@ func (c *Coordinator) DeploymentsChanged(states []staticpod.DeploymentState) {
 		i := slices.IndexFunc(states, func(s staticpod.DeploymentState) bool { return s.Deployment.Name == name })
 		if i < 0 || states[i].Applied == rev || states[i].Desired != rev {
 			delete(c.node.granted, name) // applied, deleted or superseded
+		}
+	}
+	for name, w := range c.node.waits {
+		i := slices.IndexFunc(states, func(s staticpod.DeploymentState) bool { return s.Deployment.Name == name })
+		if i < 0 || states[i].Applied == w.revision || states[i].Desired != w.revision {
+			delete(c.node.waits, name)
 		}
 	}
 	c.mu.Unlock()
@@ -306,6 +327,15 @@ func (c *Coordinator) sendStatus(ctx context.Context, s *leaderLink) {
 	if _, err := s.client.ReportStatus(ctx, c.currentReport()); err != nil {
 		c.log.Warn("reporting the deployments' status failed", "leader", s.leader.LeaderID, "err", err)
 	}
+}
+
+// localKnown reports whether this node knows its own endpoints: its
+// kubelet listed its Pods (or it has none to ask), or they were set, or
+// it drains. Until then a restarted agent neither reports nor publishes
+// its endpoints, so the ones its Pods still serve stay in the snapshot.
+// Called with c.mu held.
+func (c *Coordinator) localKnown() bool {
+	return !c.opts.Kubelet || c.node.podsSeen || c.node.endpointsSet || c.draining
 }
 
 // localEndpoints derives the node's ready endpoints, leaving out those of

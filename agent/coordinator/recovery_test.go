@@ -13,6 +13,7 @@ import (
 
 	"podmin.dev/podmin/agent/coordinator"
 	"podmin.dev/podmin/agent/coordinator/election"
+	"podmin.dev/podmin/internal/clock/fakeclock"
 	"podmin.dev/podmin/internal/objstore"
 )
 
@@ -58,7 +59,9 @@ func hasService(a *localAgent, s coordinator.ServiceID) bool {
 // freezes a node: the next leader starts its generations again, but under
 // a higher lease term, so every node takes its snapshot, and the stored
 // object is rewritten. A Service added meanwhile reaches every node and
-// the stored snapshot within two poll intervals of the old leader's exit.
+// the stored snapshot. How soon is logged, not judged: it depends on the
+// machine's speed (the takeover's bound is the election's, tested on its
+// fake clock, and the rewrite's is TestLeaderRewritesADamagedSnapshot's).
 func TestDamagedSnapshotWithALeaderChangeRecovers(t *testing.T) {
 	for _, damage := range []string{"garbage", "deleted"} {
 		t.Run(damage, func(t *testing.T) {
@@ -129,9 +132,6 @@ func TestDamagedSnapshotWithALeaderChangeRecovers(t *testing.T) {
 			after := read(t, store)
 			t.Logf("%s snapshot: recovered on every node and in the bucket %s after the leader stopped (poll interval %s); stored term %d generation %d (was term %d generation %d)",
 				damage, took, recoveryTiming.Renew, after.Term, after.Generation, before.Term, before.Generation)
-			if took > bound {
-				t.Errorf("recovery took %s, more than two poll intervals (%s)", took, bound)
-			}
 			if after.Term <= before.Term || after.LeaderId == agents[l].id {
 				t.Errorf("stored snapshot term %d by %s, want a term above %d by the new leader", after.Term, after.LeaderId, before.Term)
 			}
@@ -140,19 +140,33 @@ func TestDamagedSnapshotWithALeaderChangeRecovers(t *testing.T) {
 }
 
 // The leader finds its own stored snapshot corrupt or deleted and
-// rewrites it within one poll interval, with no leader change.
+// rewrites it within one renew interval, with no leader change, however
+// often nodes report: the check runs on its own timer, which reports do
+// not put off (they did, and with three agents a deleted snapshot came
+// back only after minutes). The fake clock stands still once a renew
+// interval has passed since the damage: the rewrite must follow without
+// more time, while the reports keep arriving.
 func TestLeaderRewritesADamagedSnapshot(t *testing.T) {
 	store := newBucket(t)
-	c := newLocalCluster(t, recoveryTiming, 3*recoveryTiming.Timeout, inNodeGroup("workers", web))
-	agents := []*localAgent{c.start(t, c.spec(0, store)), c.start(t, c.spec(1, store))}
-	var l int
-	eventually(t, 10*time.Second, "one leader with a stored snapshot", func() bool {
-		n, i := leaderOf(agents)
-		l = i
-		s, err := coordinator.LoadDurable(context.Background(), store)
-		return n == 1 && err == nil && len(s.Services) == 1
-	})
-	term, _ := agents[l].coord.Elector().Term()
+	clock := fakeclock.New(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC))
+	timing := election.Timing{Renew: time.Second, Timeout: 3 * time.Hour, Hold: 2 * time.Hour, Retry: time.Second}
+	c := newLocalCluster(t, timing, slotRetention, inNodeGroup("workers", web))
+	c.tweak = func(o *coordinator.Options) { o.Clock = clock }
+	a := c.start(t, c.spec(0, store))
+	ep := []coordinator.Endpoint{{Service: web, Addr: a.prefix.Addr().Next()}}
+	if err := a.coord.SetEndpoints(ep); err != nil {
+		t.Fatal(err)
+	}
+	stored := func() bool {
+		obj, err := store.Get(context.Background(), coordinator.SnapshotKey, objstore.GetOptions{})
+		if err != nil {
+			return false
+		}
+		s, err := coordinator.Unmarshal(obj.Data)
+		return err == nil && len(s.Services) == 1 && len(s.Services[0].Endpoints) == 1
+	}
+	eventually(t, 10*time.Second, "the leader's snapshot stored", func() bool { return a.coord.Elector().IsLeader() && stored() })
+	term, _ := a.coord.Elector().Term()
 	for _, damage := range []func() error{
 		func() error {
 			_, err := store.Put(t.Context(), coordinator.SnapshotKey, []byte("garbage"))
@@ -163,20 +177,22 @@ func TestLeaderRewritesADamagedSnapshot(t *testing.T) {
 		if err := damage(); err != nil {
 			t.Fatal(err)
 		}
-		damaged := time.Now()
-		eventually(t, 10*recoveryTiming.Renew, "the snapshot rewritten", func() bool {
-			obj, err := store.Get(context.Background(), coordinator.SnapshotKey, objstore.GetOptions{})
-			if err != nil {
-				return false
+		// A report every quarter of a renew interval, none changing the
+		// snapshot.
+		for end := clock.Now().Add(timing.Renew); clock.Now().Before(end); {
+			if err := a.coord.SetEndpoints(ep); err != nil {
+				t.Fatal(err)
 			}
-			s, err := coordinator.Unmarshal(obj.Data)
-			return err == nil && len(s.Services) == 1
-		})
-		if took := time.Since(damaged); took > 2*recoveryTiming.Renew {
-			t.Errorf("rewritten %s after the damage, want within one poll interval (%s)", took, recoveryTiming.Renew)
+			clock.Advance(timing.Renew / 4)
 		}
+		eventually(t, 10*time.Second, "the snapshot rewritten within one renew interval while reports arrive", func() bool {
+			if err := a.coord.SetEndpoints(ep); err != nil {
+				t.Fatal(err)
+			}
+			return stored()
+		})
 	}
-	if now, _ := agents[l].coord.Elector().Term(); now.Record.Term != term.Record.Term {
+	if now, _ := a.coord.Elector().Term(); now.Record.Term != term.Record.Term {
 		t.Errorf("the lease changed hands (term %d → %d): the leader should have repaired it itself", term.Record.Term, now.Record.Term)
 	}
 }

@@ -40,6 +40,13 @@ type slotKey struct {
 type grant struct {
 	nodegroup, revision string
 	at                  time.Time
+	// withdrawn is the snapshot written without the endpoints of the
+	// node's Pod to be replaced, withdrawnAt when (zero until written);
+	// confirmed is set once every live node applied it, or the lease
+	// window after it passed (withdraw.go).
+	withdrawn   api.Position
+	withdrawnAt time.Time
+	confirmed   bool
 }
 
 // rollouts is one leadership's pacing of rolling updates: the slots it
@@ -113,11 +120,16 @@ func (d *desiredReader) maxUnavailable(ctx context.Context, path string) (intstr
 
 // decideSlot answers a node's request for a slot to replace its Pod of a
 // deployment with revision. The revision must be the committed one. A
-// node whose Pod is unavailable anyway gets one at once (replacing a Pod
-// that serves nothing costs nothing, as Kubernetes replaces unavailable
-// Pods first); any other only while fewer than maxUnavailable of the
-// NodeGroup's expected nodes are unavailable: updating, not ready, without
-// a report, or missing. A granted slot is recorded before it is answered.
+// node that holds the slot already (this leader's, or an earlier
+// leader's it reports) keeps it: asking again, after its agent restarted
+// say, never takes a second one. A node whose Pod is known broken (it
+// reported it not ready, or without a Pod) gets one at once: replacing a
+// Pod that serves nothing costs nothing, as Kubernetes replaces
+// unavailable Pods first. Any other only while fewer than maxUnavailable
+// of the NodeGroup's expected nodes are unavailable: updating, not ready,
+// of unknown readiness (kubelet does not answer), without a report since
+// this leadership began or their agent restarted, or missing. A granted
+// slot is recorded before it is answered.
 func (c *Coordinator) decideSlot(ctx context.Context, l *leaderState, n api.Node, deployment, revision string) (bool, string, error) {
 	key, err := state.NewKey(n.NodeGroup, deployment)
 	if err != nil {
@@ -141,9 +153,7 @@ func (c *Coordinator) decideSlot(ctx context.Context, l *leaderState, n api.Node
 	now := c.clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.obs.settled(l, now, c.opts.Retention) {
-		return false, fmt.Sprintf("the leader (term %d) waits for the reports of the nodes it knows before it grants rollout slots", l.writer.Term()), nil
-	}
+	l.nodes.expire(now, c.opts.Retention)
 	nodes := l.nodes.inGroup(n.NodeGroup)
 	expected, known := sizes[n.NodeGroup]
 	if !known {
@@ -152,11 +162,17 @@ func (c *Coordinator) decideSlot(ctx context.Context, l *leaderState, n api.Node
 	allowed := manifest.AllowedUnavailable(mu, expected)
 	l.ro.strategy[key] = strategy{revision: revision, value: mu.String(), allowed: allowed}
 	sk := slotKey{node: n.ID, deployment: deployment}
-	if busy, _ := l.unavailable(sk, now); busy {
+	record := func() (bool, string, error) {
 		l.ro.grants[sk] = grant{nodegroup: n.NodeGroup, revision: revision, at: now}
 		delete(l.ro.stuck, sk)
 		l.obs.markDirty()
 		return true, "", nil
+	}
+	if g, ok := l.ro.grants[sk]; ok && g.revision == revision {
+		return true, "", nil
+	}
+	if l.holds(sk, revision) || l.broken(sk) {
+		return record()
 	}
 	var why []string
 	for _, id := range nodes {
@@ -171,26 +187,52 @@ func (c *Coordinator) decideSlot(ctx context.Context, l *leaderState, n api.Node
 		why = append(why, fmt.Sprintf("%d node(s) missing (%d expected, %d live)", missing, expected, len(nodes)))
 	}
 	if len(why) < allowed {
-		l.ro.grants[sk] = grant{nodegroup: n.NodeGroup, revision: revision, at: now}
-		delete(l.ro.stuck, sk)
-		l.obs.markDirty()
-		return true, "", nil
+		return record()
 	}
 	return false, fmt.Sprintf("maxUnavailable %s allows %d of %d node(s) of %s to be unavailable at once: %s",
 		mu.String(), allowed, expected, n.NodeGroup, strings.Join(why, "; ")), nil
 }
 
+// holds reports whether the node reports holding an earlier leader's slot
+// for revision. Called with l.mu held.
+func (l *leaderState) holds(sk slotKey, revision string) bool {
+	st := l.obs.nodes[sk.node]
+	if st == nil {
+		return false
+	}
+	d := st.deployments[sk.deployment]
+	return d != nil && d.GetGranted() == revision
+}
+
+// broken reports whether the node reported its Pod of the deployment as
+// serving nothing: kubelet answers and says the Pod is not ready, or the
+// node has no static Pod of it. Unknown readiness (kubelet does not
+// answer, or has not listed the Pods since the agent started) and no
+// report at all are not broken: they only count as unavailable. Called
+// with l.mu held.
+func (l *leaderState) broken(sk slotKey) bool {
+	st := l.obs.nodes[sk.node]
+	if st == nil {
+		return false
+	}
+	d := st.deployments[sk.deployment]
+	if d == nil || d.GetGranted() != "" {
+		return false
+	}
+	return d.GetRevision() == "" || d.GetReadiness() == pb.Readiness_READINESS_NOT_READY
+}
+
 // unavailable reports whether a node's Pod of a deployment serves nothing
-// (or may stop at any moment) and why. Readiness a node cannot know (no
-// kubelet) counts as available once the revision is applied: such a node
-// paces its rollout on applied revisions.
+// (or may stop at any moment, or nobody can tell) and why. Readiness a
+// node cannot know (no kubelet) counts as available once the revision is
+// applied: such a node paces its rollout on applied revisions.
 func (l *leaderState) unavailable(sk slotKey, now time.Time) (bool, string) {
 	if g, ok := l.ro.grants[sk]; ok && !l.readyAt(sk, g.revision) {
 		return true, fmt.Sprintf("is updating to %s (slot granted %s ago)", short(g.revision), now.Sub(g.at).Round(time.Second))
 	}
 	st := l.obs.nodes[sk.node]
 	if st == nil {
-		return true, "has not reported its Pods yet"
+		return true, "has not reported its Pods to this leader yet"
 	}
 	d := st.deployments[sk.deployment]
 	switch {
@@ -204,6 +246,8 @@ func (l *leaderState) unavailable(sk slotKey, now time.Time) (bool, string) {
 		return false, ""
 	case d.GetReadiness() == pb.Readiness_READINESS_UNKNOWN && !st.kubelet:
 		return false, ""
+	case d.GetReadiness() == pb.Readiness_READINESS_UNKNOWN:
+		return true, "is of unknown readiness: " + cmp.Or(d.GetReason(), "no reason given")
 	}
 	return true, "is not ready: " + cmp.Or(d.GetReason(), "no reason given")
 }
@@ -242,7 +286,11 @@ func (l *leaderState) releaseSlots(now time.Time, timeout time.Duration, live fu
 	for sk, g := range l.ro.stuck {
 		if l.readyAt(sk, g.revision) || !live(sk.node) {
 			delete(l.ro.stuck, sk)
+			freed = true
 		}
+	}
+	if freed {
+		l.obs.markDirty() // the status object's rollouts changed
 	}
 	slices.Sort(stuck)
 	return freed, stuck
@@ -258,12 +306,17 @@ func short(rev string) string {
 
 // AcquireSlot implements api.RolloutBackend: a granted slot replaces the
 // node's endpoints with eps (those of the Pod to be replaced withdrawn)
-// and the snapshot without them is written before it answers.
+// and the snapshot without them is written before it answers; the answer
+// says whether every live node has applied that snapshot yet.
 func (c *Coordinator) AcquireSlot(ctx context.Context, n api.Node, req *pb.SlotRequest, eps []api.Endpoint) (*pb.SlotResponse, error) {
 	l, err := c.leading()
 	if err != nil {
 		return nil, err
 	}
+	sk := slotKey{node: n.ID, deployment: req.GetDeployment()}
+	l.mu.Lock()
+	_, held := l.ro.grants[sk]
+	l.mu.Unlock()
 	granted, reason, err := c.decideSlot(ctx, l, n, req.GetDeployment(), req.GetRevision())
 	if err != nil || !granted {
 		return &pb.SlotResponse{Reason: reason}, err
@@ -272,11 +325,47 @@ func (c *Coordinator) AcquireSlot(ctx context.Context, n api.Node, req *pb.SlotR
 	for _, e := range eps {
 		out = append(out, Endpoint{Service: ServiceID{Namespace: e.Namespace, Name: e.Service}, Addr: e.Addr})
 	}
-	l.report(n.ID, out, c.clock.Now())
-	written, err := c.publish(ctx, l, false)
+	written, err := c.grantWithdraw(ctx, l, sk, out)
 	if err != nil {
 		return nil, fmt.Errorf("write the snapshot without the endpoints of the Pod to be replaced: %w", err)
 	}
-	c.log.Info("rollout slot granted", "peer", n.ID, "deployment", n.NodeGroup+"/"+req.GetDeployment(), "revision", short(req.GetRevision()))
-	return &pb.SlotResponse{Granted: true, Term: written.Term, Generation: written.Generation, SnapshotRevision: written.Revision}, nil
+	if !held {
+		c.log.Info("rollout slot granted", "peer", n.ID, "deployment", n.NodeGroup+"/"+req.GetDeployment(), "revision", short(req.GetRevision()))
+	}
+	l.mu.Lock()
+	confirmed, waiting := c.withdrawal(l, sk, c.clock.Now())
+	l.mu.Unlock()
+	return &pb.SlotResponse{Granted: true, Term: written.Term, Generation: written.Generation, SnapshotRevision: written.Revision,
+		Confirmed: confirmed, Unconfirmed: waiting}, nil
+}
+
+// available reports whether a report shows the Pod serving: ready, or
+// applied on a node without a kubelet.
+func available(d *pb.DeploymentReport, kubelet bool) bool {
+	if d.GetRevision() == "" || d.GetGranted() != "" {
+		return false
+	}
+	return d.GetReadiness() == pb.Readiness_READINESS_READY || d.GetReadiness() == pb.Readiness_READINESS_UNKNOWN && !kubelet
+}
+
+// live returns whether a node's registration is live at now. Called with
+// l.mu held, as is the function it returns.
+func (l *leaderState) live(now time.Time, retention time.Duration) func(string) bool {
+	return func(id string) bool {
+		_, ok := l.nodes.lookup(id, now, retention)
+		return ok
+	}
+}
+
+// waitingFor reports whether a node waits for a rollout slot of one of
+// the deployments. Called with l.mu held.
+func (l *leaderState) waitingFor(deployments []string) bool {
+	for _, st := range l.obs.nodes {
+		for _, name := range deployments {
+			if d := st.deployments[name]; d != nil && d.GetWaiting() != "" {
+				return true
+			}
+		}
+	}
+	return false
 }

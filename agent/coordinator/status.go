@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -54,6 +53,9 @@ type observed struct {
 	nodes    map[string]*nodeStatus
 	// lost are nodes this leadership heard from and no longer does.
 	lost map[string]lostNode
+	// refused are the node claims this leadership refused, by node ID and
+	// address (refused.go).
+	refused map[string]refusal
 	// written is the last status object written per NodeGroup.
 	written map[string]*writtenStatus
 	// verifyEvery is how often each status object is checked
@@ -86,7 +88,7 @@ type writtenStatus struct {
 
 func newObserved(now time.Time, seeded []string) *observed {
 	return &observed{dirty: make(chan struct{}, 1), acquired: now, seeded: seeded, nodes: map[string]*nodeStatus{},
-		lost: map[string]lostNode{}, written: map[string]*writtenStatus{}}
+		lost: map[string]lostNode{}, written: map[string]*writtenStatus{}, refused: map[string]refusal{}}
 }
 
 func (o *observed) markDirty() {
@@ -98,7 +100,9 @@ func (o *observed) markDirty() {
 
 // settled reports whether every node the predecessor knew has reported or
 // gone, or a lease window passed: until then a node may look missing or
-// unreported only because it has not reached the new leader yet.
+// unreported only because it has not reached the new leader yet. It is
+// what the status object says; rollout slots do not wait for it (a node
+// without a report counts as unavailable, one that is gone as missing).
 func (o *observed) settled(l *leaderState, now time.Time, retention time.Duration) bool {
 	if now.Sub(o.acquired) >= retention {
 		return true
@@ -127,7 +131,10 @@ func (r *registry) inGroup(ng string) []string {
 
 // reportStatus replaces what a node reports about its deployments. A
 // change marks the status dirty; a report that shows a granted revision
-// ready frees its slot at once.
+// ready frees its slot at once, and one that shows a Pod available that
+// was not (or was not reported to this leadership) tells the waiting
+// nodes to ask again, so that after a failover the rollout resumes as
+// soon as the live nodes have reported.
 func (c *Coordinator) reportStatus(l *leaderState, n api.Node, r *pb.StatusReport, now time.Time) {
 	node := n.ID
 	l.mu.Lock()
@@ -137,6 +144,8 @@ func (c *Coordinator) reportStatus(l *leaderState, n api.Node, r *pb.StatusRepor
 		l.obs.nodes[node] = st
 		l.obs.markDirty()
 	}
+	wasKubelet := st.kubelet
+	var became []string
 	delete(l.obs.lost, node)
 	if st.kubelet != r.GetKubelet() {
 		st.kubelet = r.GetKubelet()
@@ -145,8 +154,12 @@ func (c *Coordinator) reportStatus(l *leaderState, n api.Node, r *pb.StatusRepor
 	seen := map[string]bool{}
 	for _, d := range r.GetDeployments() {
 		seen[d.GetName()] = true
-		if old := st.deployments[d.GetName()]; old != nil && proto.Equal(old, d) {
+		old := st.deployments[d.GetName()]
+		if old != nil && proto.Equal(old, d) {
 			continue
+		}
+		if available(d, r.GetKubelet()) && (old == nil || !available(old, wasKubelet)) {
+			became = append(became, d.GetName())
 		}
 		st.deployments[d.GetName()] = d
 		st.reportedAt[d.GetName()] = now
@@ -160,7 +173,8 @@ func (c *Coordinator) reportStatus(l *leaderState, n api.Node, r *pb.StatusRepor
 		}
 	}
 	l.nodes.heard(node, now)
-	freed, stuck := l.releaseSlots(now, c.opts.SlotTimeout, func(id string) bool { _, ok := l.nodes.nodes[id]; return ok })
+	freed, stuck := l.releaseSlots(now, c.opts.SlotTimeout, l.live(now, c.opts.Retention))
+	freed = freed || l.waitingFor(became)
 	l.mu.Unlock()
 	c.slotsChanged(freed, stuck)
 }
@@ -225,8 +239,11 @@ func (c *Coordinator) publishStatus(ctx context.Context, l *leaderState) {
 			l.obs.lost[id] = lostNode{nodegroup: st.nodegroup, at: now}
 		}
 	}
-	freed, stuck := l.releaseSlots(now, c.opts.SlotTimeout, func(id string) bool { _, ok := l.nodes.nodes[id]; return ok })
+	freed, stuck := l.releaseSlots(now, c.opts.SlotTimeout, l.live(now, c.opts.Retention))
 	groups := map[string]bool{}
+	for _, r := range l.obs.refused {
+		groups[r.nodegroup] = true
+	}
 	for _, reg := range l.nodes.nodes {
 		groups[reg.node.NodeGroup] = true
 	}
@@ -263,6 +280,7 @@ func (c *Coordinator) publishStatus(ctx context.Context, l *leaderState) {
 	}
 	l.mu.Unlock()
 	c.slotsChanged(freed, stuck)
+	c.checkWithdrawals(l) // nodes that left, and the bound of the wait
 	for _, p := range todo {
 		if err := c.writeStatus(ctx, l, p.ng, p.status, p.content, now); err != nil {
 			if errors.Is(err, ErrSuperseded) {
@@ -361,6 +379,7 @@ func (c *Coordinator) buildStatus(l *leaderState, ng string, sizes map[string]in
 		}
 	}
 	slices.SortFunc(s.Nodes, func(a, b state.NodeStatus) int { return cmp.Compare(a.Node, b.Node) })
+	s.Refused = l.obs.refusedIn(ng, now, c.opts.Retention)
 	return s
 }
 
@@ -452,55 +471,4 @@ func (c *Coordinator) writeStatus(ctx context.Context, l *leaderState, ng string
 	}
 	*w = writtenStatus{content: content, etag: etag, read: true, verified: now}
 	return nil
-}
-
-// clusterSizes reads the NodeGroups' configured sizes from the published
-// cluster configuration: once, then conditionally at most once a
-// statusVerify. An unreadable configuration keeps the sizes read last.
-type clusterSizes struct {
-	store Store
-	log   func(msg string, args ...any)
-
-	mu    sync.Mutex
-	sizes map[string]int
-	etag  string
-	at    time.Time
-}
-
-func (s *clusterSizes) get() map[string]int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.sizes
-}
-
-func (s *clusterSizes) read(ctx context.Context, now time.Time) map[string]int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.at.IsZero() && now.Sub(s.at) < statusVerify {
-		return s.sizes
-	}
-	ctx, cancel := context.WithTimeout(ctx, election.RequestTimeout)
-	defer cancel()
-	opts := objstore.GetOptions{}
-	if s.etag != "" {
-		opts.IfNoneMatch = s.etag
-	}
-	obj, err := s.store.Get(ctx, state.TFVarsPath, opts)
-	switch {
-	case errors.Is(err, objstore.ErrNotModified):
-	case errors.Is(err, objstore.ErrNotFound):
-		s.sizes, s.etag = map[string]int{}, ""
-	case err != nil:
-		s.log("reading the cluster configuration failed: NodeGroup sizes stay as read last", "err", err)
-		return s.sizes
-	default:
-		sizes, err := state.NodeGroupSizes(obj.Data)
-		if err != nil {
-			s.log("the cluster configuration names no readable NodeGroup sizes: keeping the last ones", "err", err)
-			return s.sizes
-		}
-		s.sizes, s.etag = sizes, obj.ETag
-	}
-	s.at = now
-	return s.sizes
 }

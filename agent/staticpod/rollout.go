@@ -37,6 +37,11 @@ type Update struct {
 // deleted Pods and file changes within one revision (a renewed workload
 // identity) never ask. Admit returns false with the reason to keep the
 // running revision for now; the reconciler asks again on its next pass.
+// A Gate may keep saying no after it has decided to let the Pod go (its
+// endpoints are being withdrawn, or it drains): Admit never blocks on
+// such a wait, and a Gate that waits for a moment of its own makes the
+// loop pass again then (the coordinator's does, through the loop's
+// hint).
 type Gate interface {
 	Admit(ctx context.Context, u Update) (bool, string)
 }

@@ -28,17 +28,26 @@ var (
 	ErrNoCA = errors.New("no workload CA state")
 )
 
-// Leader reports whether this agent is the elected leader. Until the
-// coordinator lands, a single local agent is its own leader (Always).
+// Leader reports whether this agent is the elected leader: only the
+// elected leader creates or rotates identity/ca.json (the coordinator's
+// election.Elector is one).
 type Leader interface {
 	IsLeader() bool
 }
 
-// Always is the Leader of a single agent.
+// Always is the Leader of an agent that is alone by construction (tests).
 type Always struct{}
 
 // IsLeader implements Leader.
 func (Always) IsLeader() bool { return true }
+
+// Never is the Leader of an agent that takes no part in the election
+// (no cluster CA, so no coordination): it reads identity/ca.json but
+// never creates or rotates it.
+type Never struct{}
+
+// IsLeader implements Leader.
+func (Never) IsLeader() bool { return false }
 
 // KeyReader reads one secret; every secrets provider satisfies it.
 type KeyReader interface {

@@ -35,6 +35,7 @@ import (
 	"podmin.dev/podmin/internal/cloud"
 	cloudlocal "podmin.dev/podmin/internal/cloud/local"
 	"podmin.dev/podmin/internal/contexts"
+	"podmin.dev/podmin/internal/nodepod"
 	"podmin.dev/podmin/internal/paths"
 	"podmin.dev/podmin/internal/secrets"
 	secretslocal "podmin.dev/podmin/internal/secrets/local"
@@ -128,7 +129,7 @@ func startClusterAgent(t *testing.T, bin string, env []string, dir, bucket strin
 	a.cmd.Env = append(append([]string{}, env...), "PODMIN_ROOT="+a.root,
 		"PODMIN_AGENT_HEALTH_ADDR=127.0.0.1:0", "PODMIN_AGENT_REGISTRY_ADDR=off",
 		"PODMIN_AGENT_API_ADDR=[::1]:0", "PODMIN_AGENT_DNS_ADDR=127.0.0.1:0",
-		"PODMIN_AGENT_POLL_INTERVAL=100ms", "PODMIN_AGENT_DNS_TTL_MARGIN=50ms")
+		"PODMIN_AGENT_POLL_INTERVAL=100ms", "PODMIN_AGENT_DNS_TTL_MARGIN=50ms", "PODMIN_AGENT_DRAIN="+clusterDrain.String())
 	stderr, err := a.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -331,6 +332,8 @@ func TestLocalClusterEndToEnd(t *testing.T) {
 		return false
 	}, allLogs)
 
+	rolloutWithdrawsBeforeReplacing(t, n, agents, allLogs)
+
 	// A Service deployed while the agents run reaches the followers only
 	// through the leader's snapshots over mTLS.
 	n.podminOK("deploy", "api", "-g", "workers", "--image", "api:v1", "--service")
@@ -422,4 +425,82 @@ func TestLocalClusterEndToEnd(t *testing.T) {
 			t.Fatalf("%s did not exit on SIGTERM\n%s", a.name, a.log())
 		}
 	}
+}
+
+// clusterDrain is the drain of the local cluster's agents.
+const clusterDrain = time.Second
+
+var (
+	nodeIDRE    = regexp.MustCompile(`msg="coordination enabled" .*node=(\S+)`)
+	writtenRE   = regexp.MustCompile(`time=(\S+) level=INFO msg="static Pod written" .*deployment=workers/web file=web.yaml revision=(\S+)`)
+	withdrawnRE = regexp.MustCompile(`time=(\S+) level=INFO msg="rollout slot: every live node applied the snapshot without the Pod's endpoints" .*peer=(\S+) deployment=workers/web after=(\S+) applied_after="([^"]*)"`)
+)
+
+// rolloutWithdrawsBeforeReplacing rolls web out to a new revision over
+// the three agents and checks, from their logs, that each node replaced
+// its Pod only after the leader heard every node confirm that its
+// dataplane and DNS hold the snapshot without that Pod's endpoint, and a
+// drain after that; the figures are logged.
+func rolloutWithdrawsBeforeReplacing(t *testing.T, n *node, agents []*clusterAgent, allLogs func() string) {
+	t.Helper()
+	start := time.Now()
+	n.podminOK("deploy", "web", "-g", "workers", "--image", "hello:v2", "--service")
+	for _, a := range agents {
+		file := filepath.Join(a.root, "etc", "podmin", "manifests", "web.yaml")
+		waitFor(t, 60*time.Second, a.name+": web.yaml at hello:v2", func() bool {
+			b, err := os.ReadFile(file)
+			return err == nil && strings.Contains(string(b), "hello:v2")
+		}, allLogs)
+	}
+	took := time.Since(start)
+	revRE := regexp.MustCompile(regexp.QuoteMeta(nodepod.RevisionAnnotation) + `: (\S+)`)
+	writtenAt := func(a *clusterAgent, rev string) time.Time {
+		for _, w := range writtenRE.FindAllStringSubmatch(a.log(), -1) {
+			if w[2] == rev {
+				at, _ := time.Parse(time.RFC3339Nano, w[1])
+				return at
+			}
+		}
+		return time.Time{}
+	}
+	writes := map[*clusterAgent]time.Time{}
+	for _, a := range agents {
+		b, _ := os.ReadFile(filepath.Join(a.root, "etc", "podmin", "manifests", "web.yaml"))
+		m := revRE.FindSubmatch(b)
+		if m == nil {
+			t.Fatalf("%s: web.yaml carries no revision:\n%s", a.name, b)
+		}
+		// The file is renamed into place before the agent logs it.
+		waitFor(t, 10*time.Second, a.name+" logged writing revision "+string(m[1]), func() bool {
+			writes[a] = writtenAt(a, string(m[1]))
+			return !writes[a].IsZero()
+		}, allLogs)
+	}
+	all := allLogs()
+	for _, a := range agents {
+		m := nodeIDRE.FindStringSubmatch(a.log())
+		if m == nil {
+			t.Fatalf("%s logged no node ID:\n%s", a.name, a.log())
+		}
+		id := m[1]
+		written := writes[a]
+		var confirmed time.Time
+		var after, each string
+		for _, w := range withdrawnRE.FindAllStringSubmatch(all, -1) {
+			if w[2] == id {
+				confirmed, _ = time.Parse(time.RFC3339Nano, w[1])
+				after, each = w[3], w[4]
+			}
+		}
+		if confirmed.IsZero() || written.IsZero() {
+			t.Fatalf("%s (%s): no confirmation of its withdrawal or no new file in the logs\n%s", a.name, id, all)
+		}
+		gap := written.Sub(confirmed)
+		t.Logf("%s: every node applied the withdrawal of its endpoint %s after its slot was granted (%s); the new file was written %s after that (drain %s)",
+			id, after, each, gap, clusterDrain)
+		if gap < clusterDrain {
+			t.Errorf("%s replaced its Pod %s after every node confirmed the withdrawal, before the %s drain ended\n%s", id, gap, clusterDrain, all)
+		}
+	}
+	t.Logf("rollout of three nodes took %s", took)
 }

@@ -98,6 +98,10 @@ Environment (settings of the process, not of the node):
                                own point (from NodeGroup, node ID and Pod name);
                                a CA bundle change restarts none (default 30m,
                                at most 5h; 0: at once)
+  %-28[30]s how long a Pod whose endpoints a rollout slot withdrew
+                               keeps serving the connections it has after every
+                               live node applied the withdrawal, before it is
+                               replaced (default 5s, at most 10m; 0: at once)
   %[23]s
                                command restarting Fluent Bit after its
                                configuration, CA bundle or client certificate
@@ -157,5 +161,5 @@ Endpoints (loopback only):
 		nodepod.ManifestsDir, nodepod.WorkloadsDir, pods.SocketPath, "XDG_DATA_HOME, HOME", "AWS_*",
 		agent.EnvDNSAddr, service.DefaultAddr, agent.EnvAPIAddr, agent.EnvNodeID, agent.EnvNodeAddr, agent.EnvDataplane,
 		service.DefaultStatePath, agent.EnvFluentBitRestart, agent.DefaultFluentBitRestart,
-		agent.FluentBitConfigPath, agent.TelemetryDir, agent.EnvRestartWindow, dataplane.DefaultPinPath, service.DefaultZonePath)
+		agent.FluentBitConfigPath, agent.TelemetryDir, agent.EnvRestartWindow, dataplane.DefaultPinPath, service.DefaultZonePath, agent.EnvDrain)
 }

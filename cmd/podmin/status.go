@@ -153,6 +153,10 @@ func printStatus(w io.Writer, format string, res builtins.StatusResult) error {
 			if g.Problem != "" && len(g.Deployments) == 0 {
 				notes = append(notes, fmt.Sprintf("NodeGroup %s: %s", g.NodeGroup, g.Problem))
 			}
+			for _, r := range g.Refused {
+				notes = append(notes, fmt.Sprintf("NodeGroup %s: node %s at %s is refused by the leader since %s: %s",
+					g.NodeGroup, r.Node, r.Address, r.Since.UTC().Format(time.RFC3339), r.Reason))
+			}
 		}
 		if res.IndexMissing {
 			_, err := fmt.Fprintf(w, "deployments/index.json is missing: what is committed is unknown; %s\n", state.RebuildAdvice)

@@ -97,6 +97,23 @@ type NodeGroupStatus struct {
 	// Rollouts are the deployments whose nodes wait for or hold rollout
 	// slots, sorted by name.
 	Rollouts []RolloutStatus `json:"rollouts"`
+	// Refused are the agents of the NodeGroup whose claim the leader
+	// refused within the lease window, sorted by node and address;
+	// omitted when there are none.
+	Refused []RefusedNode `json:"refused,omitempty"`
+}
+
+// RefusedNode is an agent whose claim the leader refused: its node ID is
+// another live agent's, its address or Pod prefix another node's, or its
+// Hello does not match its certificate. It takes no part in coordination,
+// so the endpoints of its Pods are not served.
+type RefusedNode struct {
+	Node    string `json:"node"`
+	Address string `json:"address"`
+	Reason  string `json:"reason"`
+	// Since is when the leader first refused it (it asks again every few
+	// seconds while it runs).
+	Since time.Time `json:"since"`
 }
 
 // NodeStatus is one node of a NodeGroupStatus.

@@ -95,8 +95,14 @@ const (
 	// its index poll read last. Sent every few seconds; a follower that
 	// hears none for longer than its loss bound ends the watch.
 	Hint_HEARTBEAT Hint_Kind = 3
-	// SLOT_FREED: a rollout slot freed; nodes waiting for one ask again.
+	// SLOT_FREED: a rollout slot freed (or the leader's view of the
+	// nodes changed so that one may be free); nodes waiting for one ask
+	// again.
 	Hint_SLOT_FREED Hint_Kind = 200
+	// WITHDRAWN: every live node applied the snapshot without the
+	// endpoints the rollout slot of node_id withdrew (or the wait for them
+	// ended): that node asks again and goes on with its drain.
+	Hint_WITHDRAWN Hint_Kind = 201
 )
 
 // Enum value maps for Hint_Kind.
@@ -107,6 +113,7 @@ var (
 		2:   "SNAPSHOT_CHANGED",
 		3:   "HEARTBEAT",
 		200: "SLOT_FREED",
+		201: "WITHDRAWN",
 	}
 	Hint_Kind_value = map[string]int32{
 		"KIND_UNSPECIFIED": 0,
@@ -114,6 +121,7 @@ var (
 		"SNAPSHOT_CHANGED": 2,
 		"HEARTBEAT":        3,
 		"SLOT_FREED":       200,
+		"WITHDRAWN":        201,
 	}
 )
 
@@ -933,8 +941,10 @@ type Hint struct {
 	// node still reads the index metadata itself.
 	ChangedNodegroups []string `protobuf:"bytes,104,rep,name=changed_nodegroups,json=changedNodegroups,proto3" json:"changed_nodegroups,omitempty"`
 	NodegroupsProven  bool     `protobuf:"varint,105,opt,name=nodegroups_proven,json=nodegroupsProven,proto3" json:"nodegroups_proven,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// node_id names the node a hint of kind WITHDRAWN is for.
+	NodeId        string `protobuf:"bytes,106,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Hint) Reset() {
@@ -1035,6 +1045,13 @@ func (x *Hint) GetNodegroupsProven() bool {
 		return x.NodegroupsProven
 	}
 	return false
+}
+
+func (x *Hint) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
 }
 
 type NotifyRequest struct {
@@ -1470,8 +1487,14 @@ type SlotResponse struct {
 	Term             uint64 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
 	Generation       uint64 `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
 	SnapshotRevision uint64 `protobuf:"varint,5,opt,name=snapshot_revision,json=snapshotRevision,proto3" json:"snapshot_revision,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// confirmed tells, for a granted slot, that every live node has
+	// applied that snapshot (or that the wait for them ended after the
+	// lease window); until then unconfirmed names the live nodes that have
+	// not, sorted.
+	Confirmed     bool     `protobuf:"varint,6,opt,name=confirmed,proto3" json:"confirmed,omitempty"`
+	Unconfirmed   []string `protobuf:"bytes,7,rep,name=unconfirmed,proto3" json:"unconfirmed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SlotResponse) Reset() {
@@ -1539,6 +1562,118 @@ func (x *SlotResponse) GetSnapshotRevision() uint64 {
 	return 0
 }
 
+func (x *SlotResponse) GetConfirmed() bool {
+	if x != nil {
+		return x.Confirmed
+	}
+	return false
+}
+
+func (x *SlotResponse) GetUnconfirmed() []string {
+	if x != nil {
+		return x.Unconfirmed
+	}
+	return nil
+}
+
+// AppliedRequest names the snapshot the caller's Service DNS and
+// dataplane hold.
+type AppliedRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Term          uint64                 `protobuf:"varint,1,opt,name=term,proto3" json:"term,omitempty"`
+	Generation    uint64                 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	Revision      uint64                 `protobuf:"varint,3,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppliedRequest) Reset() {
+	*x = AppliedRequest{}
+	mi := &file_coordination_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppliedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppliedRequest) ProtoMessage() {}
+
+func (x *AppliedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coordination_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppliedRequest.ProtoReflect.Descriptor instead.
+func (*AppliedRequest) Descriptor() ([]byte, []int) {
+	return file_coordination_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *AppliedRequest) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *AppliedRequest) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *AppliedRequest) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+type AppliedResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppliedResponse) Reset() {
+	*x = AppliedResponse{}
+	mi := &file_coordination_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppliedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppliedResponse) ProtoMessage() {}
+
+func (x *AppliedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coordination_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppliedResponse.ProtoReflect.Descriptor instead.
+func (*AppliedResponse) Descriptor() ([]byte, []int) {
+	return file_coordination_proto_rawDescGZIP(), []int{23}
+}
+
 var File_coordination_proto protoreflect.FileDescriptor
 
 const file_coordination_proto_rawDesc = "" +
@@ -1597,7 +1732,7 @@ const file_coordination_proto_rawDesc = "" +
 	"generation\x12\x1a\n" +
 	"\brevision\x18\x03 \x01(\x04R\brevision\"\x11\n" +
 	"\x0fSnapshotRequest\"\x0e\n" +
-	"\fWatchRequest\"\xce\x03\n" +
+	"\fWatchRequest\"\xf7\x03\n" +
 	"\x04Hint\x125\n" +
 	"\x04kind\x18\x01 \x01(\x0e2!.podmin.coordination.v1.Hint.KindR\x04kind\x12\x1d\n" +
 	"\n" +
@@ -1611,14 +1746,16 @@ const file_coordination_proto_rawDesc = "" +
 	"\x04term\x18f \x01(\x04R\x04term\x12\x14\n" +
 	"\x05nodes\x18g \x01(\rR\x05nodes\x12-\n" +
 	"\x12changed_nodegroups\x18h \x03(\tR\x11changedNodegroups\x12+\n" +
-	"\x11nodegroups_proven\x18i \x01(\bR\x10nodegroupsProven\"e\n" +
+	"\x11nodegroups_proven\x18i \x01(\bR\x10nodegroupsProven\x12\x17\n" +
+	"\anode_id\x18j \x01(\tR\x06nodeId\"u\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rINDEX_CHANGED\x10\x01\x12\x14\n" +
 	"\x10SNAPSHOT_CHANGED\x10\x02\x12\r\n" +
 	"\tHEARTBEAT\x10\x03\x12\x0f\n" +
 	"\n" +
-	"SLOT_FREED\x10\xc8\x01\".\n" +
+	"SLOT_FREED\x10\xc8\x01\x12\x0e\n" +
+	"\tWITHDRAWN\x10\xc9\x01\".\n" +
 	"\rNotifyRequest\x12\x1d\n" +
 	"\n" +
 	"index_etag\x18\x01 \x01(\tR\tindexEtag\"\x10\n" +
@@ -1648,7 +1785,7 @@ const file_coordination_proto_rawDesc = "" +
 	"deployment\x18\x01 \x01(\tR\n" +
 	"deployment\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\tR\brevision\x12F\n" +
-	"\tendpoints\x18\x03 \x03(\v2(.podmin.coordination.v1.ReportedEndpointR\tendpoints\"\xa1\x01\n" +
+	"\tendpoints\x18\x03 \x03(\v2(.podmin.coordination.v1.ReportedEndpointR\tendpoints\"\xe1\x01\n" +
 	"\fSlotResponse\x12\x18\n" +
 	"\agranted\x18\x01 \x01(\bR\agranted\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x12\n" +
@@ -1656,12 +1793,21 @@ const file_coordination_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x04 \x01(\x04R\n" +
 	"generation\x12+\n" +
-	"\x11snapshot_revision\x18\x05 \x01(\x04R\x10snapshotRevision*k\n" +
+	"\x11snapshot_revision\x18\x05 \x01(\x04R\x10snapshotRevision\x12\x1c\n" +
+	"\tconfirmed\x18\x06 \x01(\bR\tconfirmed\x12 \n" +
+	"\vunconfirmed\x18\a \x03(\tR\vunconfirmed\"`\n" +
+	"\x0eAppliedRequest\x12\x12\n" +
+	"\x04term\x18\x01 \x01(\x04R\x04term\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\x04R\n" +
+	"generation\x12\x1a\n" +
+	"\brevision\x18\x03 \x01(\x04R\brevision\"\x11\n" +
+	"\x0fAppliedResponse*k\n" +
 	"\tReadiness\x12\x19\n" +
 	"\x15READINESS_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fREADINESS_READY\x10\x01\x12\x17\n" +
 	"\x13READINESS_NOT_READY\x10\x02\x12\x15\n" +
-	"\x11READINESS_UNKNOWN\x10\x032\xed\x05\n" +
+	"\x11READINESS_UNKNOWN\x10\x032\xd0\x06\n" +
 	"\fCoordination\x12T\n" +
 	"\x05Hello\x12$.podmin.coordination.v1.HelloRequest\x1a%.podmin.coordination.v1.HelloResponse\x12a\n" +
 	"\x0fReportEndpoints\x12&.podmin.coordination.v1.EndpointReport\x1a&.podmin.coordination.v1.ReportResponse\x12\\\n" +
@@ -1670,7 +1816,8 @@ const file_coordination_proto_rawDesc = "" +
 	"\x12NotifyIndexChanged\x12%.podmin.coordination.v1.NotifyRequest\x1a&.podmin.coordination.v1.NotifyResponse\x12T\n" +
 	"\x05Leave\x12$.podmin.coordination.v1.LeaveRequest\x1a%.podmin.coordination.v1.LeaveResponse\x12b\n" +
 	"\fReportStatus\x12$.podmin.coordination.v1.StatusReport\x1a,.podmin.coordination.v1.StatusReportResponse\x12X\n" +
-	"\vAcquireSlot\x12#.podmin.coordination.v1.SlotRequest\x1a$.podmin.coordination.v1.SlotResponseB,Z*podmin.dev/podmin/agent/api/coordinationpbb\x06proto3"
+	"\vAcquireSlot\x12#.podmin.coordination.v1.SlotRequest\x1a$.podmin.coordination.v1.SlotResponse\x12a\n" +
+	"\x0eConfirmApplied\x12&.podmin.coordination.v1.AppliedRequest\x1a'.podmin.coordination.v1.AppliedResponseB,Z*podmin.dev/podmin/agent/api/coordinationpbb\x06proto3"
 
 var (
 	file_coordination_proto_rawDescOnce sync.Once
@@ -1685,7 +1832,7 @@ func file_coordination_proto_rawDescGZIP() []byte {
 }
 
 var file_coordination_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_coordination_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_coordination_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_coordination_proto_goTypes = []any{
 	(Readiness)(0),               // 0: podmin.coordination.v1.Readiness
 	(Hint_Kind)(0),               // 1: podmin.coordination.v1.Hint.Kind
@@ -1711,6 +1858,8 @@ var file_coordination_proto_goTypes = []any{
 	(*StatusReportResponse)(nil), // 21: podmin.coordination.v1.StatusReportResponse
 	(*SlotRequest)(nil),          // 22: podmin.coordination.v1.SlotRequest
 	(*SlotResponse)(nil),         // 23: podmin.coordination.v1.SlotResponse
+	(*AppliedRequest)(nil),       // 24: podmin.coordination.v1.AppliedRequest
+	(*AppliedResponse)(nil),      // 25: podmin.coordination.v1.AppliedResponse
 }
 var file_coordination_proto_depIdxs = []int32{
 	4,  // 0: podmin.coordination.v1.ServiceSnapshot.services:type_name -> podmin.coordination.v1.Service
@@ -1730,16 +1879,18 @@ var file_coordination_proto_depIdxs = []int32{
 	11, // 14: podmin.coordination.v1.Coordination.Leave:input_type -> podmin.coordination.v1.LeaveRequest
 	20, // 15: podmin.coordination.v1.Coordination.ReportStatus:input_type -> podmin.coordination.v1.StatusReport
 	22, // 16: podmin.coordination.v1.Coordination.AcquireSlot:input_type -> podmin.coordination.v1.SlotRequest
-	7,  // 17: podmin.coordination.v1.Coordination.Hello:output_type -> podmin.coordination.v1.HelloResponse
-	10, // 18: podmin.coordination.v1.Coordination.ReportEndpoints:output_type -> podmin.coordination.v1.ReportResponse
-	2,  // 19: podmin.coordination.v1.Coordination.Snapshot:output_type -> podmin.coordination.v1.ServiceSnapshot
-	15, // 20: podmin.coordination.v1.Coordination.Watch:output_type -> podmin.coordination.v1.Hint
-	17, // 21: podmin.coordination.v1.Coordination.NotifyIndexChanged:output_type -> podmin.coordination.v1.NotifyResponse
-	12, // 22: podmin.coordination.v1.Coordination.Leave:output_type -> podmin.coordination.v1.LeaveResponse
-	21, // 23: podmin.coordination.v1.Coordination.ReportStatus:output_type -> podmin.coordination.v1.StatusReportResponse
-	23, // 24: podmin.coordination.v1.Coordination.AcquireSlot:output_type -> podmin.coordination.v1.SlotResponse
-	17, // [17:25] is the sub-list for method output_type
-	9,  // [9:17] is the sub-list for method input_type
+	24, // 17: podmin.coordination.v1.Coordination.ConfirmApplied:input_type -> podmin.coordination.v1.AppliedRequest
+	7,  // 18: podmin.coordination.v1.Coordination.Hello:output_type -> podmin.coordination.v1.HelloResponse
+	10, // 19: podmin.coordination.v1.Coordination.ReportEndpoints:output_type -> podmin.coordination.v1.ReportResponse
+	2,  // 20: podmin.coordination.v1.Coordination.Snapshot:output_type -> podmin.coordination.v1.ServiceSnapshot
+	15, // 21: podmin.coordination.v1.Coordination.Watch:output_type -> podmin.coordination.v1.Hint
+	17, // 22: podmin.coordination.v1.Coordination.NotifyIndexChanged:output_type -> podmin.coordination.v1.NotifyResponse
+	12, // 23: podmin.coordination.v1.Coordination.Leave:output_type -> podmin.coordination.v1.LeaveResponse
+	21, // 24: podmin.coordination.v1.Coordination.ReportStatus:output_type -> podmin.coordination.v1.StatusReportResponse
+	23, // 25: podmin.coordination.v1.Coordination.AcquireSlot:output_type -> podmin.coordination.v1.SlotResponse
+	25, // 26: podmin.coordination.v1.Coordination.ConfirmApplied:output_type -> podmin.coordination.v1.AppliedResponse
+	18, // [18:27] is the sub-list for method output_type
+	9,  // [9:18] is the sub-list for method input_type
 	9,  // [9:9] is the sub-list for extension type_name
 	9,  // [9:9] is the sub-list for extension extendee
 	0,  // [0:9] is the sub-list for field type_name
@@ -1756,7 +1907,7 @@ func file_coordination_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_coordination_proto_rawDesc), len(file_coordination_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   22,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -34,6 +34,7 @@ const (
 	Coordination_Leave_FullMethodName              = "/podmin.coordination.v1.Coordination/Leave"
 	Coordination_ReportStatus_FullMethodName       = "/podmin.coordination.v1.Coordination/ReportStatus"
 	Coordination_AcquireSlot_FullMethodName        = "/podmin.coordination.v1.Coordination/AcquireSlot"
+	Coordination_ConfirmApplied_FullMethodName     = "/podmin.coordination.v1.Coordination/ConfirmApplied"
 )
 
 // CoordinationClient is the client API for Coordination service.
@@ -64,8 +65,14 @@ type CoordinationClient interface {
 	// AcquireSlot asks for a rollout slot to replace the caller's Pod of a
 	// deployment with a new revision. A granted slot comes with the
 	// caller's endpoints replaced by the ones given (those of the Pod
-	// withdrawn), written to the snapshot before the call returns.
+	// withdrawn), written to the snapshot before the call returns. Asking
+	// again for a slot the caller holds answers whether every live node
+	// has applied that snapshot yet.
 	AcquireSlot(ctx context.Context, in *SlotRequest, opts ...grpc.CallOption) (*SlotResponse, error)
+	// ConfirmApplied tells the leader which snapshot the caller's Service
+	// DNS and dataplane hold now: a rollout slot's Pod stops only after
+	// every live node confirmed the snapshot without its endpoints.
+	ConfirmApplied(ctx context.Context, in *AppliedRequest, opts ...grpc.CallOption) (*AppliedResponse, error)
 }
 
 type coordinationClient struct {
@@ -165,6 +172,16 @@ func (c *coordinationClient) AcquireSlot(ctx context.Context, in *SlotRequest, o
 	return out, nil
 }
 
+func (c *coordinationClient) ConfirmApplied(ctx context.Context, in *AppliedRequest, opts ...grpc.CallOption) (*AppliedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AppliedResponse)
+	err := c.cc.Invoke(ctx, Coordination_ConfirmApplied_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CoordinationServer is the server API for Coordination service.
 // All implementations must embed UnimplementedCoordinationServer
 // for forward compatibility.
@@ -193,8 +210,14 @@ type CoordinationServer interface {
 	// AcquireSlot asks for a rollout slot to replace the caller's Pod of a
 	// deployment with a new revision. A granted slot comes with the
 	// caller's endpoints replaced by the ones given (those of the Pod
-	// withdrawn), written to the snapshot before the call returns.
+	// withdrawn), written to the snapshot before the call returns. Asking
+	// again for a slot the caller holds answers whether every live node
+	// has applied that snapshot yet.
 	AcquireSlot(context.Context, *SlotRequest) (*SlotResponse, error)
+	// ConfirmApplied tells the leader which snapshot the caller's Service
+	// DNS and dataplane hold now: a rollout slot's Pod stops only after
+	// every live node confirmed the snapshot without its endpoints.
+	ConfirmApplied(context.Context, *AppliedRequest) (*AppliedResponse, error)
 	mustEmbedUnimplementedCoordinationServer()
 }
 
@@ -228,6 +251,9 @@ func (UnimplementedCoordinationServer) ReportStatus(context.Context, *StatusRepo
 }
 func (UnimplementedCoordinationServer) AcquireSlot(context.Context, *SlotRequest) (*SlotResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AcquireSlot not implemented")
+}
+func (UnimplementedCoordinationServer) ConfirmApplied(context.Context, *AppliedRequest) (*AppliedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ConfirmApplied not implemented")
 }
 func (UnimplementedCoordinationServer) mustEmbedUnimplementedCoordinationServer() {}
 func (UnimplementedCoordinationServer) testEmbeddedByValue()                      {}
@@ -387,6 +413,24 @@ func _Coordination_AcquireSlot_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Coordination_ConfirmApplied_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AppliedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinationServer).ConfirmApplied(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Coordination_ConfirmApplied_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinationServer).ConfirmApplied(ctx, req.(*AppliedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Coordination_ServiceDesc is the grpc.ServiceDesc for Coordination service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -421,6 +465,10 @@ var Coordination_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AcquireSlot",
 			Handler:    _Coordination_AcquireSlot_Handler,
+		},
+		{
+			MethodName: "ConfirmApplied",
+			Handler:    _Coordination_ConfirmApplied_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

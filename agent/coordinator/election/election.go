@@ -54,6 +54,11 @@ type Term struct {
 	ETag   string
 	// Since is when the winning write was sent, on the local clock.
 	Since time.Time
+	// Took is the record the acquisition replaced: empty when the lease
+	// was missing or vacant. When its LeaderID and LeaderAddr are this
+	// agent's, an earlier run of this agent held the lease, and its
+	// LastUpdated was written by this machine's own clock.
+	Took Record
 }
 
 // Store is the part of the bucket the election uses.
@@ -338,7 +343,7 @@ func (e *Elector) observe(ctx context.Context) time.Duration {
 		if now.Before(e.backoff) {
 			return e.backoff.Sub(now)
 		}
-		return e.acquire(ctx, 0, func(ctx context.Context, data []byte) (string, error) {
+		return e.acquire(ctx, Record{}, func(ctx context.Context, data []byte) (string, error) {
 			return e.opts.Store.PutIfAbsent(ctx, e.key, data)
 		})
 	}
@@ -377,17 +382,17 @@ func (e *Elector) observe(ctx context.Context) time.Duration {
 		return min(e.t.Renew, e.backoff.Sub(now))
 	}
 	etag := obj.ETag
-	return e.acquire(ctx, rec.Term, func(ctx context.Context, data []byte) (string, error) {
+	return e.acquire(ctx, rec, func(ctx context.Context, data []byte) (string, error) {
 		return e.opts.Store.PutIfMatch(ctx, e.key, data, etag)
 	})
 }
 
-// acquire tries to write the lease, claiming a term above base and every
-// term seen, and when it wins, runs OnAcquire.
-func (e *Elector) acquire(ctx context.Context, base uint64, write func(context.Context, []byte) (string, error)) time.Duration {
+// acquire tries to write the lease over prev, claiming a term above
+// prev's and every term seen, and when it wins, runs OnAcquire.
+func (e *Elector) acquire(ctx context.Context, prev Record, write func(context.Context, []byte) (string, error)) time.Duration {
 	sent := e.clock.Now()
 	e.mu.Lock()
-	next := max(base, e.maxTerm) + 1
+	next := max(prev.Term, e.maxTerm) + 1
 	e.mu.Unlock()
 	data, rec := e.record(e.opts.ID, e.opts.Addr, next, sent)
 	rctx, cancel := context.WithTimeout(ctx, RequestTimeout)
@@ -405,7 +410,7 @@ func (e *Elector) acquire(ctx context.Context, base uint64, write func(context.C
 		}
 		return 0 // lost the race: observe the winner at once
 	}
-	term := Term{Record: rec, ETag: etag, Since: sent}
+	term := Term{Record: rec, ETag: etag, Since: sent, Took: prev}
 	lctx, lcancel := context.WithCancel(context.WithoutCancel(ctx))
 	e.mu.Lock()
 	e.leading, e.term, e.written, e.validUntil, e.cancel = true, term, data, sent.Add(e.t.Hold), lcancel
@@ -482,3 +487,18 @@ func (e *Elector) resign(reason string) {
 	}
 	e.log.Info("resigned the lease")
 }
+
+// Campaign is one round of the election for an agent that does not take
+// part continuously (a one-shot pass): it reads the lease once and takes
+// it only when it is missing, vacant or held by an earlier run of this
+// agent, never when another agent holds it, however old its record. It
+// reports whether this agent leads now; Resign ends the leadership.
+func (e *Elector) Campaign(ctx context.Context) bool {
+	e.observe(ctx)
+	return e.IsLeader()
+}
+
+// Resign ends this agent's leadership, if any, and leaves a vacant lease
+// so that another agent takes over at once, as Run does when its context
+// ends.
+func (e *Elector) Resign() { e.resign(shutdownReason) }
