@@ -94,11 +94,13 @@ func HostState(dir string) (Machine, error) {
 	return m, nil
 }
 
-// Diff names what after has that before had not.
-func (before Machine) Diff(after Machine) []string {
+// Diff names what after has that before had not. Of the machine's
+// network interfaces it counts only those ownLink says the test makes:
+// another program may add its own meanwhile.
+func (before Machine) Diff(after Machine, ownLink func(name string) bool) []string {
 	var out []string
 	for _, l := range after.links {
-		if !slices.Contains(before.links, l) {
+		if !slices.Contains(before.links, l) && ownLink(l) {
 			out = append(out, "network interface "+l)
 		}
 	}
@@ -162,12 +164,25 @@ func KillAll(dir string) {
 	WaitGone(pids)
 }
 
-// WaitGone waits up to ten seconds for killed processes to disappear.
+// WaitGone waits up to ten seconds for killed processes to disappear; a
+// zombie, which holds nothing but its exit status for its parent, counts
+// as gone.
 func WaitGone(pids []int) {
 	deadline := time.Now().Add(10 * time.Second)
 	for _, pid := range pids {
-		for time.Now().Before(deadline) && syscall.Kill(pid, 0) == nil {
+		for time.Now().Before(deadline) && syscall.Kill(pid, 0) == nil && !zombie(pid) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
+}
+
+// zombie reports whether process pid has exited and waits for its parent.
+func zombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && strings.HasPrefix(s[i+1:], " Z")
 }
