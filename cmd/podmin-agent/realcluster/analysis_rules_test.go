@@ -48,8 +48,10 @@ func TestTallyShots(t *testing.T) {
 	if k := got.kinds[kindVIP]; k != [2]int{3, 1} {
 		t.Errorf("VIP kind %v, want 3 sent, 1 failed", k)
 	}
-	list := got.failureList(at(0), 5, func(a netip.Addr) string { return a.String() })
-	for _, want := range []string{"+2.00s", "via node2", "port 41000", "i/o timeout"} {
+	planes := []planeSample{{at: at(1), node: "node2", backends: []netip.Addr{netip.MustParseAddr("2001:db8:1:1::2")}},
+		{at: at(3), node: "node2"}}
+	list := got.failureList(at(0), 5, func(a netip.Addr) string { return a.String() }, planes)
+	for _, want := range []string{"+2.00s", "via node2", "port 41000", "i/o timeout", "node2's dataplane held 1 backend(s) then"} {
 		if !strings.Contains(list, want) {
 			t.Errorf("failure list %q lacks %q", list, want)
 		}

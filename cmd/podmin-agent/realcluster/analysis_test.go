@@ -139,8 +139,9 @@ func (t tally) summary(origin time.Time) string {
 
 // failureList names the first max failures: when, what, through which
 // node from which port, where the node's dataplane sent it (named by
-// name), and the error.
-func (t tally) failureList(origin time.Time, max int, name func(netip.Addr) string) string {
+// name) or, when its flow could not be read, how many backends the
+// entry node's dataplane held then (from planes), and the error.
+func (t tally) failureList(origin time.Time, max int, name func(netip.Addr) string, planes []planeSample) string {
 	var out []string
 	for i, f := range t.failures {
 		if i == max {
@@ -154,11 +155,25 @@ func (t tally) failureList(origin time.Time, max int, name func(netip.Addr) stri
 		sent := ""
 		if f.backend.IsValid() {
 			sent = " sent to " + name(f.backend)
+		} else if n, ok := backendsAt(planes, f.entry, f.at); ok {
+			sent = fmt.Sprintf(" (no flow to read; %s's dataplane held %d backend(s) then)", f.entry, n)
 		}
 		out = append(out, fmt.Sprintf("%s %s via %s from %s%s, after %s: %v", offset(f.at, origin), f.kind, f.entry, port, sent,
 			f.took.Round(time.Millisecond), f.err))
 	}
 	return strings.Join(out, "; ")
+}
+
+// backendsAt is how many backends node's dataplane held at its last
+// readable look at or before t.
+func backendsAt(planes []planeSample, node string, t time.Time) (int, bool) {
+	n, ok := 0, false
+	for _, s := range planes {
+		if s.node == node && s.err == nil && !s.at.After(t) {
+			n, ok = len(s.backends), true
+		}
+	}
+	return n, ok
 }
 
 // backendsOfFailures counts the failures by where the dataplane sent

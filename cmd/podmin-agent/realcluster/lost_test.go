@@ -97,15 +97,15 @@ func (r *run) nodeLost(p *e2enode.Proof) {
 	after := tallyShots(shots, lost.Add(lostBound), time.Now())
 	p.Figure("client before the loss: %s", steady.summary(lost))
 	if steady.failed > 0 {
-		p.Figure("failed before the loss: %s", steady.failureList(lost, 4, name))
+		p.Figure("failed before the loss: %s", steady.failureList(lost, 4, name, r.planes.snapshot()))
 	}
 	p.Figure("client from the loss to the bound: %s", before.summary(lost))
 	if before.failed > 0 {
-		p.Figure("where the ones failed before the bound were sent: %s; first: %s", before.backendsOfFailures(name), before.failureList(lost, 4, name))
+		p.Figure("where the ones failed before the bound were sent: %s; first: %s", before.backendsOfFailures(name), before.failureList(lost, 4, name, r.planes.snapshot()))
 	}
 	p.Figure("client after the bound: %s", after.summary(lost))
 	if after.failed > 0 {
-		p.Errorf("%d of %d requests after the bound failed: %s", after.failed, after.sent, after.failureList(lost, 12, name))
+		p.Errorf("%d of %d requests after the bound failed: %s", after.failed, after.sent, after.failureList(lost, 12, name, r.planes.snapshot()))
 	}
 	// What a user reads: the table. Its JSON is checked too, to say
 	// where the name is missing.

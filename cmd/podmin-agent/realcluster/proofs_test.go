@@ -343,6 +343,6 @@ func (r *run) reusedPorts(p *e2enode.Proof) {
 	if t.failed > 0 {
 		name := podNamer(r.pods.snapshot(), start)
 		p.Errorf("%d of %d connections from reused ports failed; %d of them were sent to the very Pod address their port had reached before the rollouts; where the dataplanes sent them: %s; first: %s",
-			t.failed, t.sent, stale, t.backendsOfFailures(name), t.failureList(start, 6, name))
+			t.failed, t.sent, stale, t.backendsOfFailures(name), t.failureList(start, 6, name, r.planes.snapshot()))
 	}
 }

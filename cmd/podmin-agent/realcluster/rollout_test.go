@@ -126,7 +126,7 @@ func (r *run) report(p *e2enode.Proof, ro rolled, strict bool) {
 	if ro.shots.failed > 0 {
 		name := podNamer(r.pods.snapshot(), ro.start)
 		msg := fmt.Sprintf("%d of %d requests failed (times from the deploy): %s; where the dataplanes sent them: %s", ro.shots.failed, ro.shots.sent,
-			ro.shots.failureList(ro.start, 12, name), ro.shots.backendsOfFailures(name))
+			ro.shots.failureList(ro.start, 12, name, r.planes.snapshot()), ro.shots.backendsOfFailures(name))
 		if strict {
 			p.Error(msg)
 		} else {

@@ -119,7 +119,7 @@ func (r *run) surgeRollout(p *e2enode.Proof) {
 	p.Figure("podmin deploy --wait (hello:v1 → hello:v2) returned after %s; first v2 answer %s", took.Round(10*time.Millisecond), offset(done, deploy))
 	p.Figure("client through %s: %s", n.id, shots.summary(deploy))
 	if shots.failed > 0 {
-		p.Errorf("%d of %d requests failed: %s", shots.failed, shots.sent, shots.failureList(deploy, 12, podNamer(r.pods.snapshot(), deploy)))
+		p.Errorf("%d of %d requests failed: %s", shots.failed, shots.sent, shots.failureList(deploy, 12, podNamer(r.pods.snapshot(), deploy), r.planes.snapshot()))
 	}
 	empty := 0
 	var firstEmpty time.Time
