@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -108,11 +109,20 @@ func MakeCgroupRoot(name string) (remove func() error, err error) {
 		}
 	}
 	remove = func() error {
-		var errs []error
-		for _, d := range dirs {
-			errs = append(errs, RemoveCgroup(d))
+		// Killed tasks leave their cgroups only once they have exited,
+		// which a sandbox with many threads takes a moment to do.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			var errs []error
+			for _, d := range dirs {
+				errs = append(errs, RemoveCgroup(d))
+			}
+			err := errors.Join(errs...)
+			if err == nil || time.Now().After(deadline) {
+				return err
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		return errors.Join(errs...)
 	}
 	for _, d := range dirs {
 		if err := os.Mkdir(d, 0o755); err != nil {

@@ -61,11 +61,41 @@ func (r *Report) NotRun(t *testing.T, why string) {
 	t.Skip(why)
 }
 
-// Proof is one numbered proof: its figures, and why it could not run.
+// Proof is one numbered proof: its figures, what failed, and why it
+// could not run.
 type Proof struct {
 	*testing.T
-	figures []string
-	skipped string
+	figures  []string
+	failures []string
+	skipped  string
+}
+
+// Error, Errorf, Fatal and Fatalf fail the proof as testing.T's do, and
+// keep the message for the report line.
+func (p *Proof) Error(args ...any) { p.failed(fmt.Sprint(args...)); p.T.Error(args...) }
+
+func (p *Proof) Errorf(format string, args ...any) {
+	p.failed(fmt.Sprintf(format, args...))
+	p.T.Errorf(format, args...)
+}
+
+func (p *Proof) Fatal(args ...any) { p.failed(fmt.Sprint(args...)); p.T.Fatal(args...) }
+
+func (p *Proof) Fatalf(format string, args ...any) {
+	p.failed(fmt.Sprintf(format, args...))
+	p.T.Fatalf(format, args...)
+}
+
+// failedLimit bounds each failure message in the report line; the test
+// log has it whole.
+const failedLimit = 3000
+
+func (p *Proof) failed(msg string) {
+	msg = strings.Join(strings.Fields(msg), " ") // one line, as the scripts read it
+	if len(msg) > failedLimit {
+		msg = msg[:failedLimit] + "…"
+	}
+	p.failures = append(p.failures, msg)
 }
 
 // Figure records one measured value of the proof.
@@ -100,6 +130,9 @@ func (r *Report) Prove(t *testing.T, num string, title string, fn func(p *Proof)
 	detail := strings.Join(p.figures, "; ")
 	if detail == "" {
 		detail = "-"
+	}
+	if len(p.failures) > 0 {
+		detail += "; FAILED: " + strings.Join(p.failures, "; ")
 	}
 	r.Line(fmt.Sprintf("proof %s %s: %s [%s]: %s", num, status, title, time.Since(start).Round(10*time.Millisecond), detail))
 	return ok && p.skipped == ""
