@@ -15,8 +15,8 @@ import (
 	"strings"
 )
 
-// programs are what BuildPrograms builds: the CLI and the agent, and the
-// test's own programs beneath realnode.
+// workloads is where the test's own programs live: beneath realnode,
+// which both tests build from.
 const workloads = "podmin.dev/podmin/cmd/podmin-agent/realnode/"
 
 // BuildPrograms builds podmin, podmin-agent and the test's programs
