@@ -45,7 +45,7 @@ NODE := $(BIN)/tools
 NODE_TOOLS := $(NODE)/kubelet $(NODE)/containerd $(NODE)/ctr $(NODE)/runsc $(NODE)/containerd-shim-runsc-v1 \
 	$(NODE)/cni/ptp $(NODE)/cni/host-local $(NODE)/cni/loopback
 
-.PHONY: help build size-check test lint bench generate clean quickstart tools node-tools prereqs bpf e2e
+.PHONY: help build size-check test lint bench generate clean quickstart tools node-tools prereqs bpf e2e e2e-cluster
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -93,12 +93,20 @@ $(NODE)/cni/host-local: tools/node/cni/go.mod tools/node/cni/go.sum
 e2e: prereqs bpf ## run a real node here (root): kubelet, containerd and gVisor run Podmin's Pods, twelve proofs with figures
 	scripts/e2e.sh
 
+# make test runs the real cluster after the real node; E2E_CLUSTER=0
+# leaves it out.
+E2E_CLUSTER ?= 1
+e2e-cluster: prereqs bpf $(TEST_TOOLS) ## run a real cluster of three nodes here (root): rollouts, a leader's death and a lost node under a client, with figures
+	PODMIN_VERSITYGW=$(PODMIN_VERSITYGW) scripts/e2e-cluster.sh
+
 prereqs: ## install ShellCheck when missing (apt-get as root, else prints the command)
 	scripts/prereqs.sh
 
-test: prereqs lint $(TEST_TOOLS) bpf size-check ## run lint, the release-binary check, every test with the race detector (real S3 server included), then the real node (make e2e; as root)
+test: prereqs lint $(TEST_TOOLS) bpf size-check ## run lint, the release-binary check, every test with the race detector (real S3 server included), then the real node (make e2e) and the real cluster (make e2e-cluster; as root)
 	PODMIN_VERSITYGW=$(PODMIN_VERSITYGW) scripts/test.sh
 	scripts/e2e.sh
+	@if [ "$(E2E_CLUSTER)" = 1 ]; then PODMIN_VERSITYGW=$(PODMIN_VERSITYGW) scripts/e2e-cluster.sh; \
+	else echo "e2e-cluster: left out of make test (E2E_CLUSTER=$(E2E_CLUSTER))"; fi
 
 lint: ## gofmt, go vet, license headers, no committed binaries or files over 1 MiB, shellcheck
 	scripts/lint.sh

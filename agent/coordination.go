@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,7 +92,7 @@ func newCoordination(ctx context.Context, cfg Config, opts Options, r identity.S
 		health.Report(componentCoordination, err)
 		return nil, nil
 	}
-	lis, advertise, nodeID, err := coordinationAddrs(cfg, opts)
+	lis, advertise, nodeID, dial, err := coordinationAddrs(cfg, opts)
 	if err != nil {
 		return disable(err)
 	}
@@ -126,10 +127,7 @@ func newCoordination(ctx context.Context, cfg Config, opts Options, r identity.S
 		OnSlotFreed:     func() { c.hint("") },
 		SlotTimeout:     opts.SlotTimeout, ProbelessHold: opts.ProbelessHold, Drain: opts.Drain,
 		Kubelet: cfg.Provider != "local" || kubeletSocketExists(opts.Root),
-		Log:     clog,
-	}
-	if localMode(cfg) {
-		copts.Dial = api.LoopbackDial
+		Log:     clog, Dial: dial,
 	}
 	c.coord, err = coordinator.New(copts)
 	if err != nil {
@@ -143,21 +141,30 @@ func newCoordination(ctx context.Context, cfg Config, opts Options, r identity.S
 }
 
 // coordinationAddrs listens for the coordination API and returns the
-// address and node ID the node's identity binds. In local node mode every
-// agent listens on its own loopback port and keeps a documentation-range
-// identity address derived from it, which api.LoopbackDial maps back.
-func coordinationAddrs(cfg Config, opts Options) (net.Listener, netip.AddrPort, string, error) {
+// address and node ID the node's identity binds, and how peers are dialed
+// (nil: at their advertised addresses). In local node mode every agent
+// listens on its own loopback port by default and keeps a
+// documentation-range identity address derived from it, which
+// api.LoopbackDial maps back; given a non-loopback EnvAPIAddr (local
+// nodes with networks of their own, e.g. one network namespace each) it
+// listens there, advertises its node address and dials peers at theirs,
+// as a cloud node does.
+func coordinationAddrs(cfg Config, opts Options) (net.Listener, netip.AddrPort, string, api.DialFunc, error) {
 	if localMode(cfg) {
 		addr := opts.APIAddr
 		if addr == "" {
 			addr = netip.AddrPortFrom(netip.IPv6Loopback(), api.Port).String()
 		}
-		if ap, err := netip.ParseAddrPort(addr); err != nil || !ap.Addr().IsLoopback() {
-			return nil, netip.AddrPort{}, "", fmt.Errorf("%s=%q: local node mode serves the coordination API on loopback only, e.g. [::1]:18081", EnvAPIAddr, addr)
+		ap, err := netip.ParseAddrPort(addr)
+		if err != nil {
+			return nil, netip.AddrPort{}, "", nil, fmt.Errorf("%s=%q is not an address and port such as [::1]:18081", EnvAPIAddr, addr)
+		}
+		if !ap.Addr().IsLoopback() {
+			return localNetworkAddrs(ap, opts)
 		}
 		lis, err := net.Listen("tcp", addr)
 		if err != nil {
-			return nil, netip.AddrPort{}, "", fmt.Errorf("coordination API: %w: give each local agent its own %s", err, EnvAPIAddr)
+			return nil, netip.AddrPort{}, "", nil, fmt.Errorf("coordination API: %w: give each local agent its own %s", err, EnvAPIAddr)
 		}
 		port := uint16(lis.Addr().(*net.TCPAddr).Port)
 		node := opts.NodeAddr
@@ -168,13 +175,13 @@ func coordinationAddrs(cfg Config, opts Options) (net.Listener, netip.AddrPort, 
 		if id == "" {
 			id = "local-" + strconv.Itoa(int(port))
 		}
-		return lis, netip.AddrPortFrom(node, port), id, nil
+		return lis, netip.AddrPortFrom(node, port), id, api.LoopbackDial, nil
 	}
 	node := opts.NodeAddr
 	if !node.IsValid() {
 		var err error
 		if node, err = discoverNodeAddr(cfg.IPv6Prefix); err != nil {
-			return nil, netip.AddrPort{}, "", err
+			return nil, netip.AddrPort{}, "", nil, err
 		}
 	}
 	advertise := netip.AddrPortFrom(node, api.Port)
@@ -184,18 +191,46 @@ func coordinationAddrs(cfg Config, opts Options) (net.Listener, netip.AddrPort, 
 	}
 	lis, err := net.Listen("tcp", listen)
 	if err != nil {
-		return nil, netip.AddrPort{}, "", fmt.Errorf("coordination API: %w", err)
+		return nil, netip.AddrPort{}, "", nil, fmt.Errorf("coordination API: %w", err)
 	}
 	id := opts.NodeID
 	if id == "" {
 		h, err := os.Hostname()
 		if err != nil {
 			_ = lis.Close()
-			return nil, netip.AddrPort{}, "", fmt.Errorf("node ID: %w: set %s", err, EnvNodeID)
+			return nil, netip.AddrPort{}, "", nil, fmt.Errorf("node ID: %w: set %s", err, EnvNodeID)
 		}
 		id = h
 	}
-	return lis, advertise, id, nil
+	return lis, advertise, id, nil, nil
+}
+
+// localNetworkAddrs is local node mode on a network: the API listens at
+// listen, a non-loopback address, and the node is known to its peers by
+// its node address (EnvNodeAddr, else the listen address) at the bound
+// port. Peers are dialed directly, so every local agent of the cluster
+// must run this way.
+func localNetworkAddrs(listen netip.AddrPort, opts Options) (net.Listener, netip.AddrPort, string, api.DialFunc, error) {
+	node := opts.NodeAddr
+	if !node.IsValid() {
+		node = listen.Addr()
+		if a := node; !a.Is6() || a.Is4In6() || !a.IsGlobalUnicast() || a.IsPrivate() || a.Zone() != "" {
+			return nil, netip.AddrPort{}, "", nil, fmt.Errorf("%s=%s: a local node serving the coordination API beyond loopback is known to its peers by a global IPv6 address: "+
+				"listen on one, or set %s to the address its peers reach it at", EnvAPIAddr, listen, EnvNodeAddr)
+		}
+	}
+	lis, err := net.Listen("tcp", listen.String())
+	if err != nil {
+		return nil, netip.AddrPort{}, "", nil, fmt.Errorf("coordination API: %w: listen on an address of this node's network, or unset %s to serve on loopback", err, EnvAPIAddr)
+	}
+	port := uint16(lis.Addr().(*net.TCPAddr).Port)
+	id := opts.NodeID
+	if id == "" {
+		// Local agents on their own networks may share a port, never an
+		// address: the default ID names both.
+		id = "local-" + strings.ReplaceAll(node.String(), ":", "-") + "-" + strconv.Itoa(int(port))
+	}
+	return lis, netip.AddrPortFrom(node, port), id, nil, nil
 }
 
 // discoverNodeAddr returns the node's global IPv6 address: the first

@@ -43,8 +43,12 @@ const (
 	// default 127.0.0.1:1053); "off" serves no Service DNS.
 	EnvDNSAddr = "PODMIN_AGENT_DNS_ADDR"
 	// EnvAPIAddr is where the coordination API listens. On a cloud node it
-	// defaults to [node IPv6]:8081; in local node mode to [::1]:8081 and
-	// it must be a loopback address (port 0 picks a free port).
+	// defaults to [node IPv6]:8081; in local node mode to [::1]:8081 (port
+	// 0 picks a free port), where peers are found by port on loopback. A
+	// non-loopback address in local node mode (local nodes with networks
+	// of their own) serves there instead, advertises EnvNodeAddr (default:
+	// the listen address) and dials peers at their advertised addresses,
+	// as cloud nodes do; every local agent of the cluster must then do so.
 	EnvAPIAddr = "PODMIN_AGENT_API_ADDR"
 	// EnvNodeID overrides the node ID bound into the node's coordination
 	// identity (default: the host name; in local node mode

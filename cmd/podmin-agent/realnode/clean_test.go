@@ -18,12 +18,14 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"podmin.dev/podmin/cmd/podmin-agent/internal/e2enode"
 )
 
 // secretMount: the value is readable in the web container, absent from the
 // probe container, and on the machine only in the provider's store and the
 // node's tmpfs file that is mounted into web.
-func (r *run) secretMount(p *proof) {
+func (r *run) secretMount(p *e2enode.Proof) {
 	const inPod = "/var/run/podmin/local/token"
 	b, err := get(podURL(r.web, "/read?path="+inPod))
 	if err != nil || string(b) != r.secret {
@@ -32,7 +34,7 @@ func (r *run) secretMount(p *proof) {
 	if _, err := get(podURL(r.probe, "/read?path="+inPod)); err == nil || !strings.Contains(err.Error(), "404") {
 		p.Fatalf("probe reads %s: %v, want 404", inPod, err)
 	}
-	p.figure("web reads its value at %s; Pod probe finds no such file (404)", inPod)
+	p.Figure("web reads its value at %s; Pod probe finds no such file (404)", inPod)
 	host := filepath.Join(r.root, "run/podmin/workloads/web/secrets/local/token")
 	var fs unix.Statfs_t
 	if err := unix.Statfs(host, &fs); err != nil || fs.Type != unix.TMPFS_MAGIC {
@@ -72,22 +74,22 @@ func (r *run) secretMount(p *proof) {
 	if !slices.Contains(found, host) || !inStore || len(elsewhere) > 0 {
 		p.Fatalf("the value is in %q; want it only in %s and the secrets store %s", found, host, store)
 	}
-	p.figure("%d files (%.1f MiB: node root with containerd's and kubelet's state, bucket, CLI state, daemon logs) scanned: the value is only in the local secrets store and %s (tmpfs, 0444)",
+	p.Figure("%d files (%.1f MiB: node root with containerd's and kubelet's state, bucket, CLI state, daemon logs) scanned: the value is only in the local secrets store and %s (tmpfs, 0444)",
 		files, float64(size)/(1<<20), strings.TrimPrefix(host, r.dir+"/"))
 }
 
 // deleted: podmin delete makes kubelet stop every Pod and leaves no
 // container, sandbox, mount, interface, file or process behind; then the
 // daemons stop cleanly.
-func (r *run) deleted(p *proof) {
+func (r *run) deleted(p *e2enode.Proof) {
 	start := time.Now()
 	r.podmin("delete", "web", "-g", nodegroup, "-y")
 	r.podmin("delete", "probe", "-g", nodegroup, "-y")
 	for _, d := range r.extra {
 		r.podmin("delete", d[1], "-g", d[0], "-y", "--ignore-not-found")
 	}
-	r.waitFor(p, 3*time.Minute, "kubelet to list no Pods", func() bool { ps, err := listPods(); return err == nil && len(ps) == 0 })
-	p.figure("podmin delete → kubelet lists no Pods: %s", time.Since(start).Round(10*time.Millisecond))
+	r.waitFor(p, 3*time.Minute, "kubelet to list no Pods", func() bool { ps, err := e2enode.ListPods(podsAPISock); return err == nil && len(ps) == 0 })
+	p.Figure("podmin delete → kubelet lists no Pods: %s", time.Since(start).Round(10*time.Millisecond))
 	// Record when each kind of leftover went last, to say what took long.
 	lastSeen := map[string]time.Duration{}
 	var left []string
@@ -110,10 +112,10 @@ func (r *run) deleted(p *proof) {
 		gone = append(gone, fmt.Sprintf("%s until %s", kind, d.Round(100*time.Millisecond)))
 	}
 	slices.Sort(gone)
-	p.figure("podmin delete → no container, task, sandbox mount, Pod interface, CNI address, static Pod file or workload file left: %s (%s)",
+	p.Figure("podmin delete → no container, task, sandbox mount, Pod interface, CNI address, static Pod file or workload file left: %s (%s)",
 		time.Since(start).Round(10*time.Millisecond), strings.Join(gone, ", "))
 	for i := len(r.procs) - 1; i >= 0; i-- {
-		if err := r.procs[i].stop(30 * time.Second); err != nil {
+		if err := r.procs[i].Stop(30 * time.Second); err != nil {
 			p.Error(err)
 		}
 	}
@@ -121,7 +123,7 @@ func (r *run) deleted(p *proof) {
 	if left := r.processes(); len(left) > 0 {
 		p.Fatalf("processes left after the daemons stopped: %q", left)
 	}
-	p.figure("CoreDNS, podmin-agent, kubelet and containerd exited on SIGTERM; no shim or sandbox process left")
+	p.Figure("CoreDNS, podmin-agent, kubelet and containerd exited on SIGTERM; no shim or sandbox process left")
 }
 
 // nodeMounts are the node's own mounts, not its Pods': its /run and /var,
@@ -132,7 +134,7 @@ var nodeMounts = []string{"/run", "/var", "/run/netns", "/run/netns/vpc", "/var/
 // leftovers names what the node's Pods left behind.
 func (r *run) leftovers() []string {
 	var out []string
-	if ps, err := listPods(); err != nil || len(ps) > 0 {
+	if ps, err := e2enode.ListPods(podsAPISock); err != nil || len(ps) > 0 {
 		out = append(out, fmt.Sprintf("kubelet Pods: %d (%v)", len(ps), err))
 	}
 	for _, kind := range []string{"containers", "tasks"} {
@@ -189,7 +191,7 @@ func (r *run) processes() []string {
 			continue
 		}
 		for _, d := range r.procs {
-			if exe == d.cmd.Path {
+			if exe == d.Cmd.Path {
 				exe = "" // a daemon itself
 			}
 		}

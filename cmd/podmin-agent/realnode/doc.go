@@ -32,5 +32,7 @@
 // fill, and the node has a bpffs of its own for the pinned dataplane. The
 // clean checks count only what the node made after its isolation. Its sub-packages are the programs the test
 // builds: hello (the workload), pause (the sandbox image) and shimoom (the
-// gVisor shim wrapper for machines that withhold CAP_SYS_RESOURCE).
+// gVisor shim wrapper for machines that withhold CAP_SYS_RESOURCE); the
+// node's plumbing, shared with the real cluster (realcluster), is
+// cmd/podmin-agent/internal/e2enode.
 package realnode

@@ -29,6 +29,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"podmin.dev/podmin/agent/service"
+	"podmin.dev/podmin/cmd/podmin-agent/internal/e2enode"
 	"podmin.dev/podmin/internal/objstore/local"
 	"podmin.dev/podmin/internal/state"
 )
@@ -121,9 +122,9 @@ func tally(samples []sample) (failed int, gap time.Duration, firstErr error) {
 // keep the running revision serving, podmin deploy --wait must fail with
 // the node's account of the pull, and the old deployment must come back
 // with one more deploy.
-func (r *run) unpullable(p *proof) {
+func (r *run) unpullable(p *e2enode.Proof) {
 	if !r.probe.IsValid() {
-		p.notRun("the probe Pod never reached the Service (proof 4)")
+		p.NotRun("the probe Pod never reached the Service (proof 4)")
 	}
 	_, before, ok := readyPod("web")
 	if !ok {
@@ -145,7 +146,7 @@ func (r *run) unpullable(p *proof) {
 	if line == "" || !strings.Contains(line, "keeps serving") {
 		p.Fatalf("podmin deploy --wait exited 1 without the node's image error:\n%v", err)
 	}
-	p.figure("podmin deploy --wait of hello:never-pushed exited 1 after %s with %q", took.Round(10*time.Millisecond), line)
+	p.Figure("podmin deploy --wait of hello:never-pushed exited 1 after %s with %q", took.Round(10*time.Millisecond), line)
 	if failed > 0 {
 		p.Errorf("%d of %d calls to the Service failed meanwhile (first: %v)", failed, len(samples), firstErr)
 	}
@@ -153,7 +154,7 @@ func (r *run) unpullable(p *proof) {
 	if !ok || after != before {
 		p.Errorf("the running web Pod changed: %s before, %s (ready %v) after", before, after, ok)
 	}
-	p.figure("the running revision kept serving: %d/%d calls through the VIP by name answered, longest gap %s; the Pod %s still runs",
+	p.Figure("the running revision kept serving: %d/%d calls through the VIP by name answered, longest gap %s; the Pod %s still runs",
 		len(samples)-failed, len(samples), gap.Round(10*time.Millisecond), after)
 	// The good image again: the node runs it already, so the wait ends
 	// at once.
@@ -161,13 +162,13 @@ func (r *run) unpullable(p *proof) {
 	if _, err := r.podminErr(nil, "deploy", "web", "-g", nodegroup, "--image", "hello:v1", "--service", "--secret", "token", "--wait", "--timeout", "2m"); err != nil {
 		p.Fatalf("podmin deploy --wait back to hello:v1: %v", err)
 	}
-	p.figure("podmin deploy --wait back to hello:v1 returned after %s", time.Since(start).Round(10*time.Millisecond))
+	p.Figure("podmin deploy --wait back to hello:v1 returned after %s", time.Since(start).Round(10*time.Millisecond))
 }
 
 // probeNamed deploys a Service whose readiness probe targets a port the
 // workload does not serve: podmin deploy --wait must end at its timeout
 // naming the probe, its address and port, and its answer.
-func (r *run) probeNamed(p *proof) {
+func (r *run) probeNamed(p *e2enode.Proof) {
 	const timeout = 40 * time.Second
 	start := time.Now()
 	_, err := r.podminErr(nil, "deploy", "unready", "-g", nodegroup, "--image", "hello:v1", "--service", "--port", "443:9000",
@@ -182,13 +183,13 @@ func (r *run) probeNamed(p *proof) {
 	if line == "" {
 		p.Fatalf("podmin deploy --wait timed out without naming the failing probe:\n%v", err)
 	}
-	p.figure("podmin deploy --wait --timeout %s exited 124 after %s naming the probe: %q", timeout, took.Round(10*time.Millisecond), line)
+	p.Figure("podmin deploy --wait --timeout %s exited 124 after %s naming the probe: %q", timeout, took.Round(10*time.Millisecond), line)
 }
 
 // deleteRedeploy deletes a running deployment, waits until kubelet stopped
 // it, and deploys the same name again: it must start again, with its
 // workload identity and its values mounted.
-func (r *run) deleteRedeploy(p *proof) {
+func (r *run) deleteRedeploy(p *e2enode.Proof) {
 	if _, err := r.podminErr([]byte(r.secret), "secret", "create", "token", "--for", "again", "--stdin"); err != nil {
 		p.Fatalf("podmin secret create token --for again: %v", err)
 	}
@@ -222,24 +223,24 @@ func (r *run) deleteRedeploy(p *proof) {
 			p.Fatalf("the redeployed Pod reads %s: %v", f, err)
 		}
 	}
-	p.figure("podmin delete → Pod gone in %s (its workload directory removed); podmin deploy --wait of the same name → ready in %s, reading its identity and its value", gone.Round(10*time.Millisecond), back.Round(10*time.Millisecond))
+	p.Figure("podmin delete → Pod gone in %s (its workload directory removed); podmin deploy --wait of the same name → ready in %s, reading its identity and its value", gone.Round(10*time.Millisecond), back.Round(10*time.Millisecond))
 }
 
 // agentRestart SIGKILLs the agent while the probe Pod calls the Service
 // by name and at its VIP and the node's CoreDNS is asked the Service's
 // name, restarts it after 5 s (the systemd unit's RestartSec), and counts
 // what failed: the dataplane and the node's DNS must outlive the agent.
-func (r *run) agentRestart(p *proof) {
+func (r *run) agentRestart(p *e2enode.Proof) {
 	if !r.probe.IsValid() {
-		p.notRun("the probe Pod never reached the Service (proof 4)")
+		p.NotRun("the probe Pod never reached the Service (proof 4)")
 	}
 	byName, byVIP := r.callService(50*time.Millisecond), r.callVIP(50*time.Millisecond)
 	names := r.askDNS(50 * time.Millisecond)
 	time.Sleep(2 * time.Second)
 	old := r.agent()
 	killed := time.Now()
-	must(p.T, old.cmd.Process.Signal(syscall.SIGKILL))
-	<-old.done
+	must(p.T, old.Cmd.Process.Signal(syscall.SIGKILL))
+	<-old.Done()
 	r.forgetDaemon(old)
 	time.Sleep(5 * time.Second)
 	restarted := time.Now()
@@ -265,22 +266,22 @@ func (r *run) agentRestart(p *proof) {
 				slow = append(slow, fmt.Sprintf("%s ending %+.2fs", s.took.Round(10*time.Millisecond), s.at.Sub(killed).Seconds()))
 			}
 		}
-		p.figure("%s: %d (%d while no agent ran), %d failed, longest time without an answer %s, slowest %s",
+		p.Figure("%s: %d (%d while no agent ran), %d failed, longest time without an answer %s, slowest %s",
 			c.what, len(c.samples), during, failed, gap.Round(10*time.Millisecond), slowest(c.samples).Round(time.Millisecond))
 		if len(slow) > 0 {
-			p.figure("%s slower than 500 ms (times from the kill; the agent restarted at %+.2fs): %s", c.what, restarted.Sub(killed).Seconds(), strings.Join(slow, ", "))
+			p.Figure("%s slower than 500 ms (times from the kill; the agent restarted at %+.2fs): %s", c.what, restarted.Sub(killed).Seconds(), strings.Join(slow, ", "))
 		}
 		if failed > 0 {
 			p.Errorf("%s: %d of %d failed, at %s from the kill (restarted at %+.2fs); first: %v",
 				c.what, failed, len(c.samples), strings.Join(at, ", "), restarted.Sub(killed).Seconds(), firstErr)
 		}
 	}
-	p.figure("agent SIGKILLed, restarted 5 s later, serving again %s after its start", up.Round(10*time.Millisecond))
+	p.Figure("agent SIGKILLed, restarted 5 s later, serving again %s after its start", up.Round(10*time.Millisecond))
 	if drops := dataplaneDrops(); drops != "" {
-		p.figure("the dataplane's drops since it was loaded (its maps outlive the agent): %s", drops)
+		p.Figure("the dataplane's drops since it was loaded (its maps outlive the agent): %s", drops)
 	}
-	if l := r.agent().logText(); strings.Contains(l, "dataplane adopted") {
-		p.figure("the new agent adopted the pinned dataplane: %q", regexp.MustCompile(`.*dataplane adopted.*`).FindString(l))
+	if l := r.agent().LogText(); strings.Contains(l, "dataplane adopted") {
+		p.Figure("the new agent adopted the pinned dataplane: %q", regexp.MustCompile(`.*dataplane adopted.*`).FindString(l))
 	}
 }
 
@@ -296,12 +297,12 @@ func (r *run) askDNS(pace time.Duration) *calls {
 		defer close(c.done)
 		for ctx.Err() == nil {
 			began := time.Now()
-			addrs, rcode, err := lookup(server, "web.default.svc.cluster.local")
+			addrs, rcode, err := e2enode.Lookup(server, "web.default.svc.cluster.local")
 			if err == nil && (rcode != dns.RcodeSuccess || !slices.Equal(addrs, []netip.Addr{vip})) {
 				err = fmt.Errorf("web.default.svc.cluster.local: rcode %d, %v", rcode, addrs)
 			}
 			if err == nil {
-				if _, rcode, err = lookup(server, "web.default.svc.cluster.local.default.svc.cluster.local"); err == nil && rcode != dns.RcodeNameError {
+				if _, rcode, err = e2enode.Lookup(server, "web.default.svc.cluster.local.default.svc.cluster.local"); err == nil && rcode != dns.RcodeNameError {
 					err = fmt.Errorf("web.default.svc.cluster.local.default.svc.cluster.local: rcode %d, want NXDOMAIN", rcode)
 				}
 			}
@@ -336,20 +337,14 @@ func dataplaneDrops() string {
 
 // forgetDaemon takes a daemon that exited on purpose out of the node's
 // list, keeping its log beside the next one's.
-func (n *node) forgetDaemon(d *daemon) {
+func (n *node) forgetDaemon(d *e2enode.Daemon) {
 	for i, x := range n.procs {
 		if x == d {
 			n.procs = append(n.procs[:i], n.procs[i+1:]...)
 			break
 		}
 	}
-	for i := 1; ; i++ {
-		kept := fmt.Sprintf("%s.%d", d.log, i)
-		if _, err := os.Stat(kept); os.IsNotExist(err) {
-			_ = os.Rename(d.log, kept)
-			return
-		}
-	}
+	d.KeepLog()
 }
 
 // readyz reads the agent's /readyz inside the node.
@@ -366,7 +361,7 @@ func readyz() (int, string) {
 // kubeletDown SIGKILLs kubelet: the agent must say so in /readyz and in
 // podmin status, and take it back once kubelet runs again; the running
 // Pods are not kubelet's to lose.
-func (r *run) kubeletDown(p *proof) {
+func (r *run) kubeletDown(p *e2enode.Proof) {
 	_, before, ok := readyPod("web")
 	if !ok {
 		p.Fatal("no ready web Pod to begin with")
@@ -374,8 +369,8 @@ func (r *run) kubeletDown(p *proof) {
 	c := r.callService(50 * time.Millisecond)
 	k := r.daemon("kubelet")
 	start := time.Now()
-	must(p.T, k.cmd.Process.Signal(syscall.SIGKILL))
-	<-k.done
+	must(p.T, k.Cmd.Process.Signal(syscall.SIGKILL))
+	<-k.Done()
 	r.forgetDaemon(k)
 	var body string
 	seen := r.waitFor(p, time.Minute, "/readyz to name kubelet", func() bool {
@@ -383,7 +378,7 @@ func (r *run) kubeletDown(p *proof) {
 		code, body = readyz()
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "kubelet: kubelet is down")
 	})
-	p.figure("kubelet SIGKILLed: /readyz 503 after %s: %q", seen.Round(10*time.Millisecond), firstLine(body, "kubelet:"))
+	p.Figure("kubelet SIGKILLed: /readyz 503 after %s: %q", seen.Round(10*time.Millisecond), firstLine(body, "kubelet:"))
 	var summary string
 	r.waitFor(p, time.Minute, "podmin status to name kubelet", func() bool {
 		out, err := r.podminErr(nil, "status", "web", "-g", nodegroup, "-o", "json")
@@ -394,7 +389,7 @@ func (r *run) kubeletDown(p *proof) {
 	if err != nil || state != "unknown" {
 		p.Errorf("podmin status says web is %q (%v) while kubelet is down, want unknown:\n%s", state, err, summary)
 	}
-	p.figure("podmin status then: web %s, naming kubelet as down", state)
+	p.Figure("podmin status then: web %s, naming kubelet as down", state)
 	r.startKubelet()
 	r.waitFor(p, 2*time.Minute, "/readyz 200 with kubelet back", func() bool { code, _ := readyz(); return code == http.StatusOK })
 	back := time.Since(start)
@@ -404,7 +399,7 @@ func (r *run) kubeletDown(p *proof) {
 	if !ok || after != before {
 		p.Errorf("the web Pod changed across kubelet's restart: %s before, %s (ready %v) after", before, after, ok)
 	}
-	p.figure("kubelet restarted: /readyz 200 again %s after the kill; the web Pod %s ran on; %d/%d calls to the Service answered meanwhile, longest gap %s",
+	p.Figure("kubelet restarted: /readyz 200 again %s after the kill; the web Pod %s ran on; %d/%d calls to the Service answered meanwhile, longest gap %s",
 		back.Round(10*time.Millisecond), after, len(samples)-failed, len(samples), gap.Round(10*time.Millisecond))
 }
 
@@ -424,9 +419,9 @@ func firstLine(s, sub string) string {
 // with the running revision serving and podmin deploy --wait must fail
 // saying the disk is full; once space is freed the node must apply
 // hello:v3 by itself.
-func (r *run) diskFull(p *proof) {
+func (r *run) diskFull(p *e2enode.Proof) {
 	if !r.probe.IsValid() {
-		p.notRun("the probe Pod never reached the Service (proof 4)")
+		p.NotRun("the probe Pod never reached the Service (proof 4)")
 	}
 	const dir = "/var/lib/containerd"
 	fill := filepath.Join(dir, "e2e-fill")
@@ -442,7 +437,7 @@ func (r *run) diskFull(p *proof) {
 		code, body = readyz()
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "disk: the node's disk is full")
 	})
-	p.figure("%s filled (%d bytes free): /readyz 503 after %s: %q", dir, st.Bfree*uint64(st.Bsize), seen.Round(10*time.Millisecond), firstLine(body, "disk:"))
+	p.Figure("%s filled (%d bytes free): /readyz 503 after %s: %q", dir, st.Bfree*uint64(st.Bsize), seen.Round(10*time.Millisecond), firstLine(body, "disk:"))
 	c := r.callService(50 * time.Millisecond)
 	start := time.Now()
 	_, err := r.podminErr(nil, "deploy", "web", "-g", nodegroup, "--image", "hello:v3", "--service", "--secret", "token",
@@ -453,7 +448,7 @@ func (r *run) diskFull(p *proof) {
 		c.stop()
 		p.Fatalf("podmin deploy --wait of hello:v3 on a full disk: exit status %d after %s, want 1 naming the full disk: %v", code, took.Round(10*time.Millisecond), err)
 	}
-	p.figure("podmin deploy --wait of hello:v3 exited 1 after %s: %q", took.Round(10*time.Millisecond), line)
+	p.Figure("podmin deploy --wait of hello:v3 exited 1 after %s: %q", took.Round(10*time.Millisecond), line)
 	must(p.T, os.Remove(fill))
 	freed := time.Now()
 	if _, err := r.podminErr(nil, "status", "web", "-g", nodegroup, "--wait", "--timeout", "2m"); err != nil {
@@ -469,7 +464,7 @@ func (r *run) diskFull(p *proof) {
 			v1++
 		}
 	}
-	p.figure("space freed: the node applied hello:v3 by itself, ready %s later; meanwhile %d/%d calls answered (%d from v1 while the disk was full), longest gap %s",
+	p.Figure("space freed: the node applied hello:v3 by itself, ready %s later; meanwhile %d/%d calls answered (%d from v1 while the disk was full), longest gap %s",
 		applied.Round(10*time.Millisecond), len(samples)-failed, len(samples), v1, gap.Round(10*time.Millisecond))
 	for _, s := range samples {
 		if s.err != nil && s.at.Before(freed) {
@@ -516,7 +511,7 @@ func fillUp(path string) error {
 // rollbackRestarts checks the web Pod after proof 7 rolled it back to the
 // revision proof 1 ran: kubelet must count no restart of a Pod that never
 // crashed.
-func (r *run) rollbackRestarts(p *proof) {
+func (r *run) rollbackRestarts(p *e2enode.Proof) {
 	pod, _, ok := readyPod("web")
 	if !ok {
 		p.Fatal("no ready web Pod")
@@ -533,7 +528,7 @@ func (r *run) rollbackRestarts(p *proof) {
 	if restarts != 0 || reported == nil || reported[1] != "0" {
 		p.Fatalf("after the rollback to hello:v1 (the revision proof 1 ran) kubelet counts %d restart(s), podmin status %v", restarts, reported)
 	}
-	p.figure("web rolled back to the revision it ran first (incarnation %s): kubelet counts 0 restarts, podmin status reports 0",
+	p.Figure("web rolled back to the revision it ran first (incarnation %s): kubelet counts 0 restarts, podmin status reports 0",
 		pod.Annotations["podmin.dev/incarnation"])
 }
 
@@ -543,9 +538,9 @@ func (r *run) rollbackRestarts(p *proof) {
 // commit a fresh index, podmin list must say the index is missing, and
 // podmin index rebuild must restore exactly the committed entries, with
 // no Pod stopped and no call failed.
-func (r *run) lostIndex(p *proof) {
+func (r *run) lostIndex(p *e2enode.Proof) {
 	if !r.probe.IsValid() {
-		p.notRun("the probe Pod never reached the Service (proof 4)")
+		p.NotRun("the probe Pod never reached the Service (proof 4)")
 	}
 	ctx := context.Background()
 	b := local.Open(r.bucket)
@@ -571,7 +566,7 @@ func (r *run) lostIndex(p *proof) {
 		code, body = readyz()
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "podmin index rebuild")
 	})
-	p.figure("index deleted: /readyz 503 after %s, advising podmin index rebuild", seen.Round(10*time.Millisecond))
+	p.Figure("index deleted: /readyz 503 after %s, advising podmin index rebuild", seen.Round(10*time.Millisecond))
 	_, err = r.podminErr(nil, "deploy", "extra", "-g", nodegroup, "--image", "hello:v1")
 	if code := exitCode(err); code != 4 || !strings.Contains(fmt.Sprint(err), "podmin index rebuild") {
 		c.stop()
@@ -581,7 +576,7 @@ func (r *run) lostIndex(p *proof) {
 		c.stop()
 		p.Fatal("podmin deploy wrote an index although the index was lost")
 	}
-	p.figure("podmin deploy refused (exit 4): %q", firstLine(fmt.Sprint(err), "podmin index rebuild"))
+	p.Figure("podmin deploy refused (exit 4): %q", firstLine(fmt.Sprint(err), "podmin index rebuild"))
 	_, err = r.podminErr(nil, "list")
 	if code := exitCode(err); code != 1 || !strings.Contains(fmt.Sprint(err), "missing") {
 		c.stop()
@@ -611,7 +606,7 @@ func (r *run) lostIndex(p *proof) {
 	if now := uids(); !maps.Equal(now, running) {
 		p.Errorf("Pods changed while the index was lost: %v, then %v", running, now)
 	}
-	p.figure("podmin index rebuild -y restored the %d committed entries; node ready %s later; %d/%d calls answered throughout, longest gap %s; web and probe never stopped",
+	p.Figure("podmin index rebuild -y restored the %d committed entries; node ready %s later; %d/%d calls answered throughout, longest gap %s; web and probe never stopped",
 		len(after.Items()), healed.Round(10*time.Millisecond), len(samples)-failed, len(samples), gap.Round(10*time.Millisecond))
 }
 
@@ -619,7 +614,7 @@ func (r *run) lostIndex(p *proof) {
 // --wait must fail with the node's error, said once in podmin status;
 // once the secret is created, podmin status --wait must wait for the node
 // to apply it instead of failing on the error reported before the fix.
-func (r *run) waitAfterFix(p *proof) {
+func (r *run) waitAfterFix(p *e2enode.Proof) {
 	_, err := r.podminErr(nil, "deploy", "fixme", "-g", nodegroup, "--image", "hello:v1", "--secret", "later", "--wait", "--timeout", "1m")
 	r.extra = append(r.extra, [2]string{nodegroup, "fixme"})
 	defer r.forget(p, nodegroup, "fixme")
@@ -643,13 +638,13 @@ func (r *run) waitAfterFix(p *proof) {
 	if _, err := r.podminErr(nil, "status", "fixme", "-g", nodegroup, "--wait", "--timeout", "2m"); err != nil {
 		p.Fatalf("podmin status --wait right after the secret was created: %v", err)
 	}
-	p.figure("the error is said once per line of podmin status; podmin status --wait right after creating the secret returned ready after %s",
+	p.Figure("the error is said once per line of podmin status; podmin status --wait right after creating the secret returned ready after %s",
 		time.Since(start).Round(10*time.Millisecond))
 }
 
 // traceback runs a failing recipe by its absolute path from / and checks
 // that the traceback names the file by that path.
-func (r *run) traceback(p *proof) {
+func (r *run) traceback(p *e2enode.Proof) {
 	dir := filepath.Join(r.dir, "recipes")
 	must(p.T, os.MkdirAll(dir, 0o755))
 	recipe := filepath.Join(dir, "fails.star")
@@ -660,5 +655,5 @@ func (r *run) traceback(p *proof) {
 	if err == nil || !strings.Contains(string(out), recipe+":5") {
 		p.Fatalf("podmin run %s from /: %v, want a traceback naming %s:5:\n%s", recipe, err, recipe, out)
 	}
-	p.figure("the traceback names %s", firstLine(string(out), recipe+":5"))
+	p.Figure("the traceback names %s", firstLine(string(out), recipe+":5"))
 }

@@ -8,18 +8,16 @@ package realnode
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"podmin.dev/podmin/cmd/podmin-agent/internal/e2enode"
 )
 
 // The node's network: eth0 holds the node address and routes through the
@@ -42,7 +40,7 @@ const (
 // node is the machine under test, seen from inside its namespaces.
 type node struct {
 	t      *testing.T
-	rep    *report
+	rep    *e2enode.Report
 	dir    string // everything lives beneath it
 	root   string // the agent's node root: /run and /var are bound to its run and var
 	bin    string // podmin, podmin-agent and the test's programs
@@ -53,7 +51,8 @@ type node struct {
 	cgroup string   // the node's cgroup root, e.g. /podmin-e2e-123
 	xdg    []string // the CLI's XDG directories, shared with the agent
 	env    []string // the CLI's environment
-	procs  []*daemon
+	procs  []*e2enode.Daemon
+	cfg    e2enode.Config // the node as its configuration files describe it
 	// baseMounts are the IDs of the mounts the node's mount namespace had
 	// right after isolate: the machine's (another program's named network
 	// namespaces among them) and the node's own /run and /var. The clean
@@ -64,37 +63,39 @@ type node struct {
 // runNode is the test inside the node's namespaces.
 func runNode(t *testing.T) {
 	dir := os.Getenv(envDir)
-	n := &node{t: t, rep: openReport(t), dir: dir, root: filepath.Join(dir, "root"), bin: filepath.Join(dir, "bin"),
+	n := &node{t: t, rep: e2enode.OpenReport(t, "e2e", os.Getenv(envReport)), dir: dir, root: filepath.Join(dir, "root"), bin: filepath.Join(dir, "bin"),
 		tools: os.Getenv(envTools), logs: filepath.Join(dir, "logs"), home: filepath.Join(dir, "home"),
 		bucket: filepath.Join(dir, "bucket"), cgroup: "/" + cgroupName(dir)}
 	n.xdg = []string{"XDG_CONFIG_HOME=" + n.home + "/config", "XDG_CACHE_HOME=" + n.home + "/cache",
 		"XDG_DATA_HOME=" + n.home + "/data", "XDG_RUNTIME_DIR=" + n.home + "/run"}
 	n.env = append(os.Environ(), n.xdg...)
+	n.cfg = e2enode.Config{Name: nodeName, Root: n.root, Tools: n.tools, Bin: n.bin, Addr: nodeAddr, Resolver: vpcAddr,
+		PodPrefix: podPrefix, Cgroup: n.cgroup}
 	start := time.Now()
-	must(t, recordNamespaces(dir))
+	must(t, e2enode.RecordNamespaces(dir, 0))
 	n.isolate()
-	n.baseMounts = mountIDs(t)
+	var err error
+	n.baseMounts, err = e2enode.MountIDs()
+	must(t, err)
 	n.network()
-	removeCgroups := n.makeCgroupRoot()
+	removeCgroups, err := e2enode.MakeCgroupRoot(cgroupName(dir))
 	t.Cleanup(func() {
 		n.stopAll()
 		// After a failure shims and sandboxes may outlive containerd.
-		if left := nodeProcesses(dir); len(left) > 0 {
-			killNode(dir)
-			waitGone(left)
-		}
+		e2enode.KillAll(dir)
 		if err := removeCgroups(); err != nil {
 			t.Errorf("cgroups: %v", err)
 		}
 	})
-	n.writeConfigs()
+	must(t, err)
+	must(t, e2enode.WriteConfigs(n.cfg))
 	n.startContainerd()
 	n.podmin("connect", cluster, "--provider", "local", "--bucket", n.bucket)
 	n.podmin("setup", "--nodegroup", nodegroup, "-y")
 	n.startKubelet()
 	n.startAgent()
 	n.startCoreDNS()
-	n.rep.line(fmt.Sprintf("node up (containerd, kubelet, podmin-agent, CoreDNS; cluster connected and set up) in %s",
+	n.rep.Line(fmt.Sprintf("node up (containerd, kubelet, podmin-agent, CoreDNS; cluster connected and set up) in %s",
 		time.Since(start).Round(10*time.Millisecond)))
 	n.runProofs()
 }
@@ -103,46 +104,12 @@ func runNode(t *testing.T) {
 // beneath the node root, in the node's private mount namespace.
 func (n *node) isolate() {
 	t := n.t
-	// The new mount namespace shares the machine's propagation: make it
-	// private before mounting anything.
-	must(t, unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""))
-	for _, d := range []string{"run", "var/lib", "var/log", "var/tmp", "etc/podmin/manifests", "etc/kubernetes",
-		"etc/containerd/certs.d/registry.podmin.internal", "etc/cni/net.d", "etc/coredns"} {
-		must(t, os.MkdirAll(filepath.Join(n.root, d), 0o755))
-	}
+	must(t, e2enode.MakePrivate())
 	for _, d := range []string{n.logs, n.home, filepath.Join(n.dir, "build")} {
 		must(t, os.MkdirAll(d, 0o755))
 	}
-	must(t, os.Chmod(filepath.Join(n.root, "var/tmp"), 0o1777))
-	must(t, os.Symlink("../run", filepath.Join(n.root, "var/run")))
-	must(t, os.Symlink("../run/lock", filepath.Join(n.root, "var/lock")))
-	must(t, unix.Mount("tmpfs", filepath.Join(n.root, "run"), "tmpfs", 0, "mode=0755"))
-	// containerd's root is a filesystem of its own, so a proof can fill
-	// it without touching the machine's disk.
-	must(t, os.MkdirAll(filepath.Join(n.root, "var/lib/containerd"), 0o700))
-	must(t, unix.Mount("tmpfs", filepath.Join(n.root, "var/lib/containerd"), "tmpfs", 0, "mode=0700,size=1g"))
-	must(t, unix.Mount(filepath.Join(n.root, "run"), "/run", "", unix.MS_BIND|unix.MS_REC, ""))
-	// A bpffs of the node's own, where the agent pins its dataplane so
-	// that a restarted agent adopts it; it goes with the mount namespace.
-	bpffs := filepath.Join(n.root, "sys/fs/bpf")
-	must(t, os.MkdirAll(bpffs, 0o755))
-	must(t, unix.Mount("bpf", bpffs, "bpf", 0, "mode=0700"))
-	must(t, unix.Mount(filepath.Join(n.root, "var"), "/var", "", unix.MS_BIND|unix.MS_REC, ""))
-}
-
-// mountIDs are the IDs of the calling process's mounts (the first field of
-// /proc/self/mountinfo).
-func mountIDs(t *testing.T) map[string]bool {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	must(t, err)
-	out := map[string]bool{}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 4 {
-			out[f[0]] = true
-		}
-	}
-	return out
+	must(t, e2enode.PrepareRoot(n.root, "1g"))
+	must(t, e2enode.BindRoot(n.root))
 }
 
 // network brings up the node's interfaces and the vpc namespace.
@@ -163,58 +130,6 @@ func (n *node) network() {
 		n.run("ip", args...)
 	}
 	must(n.t, os.WriteFile("/proc/sys/net/ipv6/conf/all/forwarding", []byte("1"), 0o644))
-}
-
-// makeCgroupRoot creates the node's cgroup root in every hierarchy (kubelet
-// wants it to exist) and returns its removal, which fails if anything is
-// left in it.
-func (n *node) makeCgroupRoot() func() error {
-	t := n.t
-	var dirs []string
-	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
-		dirs = []string{"/sys/fs/cgroup" + n.cgroup} // unified
-	} else {
-		hs, _ := filepath.Glob("/sys/fs/cgroup/*/cgroup.procs")
-		for _, h := range hs {
-			dirs = append(dirs, filepath.Dir(h)+n.cgroup)
-		}
-	}
-	for _, d := range dirs {
-		must(t, os.Mkdir(d, 0o755))
-		// A cgroup v1 cpuset starts empty: give it its parent's CPUs and
-		// memory nodes, or no task can join it.
-		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
-			if v, err := os.ReadFile(filepath.Join(filepath.Dir(d), f)); err == nil {
-				must(t, os.WriteFile(filepath.Join(d, f), v, 0o644))
-			}
-		}
-	}
-	return func() error {
-		var errs []error
-		for _, d := range dirs {
-			errs = append(errs, removeCgroup(d))
-		}
-		return errors.Join(errs...)
-	}
-}
-
-// removeCgroup removes a cgroup directory tree, deepest first; a cgroup
-// that still has tasks refuses and is reported.
-func removeCgroup(dir string) error {
-	var subdirs []string
-	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			subdirs = append(subdirs, p)
-		}
-		return nil
-	})
-	var errs []error
-	for i := len(subdirs) - 1; i >= 0; i-- {
-		if err := syscall.Rmdir(subdirs[i]); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", subdirs[i], err))
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // run runs a command that must succeed.
@@ -256,15 +171,5 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
-	}
-}
-
-// waitGone waits up to ten seconds for killed processes to disappear.
-func waitGone(pids []int) {
-	deadline := time.Now().Add(10 * time.Second)
-	for _, pid := range pids {
-		for time.Now().Before(deadline) && syscall.Kill(pid, 0) == nil {
-			time.Sleep(20 * time.Millisecond)
-		}
 	}
 }

@@ -22,7 +22,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/miekg/dns"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
@@ -30,40 +29,17 @@ import (
 
 	"podmin.dev/podmin/agent/coordinator"
 	"podmin.dev/podmin/agent/pods"
+	"podmin.dev/podmin/cmd/podmin-agent/internal/e2enode"
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/objstore/local"
 )
-
-// listPods asks kubelet's Pods API, as the agent does, for the node's Pods.
-func listPods() ([]*corev1.Pod, error) {
-	conn, err := grpc.NewClient("unix://"+podsAPISock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	resp, err := podsapi.NewPodsClient(conn).ListPods(ctx, &podsapi.ListPodsRequest{})
-	if err != nil {
-		return nil, err
-	}
-	var out []*corev1.Pod
-	for _, b := range resp.GetPods() {
-		var p corev1.Pod
-		if err := p.Unmarshal(b); err != nil {
-			return nil, fmt.Errorf("decode a listed Pod: %w", err)
-		}
-		out = append(out, &p)
-	}
-	return out, nil
-}
 
 // staticName is kubelet's name of a static Pod on this node.
 func staticName(pod string) string { return pod + "-" + nodeName }
 
 // readyPod returns the ready Pod of a DaemonSet and its address.
 func readyPod(name string) (*corev1.Pod, netip.Addr, bool) {
-	ps, err := listPods()
+	ps, err := e2enode.ListPods(podsAPISock)
 	if err != nil {
 		return nil, netip.Addr{}, false
 	}
@@ -100,9 +76,7 @@ func (n *node) endpoints(namespace, name string) []string {
 }
 
 // hello is what the workload answers on /.
-type hello struct {
-	Version, Pod, Kernel string
-}
+type hello = e2enode.Hello
 
 var client = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 
@@ -169,24 +143,6 @@ func fetchFromAs(ip netip.Addr, target, servername string, timeout time.Duration
 		return h, fmt.Errorf("%s answered %d: %s", target, r.Status, r.Body)
 	}
 	return h, json.Unmarshal([]byte(r.Body), &h)
-}
-
-// lookup asks a DNS server for name's AAAA records over UDP.
-func lookup(server, name string) ([]netip.Addr, int, error) {
-	m := new(dns.Msg)
-	m.SetQuestion(dns.Fqdn(name), dns.TypeAAAA)
-	r, _, err := (&dns.Client{Net: "udp", Timeout: 2 * time.Second}).Exchange(m, server)
-	if err != nil {
-		return nil, 0, err
-	}
-	var out []netip.Addr
-	for _, rr := range r.Answer {
-		if aaaa, ok := rr.(*dns.AAAA); ok {
-			a, _ := netip.AddrFromSlice(aaaa.AAAA)
-			out = append(out, a)
-		}
-	}
-	return out, r.Rcode, nil
 }
 
 // watch is the test's record of when it first saw a Pod ready through the

@@ -28,6 +28,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"podmin.dev/podmin/cmd/podmin-agent/internal/e2enode"
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/objstore/local"
 )
@@ -64,7 +65,7 @@ func (n *node) runProofs() {
 
 	proofs := []struct {
 		title string
-		fn    func(*proof)
+		fn    func(*e2enode.Proof)
 	}{
 		{"the Pod runs under runsc and answers HTTP on its Pod IP", r.runsc},
 		{"the agent sees it ready through kubelet's Pods API", r.readiness},
@@ -90,14 +91,14 @@ func (n *node) runProofs() {
 		{"podmin delete stops every Pod and the node ends clean", r.deleted},
 	}
 	// scripts/e2e.sh expects this many proof lines.
-	n.rep.line(fmt.Sprintf("e2e proofs: %d", len(proofs)))
+	n.rep.Line(fmt.Sprintf("e2e proofs: %d", len(proofs)))
 	only := selected(os.Getenv(envOnly))
 	for i, pr := range proofs {
 		if only != nil && !only[i+1] && i+1 > setupProofs && i+1 < len(proofs) {
-			n.rep.prove(t, i+1, pr.title, func(p *proof) { p.notRun(envOnly + " leaves it out") })
+			n.rep.Prove(t, strconv.Itoa(i+1), pr.title, func(p *e2enode.Proof) { p.NotRun(envOnly + " leaves it out") })
 			continue
 		}
-		n.rep.prove(t, i+1, pr.title, pr.fn)
+		n.rep.Prove(t, strconv.Itoa(i+1), pr.title, pr.fn)
 	}
 }
 
@@ -121,7 +122,7 @@ func selected(v string) map[int]bool {
 }
 
 // runsc: the Pod answers on its Pod IP from a gVisor sandbox.
-func (r *run) runsc(p *proof) {
+func (r *run) runsc(p *e2enode.Proof) {
 	var h hello
 	r.waitFor(p, 3*time.Minute, "web to answer on its Pod IP", func() bool {
 		_, ip, ok := readyPod("web")
@@ -133,14 +134,14 @@ func (r *run) runsc(p *proof) {
 		r.web = ip
 		return err == nil
 	})
-	p.figure("podmin deploy → HTTP answer on the Pod IP %s: %s", r.web, time.Since(r.deployAt).Round(10*time.Millisecond))
+	p.Figure("podmin deploy → HTTP answer on the Pod IP %s: %s", r.web, time.Since(r.deployAt).Round(10*time.Millisecond))
 	if h.Version != "v1" || h.Pod != staticName("web") {
 		p.Fatalf("answer %+v, want version v1 from Pod %s", h, staticName("web"))
 	}
 	if h.Kernel == "" || h.Kernel == hostKernel() {
 		p.Fatalf("the container reports the machine's kernel %q: it does not run in a gVisor sandbox", h.Kernel)
 	}
-	p.figure("kernel seen inside the container: %q (the machine's: %q)", h.Kernel, strings.Fields(hostKernel())[2])
+	p.Figure("kernel seen inside the container: %q (the machine's: %q)", h.Kernel, strings.Fields(hostKernel())[2])
 	out, err := r.ctr("containers", "ls", `labels."io.kubernetes.pod.name"==`+staticName("web"))
 	if err != nil {
 		p.Fatalf("ctr containers ls: %v", err)
@@ -154,13 +155,13 @@ func (r *run) runsc(p *proof) {
 			p.Fatalf("container %s runs with %s, not io.containerd.runsc.v1", f[0], f[len(f)-1])
 		}
 	}
-	p.figure("containerd runs the Pod's %d containers (sandbox included) with io.containerd.runsc.v1", len(lines))
+	p.Figure("containerd runs the Pod's %d containers (sandbox included) with io.containerd.runsc.v1", len(lines))
 }
 
 // readiness: kubelet reports the Pod ready through its Pods API, and the
 // agent, which learns Pod addresses only from that API, publishes it as
 // the Service's endpoint.
-func (r *run) readiness(p *proof) {
+func (r *run) readiness(p *e2enode.Proof) {
 	var pod *corev1.Pod
 	r.waitFor(p, time.Minute, "web ready in the Pods API", func() bool {
 		var ok bool
@@ -171,7 +172,7 @@ func (r *run) readiness(p *proof) {
 		eps := r.endpoints("default", "web")
 		return len(eps) == 1 && eps[0] == r.web.String()
 	})
-	if !strings.Contains(r.agent().logText(), "kubelet Pods API watch synced") {
+	if !strings.Contains(r.agent().LogText(), "kubelet Pods API watch synced") {
 		p.Fatal("the agent never synced a watch of kubelet's Pods API")
 	}
 	var readyCond corev1.PodCondition
@@ -181,15 +182,15 @@ func (r *run) readiness(p *proof) {
 		}
 	}
 	ready, endpoint := r.watch.times(r.web.String())
-	p.figure("kubelet: PodReady=%s since %s (podmin deploy → ready seen %s)", readyCond.Status,
+	p.Figure("kubelet: PodReady=%s since %s (podmin deploy → ready seen %s)", readyCond.Status,
 		readyCond.LastTransitionTime.Format(time.TimeOnly), ready.Sub(r.deployAt).Round(10*time.Millisecond))
-	p.figure("ready seen in the Pods API → endpoint %s in the agent's Service snapshot: %s", r.web, endpoint.Sub(ready).Round(10*time.Millisecond))
+	p.Figure("ready seen in the Pods API → endpoint %s in the agent's Service snapshot: %s", r.web, endpoint.Sub(ready).Round(10*time.Millisecond))
 }
 
 // identity: the Pod reads tls.crt, tls.key and ca.crt from its mount; the
 // leaf verifies against the workload CA in the bucket and is what the Pod
 // serves on 8443.
-func (r *run) identity(p *proof) {
+func (r *run) identity(p *e2enode.Proof) {
 	read := func(name string) []byte {
 		b, err := get(podURL(r.web, "/read?path=/var/run/secrets/podmin.dev/tls/"+name))
 		if err != nil {
@@ -238,7 +239,7 @@ func (r *run) identity(p *proof) {
 	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
 		p.Fatalf("the leaf is no client certificate of the cluster CA: %v", err)
 	}
-	p.figure("leaf %s, DNS SANs %v, valid %s, verifies against identity/ca.json (%d CA certificate(s), the same as ca.crt)",
+	p.Figure("leaf %s, DNS SANs %v, valid %s, verifies against identity/ca.json (%d CA certificate(s), the same as ca.crt)",
 		spiffe, leaf.DNSNames, leaf.NotAfter.Sub(leaf.NotBefore).Round(time.Minute), len(bundle))
 	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", net.JoinHostPort(r.web.String(), "8443"),
 		&tls.Config{RootCAs: roots, ServerName: "web.default.svc.cluster.local", MinVersion: tls.VersionTLS13})
@@ -249,11 +250,11 @@ func (r *run) identity(p *proof) {
 	if served := conn.ConnectionState().PeerCertificates[0]; !served.Equal(leaf) {
 		p.Fatalf("the Pod serves %s, not its mounted leaf", served.Subject)
 	}
-	p.figure("the Pod serves that leaf on [%s]:8443 (TLS 1.3, verified as web.default.svc.cluster.local)", r.web)
+	p.Figure("the Pod serves that leaf on [%s]:8443 (TLS 1.3, verified as web.default.svc.cluster.local)", r.web)
 }
 
 // parseCerts decodes every certificate of a PEM bundle.
-func parseCerts(p *proof, data []byte) []*x509.Certificate {
+func parseCerts(p *e2enode.Proof, data []byte) []*x509.Certificate {
 	var out []*x509.Certificate
 	for {
 		var block *pem.Block

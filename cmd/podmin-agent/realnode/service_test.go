@@ -20,6 +20,7 @@ import (
 	"github.com/miekg/dns"
 
 	"podmin.dev/podmin/agent/service"
+	"podmin.dev/podmin/cmd/podmin-agent/internal/e2enode"
 )
 
 // serviceURL is the web Service as its clients name it.
@@ -28,18 +29,18 @@ const serviceURL = "https://web.default.svc.cluster.local/"
 // service: the name resolves through the agent's DNS (directly and through
 // CoreDNS, the Pods' resolver) to the VIP, and a Pod reaches the web Pod
 // through the VIP, which nothing but the eBPF dataplane answers.
-func (r *run) service(p *proof) {
+func (r *run) service(p *e2enode.Proof) {
 	vip := service.Identity(cluster, "default", "web").VIP
 	for _, server := range []string{"127.0.0.1:1053", net.JoinHostPort(nodeAddr.String(), "53")} {
-		addrs, rcode, err := lookup(server, "web.default.svc.cluster.local")
+		addrs, rcode, err := e2enode.Lookup(server, "web.default.svc.cluster.local")
 		if err != nil || rcode != dns.RcodeSuccess || !slices.Equal(addrs, []netip.Addr{vip}) {
 			p.Fatalf("%s answers %v (rcode %d, %v), want the VIP %s", server, addrs, rcode, err, vip)
 		}
 	}
-	p.figure("web.default.svc.cluster.local AAAA %s from the agent's DNS (127.0.0.1:1053) and through CoreDNS ([%s]:53)", vip, nodeAddr)
-	if l := r.agent().logText(); strings.Contains(l, "dataplane not loaded") {
+	p.Figure("web.default.svc.cluster.local AAAA %s from the agent's DNS (127.0.0.1:1053) and through CoreDNS ([%s]:53)", vip, nodeAddr)
+	if l := r.agent().LogText(); strings.Contains(l, "dataplane not loaded") {
 		line := regexp.MustCompile(`.*dataplane not loaded.*`).FindString(l)
-		p.notRun("the VIP part: the agent did not load the eBPF dataplane: " + line)
+		p.NotRun("the VIP part: the agent did not load the eBPF dataplane: " + line)
 	}
 	route, err := exec.Command("ip", "-6", "route", "get", vip.String()).CombinedOutput()
 	if err != nil || !strings.Contains(string(route), "via "+vpcAddr.String()) {
@@ -68,7 +69,7 @@ func (r *run) service(p *proof) {
 		}
 	}
 	slices.Sort(took)
-	p.figure("Pod probe %s → HTTPS to %s and https://web.default/: %d/%d answers from web (name resolved by the Pod through its search path, TLS verified with its mounted CA), median %s",
+	p.Figure("Pod probe %s → HTTPS to %s and https://web.default/: %d/%d answers from web (name resolved by the Pod through its search path, TLS verified with its mounted CA), median %s",
 		r.probe, serviceURL, len(took), len(took), took[len(took)/2].Round(100*time.Microsecond))
 	// The node's own connection leaves by eth0's egress, where no program
 	// runs: without the dataplane nothing answers the VIP.
@@ -76,8 +77,8 @@ func (r *run) service(p *proof) {
 		c.Close()
 		p.Fatalf("the VIP answers the node itself, past the dataplane")
 	}
-	p.figure("the VIP answers only at the Pods' veths: the node routes %s to its default gateway and gets no answer there itself; TCX attachments: %d",
-		vip, strings.Count(r.agent().logText(), "msg=\"dataplane attached\""))
+	p.Figure("the VIP answers only at the Pods' veths: the node routes %s to its default gateway and gets no answer there itself; TCX attachments: %d",
+		vip, strings.Count(r.agent().LogText(), "msg=\"dataplane attached\""))
 }
 
 // sample is one answer, or failure, of the Service during the rollout.
@@ -91,9 +92,9 @@ type sample struct {
 // rollout deploys hello:v2 while a Pod calls the Service every 50 ms, and
 // reports the time to the first v2 answer and the longest time without
 // an answer.
-func (r *run) rollout(p *proof) {
+func (r *run) rollout(p *e2enode.Proof) {
 	if !r.probe.IsValid() {
-		p.notRun("the probe Pod never reached the Service (proof 4)")
+		p.NotRun("the probe Pod never reached the Service (proof 4)")
 	}
 	var (
 		mu      sync.Mutex
@@ -112,7 +113,7 @@ func (r *run) rollout(p *proof) {
 		}
 	}()
 	time.Sleep(time.Second) // a baseline of v1 answers
-	logStart := len(r.agent().logText())
+	logStart := len(r.agent().LogText())
 	start := time.Now()
 	r.podmin("deploy", "web", "-g", nodegroup, "--image", "hello:v2", "--service", "--secret", "token")
 	deployTook := time.Since(start)
@@ -156,18 +157,18 @@ func (r *run) rollout(p *proof) {
 	if firstV2.IsZero() {
 		p.Fatal("the Service never answered with v2")
 	}
-	p.figure("podmin deploy returned in %s; deploy → first v2 answer through the VIP: %s",
+	p.Figure("podmin deploy returned in %s; deploy → first v2 answer through the VIP: %s",
 		deployTook.Round(10*time.Millisecond), firstV2.Sub(start).Round(10*time.Millisecond))
-	p.figure("longest time without an answer: %s (from %s after the deploy; last v1 answer → first v2 answer %s); %d of %d calls failed",
+	p.Figure("longest time without an answer: %s (from %s after the deploy; last v1 answer → first v2 answer %s); %d of %d calls failed",
 		gap.Round(10*time.Millisecond), gapFrom.Sub(start).Round(10*time.Millisecond), firstV2.Sub(lastV1).Round(10*time.Millisecond), failed, len(samples))
 	if v1AfterV2 > 0 {
 		p.Errorf("%d v1 answers after the first v2 answer", v1AfterV2)
 	}
-	steps, err := parseReplacement(r.daemon("containerd").logText(), r.daemon("kubelet").logText(), staticName("web"), start, time.Local)
+	steps, err := parseReplacement(r.daemon("containerd").LogText(), r.daemon("kubelet").LogText(), staticName("web"), start, time.Local)
 	if err != nil {
 		p.Fatal(err)
 	}
-	p.figure("where the gap goes, from kubelet's and containerd's logs: %s", steps.describe(start))
+	p.Figure("where the gap goes, from kubelet's and containerd's logs: %s", steps.describe(start))
 	if !steps.oldStopped.IsZero() && !steps.newRequested.IsZero() && steps.newRequested.Before(steps.oldStopped) {
 		p.Errorf("kubelet asked for the new sandbox before the old one had stopped")
 	}
@@ -177,7 +178,7 @@ func (r *run) rollout(p *proof) {
 	if steps.oldStopped.IsZero() || steps.newRequested.IsZero() || steps.newRequested.Sub(steps.oldStopped) > 5*time.Second {
 		p.Errorf("kubelet asked for the new sandbox more than 5 s after the old one stopped (or either is not in the logs)")
 	}
-	l := r.agent().logText()[logStart:]
+	l := r.agent().LogText()[logStart:]
 	if !strings.Contains(l, `msg="static Pod file removed so that kubelet stops the running revision first"`) || strings.Contains(l, "could not see the running revision stop") {
 		p.Errorf("the agent did not wait for the running revision to stop before writing its replacement:\n%s", l)
 	}
@@ -186,13 +187,13 @@ func (r *run) rollout(p *proof) {
 	if pulled == nil || written < 0 || strings.Index(l, pulled[0]) > written {
 		p.Fatalf("the agent did not pre-pull hello:v2 before it wrote web.yaml:\n%s", l)
 	}
-	p.figure("the agent pre-pulled hello:v2 in %s before it changed web.yaml", pulled[1])
+	p.Figure("the agent pre-pulled hello:v2 in %s before it changed web.yaml", pulled[1])
 	_, ip, ok := readyPod("web")
 	if !ok {
 		p.Fatal("no ready web Pod after the rollout")
 	}
 	r.web = ip
-	p.figure("the new Pod answers on %s", ip)
+	p.Figure("the new Pod answers on %s", ip)
 }
 
 // callTimeout bounds each call of the rollout, so a call to a Service

@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"podmin.dev/podmin/agent/coordinator"
+	"podmin.dev/podmin/cmd/podmin-agent/internal/e2enode"
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/objstore/local"
 	"podmin.dev/podmin/internal/state"
@@ -41,7 +42,7 @@ const benchSamples = 3
 // the test calls every web Pod kubelet lists on its Pod IP: the wait must
 // return only after the new Pod answered, and the Pod must answer at the
 // moment it returns.
-func (r *run) deployWait(p *proof) {
+func (r *run) deployWait(p *e2enode.Proof) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var (
 		mu          sync.Mutex
@@ -89,11 +90,11 @@ func (r *run) deployWait(p *proof) {
 			returned.Round(10*time.Millisecond), firstAnswer)
 	}
 	r.web = ip
-	failures, err := readinessFailures(r.daemon("kubelet").logText(), staticName("web"), start, time.Local)
+	failures, err := readinessFailures(r.daemon("kubelet").LogText(), staticName("web"), start, time.Local)
 	if err != nil {
 		p.Fatal(err)
 	}
-	p.figure("podmin deploy --wait (hello:v2 → hello:v1) returned after %s; the new Pod %s first answered HTTP %s after the deploy, %s before the wait returned; at its return the Pod answered v1 at once",
+	p.Figure("podmin deploy --wait (hello:v2 → hello:v1) returned after %s; the new Pod %s first answered HTTP %s after the deploy, %s before the wait returned; at its return the Pod answered v1 at once",
 		returned.Round(10*time.Millisecond), firstIP, firstAnswer.Sub(start).Round(10*time.Millisecond),
 		start.Add(returned).Sub(firstAnswer).Round(10*time.Millisecond))
 	if len(failures) > 0 {
@@ -101,10 +102,10 @@ func (r *run) deployWait(p *proof) {
 		for _, f := range failures {
 			at = append(at, "+"+f.Sub(start).Round(10*time.Millisecond).String())
 		}
-		p.figure("kubelet's readiness probe (HTTPS /healthz, every 2 s) failed at %s after the deploy", strings.Join(at, ", "))
+		p.Figure("kubelet's readiness probe (HTTPS /healthz, every 2 s) failed at %s after the deploy", strings.Join(at, ", "))
 	}
 	if m := regexp.MustCompile(`(?m)^.*revision \S+ ready on .*$`).FindString(out); m != "" {
-		p.figure("it printed %q", m)
+		p.Figure("it printed %q", m)
 	} else {
 		p.Fatalf("podmin deploy --wait printed no ready line:\n%s", out)
 	}
@@ -113,7 +114,7 @@ func (r *run) deployWait(p *proof) {
 // benchmark measures, on fresh deployments, commit → podmin status shows
 // the deployment ready, and how much of it comes after kubelet's Pods API
 // said ready.
-func (r *run) benchmark(p *proof) {
+func (r *run) benchmark(p *e2enode.Proof) {
 	var total, afterKubelet, deploys []time.Duration
 	calls, polled := 0, time.Duration(0)
 	for i := 1; i <= benchSamples; i++ {
@@ -161,9 +162,9 @@ func (r *run) benchmark(p *proof) {
 		}
 		return out
 	}
-	p.figure("commit (podmin deploy returned) → podmin status shows ready, %d fresh deployments, local store, real kubelet: %s (median %s)",
+	p.Figure("commit (podmin deploy returned) → podmin status shows ready, %d fresh deployments, local store, real kubelet: %s (median %s)",
 		benchSamples, strings.Join(round(total), ", "), median(total).Round(10*time.Millisecond))
-	p.figure("of which after kubelet's Pods API said ready (the %s a Pod without a readiness probe must stay ready, as these have no Service; agent report → leader's status object → podmin status): %s (median %s); podmin deploy took %s; podmin status polled back to back, %d calls of %s each on average",
+	p.Figure("of which after kubelet's Pods API said ready (the %s a Pod without a readiness probe must stay ready, as these have no Service; agent report → leader's status object → podmin status): %s (median %s); podmin deploy took %s; podmin status polled back to back, %d calls of %s each on average",
 		coordinator.ProbelessHold,
 		strings.Join(round(afterKubelet), ", "), median(afterKubelet).Round(10*time.Millisecond), strings.Join(round(deploys), ", "),
 		calls, (polled / time.Duration(max(calls, 1))).Round(time.Millisecond))
@@ -175,7 +176,7 @@ func (r *run) benchmark(p *proof) {
 // before its timeout. Without a readiness probe kubelet reports a container
 // ready as soon as it starts, and one that exits a second later can pass
 // the wait before kubelet reports it crashing.
-func (r *run) brokenWait(p *proof) {
+func (r *run) brokenWait(p *e2enode.Proof) {
 	const timeout = 2 * time.Minute
 	start := time.Now()
 	_, err := r.podminErr(nil, "deploy", "broken", "-g", nodegroup, "--image", "hello:broken", "--service",
@@ -194,11 +195,11 @@ func (r *run) brokenWait(p *proof) {
 	if took >= timeout {
 		p.Fatalf("it failed after %s, not within its timeout %s", took, timeout)
 	}
-	p.figure("podmin deploy --wait --timeout %s of hello:broken exited 1 after %s with the node's error: %q", timeout, took.Round(10*time.Millisecond), line)
+	p.Figure("podmin deploy --wait --timeout %s of hello:broken exited 1 after %s with the node's error: %q", timeout, took.Round(10*time.Millisecond), line)
 	for _, pod := range podsNamed(staticName("broken")) {
 		for _, c := range pod.Status.ContainerStatuses {
 			if w := c.State.Waiting; w != nil {
-				p.figure("kubelet then: container %s waiting (%s), %d restart(s)", c.Name, w.Reason, c.RestartCount)
+				p.Figure("kubelet then: container %s waiting (%s), %d restart(s)", c.Name, w.Reason, c.RestartCount)
 			}
 		}
 	}
@@ -210,7 +211,7 @@ func (r *run) brokenWait(p *proof) {
 // fail, with the node's error (exit status 1) or with what is missing at
 // its timeout (124), never succeed: a Pod without a readiness probe counts
 // as ready only once kubelet has reported it ready for the hold.
-func (r *run) brokenWaitProbeless(p *proof) {
+func (r *run) brokenWaitProbeless(p *e2enode.Proof) {
 	const timeout = 2 * time.Minute
 	start := time.Now()
 	_, err := r.podminErr(nil, "deploy", "brokenbare", "-g", nodegroup, "--image", "hello:broken",
@@ -224,10 +225,10 @@ func (r *run) brokenWaitProbeless(p *proof) {
 		if line == "" {
 			p.Fatalf("podmin deploy --wait of hello:broken without a probe exited 1 without the node's error (the exit status 3 kubelet reports):\n%v", err)
 		}
-		p.figure("podmin deploy --wait --timeout %s of hello:broken without a Service (no readiness probe) exited 1 after %s with the node's error: %q",
+		p.Figure("podmin deploy --wait --timeout %s of hello:broken without a Service (no readiness probe) exited 1 after %s with the node's error: %q",
 			timeout, took.Round(10*time.Millisecond), line)
 	case 124:
-		p.figure("podmin deploy --wait --timeout %s of hello:broken without a Service (no readiness probe) exited 124 after %s: %v",
+		p.Figure("podmin deploy --wait --timeout %s of hello:broken without a Service (no readiness probe) exited 124 after %s: %v",
 			timeout, took.Round(10*time.Millisecond), err)
 	default:
 		p.Fatalf("podmin deploy --wait of hello:broken without a readiness probe: exit status %d after %s, want 1 or 124: %v", code, took.Round(10*time.Millisecond), err)
@@ -242,7 +243,7 @@ func (r *run) brokenWaitProbeless(p *proof) {
 			}
 		}
 		for _, c := range pod.Status.ContainerStatuses {
-			p.figure("kubelet then: container %s, %d restart(s), state %s", c.Name, c.RestartCount, containerState(c.State))
+			p.Figure("kubelet then: container %s, %d restart(s), state %s", c.Name, c.RestartCount, containerState(c.State))
 		}
 	}
 }
@@ -265,7 +266,7 @@ func containerState(s corev1.ContainerState) string {
 // then NodeGroup later, which already holds the deployment at hello:v1:
 // the recipe must stop at the canary with the node's error and leave
 // later's index entry as it was.
-func (r *run) rolloutRecipe(p *proof) {
+func (r *run) rolloutRecipe(p *e2enode.Proof) {
 	recipe, err := filepath.Abs("../../../recipes/rollout.star")
 	if err != nil {
 		p.Fatal(err)
@@ -302,15 +303,15 @@ func (r *run) rolloutRecipe(p *proof) {
 	if after == nil || *after != *before {
 		p.Fatalf("the recipe changed %s/app although the canary failed: %v → %v", laterGroup, before, after)
 	}
-	p.figure("podmin run rollout.star (hello:broken to %s, then %s) exited 1 after %s at the canary: %q",
+	p.Figure("podmin run rollout.star (hello:broken to %s, then %s) exited 1 after %s at the canary: %q",
 		nodegroup, laterGroup, took.Round(10*time.Millisecond), line)
-	p.figure("%s/app's index entry unchanged (Pod payload %.12s…); %s/app holds hello:broken", laterGroup, filepath.Base(before.Pod), nodegroup)
+	p.Figure("%s/app's index entry unchanged (Pod payload %.12s…); %s/app holds hello:broken", laterGroup, filepath.Base(before.Pod), nodegroup)
 }
 
 // forget deletes a deployment a proof made, without waiting for the node
 // (the last proof waits until nothing is left). r.extra keeps it for the
 // last proof too, should this delete fail.
-func (r *run) forget(p *proof, nodegroup, name string) {
+func (r *run) forget(p *e2enode.Proof, nodegroup, name string) {
 	if _, err := r.podminErr(nil, "delete", name, "-g", nodegroup, "-y", "--ignore-not-found"); err != nil {
 		p.Errorf("podmin delete %s -g %s: %v", name, nodegroup, err)
 	}
@@ -318,7 +319,7 @@ func (r *run) forget(p *proof, nodegroup, name string) {
 
 // entry reads nodegroup/name's index entry from the bucket, nil when there
 // is none.
-func (r *run) entry(p *proof, nodegroup, name string) *state.Entry {
+func (r *run) entry(p *e2enode.Proof, nodegroup, name string) *state.Entry {
 	ix, _, err := state.ReadIndex(context.Background(), local.Open(r.bucket))
 	if err != nil {
 		p.Fatalf("read the index: %v", err)
@@ -381,7 +382,7 @@ func exitCode(err error) int {
 
 // podsNamed are the Pods kubelet lists under a name.
 func podsNamed(name string) []*corev1.Pod {
-	ps, _ := listPods()
+	ps, _ := e2enode.ListPods(podsAPISock)
 	var out []*corev1.Pod
 	for _, p := range ps {
 		if p.Name == name {

@@ -18,7 +18,9 @@
 //	                 server as N, for a URL that names an address);
 //	                 answers {"status", "body"} or 502
 //
-// It exits at once on SIGTERM, so a rollout waits for nothing but kubelet.
+// On SIGTERM it does what real servers do: it stops accepting connections,
+// closes idle keep-alive connections, lets the requests in flight finish
+// (for at most drainLimit) and exits; an idle server exits at once.
 // HELLO_VERSION names the version it reports. Run as "hello exit N" it
 // serves nothing and exits at once with status N: the command of the
 // test's broken image.
@@ -33,6 +35,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -60,20 +63,60 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	mux := newMux()
-	plain := &http.Server{Addr: ":8080", Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	secure := &http.Server{Addr: ":8443", Handler: mux, ReadHeaderTimeout: 5 * time.Second,
-		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS13, GetCertificate: identity}}
-	errc := make(chan error, 2)
-	go func() { errc <- plain.ListenAndServe() }()
-	go func() { errc <- secure.ListenAndServeTLS("", "") }()
-	log.Printf("hello %s serving :8080 and :8443", os.Getenv("HELLO_VERSION"))
-	select {
-	case <-ctx.Done():
-		log.Print("SIGTERM: exiting")
-	case err := <-errc:
+	plain, err := net.Listen("tcp", ":8080")
+	if err != nil {
 		log.Fatal(err)
 	}
+	secure, err := net.Listen("tcp", ":8443")
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Printf("hello %s serving :8080 and :8443", os.Getenv("HELLO_VERSION"))
+	if err := serve(ctx, newMux(), plain, secure, drainLimit); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// drainLimit bounds how long requests in flight may take to finish after
+// SIGTERM; kubelet's grace period (30 s by default) is longer.
+const drainLimit = 10 * time.Second
+
+// serve serves handler in plain HTTP on plain and, when secure is set,
+// with the workload identity on secure until ctx ends, then shuts both
+// servers down: no new connection is accepted, idle ones are closed and
+// requests in flight get up to drain to finish.
+func serve(ctx context.Context, handler http.Handler, plain, secure net.Listener, drain time.Duration) error {
+	servers := []*http.Server{{Handler: handler, ReadHeaderTimeout: 5 * time.Second}}
+	errc := make(chan error, 2)
+	go func() { errc <- servers[0].Serve(plain) }()
+	if secure != nil {
+		s := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second,
+			TLSConfig: &tls.Config{MinVersion: tls.VersionTLS13, GetCertificate: identity}}
+		servers = append(servers, s)
+		go func() { errc <- s.ServeTLS(secure, "", "") }()
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		return err
+	}
+	log.Printf("SIGTERM: no new connections; letting the requests in flight finish (at most %s)", drain)
+	began := time.Now()
+	sctx, cancel := context.WithTimeout(context.Background(), drain)
+	defer cancel()
+	var errs []error
+	done := make(chan error, len(servers))
+	for _, s := range servers {
+		go func() { done <- s.Shutdown(sctx) }()
+	}
+	for range servers {
+		errs = append(errs, <-done)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("requests still in flight after %s: %w", drain, err)
+	}
+	log.Printf("drained in %s: exiting", time.Since(began).Round(time.Millisecond))
+	return nil
 }
 
 // identity loads the mounted certificate on every handshake, so a renewed
