@@ -422,7 +422,17 @@ func summarize(it state.Item, s *state.NodeGroupStatus, problem string, now time
 		parts = append(parts, "readiness unknown: "+strings.Join(unknown, ", "))
 	}
 	if s.Missing > 0 {
-		parts = append(parts, fmt.Sprintf("%d node(s) missing (%d expected, %d live)", s.Missing, d.Total, s.Live))
+		missing := fmt.Sprintf("%d node(s) missing (%d expected, %d live)", s.Missing, d.Total, s.Live)
+		var gone []string
+		for _, n := range s.Nodes {
+			if n.State == state.NodeMissing {
+				gone = append(gone, n.Node)
+			}
+		}
+		if len(gone) > 0 {
+			missing += ": " + strings.Join(gone, ", ") + " no longer heard from"
+		}
+		parts = append(parts, missing)
 	}
 	if d.Rollout != nil && len(d.Rollout.Stuck) > 0 {
 		parts = append(parts, "rollout stuck at "+strings.Join(d.Rollout.Stuck, ", "))

@@ -287,3 +287,36 @@ func TestKubeletDownIsUnknownNotProgress(t *testing.T) {
 		t.Fatalf("wait until ready with a kubelet down: %v, want its timeout naming kubelet", err)
 	}
 }
+
+// TestStatusNamesMissingNodes: a node the leader no longer hears from is
+// named in the summary, not only counted.
+func TestStatusNamesMissingNodes(t *testing.T) {
+	env := testEnv(t)
+	b := connectedLocal(t, env)
+	deployBuiltIn(t, env, "web", "hello:v1")
+	lw := newLeaderWriter(t, env, b)
+	rev := lw.revision("web")
+	expected := 3
+	r := ready(rev)
+	r.ReportedAt = lw.now
+	s := &state.NodeGroupStatus{NodeGroup: "workers", Leader: "node-0", Term: 3, UpdatedAt: lw.now, Settled: true, Expected: &expected, Live: 2, Missing: 1,
+		Nodes: []state.NodeStatus{
+			{Node: "node-0", State: state.NodeLive, Kubelet: true, Deployments: []state.DeploymentReport{r}},
+			{Node: "node-1", State: state.NodeLive, Kubelet: true, Deployments: []state.DeploymentReport{r}},
+			{Node: "node-2", State: state.NodeMissing},
+		}}
+	data, err := s.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Put(t.Context(), state.NodeGroupStatusPrefix+"workers.json", data); err != nil {
+		t.Fatal(err)
+	}
+	res, err := env.Status(t.Context(), StatusOptions{NodeGroup: "workers", Name: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := res.NodeGroups[0].Deployments[0]; !strings.Contains(d.Summary, "1 node(s) missing (3 expected, 2 live): node-2 no longer heard from") {
+		t.Fatalf("summary %q does not name the missing node", d.Summary)
+	}
+}
