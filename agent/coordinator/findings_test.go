@@ -13,7 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	pb "podmin.dev/podmin/agent/api/coordinationpb"
+	"podmin.dev/podmin/agent/staticpod"
 	"podmin.dev/podmin/internal/clock/fakeclock"
+	"podmin.dev/podmin/internal/state"
 )
 
 // A Pod kubelet reports not ready carries what the node found out about
@@ -40,5 +42,19 @@ func TestReportNamesWhyAPodIsNotReady(t *testing.T) {
 	if rep.GetReadiness() != pb.Readiness_READINESS_UNKNOWN || !strings.HasPrefix(rep.GetReason(), "kubelet is down") ||
 		!strings.Contains(rep.GetReason(), "systemctl status kubelet") {
 		t.Fatalf("kubelet gone: %v %q", rep.GetReadiness(), rep.GetReason())
+	}
+}
+
+// A node that has just started and waits for the workload CA reports its
+// deployment not ready with that reason, and no error.
+func TestStartingIsNoError(t *testing.T) {
+	clock := fakeclock.New(holdStart)
+	a, rev := holdNode(t, clock, nil)
+	k, _ := state.NewKey("workers", "web")
+	const why = "starting: the workload CA is not readable yet, so its identity cannot be issued"
+	a.coord.DeploymentsChanged([]staticpod.DeploymentState{{Deployment: k, Pod: "web", Namespace: "default", Desired: rev, Starting: why}})
+	rep := webReport(t, a)
+	if rep.GetReadiness() != pb.Readiness_READINESS_NOT_READY || rep.GetReason() != why || rep.GetError() != nil {
+		t.Fatalf("starting: %v %q error %v", rep.GetReadiness(), rep.GetReason(), rep.GetError())
 	}
 }

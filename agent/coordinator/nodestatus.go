@@ -209,6 +209,11 @@ func (c *Coordinator) buildReport() *pb.StatusReport {
 			rep.Error = &pb.ReportedError{Kind: d.Error.Kind, Message: d.Error.Message, Revision: d.Error.Revision}
 		}
 		c.readiness(rep, d)
+		if d.Starting != "" && rep.Error == nil {
+			// A node that has just started and still waits for what it
+			// needs says so: the Pod is not ready, and nothing failed.
+			rep.Readiness, rep.Reason = pb.Readiness_READINESS_NOT_READY, d.Starting
+		}
 		r.Deployments = append(r.Deployments, rep)
 	}
 	return r

@@ -111,6 +111,8 @@ type Options struct {
 	Stopper     Stopper
 	StopTimeout time.Duration
 	StopSettle  time.Duration
+	// Now is the clock of StartupGrace; nil means time.Now.
+	Now func() time.Time
 }
 
 // Identity is the workload identity the reconciler needs
@@ -163,7 +165,9 @@ type Reconciler struct {
 	// it is used or the Stopper's timeout passed.
 	deleted  map[string]deletedPod
 	counters counters
-	fmu      sync.Mutex
+	// started is when the Reconciler was made: StartupGrace counts from it.
+	started time.Time
+	fmu     sync.Mutex
 	// states are the deployments after the last pass that read the index.
 	smu    sync.Mutex
 	states []DeploymentState
@@ -202,8 +206,12 @@ func New(opts Options) (*Reconciler, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	return &Reconciler{
-		opts: opts, log: log.With("nodegroup", opts.NodeGroup),
+		started: opts.Now(),
+		opts:    opts, log: log.With("nodegroup", opts.NodeGroup),
 		manifests: filepath.Join(opts.Root, filepath.FromSlash(nodepod.ManifestsDir)),
 		payloads:  map[string][]byte{}, loaded: map[string]string{}, published: map[state.Key]Service{},
 		pending: map[string]pendingValues{}, heldLogged: map[string]string{}, deleted: map[string]deletedPod{},
@@ -552,3 +560,5 @@ func (r *Reconciler) servicesOf(c *candidate) []Service {
 	slices.SortFunc(out, func(a, b Service) int { return strings.Compare(a.Deployment.String(), b.Deployment.String()) })
 	return out
 }
+
+func (r *Reconciler) now() time.Time { return r.opts.Now() }

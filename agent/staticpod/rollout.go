@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"podmin.dev/podmin/agent/mounts"
+	"podmin.dev/podmin/agent/workload"
 	"podmin.dev/podmin/internal/nodepod"
 	"podmin.dev/podmin/internal/state"
 )
@@ -78,9 +80,19 @@ type DeploymentState struct {
 	Desired string
 	// Waiting, when set, says why Desired is not applied yet (the Gate).
 	Waiting string
+	// Starting, when set, says what a node that has just started still
+	// waits for before it can publish the Pod (the cluster's workload CA
+	// not readable yet): not a failure during StartupGrace.
+	Starting string
 	// Error is the deployment's failure in the last pass, nil when none.
 	Error *DeploymentError
 }
+
+// StartupGrace is how long after the agent started a Pod whose workload
+// identity waits for the cluster's workload CA (identity/ca.json not
+// readable yet: the leader creates it, a new node reads it) is reported
+// as starting rather than failed.
+const StartupGrace = time.Minute
 
 // DeploymentError is why the last pass could not publish a deployment.
 type DeploymentError struct {
@@ -177,7 +189,11 @@ func (r *Reconciler) record(items []state.Item, c *candidate) {
 			if len(msg) > maxErrorMessage {
 				msg = msg[:maxErrorMessage] + "…"
 			}
-			ds.Error = &DeploymentError{Kind: f.Kind, Message: msg, Revision: f.Revision}
+			if f.Kind == state.ErrorIdentity && errors.Is(f.Err, workload.ErrNoCA) && r.now().Sub(r.started) < StartupGrace {
+				ds.Starting = "starting: the workload CA is not readable yet, so its identity cannot be issued: " + msg
+			} else {
+				ds.Error = &DeploymentError{Kind: f.Kind, Message: msg, Revision: f.Revision}
+			}
 		}
 		out = append(out, ds)
 	}

@@ -8,10 +8,12 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"podmin.dev/podmin/agent/staticpod"
 	"podmin.dev/podmin/agent/workload"
@@ -184,5 +186,39 @@ func TestReturningRevisionIsANewPodToKubelet(t *testing.T) {
 	mustReconcile(t, r)
 	if again := f.files(t)["web.yaml"]; again == rolledBack || again == first {
 		t.Fatal("deleted and deployed again: the file is one kubelet ran before")
+	}
+}
+
+// noCA is an Identity whose workload CA has not been read yet.
+type noCA struct{}
+
+func (noCA) AnnotatePod(context.Context, []byte) ([]byte, workload.Identity, error) {
+	return nil, workload.Identity{}, fmt.Errorf("%w: identity/ca.json does not exist yet", workload.ErrNoCA)
+}
+func (noCA) Forget([]string) error { return nil }
+
+// A node that has just started and cannot read the workload CA yet (the
+// leader creates it) reports its Pods as starting, not failed, for
+// StartupGrace; past it the same is an identity error.
+func TestIdentityWithoutCAIsStartingAtFirst(t *testing.T) {
+	f := newFixture(t)
+	now := time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC)
+	r, err := staticpod.New(staticpod.Options{Store: f.store, Cluster: "demo", NodeGroup: "workers", Root: f.root,
+		BucketExists: f.bucket.BucketExists, Identity: noCA{}, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.deploy(t, "workers", "web", "hello:v1", false)
+	_, _ = r.Reconcile(context.Background())
+	st := r.Deployments()
+	if len(st) != 1 || st[0].Error != nil || !strings.HasPrefix(st[0].Starting, "starting: the workload CA is not readable yet") {
+		t.Fatalf("within the grace: %+v, want starting and no error", st)
+	}
+	now = now.Add(staticpod.StartupGrace)
+	r.IdentityChanged()
+	_, _ = r.Reconcile(context.Background())
+	st = r.Deployments()
+	if len(st) != 1 || st[0].Starting != "" || st[0].Error == nil || st[0].Error.Kind != "identity" {
+		t.Fatalf("past the grace: %+v, want an identity error", st)
 	}
 }
