@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -107,8 +108,6 @@ func ParsePick(s string) (Pick, error) {
 const (
 	// FromIndex: a readable entry of the corrupt index.
 	FromIndex = "index"
-	// FromPayloads: the only Pod payload in the bucket for its name.
-	FromPayloads = "payloads"
 	// FromPick: the payload the operator picked.
 	FromPick = "pick"
 )
@@ -117,7 +116,7 @@ const (
 type RebuildEntry struct {
 	Key   Key
 	Entry Entry
-	// Source is FromIndex, FromPayloads or FromPick.
+	// Source is FromIndex, FromView or FromPick.
 	Source string
 	// Images are the container images of its Pod, to tell versions apart.
 	Images []string
@@ -195,13 +194,17 @@ type RebuildPlan struct {
 	// Dropped are deployments of the corrupt index, or found in payloads,
 	// that the rebuild leaves out, with the reason.
 	Dropped []DroppedEntry
-	// Skipped are payload objects that were not used because they are not
-	// what their path says (corrupt, unreadable, not a payload path).
+	// Skipped are objects that were not used, with the reason: payloads
+	// that are not what their path says (corrupt, unreadable, not a
+	// payload path), and NodeGroup views that are no evidence.
 	Skipped []string
 	// Index is the index the rebuild writes.
 	Index *Index
 	// base is the version the write is conditional on.
 	base indexVersion
+	// viewNodeGroups are the NodeGroups that have a view in the bucket:
+	// the write makes each of them match the rebuilt index.
+	viewNodeGroups []string
 }
 
 // podCandidate is a verified Pod payload with what its bytes say.
@@ -214,16 +217,37 @@ type podCandidate struct {
 
 // PlanRebuild works out the index a rebuild would write from a corrupt (or
 // missing) deployments/index.json: the entries of the corrupt index that
-// can still be read and whose payloads are present and intact, plus, for
-// every other name, the Pod payload found in the bucket (with the Service
-// payload its podmin.dev/service annotation names). Every Pod payload is
-// read and verified against its digest (through cache when its stamp
-// matches); Service payloads are listed, and the chosen ones verified.
-// Where the bucket holds several payloads for one name, or a Service is
-// claimed twice, the plan is refused with an *AmbiguousError naming the
-// picks that settle it. A valid index is refused with ErrIndexValid.
+// can still be read and whose payloads are present and intact, and, for
+// every other name, what the newest evidence in the bucket shows. Every
+// Pod payload is read and verified against its digest (through cache when
+// its stamp matches); Service payloads are listed, and the chosen ones
+// verified.
+//
+// Payloads are never deleted, so a payload alone does not show that its
+// deployment is live. The evidence is each NodeGroup's view
+// (deployments/nodegroups/<ng>.json: its entries as the last index write
+// or the leader left them, with the write ID of that index version): a
+// view written after every Pod payload of a name decides it, restoring the
+// version it lists or leaving out the name it does not list (deleted). The
+// write times are the store's own, of views and payloads alike. When the
+// damage left the index's metadata, it decides instead: a view whose bytes
+// have the digest it records for the NodeGroup is current whatever the
+// times, and a view with another digest (an older view a slower writer
+// wrote late, or one edited by hand) is no evidence. A view without a
+// source write ID is no evidence either. What the evidence cannot decide —
+// a payload written at or after its view, a NodeGroup without a usable
+// view, several payloads no view chooses between, a Service claimed twice
+// — is refused with an *AmbiguousError naming the picks that settle it,
+// never added silently. A valid index is refused with ErrIndexValid.
+//
+// One race stays open: a committer that stalls between its index write
+// and its view write, while another commits the same NodeGroup, can leave
+// an older view written last; the leader repairs it within a second, but
+// a rebuild from before that without the index metadata takes it for the
+// newest.
 func PlanRebuild(ctx context.Context, store objstore.Store, cache PayloadCache, picks []Pick) (*RebuildPlan, error) {
 	plan := &RebuildPlan{}
+	var meta IndexMeta
 	obj, err := store.Get(ctx, IndexPath, objstore.GetOptions{})
 	switch {
 	case errors.Is(err, objstore.ErrNotFound):
@@ -238,7 +262,8 @@ func PlanRebuild(ctx context.Context, store objstore.Store, cache PayloadCache, 
 		}
 		_, perr := decodeIndex(obj.Data)
 		plan.Problem = fmt.Sprintf("%s does not decode: %v", IndexPath, perr)
-		plan.base = indexVersion{etag: obj.ETag, exists: true, chain: chainFrom(obj.Metadata)}
+		meta = ParseIndexMeta(obj.Metadata)
+		plan.base = indexVersion{etag: obj.ETag, exists: true, chain: meta.Chain}
 	}
 	readable, dropped := salvageEntries(obj.Data)
 	plan.Dropped = dropped
@@ -249,25 +274,24 @@ func PlanRebuild(ctx context.Context, store objstore.Store, cache PayloadCache, 
 	}
 	pods, skipped := readPodCandidates(ctx, store, cache, listing)
 	plan.Skipped = skipped
+	views, err := readViews(ctx, store, meta)
+	if err != nil {
+		return nil, err
+	}
+	for _, ng := range slices.Sorted(maps.Keys(views)) {
+		plan.viewNodeGroups = append(plan.viewNodeGroups, ng)
+		if why := views[ng].unusable; why != "" {
+			plan.Skipped = append(plan.Skipped, fmt.Sprintf("%s: not used as evidence: %s", views[ng].path, why))
+		}
+	}
 	byKey := map[Key][]podCandidate{}
 	byPath := map[string]podCandidate{}
 	for _, c := range pods {
 		byKey[c.key] = append(byKey[c.key], c)
 		byPath[c.Path] = c
 	}
-	if plan.Missing && len(readable) == 0 && len(byKey) == 0 {
-		// NodeGroup views or unusable Pod payloads, but no payload to
-		// restore: what they name cannot come back, but they are what
-		// makes deploy refuse, so the rebuild offers the empty index with
-		// every name left out.
-		dropped, err := viewsWithoutPayloads(ctx, store)
-		if err != nil {
-			return nil, err
-		}
-		if len(dropped) == 0 && len(skipped) == 0 {
-			return nil, fmt.Errorf("%w: there is no index, no Pod payload and no NodeGroup view in the bucket", ErrNothingToRebuild)
-		}
-		plan.Dropped = append(plan.Dropped, dropped...)
+	if plan.Missing && len(readable) == 0 && len(byKey) == 0 && len(views) == 0 && len(skipped) == 0 {
+		return nil, fmt.Errorf("%w: there is no index, no Pod payload and no NodeGroup view in the bucket", ErrNothingToRebuild)
 	}
 
 	podPicks, svcPicks := map[Key]Pick{}, map[ServiceID]Pick{}
@@ -287,6 +311,13 @@ func PlanRebuild(ctx context.Context, store objstore.Store, cache PayloadCache, 
 	for k := range byKey {
 		keys[k] = true
 	}
+	for _, v := range views {
+		if v.unusable == "" {
+			for k := range v.entries {
+				keys[k] = true
+			}
+		}
+	}
 	for _, k := range sortedKeys(keys) {
 		pick, picked := podPicks[k]
 		if picked {
@@ -299,7 +330,7 @@ func PlanRebuild(ctx context.Context, store objstore.Store, cache PayloadCache, 
 		cands := byKey[k]
 		slices.SortFunc(cands, func(a, b podCandidate) int { return b.Written.Compare(a.Written) })
 		var chosen *podCandidate
-		source := FromPayloads
+		source := FromPick
 		switch {
 		case picked:
 			var matches []podCandidate
@@ -313,7 +344,7 @@ func PlanRebuild(ctx context.Context, store objstore.Store, cache PayloadCache, 
 				amb = append(amb, Ambiguity{Subject: k.String(), Reason: reason, Candidates: candidatesOf(cands)})
 				continue
 			}
-			chosen, source = &matches[0], FromPick
+			chosen = &matches[0]
 		case readable[k] != nil:
 			e := *readable[k]
 			if reason := checkReadable(ctx, store, cache, listing, byPath, k, e); reason != "" {
@@ -324,15 +355,33 @@ func PlanRebuild(ctx context.Context, store objstore.Store, cache PayloadCache, 
 			continue
 		}
 		if chosen == nil {
-			switch len(cands) {
-			case 0:
-				continue // a readable entry that could not be used, and no payload
-			case 1:
-				chosen = &cands[0]
-			default:
-				amb = append(amb, Ambiguity{Subject: k.String(), Reason: fmt.Sprintf("%d Pod payloads name it", len(cands)), Candidates: candidatesOf(cands)})
+			v := decideByView(k, cands, views[k.NodeGroup], listing, byPath)
+			switch {
+			case v.amb != nil:
+				amb = append(amb, *v.amb)
 				continue
+			case v.left != "":
+				plan.Dropped = append(plan.Dropped, DroppedEntry{Deployment: k.String(), Reason: v.left})
+				continue
+			case v.entry == nil:
+				continue // a readable entry that could not be used, and no payload
 			}
+			entry := *v.entry
+			if id, ok := entry.ServiceID(); ok {
+				if _, picked := svcPicks[id]; picked {
+					svc, a := chooseService(ctx, store, cache, listing, id, svcPicks, used, k)
+					if a != nil {
+						amb = append(amb, *a)
+						continue
+					}
+					entry.Service = svc
+				} else if err := VerifyListed(ctx, store, cache, listing, entry.Service); err != nil {
+					amb = append(amb, Ambiguity{Subject: k.String(), Reason: fmt.Sprintf("the Service payload its NodeGroup's view names is unusable (%v); leave the deployment out", err), LeaveOut: []Key{k}})
+					continue
+				}
+			}
+			plan.Entries = append(plan.Entries, RebuildEntry{Key: k, Entry: entry, Source: FromView, Images: v.images})
+			continue
 		}
 		entry := Entry{Pod: chosen.Path}
 		if chosen.service != "" {
@@ -351,6 +400,7 @@ func PlanRebuild(ctx context.Context, store objstore.Store, cache PayloadCache, 
 			return nil, fmt.Errorf("--pick %s matches nothing to choose: the payloads of the bucket do not need it (or name it differently)", p)
 		}
 	}
+	slices.SortStableFunc(plan.Dropped, func(a, b DroppedEntry) int { return strings.Compare(a.Deployment, b.Deployment) })
 	// One owner per Service identity.
 	ix := NewIndex()
 	owners := map[ServiceID][]Key{}
@@ -604,9 +654,15 @@ func (c *Committer) WriteRebuild(ctx context.Context, plan *RebuildPlan) error {
 	}
 	data := plan.Index.Encode()
 	// The base could not be read, so which NodeGroups changed is unknown:
-	// the write records the views of the rebuilt ones, but nothing about
-	// the others.
-	ch := changeOf(plan.Index, true, plan.Index.NodeGroups()...)
+	// the write records the views of the rebuilt ones and of those that
+	// had a view, but nothing about the others.
+	ngs := plan.Index.NodeGroups()
+	for _, ng := range plan.viewNodeGroups {
+		if !slices.Contains(ngs, ng) {
+			ngs = append(ngs, ng)
+		}
+	}
+	ch := changeOf(plan.Index, true, ngs...)
 	var lastErr error
 	for range 3 {
 		id := c.opts.NewWriteID()
@@ -614,7 +670,11 @@ func (c *Committer) WriteRebuild(ctx context.Context, plan *RebuildPlan) error {
 		switch {
 		case err == nil:
 			if kept {
-				for _, ng := range plan.Index.NodeGroups() {
+				// Every view follows the rebuilt index, those of the
+				// NodeGroups it no longer has included: a view left
+				// naming what the rebuild left out would be evidence for
+				// it in a later rebuild.
+				for _, ng := range ngs {
 					_ = writeView(ctx, c.store, ng, plan.Index.NodeGroupView(ng), id)
 				}
 			}
@@ -644,36 +704,4 @@ func (c *Committer) WriteRebuild(ctx context.Context, plan *RebuildPlan) error {
 		return fmt.Errorf("write %s: %w: %w: another writer changed the index meanwhile: run \"podmin list\" to see whether it was rebuilt", IndexPath, ErrOutcomeUnknown, err)
 	}
 	return fmt.Errorf("write %s: gave up after 3 attempts, none of which landed: %w", IndexPath, lastErr)
-}
-
-// viewsWithoutPayloads lists what the NodeGroup views name, for a bucket
-// that holds views but no Pod payload: each name is left out, since
-// nothing of it can be restored.
-func viewsWithoutPayloads(ctx context.Context, store objstore.Store) ([]DroppedEntry, error) {
-	views, err := objstore.ListAll(ctx, store, ViewsPrefix)
-	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", ViewsPrefix, err)
-	}
-	var out []DroppedEntry
-	for _, v := range views {
-		obj, err := store.Get(ctx, v.Key, objstore.GetOptions{})
-		if errors.Is(err, objstore.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", v.Key, err)
-		}
-		ix, err := DecodeIndex(obj.Data)
-		if err != nil {
-			out = append(out, DroppedEntry{Deployment: v.Key, Reason: "a NodeGroup view that does not decode, and no Pod payload in the bucket"})
-			continue
-		}
-		for _, it := range ix.Items() {
-			out = append(out, DroppedEntry{Deployment: it.Key.String(), Reason: "named by the NodeGroup view " + v.Key + ", but no Pod payload is in the bucket"})
-		}
-		if ix.Len() == 0 {
-			out = append(out, DroppedEntry{Deployment: v.Key, Reason: "an empty NodeGroup view"})
-		}
-	}
-	return out, nil
 }
