@@ -200,7 +200,8 @@ type DeleteResult struct {
 	Name      string `json:"name"`
 	NodeGroup string `json:"nodegroup"`
 	// Action is deleted, or absent when there was no such deployment (and
-	// nothing was written).
+	// nothing was written). A delete whose write lost its reply, after
+	// which the index no longer holds the entry, is deleted.
 	Action string `json:"action"`
 }
 
@@ -224,10 +225,15 @@ func (e *Env) Delete(ctx context.Context, opts DeleteOptions) (DeleteResult, err
 	if err != nil {
 		return DeleteResult{}, e.explain(c, err)
 	}
+	action := string(r.Outcome)
 	if r.LostReply {
-		e.progress("the reply to the index write was lost, but %s is no longer in the index: nothing more was written", key)
+		// The entry was there when this delete wrote, and is gone now:
+		// whether this write or another writer's removed it cannot be
+		// proven, but the deployment is deleted either way.
+		action = string(state.Deleted)
+		e.progress("the reply to the index write was lost; reading the index back cannot prove whose write removed %s, but %s is no longer in the index: it is deleted, and nothing more was written", key, key)
 	}
-	return DeleteResult{Name: key.Name, NodeGroup: key.NodeGroup, Action: string(r.Outcome)}, nil
+	return DeleteResult{Name: key.Name, NodeGroup: key.NodeGroup, Action: action}, nil
 }
 
 // OriginAnnotation marks a Pod that a Podmin install command created; list

@@ -244,7 +244,9 @@ compare-and-swap write. Its immutable payloads stay in the bucket, unreferenced.
 Nodes remove the Pod when they next reconcile.
 
 Deleting a deployment that does not exist writes nothing and fails with exit
-status 3, unless --ignore-not-found is given. When deployments/index.json is
+status 3, unless --ignore-not-found is given. A write whose reply was lost is
+resolved by reading the index back: an entry that is gone by then is deleted
+(exit 0, with a note that the reply was lost), one still there exits 6. When deployments/index.json is
 missing from a bucket that holds Pod payloads or NodeGroup views, whether the
 deployment exists is unknown: delete writes nothing and exits 4, with
 --ignore-not-found too; run "podmin index rebuild" first.
