@@ -132,16 +132,19 @@ func (e *Env) CheckDeploy(opts DeployOptions) error {
 // error wrapping state.ErrIndexMissing: "podmin index rebuild" restores it.
 func (e *Env) Deploy(ctx context.Context, opts DeployOptions) (DeployResult, error) {
 	if err := ids.ValidateNodeGroup(opts.NodeGroup); err != nil {
-		return DeployResult{}, fmt.Errorf("--nodegroup: %w", err)
+		return DeployResult{}, InvalidArgument(fmt.Errorf("--nodegroup: %w", err))
+	}
+	if err := e.CheckDeploy(opts); err != nil {
+		return DeployResult{}, InvalidArgument(err)
 	}
 	key, err := state.NewKey(opts.NodeGroup, opts.Name)
 	if err != nil {
-		return DeployResult{}, err
+		return DeployResult{}, InvalidArgument(err)
 	}
 	wopts := WaitOptions{Name: opts.Name, NodeGroup: opts.NodeGroup, Until: opts.Wait}
 	if opts.Wait != "" {
 		if err := checkWait(&wopts); err != nil {
-			return DeployResult{}, err
+			return DeployResult{}, InvalidArgument(err)
 		}
 	}
 	ex, err := e.deployManifest(opts)
@@ -211,11 +214,11 @@ type DeleteResult struct {
 // whether the deployment exists is then unknown, not absent.
 func (e *Env) Delete(ctx context.Context, opts DeleteOptions) (DeleteResult, error) {
 	if err := ids.ValidateNodeGroup(opts.NodeGroup); err != nil {
-		return DeleteResult{}, fmt.Errorf("--nodegroup: %w", err)
+		return DeleteResult{}, InvalidArgument(fmt.Errorf("--nodegroup: %w", err))
 	}
 	key, err := state.NewKey(opts.NodeGroup, opts.Name)
 	if err != nil {
-		return DeleteResult{}, err
+		return DeleteResult{}, InvalidArgument(err)
 	}
 	c, store, err := e.openCluster(ctx)
 	if err != nil {

@@ -108,7 +108,7 @@ func (e *Env) RebuildIndex(ctx context.Context, opts IndexRebuildOptions) (Index
 	for _, s := range opts.Pick {
 		p, err := state.ParsePick(s)
 		if err != nil {
-			return IndexRebuildResult{}, err
+			return IndexRebuildResult{}, InvalidArgument(fmt.Errorf("--pick: %w", err))
 		}
 		picks = append(picks, p)
 	}

@@ -136,8 +136,9 @@ func checkWait(opts *WaitOptions) error {
 // after it read the commit naming it (ErrNodeError): at once for an error
 // reported after the wait began, and for one already reported then only
 // when the node reports another error or it still stands StaleErrorGrace
-// later. It fails at once when another commit replaces the revision it
-// waits for (ErrSuperseded), and when readiness is waited for on a node
+// later. It fails at once when the deployment is not committed when the
+// wait begins (ErrNoDeployment), when another commit replaces or deletes
+// the revision it waits for (ErrSuperseded), and when readiness is waited for on a node
 // without a kubelet (ErrReadinessUnknowable). Out of time it returns a
 // *WaitTimeoutError naming what is missing. Progress goes to the Env's
 // Progress whenever the summary changes. Each poll costs one conditional
@@ -145,7 +146,7 @@ func checkWait(opts *WaitOptions) error {
 // the NodeGroup's status object.
 func (e *Env) Wait(ctx context.Context, opts WaitOptions) (WaitResult, error) {
 	if err := checkWait(&opts); err != nil {
-		return WaitResult{}, err
+		return WaitResult{}, InvalidArgument(err)
 	}
 	c, store, err := e.openCluster(ctx)
 	if err != nil {
@@ -196,7 +197,11 @@ func (e *Env) wait(ctx context.Context, store objstore.Store, opts WaitOptions) 
 			return res, err
 		}
 		if !ok {
-			return res, fmt.Errorf("%w: deployment %s is not in the deployment index (deleted while waiting?)", ErrNoDeployment, key)
+			if earlier == nil && opts.Revision == "" {
+				return res, fmt.Errorf("%w: deployment %s is not in the deployment index: run \"podmin list\" to see deployments", ErrNoDeployment, key)
+			}
+			// It was committed when the wait began: a delete replaced it.
+			return res, fmt.Errorf("%w: deployment %s was deleted from the deployment index while the wait ran", ErrSuperseded, key)
 		}
 		rev := nodepod.Revision(entry)
 		if opts.Revision != "" && rev != opts.Revision {

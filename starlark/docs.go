@@ -85,9 +85,12 @@ Also predeclared: json, time (time.now() follows the injected clock), math.
 Language: set, while, top-level if/for, global reassignment and recursion are
 allowed. A step limit ends runaway loops.
 
-Exit codes of run and test: 0 success, 1 Podmin failed, 2 bad usage (including
-bad --key=value arguments), 4 a destructive operation was not confirmed, 5 the
-script failed (error, fail(), failed test).`
+Exit codes of run and test: 0 success, 1 Podmin failed (also a pinned
+repository that cannot be fetched), 2 bad usage (bad --key=value arguments, and
+a bad value given to a built-in: nodegroup = "Bad_Group", cpu = "nan", until =
+"running"), 3 what a built-in asked for does not exist, 4 a destructive
+operation was not confirmed, 5 the script failed (error, fail(), a wrong
+argument type, failed test), 6 the outcome of a write is unknown.`
 
 // Markdown renders the whole reference: docs/starlark.md.
 func Markdown() string {

@@ -346,10 +346,10 @@ func (l *loader) fetch(name string, e LockEntry) (string, error) {
 	}
 	defer os.RemoveAll(tmp)
 	if _, err := git(tmp, "clone", "--quiet", "--no-checkout", e.Git, "."); err != nil {
-		return "", fmt.Errorf("repository @%s: clone %s: %w", name, e.Git, err)
+		return "", fetchFailed{fmt.Errorf("repository @%s: clone %s: %w", name, e.Git, err)}
 	}
 	if _, err := git(tmp, "-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", e.Commit); err != nil {
-		return "", fmt.Errorf("repository @%s: commit %s of %s: %w: check the commit in %s", name, e.Commit, e.Git, err, LockFile)
+		return "", fetchFailed{fmt.Errorf("repository @%s: commit %s of %s: %w: check the commit in %s", name, e.Commit, e.Git, err, LockFile)}
 	}
 	if err := verifyCommit(tmp, e.Commit); err != nil {
 		return "", fmt.Errorf("repository @%s: %w", name, err)

@@ -71,9 +71,11 @@ call.
 Exit status: 0 success, 2 bad usage, 3 FILE does not exist, 4 a destructive
 operation was not confirmed or was refused, 5 the script failed (the error shows
 the Starlark backtrace with file:line), 124 a deadline passed. A built-in's
-error keeps its command's status: 1 the operation failed, 3 what it asked for
-does not exist, 6 the outcome of a write is unknown. See "podmin help starlark"
-for the language reference.`,
+error keeps its command's status: 1 the operation failed, 2 a bad value (as the
+same value given to the command's flag), 3 what it asked for does not exist, 6
+the outcome of a write is unknown. A repository pinned in podmin.star.lock that
+cannot be fetched exits 1. See "podmin help starlark" for the language
+reference.`,
 		Example: `  podmin run recipes/quickstart.star
   podmin run --dry-run recipes/rollout.star -- --image=hello:v2 --nodegroups=a --nodegroups=b`,
 		Args:        cobra.MinimumNArgs(1),
