@@ -19,10 +19,13 @@ type SecretAction struct {
 	// Name is the full secret name, e.g. /demo/_system/workload-ca-key.
 	Name string `json:"name"`
 	// Action is created, kept (it existed: create-only; at destroy, it
-	// is not proven this context's), destroyed or absent.
+	// is not proven this context's, or is a secret of the cluster's
+	// Pods), destroyed, absent, or unknown (at destroy, a secrets
+	// provider that could not be listed: Name is "/<cluster>/ in
+	// <provider>").
 	Action string `json:"action"`
 	// Reason says why destroy keeps the secret and what the operator can
-	// do; empty otherwise.
+	// do, or why what a provider holds is unknown; empty otherwise.
 	Reason string `json:"reason"`
 }
 
