@@ -50,6 +50,10 @@ var (
 	// ErrReadinessUnknowable: a node has no kubelet Pods API, so waiting
 	// for readiness could never end.
 	ErrReadinessUnknowable = errors.New("readiness cannot be known")
+	// ErrNoNodes: no node has ever reported, and none can: setup never
+	// ran (or teardown withdrew it) and no agent ever took part in
+	// coordination.
+	ErrNoNodes = errors.New("no node has ever reported")
 )
 
 // WaitOptions describe a wait for one deployment.
@@ -161,7 +165,7 @@ func (e *Env) Wait(ctx context.Context, opts WaitOptions) (WaitResult, error) {
 func (e *Env) waitError(c contexts.Context, err error) error {
 	var te *WaitTimeoutError
 	if err == nil || errors.As(err, &te) || errors.Is(err, ErrNodeError) || errors.Is(err, ErrSuperseded) ||
-		errors.Is(err, ErrReadinessUnknowable) || errors.Is(err, ErrNoDeployment) {
+		errors.Is(err, ErrReadinessUnknowable) || errors.Is(err, ErrNoDeployment) || errors.Is(err, ErrNoNodes) {
 		return err
 	}
 	return e.explain(c, err)
@@ -215,6 +219,11 @@ func (e *Env) wait(ctx context.Context, store objstore.Store, opts WaitOptions) 
 			return res, err
 		}
 		res.DeploymentStatus = st.NodeGroups[0].Deployments[0]
+		if earlier == nil && st.Leader.ID == "" && st.NodeGroups[0].UpdatedAt == nil {
+			if err := noNodeCanReport(ctx, store, key); err != nil {
+				return res, err
+			}
+		}
 		waited := e.now().Sub(start)
 		res.WaitedSeconds = waited.Seconds()
 		if earlier == nil {
@@ -249,6 +258,23 @@ func (e *Env) wait(ctx context.Context, store objstore.Store, opts WaitOptions) 
 			return res, err
 		}
 	}
+}
+
+// noNodeCanReport fails with ErrNoNodes when nothing will ever report on
+// key: checked only when no agent has ever held the coordination lease
+// and no status of key's NodeGroup exists, it costs one HEAD of the
+// cluster configuration. A cluster set up (nodes may still be booting, or
+// local agents not started yet) is waited for.
+func noNodeCanReport(ctx context.Context, store objstore.Store, key state.Key) error {
+	_, err := store.Head(ctx, state.TFVarsPath)
+	switch {
+	case err == nil:
+		return nil
+	case !errors.Is(err, objstore.ErrNotFound):
+		return fmt.Errorf("read %s: %w", state.TFVarsPath, err)
+	}
+	return fmt.Errorf("%w: the cluster has no published configuration (%s is absent: setup never ran, or teardown withdrew it) and no agent has ever taken part in coordination (%s is absent), so no node can run %s: run \"podmin setup\" (on a local context it prints the podmin-agent command of every node), start the agents, then wait again",
+		ErrNoNodes, state.TFVarsPath, state.DNSLeaderPath, key)
 }
 
 // nodeErrors maps each node with an error in d to that error.

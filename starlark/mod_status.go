@@ -125,7 +125,9 @@ The gate of "podmin status --wait" and "podmin deploy --wait" (until is their
 --wait value, timeout their --timeout). Returns deployment_status(...) with
 waited_seconds and until. Fails when the timeout passes first (naming what is
 missing: nodes not ready, waiting for a rollout slot, missing), when a node
-reports an error for the revision, and when the deployment is not committed.
+reports an error for the revision, when the deployment is not committed (exit 3),
+and at once when no node can ever report (setup never ran and no agent ever
+took part in coordination).
 A Pod with a container without a readiness probe, which kubelet calls ready as
 soon as it starts, counts as ready once kubelet has reported it ready for 5 s.
 Under --dry-run it checks its arguments and plans the wait without waiting.`,

@@ -80,8 +80,7 @@ func (f *fakeNodes) publish(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	lease := fmt.Sprintf(`{"leaderID":"fake-leader","leaderAddr":"[2001:db8::1]:8081","lastUpdated":%q,"term":1}`, now.UTC().Format(time.RFC3339Nano))
-	if _, err := f.store.Put(ctx, state.DNSLeaderPath, []byte(lease)); err != nil {
+	if err := f.writeLease(ctx); err != nil {
 		return err
 	}
 	for ng, g := range groups {
@@ -126,6 +125,23 @@ func (f *fakeNodes) publish(ctx context.Context) error {
 	return nil
 }
 
+// declare adds the fake nodes of NodeGroup ng. Agents that run have a
+// leader: its lease is written at once, so a wait's first read finds it,
+// as on a cluster whose nodes are up.
+func (f *fakeNodes) declare(ctx context.Context, ng string, g fakeGroup) error {
+	f.mu.Lock()
+	f.groups[ng] = g
+	f.mu.Unlock()
+	return f.writeLease(ctx)
+}
+
+// writeLease writes the fake leader's lease, renewed now.
+func (f *fakeNodes) writeLease(ctx context.Context) error {
+	lease := fmt.Sprintf(`{"leaderID":"fake-leader","leaderAddr":"[2001:db8::1]:8081","lastUpdated":%q,"term":1}`, f.Now().UTC().Format(time.RFC3339Nano))
+	_, err := f.store.Put(ctx, state.DNSLeaderPath, []byte(lease))
+	return err
+}
+
 // fakeNodesBuiltin is t.fake_nodes(nodegroup, nodes = 3, state = "ready").
 func fakeNodesBuiltin(f *fakeNodes) *star.Builtin {
 	return star.NewBuiltin("t.fake_nodes", func(thread *star.Thread, b *star.Builtin, args star.Tuple, kwargs []star.Tuple) (star.Value, error) {
@@ -143,9 +159,9 @@ func fakeNodesBuiltin(f *fakeNodes) *star.Builtin {
 		if !slices.Contains(fakeStates, st) {
 			return nil, fmt.Errorf("%s: state = %q: use one of %q", b.Name(), st, fakeStates)
 		}
-		f.mu.Lock()
-		f.groups[ng] = fakeGroup{nodes: nodes, state: st}
-		f.mu.Unlock()
+		if err := f.declare(threadContext(thread), ng, fakeGroup{nodes: nodes, state: st}); err != nil {
+			return nil, fmt.Errorf("%s: %w", b.Name(), err)
+		}
 		return star.None, nil
 	})
 }

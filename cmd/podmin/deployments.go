@@ -46,7 +46,9 @@ rollout slot at a time, as the DaemonSet's updateStrategy (maxUnavailable,
 default 1) allows, so the wait covers the whole rolling update. It shows progress
 on standard error, exits 124 when --timeout passes first (naming what is missing:
 nodes not ready, waiting for a slot, missing), and 1 when a node reports an error
-for the revision (the deployment stays committed) or another commit replaces it.
+for the revision (the deployment stays committed), another commit replaces it,
+or no node can ever report (setup never ran and no agent ever took part in
+coordination: it fails at once).
 An error a node reported before the wait began (a deploy that changed nothing,
 after a fix outside the manifest such as a secret created or an image pushed again
 under its tag) ends the wait only once the node reports it again, or when it

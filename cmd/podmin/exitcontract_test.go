@@ -453,7 +453,12 @@ func TestSignalExitCodes(t *testing.T) {
 func statusExitRows(t *testing.T, fresh, c *cli) []exitRow {
 	s := newCLI(t)
 	s.ok("connect", "demo", "--provider", "local", "--bucket", "demo-bucket")
+	s.ok("setup", "--nodegroup", "workers", "-y") // nodes may start: waits wait
 	s.ok("deploy", "web", "-g", "workers", "--image", "hello:v1")
+	// Setup never ran, no agent ever reported: nothing can run web.
+	unset := newCLI(t)
+	unset.ok("connect", "demo", "--provider", "local", "--bucket", "demo-bucket")
+	unset.ok("deploy", "web", "-g", "workers", "--image", "hello:v1")
 	failing := newCLI(t)
 	failing.ok("connect", "demo", "--provider", "local", "--bucket", "demo-bucket")
 	failing.ok("deploy", "web", "-g", "workers", "--image", "hello:v1")
@@ -467,6 +472,9 @@ func statusExitRows(t *testing.T, fresh, c *cli) []exitRow {
 		{s, exitDeadline, "waiting for workers/web revision", []string{"status", "web", "-g", "workers", "--wait", "--timeout", "1s"}},
 		{s, exitDeadline, "waiting for workers/web revision", []string{"deploy", "web", "-g", "workers", "--image", "hello:v1", "--wait=applied", "--timeout", "1s"}},
 		{failing, exitFailed, "a node reports an error for the revision", []string{"status", "web", "-g", "workers", "--wait"}},
+		{unset, exitFailed, "no node has ever reported", []string{"status", "web", "-g", "workers", "--wait"}},
+		{unset, exitFailed, "no node has ever reported", []string{"deploy", "web", "-g", "workers", "--image", "hello:v2", "--wait"}},
+		{unset, exitFailed, "no node has ever reported", []string{"run", unset.script("unset.star", "podmin.deployments.wait(\"web\", nodegroup = \"workers\")\n")}},
 		{fresh, exitUsage, "a deployment name needs its NodeGroup", []string{"status", "web"}},
 		{fresh, exitUsage, `unknown wait goal "soon"`, []string{"status", "-g", "workers", "--wait=soon"}},
 		{fresh, exitUsage, `invalid NodeGroup ID "Bad_Group"`, []string{"status", "-g", "Bad_Group"}},
