@@ -42,9 +42,10 @@ func caSecretsProvider(c contexts.Context) string {
 // ensureCASecrets create-only stores the workload CA key and the cluster
 // CA through the Host's EnsureCASecrets, in the store the agents read. An
 // existing secret is kept as it is, so a setup after teardown keeps the
-// cluster's trust.
+// cluster's trust. Each secret is reported once, in setup's result (the
+// plan said they would be stored): no progress line repeats it.
 func ensureCASecrets(ctx context.Context, h Host, c contexts.Context) ([]SecretAction, error) {
-	provider, got, err := h.EnsureCASecrets(ctx, caSecretsProvider(c))
+	_, got, err := h.EnsureCASecrets(ctx, caSecretsProvider(c))
 	if err != nil {
 		return nil, err
 	}
@@ -53,9 +54,6 @@ func ensureCASecrets(ctx context.Context, h Host, c contexts.Context) ([]SecretA
 		action := s.Action
 		if action == "existing" {
 			action = "kept"
-		}
-		if action == "created" {
-			progressf(h, "stored %s in %s", s.Name, provider)
 		}
 		out = append(out, SecretAction{Name: s.Name, Action: action})
 	}

@@ -125,11 +125,19 @@ func TestLocalSetupStoresSecretsAndPublishesConfig(t *testing.T) {
 		!strings.Contains(res.LocalAgents[0].Command, "--bucket "+ce.bucket.Dir()) {
 		t.Fatalf("local agents %+v", res.LocalAgents)
 	}
-	// Each agent on the one machine has its own root and ports.
+	// Each agent on the one machine has its own root, node ID and node
+	// address, and takes free ports: no fixed port of one cluster's
+	// agents can collide with another cluster's.
 	seen := map[string]bool{}
 	for _, a := range res.LocalAgents {
 		for _, f := range strings.Fields(a.Command) {
-			if strings.HasPrefix(f, "PODMIN_") {
+			k, v, _ := strings.Cut(f, "=")
+			switch {
+			case strings.HasSuffix(k, "_ADDR") && k != "PODMIN_AGENT_NODE_ADDR":
+				if !strings.HasSuffix(v, ":0") {
+					t.Errorf("%s is a fixed port, which another cluster's agents on this machine may take too:\n%s", f, a.Command)
+				}
+			case strings.HasPrefix(k, "PODMIN_"):
 				if seen[f] {
 					t.Fatalf("two local agents share %s:\n%+v", f, res.LocalAgents)
 				}
@@ -137,8 +145,8 @@ func TestLocalSetupStoresSecretsAndPublishesConfig(t *testing.T) {
 			}
 		}
 	}
-	if len(seen) != 5*len(res.LocalAgents) {
-		t.Fatalf("local agents without a root and ports of their own: %+v", res.LocalAgents)
+	if len(seen) != 3*len(res.LocalAgents) {
+		t.Fatalf("local agents without a root, node ID and address of their own: %+v", res.LocalAgents)
 	}
 
 	// A second setup keeps both secrets (create-only) and the configuration.

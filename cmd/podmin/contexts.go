@@ -23,9 +23,13 @@ func newConnectCmd(env *builtins.Env) *cobra.Command {
 		Short: "Connect to a cluster's bucket, creating it when absent, and select it",
 		Long: `Connect saves a context for CLUSTER and selects it.
 
-It creates the bucket when it is absent and tags it podmin:cluster=CLUSTER, so
-that only this cluster may ever delete it. An existing untagged bucket is used
-but never claimed; a bucket tagged for another cluster is refused. Connect
+It creates the bucket when it is absent. Just before it does, it draws a random
+nonce, records it in the context and tags the bucket with it
+(podmin:create-nonce) and with podmin:cluster=CLUSTER. Only that nonce proves
+the bucket is the one this context created, so only a context holding it lets
+destroy delete the bucket; tags anyone could copy prove nothing. A bucket that
+already existed is used but never claimed, whatever its tags say; one tagged for
+another cluster is refused. Connect
 verifies the bucket's region and proves read, write and delete access with a
 short-lived probe object before anything is saved.
 

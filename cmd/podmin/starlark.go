@@ -63,7 +63,7 @@ local files, the local image store) lands in an in-memory overlay that later
 reads see, and nothing real is modified. The plan printed at the end lists, per
 call, each changed object, secret, context and file with a diff. With -o json
 standard output carries only the plan; the script's print() goes to standard
-error. Destructive operations need confirm = True or confirm = "<cluster>" in the
+error. -o formats only that plan: a real run refuses -o json and -o yaml. Destructive operations need confirm = True or confirm = "<cluster>" in the
 script, or --yes (-y) for the whole run; confirm = naming another cluster refuses
 the call even with --yes. A dry run needs none: its plan marks each destructive
 call.
@@ -83,6 +83,11 @@ reference.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(out); err != nil {
 				return err
+			}
+			// Only a plan has a format: a real run prints what the script
+			// prints, so an output format would be silently ignored.
+			if out != "table" && !dryRun {
+				return usageError{fmt.Errorf("-o %s formats the plan of a dry run, and a real run has none: add --dry-run, or leave -o out", out)}
 			}
 			lessGC()
 			if dash := cmd.ArgsLenAtDash(); dash > 1 || dash == -1 && len(args) > 1 {
@@ -268,7 +273,7 @@ func newStarlarkTopic() *cobra.Command {
 	return &cobra.Command{
 		Use:   "starlark",
 		Short: "The Starlark recipe language: podmin module, run, test, repl",
-		Long:  pstar.Markdown(),
+		Long:  pstar.Text(),
 		Example: `  podmin help starlark
   podmin help starlark | less`,
 	}
