@@ -71,9 +71,7 @@ func (e *Env) EnsureCASecrets(ctx context.Context, opts CASecretsOptions) (CASec
 	if err != nil {
 		return CASecretsResult{}, err
 	}
-	for _, g := range got {
-		e.progress("%s %s", g.Action, g.Name)
-	}
+	// The caller reports each secret once, in its result.
 	return CASecretsResult{Cluster: c.Cluster, Provider: s.Provider(), Secrets: got}, nil
 }
 

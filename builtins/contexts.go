@@ -17,6 +17,7 @@ import (
 	"podmin.dev/podmin/internal/cloud"
 	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/ids"
+	"podmin.dev/podmin/internal/manifest"
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/scrub"
 )
@@ -69,11 +70,14 @@ type ConnectResult struct {
 // fails before anything is created.
 func (e *Env) validateConnect(opts *ConnectOptions) (cloud.Provider, error) {
 	if err := ids.ValidateCluster(opts.Cluster); err != nil {
-		return nil, err
+		return nil, InvalidArgument(err)
 	}
 	p, err := e.provider(opts.Provider)
 	if err != nil {
-		return nil, err
+		return nil, InvalidArgument(err)
+	}
+	if opts.SecretsProvider != "" && !slices.Contains(manifest.SecretsProviders(), opts.SecretsProvider) {
+		return nil, InvalidArgument(fmt.Errorf("unknown secrets provider %s: use one of %q", scrub.Quote(opts.SecretsProvider), manifest.SecretsProviders()))
 	}
 	if opts.Bucket == "" {
 		return nil, errors.New("no bucket given: pass --bucket with the name of the cluster's object storage bucket (it is created when absent)")

@@ -141,16 +141,19 @@ func (e *Env) CheckDeploy(opts DeployOptions) error {
 // error wrapping state.ErrIndexMissing: "podmin index rebuild" restores it.
 func (e *Env) Deploy(ctx context.Context, opts DeployOptions) (DeployResult, error) {
 	if err := ids.ValidateNodeGroup(opts.NodeGroup); err != nil {
-		return DeployResult{}, fmt.Errorf("--nodegroup: %w", err)
+		return DeployResult{}, InvalidArgument(fmt.Errorf("--nodegroup: %w", err))
+	}
+	if err := e.CheckDeploy(opts); err != nil {
+		return DeployResult{}, InvalidArgument(err)
 	}
 	key, err := state.NewKey(opts.NodeGroup, opts.Name)
 	if err != nil {
-		return DeployResult{}, err
+		return DeployResult{}, InvalidArgument(err)
 	}
 	wopts := WaitOptions{Name: opts.Name, NodeGroup: opts.NodeGroup, Until: opts.Wait}
 	if opts.Wait != "" {
 		if err := checkWait(&wopts); err != nil {
-			return DeployResult{}, err
+			return DeployResult{}, InvalidArgument(err)
 		}
 	}
 	ex, err := e.deployManifest(opts)
@@ -219,7 +222,8 @@ type DeleteResult struct {
 	Name      string `json:"name"`
 	NodeGroup string `json:"nodegroup"`
 	// Action is deleted, or absent when there was no such deployment (and
-	// nothing was written).
+	// nothing was written). A delete whose write lost its reply, after
+	// which the index no longer holds the entry, is deleted.
 	Action string `json:"action"`
 }
 
@@ -229,11 +233,11 @@ type DeleteResult struct {
 // whether the deployment exists is then unknown, not absent.
 func (e *Env) Delete(ctx context.Context, opts DeleteOptions) (DeleteResult, error) {
 	if err := ids.ValidateNodeGroup(opts.NodeGroup); err != nil {
-		return DeleteResult{}, fmt.Errorf("--nodegroup: %w", err)
+		return DeleteResult{}, InvalidArgument(fmt.Errorf("--nodegroup: %w", err))
 	}
 	key, err := state.NewKey(opts.NodeGroup, opts.Name)
 	if err != nil {
-		return DeleteResult{}, err
+		return DeleteResult{}, InvalidArgument(err)
 	}
 	c, store, err := e.openCluster(ctx)
 	if err != nil {
@@ -243,10 +247,15 @@ func (e *Env) Delete(ctx context.Context, opts DeleteOptions) (DeleteResult, err
 	if err != nil {
 		return DeleteResult{}, e.explain(c, err)
 	}
+	action := string(r.Outcome)
 	if r.LostReply {
-		e.progress("the reply to the index write was lost, but %s is no longer in the index: nothing more was written", key)
+		// The entry was there when this delete wrote, and is gone now:
+		// whether this write or another writer's removed it cannot be
+		// proven, but the deployment is deleted either way.
+		action = string(state.Deleted)
+		e.progress("the reply to the index write was lost; reading the index back cannot prove whose write removed %s, but %s is no longer in the index: it is deleted, and nothing more was written", key, key)
 	}
-	return DeleteResult{Name: key.Name, NodeGroup: key.NodeGroup, Action: string(r.Outcome)}, nil
+	return DeleteResult{Name: key.Name, NodeGroup: key.NodeGroup, Action: action}, nil
 }
 
 // OriginAnnotation marks a Pod that a Podmin install command created; list

@@ -105,7 +105,7 @@ func buildTargets(opts BuildOptions) ([]oci.LocalRef, []v1.Platform, error) {
 func (e *Env) Build(ctx context.Context, opts BuildOptions) (ImageResult, error) {
 	refs, platforms, err := buildTargets(opts)
 	if err != nil {
-		return ImageResult{}, err
+		return ImageResult{}, InvalidArgument(err)
 	}
 	dir := opts.Path
 	if dir == "" {
@@ -149,7 +149,7 @@ func (e *Env) Build(ctx context.Context, opts BuildOptions) (ImageResult, error)
 func (e *Env) Pull(ctx context.Context, opts PullOptions) (ImageResult, error) {
 	r, err := oci.RemoteRef(opts.Source)
 	if err != nil {
-		return ImageResult{}, err
+		return ImageResult{}, InvalidArgument(err)
 	}
 	return e.pull(ctx, r)
 }
@@ -174,11 +174,11 @@ func (e *Env) pull(ctx context.Context, r oci.LocalRef) (ImageResult, error) {
 func (e *Env) Push(ctx context.Context, opts PushOptions) (PushResult, error) {
 	dst, err := oci.Destination(opts.Source, opts.Destination)
 	if err != nil {
-		return PushResult{}, err
+		return PushResult{}, InvalidArgument(err)
 	}
 	candidates, err := oci.SourceRefs(opts.Source)
 	if err != nil {
-		return PushResult{}, err
+		return PushResult{}, InvalidArgument(err)
 	}
 	store := e.imageStore()
 	var src oci.LocalRef

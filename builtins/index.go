@@ -31,8 +31,9 @@ type IndexRebuildOptions struct {
 type IndexRebuildEntry struct {
 	// Deployment is "<nodegroup>/<name>".
 	Deployment string `json:"deployment"`
-	// Source is "index" (a readable entry of the corrupt index),
-	// "payloads" (the only Pod payload for the name) or "pick".
+	// Source is "index" (a readable entry of the corrupt index), "view"
+	// (the entry its NodeGroup's view lists, the newest evidence) or
+	// "pick".
 	Source  string   `json:"source"`
 	Pod     string   `json:"pod"`
 	Service string   `json:"service"`
@@ -52,17 +53,17 @@ type IndexRebuildResult struct {
 	Problem string                `json:"problem"`
 	Entries []IndexRebuildEntry   `json:"entries"`
 	Dropped []IndexRebuildDropped `json:"dropped"`
-	// Skipped are payload objects not used because they are not what
-	// their path says.
+	// Skipped are objects not used, with why: payloads that are not what
+	// their path says, and NodeGroup views that are no evidence.
 	Skipped []string `json:"skipped"`
 	// Written is true once the rebuilt index was committed.
 	Written bool `json:"written"`
 }
 
 // Diff renders the plan as a diff of the index: " " an entry of the
-// corrupt index kept as it was, "+" an entry restored from the payloads
-// in the bucket, "-" an entry of the corrupt index (or a name found in
-// the payloads) left out, with the reason.
+// corrupt index kept as it was, "+" an entry restored as its NodeGroup's
+// view lists it (or as picked), "-" an entry of the corrupt index, or a
+// name found in the payloads or views, left out, with the reason.
 func (r IndexRebuildResult) Diff() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "bucket %s: %s\n", r.Bucket, r.Problem)
@@ -74,7 +75,7 @@ func (r IndexRebuildResult) Diff() string {
 		return p
 	}
 	for _, e := range r.Entries {
-		mark, why := "+", map[string]string{"payloads": "the only Pod payload for it", "pick": "picked"}[e.Source]
+		mark, why := "+", map[string]string{state.FromView: "as the newest view of its NodeGroup lists it", state.FromPick: "picked"}[e.Source]
 		if e.Source == "index" {
 			mark, why = " ", "readable entry, kept"
 		}
@@ -91,7 +92,7 @@ func (r IndexRebuildResult) Diff() string {
 		fmt.Fprintf(&b, "- %s\n    (%s)\n", d.Deployment, d.Reason)
 	}
 	for _, s := range r.Skipped {
-		fmt.Fprintf(&b, "skipped payload %s\n", s)
+		fmt.Fprintf(&b, "skipped %s\n", s)
 	}
 	return b.String()
 }
@@ -107,7 +108,7 @@ func (e *Env) RebuildIndex(ctx context.Context, opts IndexRebuildOptions) (Index
 	for _, s := range opts.Pick {
 		p, err := state.ParsePick(s)
 		if err != nil {
-			return IndexRebuildResult{}, err
+			return IndexRebuildResult{}, InvalidArgument(fmt.Errorf("--pick: %w", err))
 		}
 		picks = append(picks, p)
 	}

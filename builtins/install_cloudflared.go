@@ -91,7 +91,10 @@ func (e *Env) InstallCloudflared(ctx context.Context, opts InstallCloudflaredOpt
 // serves.
 func (e *Env) installCloudflared(ctx context.Context, opts InstallCloudflaredOptions, pin PinnedImage) (InstallResult, error) {
 	if err := ids.ValidateNodeGroup(opts.NodeGroup); err != nil {
-		return InstallResult{}, fmt.Errorf("--nodegroup: %w", err)
+		return InstallResult{}, InvalidArgument(fmt.Errorf("--nodegroup: %w", err))
+	}
+	if err := checkSecretsProviderName(opts.Provider); err != nil {
+		return InstallResult{}, err
 	}
 	key, err := state.NewKey(opts.NodeGroup, CloudflaredName)
 	if err != nil {
@@ -279,7 +282,7 @@ type UninstallCloudflaredOptions struct {
 // image, and the token belongs to its operator.
 func (e *Env) UninstallCloudflared(ctx context.Context, opts UninstallCloudflaredOptions) (DeleteResult, error) {
 	if err := ids.ValidateNodeGroup(opts.NodeGroup); err != nil {
-		return DeleteResult{}, fmt.Errorf("--nodegroup: %w", err)
+		return DeleteResult{}, InvalidArgument(fmt.Errorf("--nodegroup: %w", err))
 	}
 	key, err := state.NewKey(opts.NodeGroup, CloudflaredName)
 	if err != nil {

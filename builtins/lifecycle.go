@@ -127,6 +127,16 @@ func (h lifecycleHost) Secrets(ctx context.Context, c contexts.Context, provider
 	return h.e.Secrets(ctx, c, provider)
 }
 
+func (h lifecycleHost) SecretsProviders(c contexts.Context) []string {
+	p, err := h.e.provider(c.Provider)
+	if err != nil {
+		// The context names no provider of this build: its secrets are
+		// where the context says.
+		return []string{c.SecretsProvider}
+	}
+	return p.SecretsProviders()
+}
+
 func (h lifecycleHost) RemoveContext(cluster string) error {
 	return h.e.contextsFile().Update(func(f *contexts.File) error {
 		if _, ok := f.Contexts[cluster]; !ok {

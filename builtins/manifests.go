@@ -114,6 +114,9 @@ func (e *Env) checkManifestOptions(o ManifestOptions) error {
 // reported unchanged and not written. An existing file holding anything
 // else is an error and stays as it was, unless Force replaces it.
 func (e *Env) Init(opts InitOptions) (InitResult, error) {
+	if err := e.CheckInit(opts); err != nil {
+		return InitResult{}, InvalidArgument(err)
+	}
 	data, res, err := e.buildManifest(opts.ManifestOptions)
 	if err != nil {
 		return InitResult{}, err
@@ -205,7 +208,10 @@ type Extracted = manifest.Result
 // the result (ManifestWarnings converts them).
 func (e *Env) Validate(opts ValidateOptions) (*Extracted, error) {
 	if opts.File == "" {
-		return nil, errors.New("validate needs --file: pass the manifest to check (or - for standard input)")
+		return nil, InvalidArgument(errors.New("validate needs --file: pass the manifest to check (or - for standard input)"))
+	}
+	if err := manifest.CheckImageValues(opts.Images); err != nil {
+		return nil, InvalidArgument(err)
 	}
 	data, err := e.readFile(opts.File)
 	if err != nil {

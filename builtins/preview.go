@@ -65,7 +65,7 @@ type PreviewResult struct {
 // mount paths shown.
 func (e *Env) Preview(ctx context.Context, opts PreviewOptions) (PreviewResult, error) {
 	if err := ids.ValidateNodeGroup(opts.NodeGroup); err != nil {
-		return PreviewResult{}, fmt.Errorf("--nodegroup: %w", err)
+		return PreviewResult{}, InvalidArgument(fmt.Errorf("--nodegroup: %w", err))
 	}
 	c, store, err := e.openCluster(ctx)
 	if err != nil {

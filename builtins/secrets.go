@@ -131,6 +131,12 @@ func (e *Env) DestroySecret(ctx context.Context, opts DestroySecretOptions) (Sec
 // ListSecrets lists secret names and metadata, never values. Podmin's
 // internal system keys are never listed.
 func (e *Env) ListSecrets(ctx context.Context, opts ListSecretsOptions) (SecretList, error) {
+	if err := CheckListSecrets(opts); err != nil {
+		return SecretList{}, InvalidArgument(err)
+	}
+	if err := checkSecretsProviderName(opts.Provider); err != nil {
+		return SecretList{}, err
+	}
 	c, err := e.CurrentContext()
 	if err != nil {
 		return SecretList{}, err
@@ -171,6 +177,12 @@ func (e *Env) CheckSecret(opts SecretOptions) error {
 // secretOp validates everything that needs no provider call, opens the
 // provider and runs op.
 func (e *Env) secretOp(ctx context.Context, opts SecretOptions, action string, op func(secrets.Store, secrets.Name) error) (SecretResult, error) {
+	if err := CheckSecretAddress(opts); err != nil {
+		return SecretResult{}, InvalidArgument(err)
+	}
+	if err := checkSecretsProviderName(opts.Provider); err != nil {
+		return SecretResult{}, err
+	}
 	c, err := e.CurrentContext()
 	if err != nil {
 		return SecretResult{}, err
@@ -231,6 +243,16 @@ func secretName(c contexts.Context, opts SecretOptions) (secrets.Name, error) {
 		return secrets.Name{}, fmt.Errorf("%w: no Pod given: pass --for POD (the DaemonSet's name), or --system for %s", secrets.ErrInvalid, secrets.OtelLogsHeaders)
 	}
 	return secrets.PodSecret(c.Cluster, opts.Namespace, opts.For, opts.Key)
+}
+
+// checkSecretsProviderName refuses a secrets provider name no build knows
+// (ErrInvalidArgument); "" means the context's default. Whether the
+// context's provider allows it is checked once the context is read.
+func checkSecretsProviderName(name string) error {
+	if name != "" && !slices.Contains(manifest.SecretsProviders(), name) {
+		return InvalidArgument(fmt.Errorf("unknown secrets provider %s: use one of %q", scrub.Quote(name), manifest.SecretsProviders()))
+	}
+	return nil
 }
 
 // ErrNoSecrets reports an Env without a secrets factory.

@@ -153,7 +153,7 @@ func TestSecretBadInputMakesNoCalls(t *testing.T) {
 		{"internal system key", `"workload-ca-key" is not a system key you can manage`, create(SecretOptions{Key: "workload-ca-key", System: true}, secrets.Value(secret))},
 		{"system with pod", "--system addresses a system key of the cluster (/CLUSTER/_system/KEY), which belongs to no Pod: omit --for and --namespace",
 			create(SecretOptions{Key: "otel-logs-headers", For: "web", System: true}, secrets.Value(secret))},
-		{"unknown provider", `unknown secrets provider "gcp-secrets": use one of ["local" "aws-parameter-store" "aws-secrets-manager"]`,
+		{"unknown provider", `unknown secrets provider "gcp-secrets": use one of ["aws-parameter-store" "aws-secrets-manager" "local"]`,
 			create(SecretOptions{Key: "k", For: "web", Provider: "gcp-secrets"}, secrets.Value(secret))},
 		{"parameter store too large", "the value is 4097 bytes, more than the 4096 bytes aws-parameter-store accepts: store a smaller value or use --provider aws-secrets-manager",
 			create(SecretOptions{Key: "k", For: "web", Provider: secrets.ParameterStore}, big(4097))},

@@ -171,11 +171,16 @@ func (e *Env) sleep(ctx context.Context, d time.Duration) error {
 func (e *Env) Status(ctx context.Context, opts StatusOptions) (StatusResult, error) {
 	if opts.NodeGroup != "" {
 		if err := ids.ValidateNodeGroup(opts.NodeGroup); err != nil {
-			return StatusResult{}, fmt.Errorf("--nodegroup: %w", err)
+			return StatusResult{}, InvalidArgument(fmt.Errorf("--nodegroup: %w", err))
 		}
 	}
 	if opts.Name != "" && opts.NodeGroup == "" {
-		return StatusResult{}, errors.New("a deployment name needs its NodeGroup: pass --nodegroup")
+		return StatusResult{}, InvalidArgument(errors.New("a deployment name needs its NodeGroup: pass --nodegroup"))
+	}
+	if opts.Name != "" {
+		if _, err := state.NewKey(opts.NodeGroup, opts.Name); err != nil {
+			return StatusResult{}, InvalidArgument(err)
+		}
 	}
 	c, store, err := e.openCluster(ctx)
 	if err != nil {

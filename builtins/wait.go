@@ -50,6 +50,10 @@ var (
 	// ErrReadinessUnknowable: a node has no kubelet Pods API, so waiting
 	// for readiness could never end.
 	ErrReadinessUnknowable = errors.New("readiness cannot be known")
+	// ErrNoNodes: no node has ever reported, and none can: setup never
+	// ran (or teardown withdrew it) and no agent ever took part in
+	// coordination.
+	ErrNoNodes = errors.New("no node has ever reported")
 )
 
 // WaitOptions describe a wait for one deployment.
@@ -136,8 +140,9 @@ func checkWait(opts *WaitOptions) error {
 // after it read the commit naming it (ErrNodeError): at once for an error
 // reported after the wait began, and for one already reported then only
 // when the node reports another error or it still stands StaleErrorGrace
-// later. It fails at once when another commit replaces the revision it
-// waits for (ErrSuperseded), and when readiness is waited for on a node
+// later. It fails at once when the deployment is not committed when the
+// wait begins (ErrNoDeployment), when another commit replaces or deletes
+// the revision it waits for (ErrSuperseded), and when readiness is waited for on a node
 // without a kubelet (ErrReadinessUnknowable). Out of time it returns a
 // *WaitTimeoutError naming what is missing. Progress goes to the Env's
 // Progress whenever the summary changes. Each poll costs one conditional
@@ -145,7 +150,7 @@ func checkWait(opts *WaitOptions) error {
 // the NodeGroup's status object.
 func (e *Env) Wait(ctx context.Context, opts WaitOptions) (WaitResult, error) {
 	if err := checkWait(&opts); err != nil {
-		return WaitResult{}, err
+		return WaitResult{}, InvalidArgument(err)
 	}
 	c, store, err := e.openCluster(ctx)
 	if err != nil {
@@ -160,7 +165,7 @@ func (e *Env) Wait(ctx context.Context, opts WaitOptions) (WaitResult, error) {
 func (e *Env) waitError(c contexts.Context, err error) error {
 	var te *WaitTimeoutError
 	if err == nil || errors.As(err, &te) || errors.Is(err, ErrNodeError) || errors.Is(err, ErrSuperseded) ||
-		errors.Is(err, ErrReadinessUnknowable) || errors.Is(err, ErrNoDeployment) {
+		errors.Is(err, ErrReadinessUnknowable) || errors.Is(err, ErrNoDeployment) || errors.Is(err, ErrNoNodes) {
 		return err
 	}
 	return e.explain(c, err)
@@ -196,7 +201,11 @@ func (e *Env) wait(ctx context.Context, store objstore.Store, opts WaitOptions) 
 			return res, err
 		}
 		if !ok {
-			return res, fmt.Errorf("%w: deployment %s is not in the deployment index (deleted while waiting?)", ErrNoDeployment, key)
+			if earlier == nil && opts.Revision == "" {
+				return res, fmt.Errorf("%w: deployment %s is not in the deployment index: run \"podmin list\" to see deployments", ErrNoDeployment, key)
+			}
+			// It was committed when the wait began: a delete replaced it.
+			return res, fmt.Errorf("%w: deployment %s was deleted from the deployment index while the wait ran", ErrSuperseded, key)
 		}
 		rev := nodepod.Revision(entry)
 		if opts.Revision != "" && rev != opts.Revision {
@@ -210,6 +219,11 @@ func (e *Env) wait(ctx context.Context, store objstore.Store, opts WaitOptions) 
 			return res, err
 		}
 		res.DeploymentStatus = st.NodeGroups[0].Deployments[0]
+		if earlier == nil && st.Leader.ID == "" && st.NodeGroups[0].UpdatedAt == nil {
+			if err := noNodeCanReport(ctx, store, key); err != nil {
+				return res, err
+			}
+		}
 		waited := e.now().Sub(start)
 		res.WaitedSeconds = waited.Seconds()
 		if earlier == nil {
@@ -244,6 +258,23 @@ func (e *Env) wait(ctx context.Context, store objstore.Store, opts WaitOptions) 
 			return res, err
 		}
 	}
+}
+
+// noNodeCanReport fails with ErrNoNodes when nothing will ever report on
+// key: checked only when no agent has ever held the coordination lease
+// and no status of key's NodeGroup exists, it costs one HEAD of the
+// cluster configuration. A cluster set up (nodes may still be booting, or
+// local agents not started yet) is waited for.
+func noNodeCanReport(ctx context.Context, store objstore.Store, key state.Key) error {
+	_, err := store.Head(ctx, state.TFVarsPath)
+	switch {
+	case err == nil:
+		return nil
+	case !errors.Is(err, objstore.ErrNotFound):
+		return fmt.Errorf("read %s: %w", state.TFVarsPath, err)
+	}
+	return fmt.Errorf("%w: the cluster has no published configuration (%s is absent: setup never ran, or teardown withdrew it) and no agent has ever taken part in coordination (%s is absent), so no node can run %s: run \"podmin setup\" (on a local context it prints the podmin-agent command of every node), start the agents, then wait again",
+		ErrNoNodes, state.TFVarsPath, state.DNSLeaderPath, key)
 }
 
 // nodeErrors maps each node with an error in d to that error.

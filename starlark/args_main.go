@@ -5,6 +5,7 @@
 package starlark
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -162,12 +163,18 @@ func convertArg(p mainParam, s string, prev star.Value) (star.Value, error) {
 		return star.Bool(b), nil
 	case star.Int:
 		n, err := strconv.ParseInt(s, 10, 64)
+		if errors.Is(err, strconv.ErrRange) {
+			return nil, fmt.Errorf("%s is out of range: want an integer from %d to %d", scrub.Quote(s), int64(math.MinInt64), int64(math.MaxInt64))
+		}
 		if err != nil {
 			return nil, fmt.Errorf("want an integer, got %s", scrub.Quote(s))
 		}
 		return star.MakeInt64(n), nil
 	case star.Float:
 		f, err := strconv.ParseFloat(s, 64)
+		if errors.Is(err, strconv.ErrRange) {
+			return nil, fmt.Errorf("%s is out of range: want a finite number of at most about 1.8e308", scrub.Quote(s))
+		}
 		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
 			return nil, fmt.Errorf("want a finite number such as 0.5 or 2, got %s", scrub.Quote(s))
 		}

@@ -21,17 +21,18 @@ var ErrNotConfirmed = builtins.ErrNotConfirmed
 // confirmParam is the parameter every destructive builtin takes. Builtins
 // adds it to each Builtin marked Destructive; the guard consumes it before
 // the builtin's own arguments are unpacked.
-var confirmParam = Param{Name: "confirm", Type: "bool | str", Default: "False",
-	Doc: "confirms this destructive call: True, or the cluster's ID (or run with --yes)"}
+var confirmParam = Param{Name: "confirm", Type: "bool | str",
+	Doc: "confirms this destructive call: True, or the cluster's ID (or run with --yes); False refuses it, whatever --yes says"}
 
 // guard is the one confirmation check of every destructive builtin. It
 // runs before the builtin unpacks its arguments or calls anything.
 //
 // confirm = "<cluster>" is a check, not an answer: a cluster other than
 // the one the call acts on refuses the call whatever else was given
-// (--yes, a dry run, a prompt). Without a named cluster the call asks a
-// question, and confirm = True, --yes or the operator typing the cluster
-// ID on the REPL's terminal answers it. A dry run changes nothing, so its
+// (--yes, a dry run, a prompt). confirm = False is the script's own "no",
+// which nothing overrides either. Without confirm the call asks a
+// question, and --yes or the operator typing the cluster ID on the REPL's
+// terminal answers it. A dry run changes nothing, so its
 // calls need no answer: they are recorded in the plan as destructive.
 // A script never prompts.
 func (c *call) guard(confirm star.Value) error {
@@ -52,6 +53,10 @@ func (c *call) guard(confirm star.Value) error {
 		if v {
 			return nil
 		}
+		// An explicit False is the script's answer: no. --yes answers
+		// only calls that give none, and a dry run plans what a real run
+		// does, which is to refuse.
+		return fmt.Errorf("%w: %s is destructive and the script says confirm = False: it was refused (--yes answers only calls that give no confirm =); nothing was changed", ErrNotConfirmed, c.b.FullName())
 	case star.String:
 		t := target()
 		if t == "" {

@@ -71,7 +71,7 @@ func TestEveryDestructiveBuiltinIsGuarded(t *testing.T) {
 		}
 		n++
 		t.Run(b.Name, func(t *testing.T) {
-			if !strings.Contains(b.Signature(), "confirm=False") {
+			if !strings.Contains(b.Signature(), "confirm=None") {
 				t.Errorf("signature lacks confirm: %s", b.Signature())
 			}
 			reached, err := callGuarded(t, b, Options{})
@@ -113,9 +113,17 @@ func TestEveryDestructiveBuiltinIsGuarded(t *testing.T) {
 			if asked != "" {
 				t.Errorf("a mismatched confirm = asked %q", asked)
 			}
-			// --yes answers a question only: confirm = False is the default.
-			if reached, _ := callGuarded(t, b, Options{Yes: true}, star.Tuple{star.String("confirm"), star.False}); !reached {
-				t.Errorf("--yes did not answer confirm = False")
+			// --yes answers a question only: an explicit confirm = False
+			// is the script's "no", which neither --yes, a dry run nor a
+			// prompt overrides; None is no answer at all.
+			for _, opts := range []Options{{Yes: true}, {DryRun: true}, {Confirm: ask}} {
+				reached, err := callGuarded(t, b, opts, star.Tuple{star.String("confirm"), star.False})
+				if reached || !errors.Is(err, ErrNotConfirmed) || !strings.Contains(err.Error(), "the script says confirm = False") {
+					t.Errorf("confirm = False with %+v: reached=%v err=%v", opts, reached, err)
+				}
+			}
+			if reached, err := callGuarded(t, b, Options{Yes: true}, star.Tuple{star.String("confirm"), star.None}); !reached {
+				t.Errorf("--yes did not answer confirm = None: %v", err)
 			}
 			for _, typed := range []string{"y", "yes", "", "PROD", "staging"} {
 				ask := func(q string) (string, error) { asked = q; return typed, nil }

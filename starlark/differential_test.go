@@ -265,7 +265,9 @@ def has_token():
 	}
 
 	for _, ng := range tc.fakeNodes {
-		e.sb.nodes.groups[ng] = fakeGroup{nodes: 2, state: "ready"}
+		if err := e.sb.nodes.declare(ctx, ng, fakeGroup{nodes: 2, state: "ready"}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := e.host(Options{Yes: true}).Run(ctx, script, tc.args); err != nil {
 		t.Fatalf("real run: %v", err)

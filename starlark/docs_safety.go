@@ -56,8 +56,9 @@ cluster.destroy, uninstall.cloudflared — takes confirm and fails before it doe
 anything without it: pass confirm = True, or confirm = "<cluster ID>" to also
 check which cluster it acts on, or start the run with podmin run --yes (-y).
 confirm = "<cluster ID>" is a check, not an answer: naming another cluster
-refuses the call under every flag, --yes included; --yes only answers calls
-without confirm =. A script never prompts; the REPL asks you to type the
+refuses the call under every flag, --yes included, and so does confirm = False,
+the script's own "no"; --yes only answers calls without confirm =. A script
+never prompts; the REPL asks you to type the
 cluster ID on a terminal, as the CLI commands do (they need --yes (-y)
 otherwise). An unconfirmed or refused destructive operation exits with status
 4. A dry run needs no confirmation: it changes nothing, and its plan marks each

@@ -136,7 +136,7 @@ func (l *loader) fetch(name string, e LockEntry) (string, map[string]string, err
 	}
 	defer os.RemoveAll(tmp)
 	if _, err := git(tmp, "clone", "--quiet", "--no-checkout", e.Git, "."); err != nil {
-		return "", nil, fmt.Errorf("repository @%s: clone %s: %w", name, e.Git, err)
+		return "", nil, fetchFailed{fmt.Errorf("repository @%s: clone %s: %w", name, e.Git, err)}
 	}
 	// The working tree must be the blobs byte for byte: no line-ending
 	// conversion, filter or encoding from the repository's attributes or
@@ -145,7 +145,7 @@ func (l *loader) fetch(name string, e LockEntry) (string, map[string]string, err
 		return "", nil, fmt.Errorf("repository @%s: %w", name, err)
 	}
 	if _, err := git(tmp, "-c", "advice.detachedHead=false", "-c", "core.autocrlf=false", "-c", "core.symlinks=true", "checkout", "--quiet", "--detach", e.Commit); err != nil {
-		return "", nil, fmt.Errorf("repository @%s: commit %s of %s: %w: check the commit in %s", name, e.Commit, e.Git, err, LockFile)
+		return "", nil, fetchFailed{fmt.Errorf("repository @%s: commit %s of %s: %w: check the commit in %s", name, e.Commit, e.Git, err, LockFile)}
 	}
 	files, differs, err := verifyCheckout(tmp, e.Commit)
 	if err != nil {

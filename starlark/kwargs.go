@@ -10,7 +10,7 @@ import (
 )
 
 // flagRE finds a CLI flag in an error message of the builtins package.
-var flagRE = regexp.MustCompile(`--([a-z][a-z0-9-]*)(:?)`)
+var flagRE = regexp.MustCompile(`--([a-z][a-z0-9-]*)([:=]?)`)
 
 // kwargError is a builtins error whose message names keyword arguments
 // instead of CLI flags; errors.Is and errors.As still see the original.
@@ -39,6 +39,7 @@ func (c *call) kwargErrors(err error) error {
 	}
 	out := flagRE.ReplaceAllStringFunc(msg, func(f string) string {
 		f, colon := strings.CutSuffix(f, ":")
+		f, equals := strings.CutSuffix(f, "=")
 		k := strings.ReplaceAll(f[2:], "-", "_")
 		if k == "for" {
 			k = "for_"
@@ -46,10 +47,14 @@ func (c *call) kwargErrors(err error) error {
 		switch {
 		case !names[k] && colon:
 			return f + ":"
+		case !names[k] && equals:
+			return f + "="
 		case !names[k]:
 			return f
 		case colon: // "--nodegroup: bad" → "argument nodegroup: bad"
 			return "argument " + k + ":"
+		case equals: // "--wait=soon" → "wait = soon"
+			return k + " = "
 		}
 		return k + " ="
 	})

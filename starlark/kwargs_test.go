@@ -16,10 +16,11 @@ import (
 // arguments where the CLI's speak of flags, and still match sentinels.
 func TestErrorsNameKeywords(t *testing.T) {
 	cases := map[string]string{
-		`podmin.deployments.deploy("web", nodegroup = "w")`:                  "deploy needs image = for the built-in manifest, or file = with a manifest",
-		`podmin.deployments.deploy("web", nodegroup = "Bad", image = "x:1")`: "argument nodegroup: invalid NodeGroup ID",
-		`podmin.secrets.create("k", value = "some-value")`:                   "no Pod given: pass for_ = POD (the DaemonSet's name), or system = for otel-logs-headers",
-		`podmin.secrets.create("k", for_ = "web")`:                           "pass the value as value = or file =",
+		`podmin.deployments.deploy("web", nodegroup = "w")`:                               "deploy needs image = for the built-in manifest, or file = with a manifest",
+		`podmin.deployments.deploy("web", nodegroup = "Bad", image = "x:1")`:              "argument nodegroup: invalid NodeGroup ID",
+		`podmin.secrets.create("k", value = "some-value")`:                                "no Pod given: pass for_ = POD (the DaemonSet's name), or system = for otel-logs-headers",
+		`podmin.secrets.create("k", for_ = "web")`:                                        "pass the value as value = or file =",
+		`podmin.deployments.deploy("web", nodegroup = "w", image = "x:1", wait = "soon")`: "wait = soon: wait for applied or ready",
 	}
 	for script, want := range cases {
 		e := newEnv(t)

@@ -11,6 +11,7 @@ import (
 	star "go.starlark.net/starlark"
 
 	"podmin.dev/podmin/builtins"
+	"podmin.dev/podmin/internal/state"
 )
 
 // deploymentOps are the deployment operations the deployments module calls.
@@ -115,6 +116,9 @@ Built on list. Without default, absence is an error.`,
 				var def star.Value
 				if err := c.unpack(&name, &ng, &def); err != nil {
 					return nil, err
+				}
+				if _, err := state.NewKey(ng, name); err != nil {
+					return nil, builtins.InvalidArgument(err)
 				}
 				list, err := c.host.ops.List(c.ctx)
 				if err != nil {

@@ -26,11 +26,13 @@ func indexFamily() []*Builtin {
 		Doc: `Rebuilds a corrupt deployments/index.json from its readable entries and the payloads. Destructive: needs confirm or --yes.
 
 Same as "podmin index rebuild": readable entries of the corrupt index are kept
-when their payloads are intact, every other name comes from the Pod payloads in
-the bucket (with the Service payload each names), and the index is written
-conditionally on the corrupt object's ETag. Several payloads for one name (or
-one Service), or a Service claimed twice, fail with the picks that settle them;
-a valid index is refused. The plan is printed as a diff on standard error.
+when their payloads are intact; every other name comes from the Pod payloads in
+the bucket as the newest evidence decides: a NodeGroup view written after every
+payload of a name restores the version it lists, or leaves out the name it does
+not list (deleted). The index is written conditionally on the corrupt object's
+ETag. What the evidence cannot decide (a payload newer than its view, no usable
+view, several payloads for one name or one Service, a Service claimed twice)
+fails with the picks that settle it; a valid index is refused. The plan is printed as a diff on standard error.
 Returns index_rebuild(bucket, problem, entries, dropped, skipped, written,
 planned); each entry is index_entry(deployment, source, pod, service, images),
 each dropped one index_dropped(deployment, reason). Under --dry-run the plan is

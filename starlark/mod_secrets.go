@@ -119,7 +119,8 @@ func (c *call) secretValue(key string, v star.Value, file string) (secrets.Value
 	case *Secret:
 		raw = x.Reveal()
 	default:
-		return nil, fmt.Errorf("for parameter \"value\": got %s, want str or secret", v.Type())
+		// A wrong type is the script's own mistake, as in UnpackArgs.
+		return nil, &argError{msg: fmt.Sprintf("for parameter \"value\": got %s, want str or secret", v.Type())}
 	}
 	if v != nil && file != "" {
 		return nil, errors.New("pass value = or file =, not both")
@@ -174,6 +175,10 @@ call returns. There is no CLI command: Podmin never prints a value.`,
 					return nil, errors.New("reading secret values is not available here")
 				}
 				v, _, err := r.ReadSecret(c.ctx, o)
+				if errors.Is(err, secrets.ErrNotFound) {
+					// The one thing asked for is absent (exit 3).
+					return nil, notFound(err)
+				}
 				if err != nil {
 					return nil, err
 				}

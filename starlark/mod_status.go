@@ -125,7 +125,9 @@ The gate of "podmin status --wait" and "podmin deploy --wait" (until is their
 --wait value, timeout their --timeout). Returns deployment_status(...) with
 waited_seconds and until. Fails when the timeout passes first (naming what is
 missing: nodes not ready, waiting for a rollout slot, missing), when a node
-reports an error for the revision, and when the deployment is not committed.
+reports an error for the revision, when the deployment is not committed (exit 3),
+and at once when no node can ever report (setup never ran and no agent ever
+took part in coordination).
 A Pod with a container without a readiness probe, which kubelet calls ready as
 soon as it starts, counts as ready once kubelet has reported it ready for 5 s.
 Under --dry-run it checks its arguments and plans the wait without waiting.`,
@@ -135,16 +137,18 @@ Under --dry-run it checks its arguments and plans the wait without waiting.`,
 				if err := c.unpack(&o.Name, &o.NodeGroup, &until, &timeout); err != nil {
 					return nil, err
 				}
+				// Bad values are bad usage (exit 2), as the same values
+				// given to "podmin status --wait" are.
 				d, err := time.ParseDuration(timeout)
 				if err != nil || d <= 0 {
-					return nil, fmt.Errorf("timeout = %q: use a positive duration such as 90s or 5m", timeout)
+					return nil, builtins.InvalidArgument(fmt.Errorf("timeout = %q: use a positive duration such as 90s or 5m", timeout))
 				}
 				o.Until, o.Timeout = until, d
 				if until != builtins.UntilReady && until != builtins.UntilApplied {
-					return nil, fmt.Errorf("until = %q: wait until %q or %q", until, builtins.UntilReady, builtins.UntilApplied)
+					return nil, builtins.InvalidArgument(fmt.Errorf("until = %q: wait until %q or %q", until, builtins.UntilReady, builtins.UntilApplied))
 				}
 				if _, err := state.NewKey(o.NodeGroup, o.Name); err != nil {
-					return nil, err
+					return nil, builtins.InvalidArgument(err)
 				}
 				if c.host.planned() {
 					return result("deployment_status", append(deploymentStatusFields(builtins.DeploymentStatus{Name: o.Name, NodeGroup: o.NodeGroup, State: builtins.StateUnknown,

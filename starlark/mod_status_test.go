@@ -47,8 +47,11 @@ print(d.action, w.planned, w.until, w.summary)
 // ready at once, and a timeout of minutes fails without taking minutes.
 func TestStatusAndWaitAgainstFakeNodes(t *testing.T) {
 	e := newEnv(t)
-	e.sb.nodes.groups["workers"] = fakeGroup{nodes: 2, state: "ready"}
-	e.sb.nodes.groups["edge"] = fakeGroup{nodes: 1, state: "not-ready"}
+	for ng, g := range map[string]fakeGroup{"workers": {nodes: 2, state: "ready"}, "edge": {nodes: 1, state: "not-ready"}} {
+		if err := e.sb.nodes.declare(t.Context(), ng, g); err != nil {
+			t.Fatal(err)
+		}
+	}
 	start := time.Now()
 	_, err := e.run(Options{}, `
 d = podmin.deployments.deploy("web", nodegroup = "workers", image = "hello:v1", wait = "ready")

@@ -270,6 +270,14 @@ func notFoundf(format string, args ...any) error {
 	return &notFoundError{msg: fmt.Sprintf(format, args...)}
 }
 
+// notFound marks err as ErrNotFound, keeping its message and its chain.
+func notFound(err error) error { return &notFoundWrap{err} }
+
+type notFoundWrap struct{ err error }
+
+func (e *notFoundWrap) Error() string   { return e.err.Error() }
+func (e *notFoundWrap) Unwrap() []error { return []error{e.err, ErrNotFound} }
+
 // unpack binds the arguments to ptrs, one per Param in order. Optional
 // parameters accept None as "not given".
 func (c *call) unpack(ptrs ...any) error {

@@ -82,7 +82,7 @@ func TestREPLLoop(t *testing.T) {
 	out := e.stdout.String()
 	for _, w := range []string{
 		"3\n6\n40\n",
-		"podmin.deployments.delete(name, *, nodegroup, ignore_not_found=False, confirm=False)\n\nRemoves a deployment",
+		"podmin.deployments.delete(name, *, nodegroup, ignore_not_found=False, confirm=None)\n\nRemoves a deployment",
 		"module podmin.contexts:\n  connect",
 		"[\"test\"]\n",
 	} {

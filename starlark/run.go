@@ -39,6 +39,17 @@ func (e *ScriptError) Error() string {
 
 func (e *ScriptError) Unwrap() error { return e.Err }
 
+// ErrFetchRepository reports a recipe repository pinned to a git commit
+// that could not be fetched: git could not clone it, or the commit is not
+// in it. The operation failed, not the script: the CLI exits 1 on it.
+var ErrFetchRepository = errors.New("the pinned repository could not be fetched")
+
+// fetchFailed marks an error as ErrFetchRepository, keeping its message.
+type fetchFailed struct{ err error }
+
+func (e fetchFailed) Error() string   { return e.err.Error() }
+func (e fetchFailed) Unwrap() []error { return []error{e.err, ErrFetchRepository} }
+
 // ArgsError is a bad command-line argument for main(); the CLI treats it
 // as bad usage (exit 2).
 type ArgsError struct {

@@ -146,7 +146,7 @@ prod 3 1.5 True ["a", "b"] x False test
 		"--env=a --replicas=1 --replicas=2": "--replicas is given twice",
 		"--env=a --ratio=nan":               "--ratio: want a finite number such as 0.5 or 2, got \"nan\"",
 		"--env=a --ratio=+Inf":              "--ratio: want a finite number",
-		"--env=a --ratio=1e999":             "--ratio: want a finite number",
+		"--env=a --ratio=1e999":             `--ratio: "1e999" is out of range`,
 	} {
 		_, err := e.run(Options{}, script, strings.Fields(args)...)
 		var ae *ArgsError

@@ -123,7 +123,8 @@ encoded as JSON; secrets.create and secrets.update take it as value =.`,
 				}
 				return NewSecret(c.thread, key, x.value), nil
 			}
-			return nil, fmt.Errorf("for parameter value: got %s, want str or secret", v.Type())
+			// A wrong type is the script's own mistake, as in UnpackArgs.
+			return nil, &argError{msg: fmt.Sprintf("for parameter value: got %s, want str or secret", v.Type())}
 		},
 	}}
 }

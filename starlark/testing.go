@@ -31,7 +31,8 @@ import (
 	localsecrets "podmin.dev/podmin/internal/secrets/local"
 )
 
-// TestClock is the fixed time.now() of every recipe test.
+// TestClock is time.now() when a recipe test begins; it moves on only
+// with the test's virtual clock (the pauses of waits).
 var TestClock = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // TestCluster is the cluster every recipe test starts connected to.
@@ -192,7 +193,9 @@ func newSandbox(ctx context.Context, opts TestOptions, testDir string, out io.Wr
 	if cache == "" {
 		cache = dirs.Cache
 	}
-	sb.host = New(Options{Ops: env, Stdout: out, Stderr: out, Now: func() time.Time { return TestClock }, CacheDir: cache, WorkDir: work})
+	// time.now() is the test's virtual clock: it starts at TestClock and
+	// moves only with the pauses of waits.
+	sb.host = New(Options{Ops: env, Stdout: out, Stderr: out, Now: sb.nodes.Now, CacheDir: cache, WorkDir: work})
 	if testDir != "" {
 		// Loads, like reads, stay in the test's project: its recipe root.
 		root, err := sb.host.loader.root(testDir)

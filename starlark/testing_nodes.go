@@ -6,6 +6,7 @@ package starlark
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -32,7 +33,27 @@ type fakeNodes struct {
 	mu     sync.Mutex
 	now    time.Time
 	groups map[string]fakeGroup
+	// published is, per NodeGroup, what its status object was last
+	// written from; leased is when the lease was last renewed. A tick
+	// that would write the same again writes nothing: a wait polls every
+	// virtual second, and the test should cost no real time for it.
+	published map[string]publishedStatus
+	leased    time.Time
+	// ix and etag are the index as last read, so unchanged it is not
+	// read again.
+	ix   *state.Index
+	etag string
 }
+
+// publishedStatus is what one status object was written from.
+type publishedStatus struct {
+	group     fakeGroup
+	indexETag string
+}
+
+// leaseRenewal is how often the fake leader renews its lease in virtual
+// time: well within the 60 s a reader takes a lease to be live.
+const leaseRenewal = 10 * time.Second
 
 type fakeGroup struct {
 	nodes int
@@ -43,7 +64,7 @@ type fakeGroup struct {
 var fakeStates = []string{"ready", "not-ready", "error", "stopped"}
 
 func newFakeNodes(store objstore.Store, start time.Time) *fakeNodes {
-	return &fakeNodes{store: store, now: start, groups: map[string]fakeGroup{}}
+	return &fakeNodes{store: store, now: start, groups: map[string]fakeGroup{}, published: map[string]publishedStatus{}}
 }
 
 // Now is the test's virtual clock.
@@ -65,10 +86,12 @@ func (f *fakeNodes) Sleep(ctx context.Context, d time.Duration) error {
 }
 
 // publish writes the lease and the status object of every declared
-// NodeGroup.
+// NodeGroup, as far as they changed: the lease when it is due for
+// renewal, a status object when the index or the NodeGroup's fake state
+// changed since it was written.
 func (f *fakeNodes) publish(ctx context.Context) error {
 	f.mu.Lock()
-	groups, now := make(map[string]fakeGroup, len(f.groups)), f.now
+	groups, now, leased := make(map[string]fakeGroup, len(f.groups)), f.now, f.leased
 	for k, v := range f.groups {
 		groups[k] = v
 	}
@@ -76,15 +99,22 @@ func (f *fakeNodes) publish(ctx context.Context) error {
 	if len(groups) == 0 {
 		return nil
 	}
-	ix, _, err := state.ReadIndex(ctx, f.store)
+	ix, etag, err := f.index(ctx)
 	if err != nil {
 		return err
 	}
-	lease := fmt.Sprintf(`{"leaderID":"fake-leader","leaderAddr":"[2001:db8::1]:8081","lastUpdated":%q,"term":1}`, now.UTC().Format(time.RFC3339Nano))
-	if _, err := f.store.Put(ctx, state.DNSLeaderPath, []byte(lease)); err != nil {
-		return err
+	if now.Sub(leased) >= leaseRenewal {
+		if err := f.writeLease(ctx); err != nil {
+			return err
+		}
 	}
 	for ng, g := range groups {
+		f.mu.Lock()
+		prev, ok := f.published[ng]
+		f.mu.Unlock()
+		if ok && prev == (publishedStatus{group: g, indexETag: etag}) {
+			continue
+		}
 		size := g.nodes
 		s := &state.NodeGroupStatus{NodeGroup: ng, Leader: "fake-leader", Term: 1, UpdatedAt: now.UTC(), Settled: true, Expected: &size}
 		live := g.nodes
@@ -122,7 +152,61 @@ func (f *fakeNodes) publish(ctx context.Context) error {
 		if _, err := f.store.Put(ctx, key, data); err != nil {
 			return err
 		}
+		f.mu.Lock()
+		f.published[ng] = publishedStatus{group: g, indexETag: etag}
+		f.mu.Unlock()
 	}
+	return nil
+}
+
+// declare adds the fake nodes of NodeGroup ng. Agents that run have a
+// leader: its lease is written at once, so a wait's first read finds it,
+// as on a cluster whose nodes are up.
+func (f *fakeNodes) declare(ctx context.Context, ng string, g fakeGroup) error {
+	f.mu.Lock()
+	f.groups[ng] = g
+	f.mu.Unlock()
+	return f.writeLease(ctx)
+}
+
+// index reads the deployments index, conditionally on the version read
+// last; a missing index is the empty one.
+func (f *fakeNodes) index(ctx context.Context) (*state.Index, string, error) {
+	f.mu.Lock()
+	ix, etag := f.ix, f.etag
+	f.mu.Unlock()
+	opts := objstore.GetOptions{}
+	if ix != nil && etag != "" {
+		opts.IfNoneMatch = etag
+	}
+	obj, err := f.store.Get(ctx, state.IndexPath, opts)
+	switch {
+	case errors.Is(err, objstore.ErrNotModified):
+		return ix, etag, nil
+	case errors.Is(err, objstore.ErrNotFound):
+		return state.NewIndex(), "", nil
+	case err != nil:
+		return nil, "", fmt.Errorf("read %s: %w", state.IndexPath, err)
+	}
+	if ix, err = state.DecodeIndex(obj.Data); err != nil {
+		return nil, "", err
+	}
+	f.mu.Lock()
+	f.ix, f.etag = ix, obj.ETag
+	f.mu.Unlock()
+	return ix, obj.ETag, nil
+}
+
+// writeLease writes the fake leader's lease, renewed now.
+func (f *fakeNodes) writeLease(ctx context.Context) error {
+	now := f.Now()
+	lease := fmt.Sprintf(`{"leaderID":"fake-leader","leaderAddr":"[2001:db8::1]:8081","lastUpdated":%q,"term":1}`, now.UTC().Format(time.RFC3339Nano))
+	if _, err := f.store.Put(ctx, state.DNSLeaderPath, []byte(lease)); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.leased = now
+	f.mu.Unlock()
 	return nil
 }
 
@@ -143,9 +227,9 @@ func fakeNodesBuiltin(f *fakeNodes) *star.Builtin {
 		if !slices.Contains(fakeStates, st) {
 			return nil, fmt.Errorf("%s: state = %q: use one of %q", b.Name(), st, fakeStates)
 		}
-		f.mu.Lock()
-		f.groups[ng] = fakeGroup{nodes: nodes, state: st}
-		f.mu.Unlock()
+		if err := f.declare(threadContext(thread), ng, fakeGroup{nodes: nodes, state: st}); err != nil {
+			return nil, fmt.Errorf("%s: %w", b.Name(), err)
+		}
 		return star.None, nil
 	})
 }

@@ -6,6 +6,7 @@ package deps
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -59,7 +60,12 @@ type FetchResult struct {
 	Files []FetchedFile `json:"files"`
 }
 
-// ParseArchs validates architecture names; none means all.
+// ErrUnknownArch marks an architecture name Podmin does not support: a
+// bad value given by the caller.
+var ErrUnknownArch = errors.New("unknown architecture")
+
+// ParseArchs validates architecture names; none means all. An unknown
+// name is an error wrapping ErrUnknownArch.
 func ParseArchs(names []string) ([]Arch, error) {
 	if len(names) == 0 {
 		return slices.Clone(Archs), nil
@@ -68,7 +74,7 @@ func ParseArchs(names []string) ([]Arch, error) {
 	for _, n := range names {
 		a := Arch(n)
 		if !slices.Contains(Archs, a) {
-			return nil, fmt.Errorf("unknown architecture %q: use amd64 or arm64", n)
+			return nil, fmt.Errorf("%w %q: use amd64 or arm64", ErrUnknownArch, n)
 		}
 		if !slices.Contains(out, a) {
 			out = append(out, a)

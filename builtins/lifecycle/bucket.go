@@ -52,6 +52,7 @@ func podminPrefixes() []string {
 		state.ServicesPrefix,
 		path.Dir(state.DNSLeaderPath) + "/",
 		path.Dir(state.IdentityCAPath) + "/",
+		strings.SplitAfter(state.NodeGroupStatusPrefix, "/")[0],
 		"probes/connect-",
 	}
 }

@@ -19,10 +19,13 @@ type SecretAction struct {
 	// Name is the full secret name, e.g. /demo/_system/workload-ca-key.
 	Name string `json:"name"`
 	// Action is created, kept (it existed: create-only; at destroy, it
-	// is not proven this context's), destroyed or absent.
+	// is not proven this context's, or is a secret of the cluster's
+	// Pods), destroyed, absent, or unknown (at destroy, a secrets
+	// provider that could not be listed: Name is "/<cluster>/ in
+	// <provider>").
 	Action string `json:"action"`
 	// Reason says why destroy keeps the secret and what the operator can
-	// do; empty otherwise.
+	// do, or why what a provider holds is unknown; empty otherwise.
 	Reason string `json:"reason"`
 }
 
@@ -39,9 +42,10 @@ func caSecretsProvider(c contexts.Context) string {
 // ensureCASecrets create-only stores the workload CA key and the cluster
 // CA through the Host's EnsureCASecrets, in the store the agents read. An
 // existing secret is kept as it is, so a setup after teardown keeps the
-// cluster's trust.
+// cluster's trust. Each secret is reported once, in setup's result (the
+// plan said they would be stored): no progress line repeats it.
 func ensureCASecrets(ctx context.Context, h Host, c contexts.Context) ([]SecretAction, error) {
-	provider, got, err := h.EnsureCASecrets(ctx, caSecretsProvider(c))
+	_, got, err := h.EnsureCASecrets(ctx, caSecretsProvider(c))
 	if err != nil {
 		return nil, err
 	}
@@ -50,9 +54,6 @@ func ensureCASecrets(ctx context.Context, h Host, c contexts.Context) ([]SecretA
 		action := s.Action
 		if action == "existing" {
 			action = "kept"
-		}
-		if action == "created" {
-			progressf(h, "stored %s in %s", s.Name, provider)
 		}
 		out = append(out, SecretAction{Name: s.Name, Action: action})
 	}

@@ -114,7 +114,8 @@ func Teardown(ctx context.Context, h Host, opts TeardownOptions) (TeardownResult
 // context created, empties and deletes the bucket, and removes the context
 // only after all of that succeeded. The bucket and each CA secret are
 // deleted only when they carry the create nonce this context recorded; a
-// CA secret without it is kept and reported. Every step is idempotent, so
+// CA secret without it is kept and reported, and so is every other secret
+// of the cluster (keptSecrets), with how to delete it. Every step is idempotent, so
 // an interrupted destroy is completed by running it again.
 func Destroy(ctx context.Context, h Host, opts DestroyOptions) (DestroyResult, error) {
 	c, err := h.CurrentContext()
@@ -155,6 +156,10 @@ func Destroy(ctx context.Context, h Host, opts DestroyOptions) (DestroyResult, e
 		return res, err
 	}
 	res.Plan.Steps = append(res.Plan.Steps, caPlanSteps(caPlan)...)
+	// Every other secret of the cluster stays: the plan lists each, with
+	// how to delete it.
+	kept := keptSecrets(ctx, h, c)
+	res.Plan.Steps = append(res.Plan.Steps, keptSecretSteps(kept)...)
 	switch {
 	case exists && owned:
 		res.Plan.Steps = append(res.Plan.Steps, "empty and delete bucket "+c.Bucket)
@@ -176,7 +181,9 @@ func Destroy(ctx context.Context, h Host, opts DestroyOptions) (DestroyResult, e
 			return res, err
 		}
 	}
-	if res.Secrets, err = destroyCASecrets(ctx, h, c, store, caPlan); err != nil {
+	res.Secrets, err = destroyCASecrets(ctx, h, c, store, caPlan)
+	res.Secrets = append(res.Secrets, kept...)
+	if err != nil {
 		return res, err
 	}
 	if exists && !owned {

@@ -315,21 +315,23 @@ func checkAgentSource(dir string) error {
 }
 
 // CheckSetupSyntax checks what setup's values must satisfy on every
-// provider — NodeGroup names, NAME[,KEY=VALUE…] shape, --nat64,
-// --workload-ca-publish and --otel-logs — without a context, so that a
-// command can refuse bad usage before it reads any context or network.
-// Provider-specific rules are checked again by setup itself.
+// provider — NodeGroup names, NAME[,KEY=VALUE…] with known keys and values
+// in range, each NodeGroup once, --nat64, --workload-ca-publish and
+// --otel-logs — without a context, so that a command can refuse bad usage
+// before it reads any context or network. Provider-specific rules (what
+// the local provider accepts, a zone of the context's region) are checked
+// again by setup itself.
 func CheckSetupSyntax(opts SetupOptions) error {
+	seen := map[string]bool{}
 	for _, raw := range opts.NodeGroup {
-		parts := strings.Split(raw, ",")
-		if err := ids.ValidateNodeGroup(parts[0]); err != nil {
-			return invalid("--nodegroup %q: %v", raw, err)
+		ng, err := parseNodeGroup(raw, "", false)
+		if err != nil {
+			return err
 		}
-		for _, kv := range parts[1:] {
-			if k, v, ok := strings.Cut(kv, "="); !ok || k == "" || v == "" {
-				return invalid("--nodegroup %q: %q is not KEY=VALUE: use NAME[,size=N,disk-size=GIB,instance-type=TYPE,zone=ZONE,nat64=TYPE]", raw, kv)
-			}
+		if seen[ng.Name] {
+			return invalid("--nodegroup %q: NodeGroup %q is given twice: name each NodeGroup once", raw, ng.Name)
 		}
+		seen[ng.Name] = true
 	}
 	if _, err := parseNAT64(opts.NAT64); err != nil {
 		return err

@@ -38,6 +38,9 @@ type Host interface {
 	// Secrets opens the named secrets provider for c; an error when none
 	// are configured.
 	Secrets(ctx context.Context, c contexts.Context, provider string) (secrets.Store, error)
+	// SecretsProviders names the secrets providers c's cloud provider
+	// offers: wherever the cluster's secrets may be.
+	SecretsProviders(c contexts.Context) []string
 	// RemoveContext forgets the saved context of cluster; an absent one is
 	// already gone.
 	RemoveContext(cluster string) error

@@ -98,25 +98,31 @@ func (l localInfra) Destroy(ctx context.Context, c contexts.Context) error {
 // LocalAgent is how to start one local node agent.
 type LocalAgent struct {
 	NodeGroup string `json:"nodegroup"`
-	// Command runs the agent with its own root and ports; its
+	// Command runs the agent with its own root, node ID and node address,
+	// and loopback ports the kernel picks (the agent logs them); its
 	// --ipv6-prefix is an example /80 from the documentation range,
 	// unique per agent.
 	Command string `json:"command"`
 }
 
 // localAgents returns one agent command per node of every NodeGroup.
+// Agents on one machine need their own root and ports, the agents of
+// every cluster on it included: fixed port numbers would collide between
+// two clusters, so every listener takes port 0 (a free port) and the node
+// ID and address, which would otherwise follow the API port, are set per
+// node.
 func localAgents(h Host, c contexts.Context, cl infra.Cluster) []LocalAgent {
 	bucket := h.AgentBucket(c)
-	// Agents on one machine need their own root and ports.
 	var out []LocalAgent
 	for i, ng := range cl.NodeGroups {
 		for n := 1; n <= ng.Size; n++ {
-			k := len(out)
-			root := h.AgentRoot(c.Cluster, fmt.Sprintf("%s-%d", ng.Name, n))
+			node := fmt.Sprintf("%s-%d", ng.Name, n)
+			root := h.AgentRoot(c.Cluster, node)
 			out = append(out, LocalAgent{NodeGroup: ng.Name, Command: fmt.Sprintf(
-				"PODMIN_ROOT=%s PODMIN_AGENT_HEALTH_ADDR=127.0.0.1:%d PODMIN_AGENT_API_ADDR=[::1]:%d PODMIN_AGENT_DNS_ADDR=127.0.0.1:%d PODMIN_AGENT_REGISTRY_ADDR=127.0.0.1:%d "+
+				"PODMIN_ROOT=%s PODMIN_AGENT_NODE_ID=%s PODMIN_AGENT_NODE_ADDR=2001:db8::%x:%x "+
+					"PODMIN_AGENT_HEALTH_ADDR=127.0.0.1:0 PODMIN_AGENT_API_ADDR=[::1]:0 PODMIN_AGENT_DNS_ADDR=127.0.0.1:0 PODMIN_AGENT_REGISTRY_ADDR=127.0.0.1:0 "+
 					"podmin-agent --provider local --bucket %s --region local --cluster %s --nodegroup %s --ipv6-prefix 2001:db8:0:%x:%x::/80",
-				root, 18100+k, 18200+k, 18300+k, 18400+k, bucket, c.Cluster, ng.Name, i+1, n)})
+				root, node, i+1, n, bucket, c.Cluster, ng.Name, i+1, n)})
 		}
 	}
 	return out

@@ -125,11 +125,19 @@ func TestLocalSetupStoresSecretsAndPublishesConfig(t *testing.T) {
 		!strings.Contains(res.LocalAgents[0].Command, "--bucket "+ce.bucket.Dir()) {
 		t.Fatalf("local agents %+v", res.LocalAgents)
 	}
-	// Each agent on the one machine has its own root and ports.
+	// Each agent on the one machine has its own root, node ID and node
+	// address, and takes free ports: no fixed port of one cluster's
+	// agents can collide with another cluster's.
 	seen := map[string]bool{}
 	for _, a := range res.LocalAgents {
 		for _, f := range strings.Fields(a.Command) {
-			if strings.HasPrefix(f, "PODMIN_") {
+			k, v, _ := strings.Cut(f, "=")
+			switch {
+			case strings.HasSuffix(k, "_ADDR") && k != "PODMIN_AGENT_NODE_ADDR":
+				if !strings.HasSuffix(v, ":0") {
+					t.Errorf("%s is a fixed port, which another cluster's agents on this machine may take too:\n%s", f, a.Command)
+				}
+			case strings.HasPrefix(k, "PODMIN_"):
 				if seen[f] {
 					t.Fatalf("two local agents share %s:\n%+v", f, res.LocalAgents)
 				}
@@ -137,8 +145,8 @@ func TestLocalSetupStoresSecretsAndPublishesConfig(t *testing.T) {
 			}
 		}
 	}
-	if len(seen) != 5*len(res.LocalAgents) {
-		t.Fatalf("local agents without a root and ports of their own: %+v", res.LocalAgents)
+	if len(seen) != 3*len(res.LocalAgents) {
+		t.Fatalf("local agents without a root, node ID and address of their own: %+v", res.LocalAgents)
 	}
 
 	// A second setup keeps both secrets (create-only) and the configuration.
@@ -304,8 +312,11 @@ func TestDestroyKeepsABucketPodminDidNotCreate(t *testing.T) {
 			if _, err := ce.Setup(ctx, lifecycle.SetupOptions{NodeGroup: []string{"default"}}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := ce.bucket.Put(ctx, state.IndexPath, []byte("{}")); err != nil {
-				t.Fatal(err)
+			statusPath, _ := state.NodeGroupStatusPath("default")
+			for _, k := range []string{state.IndexPath, statusPath} {
+				if _, err := ce.bucket.Put(ctx, k, []byte("{}")); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if tc.afterConnect != nil {
 				if err := ce.bucket.SetBucketTags(ctx, tc.afterConnect); err != nil {
@@ -319,18 +330,18 @@ func TestDestroyKeepsABucketPodminDidNotCreate(t *testing.T) {
 			}
 			step := shown.Steps[len(shown.Steps)-2]
 			if !strings.HasPrefix(step, "keep bucket demo-bucket, which existed before connect") ||
-				!strings.HasSuffix(step, "delete Podmin's 2 objects: tfstate/ (1), deployments/ (1)") {
+				!strings.HasSuffix(step, "delete Podmin's 3 objects: tfstate/ (1), deployments/ (1), status/ (1)") {
 				t.Errorf("plan step %q", step)
 			}
 			// The configuration is withdrawn with the (local) infrastructure,
 			// the index with the bucket's Podmin objects.
-			if res.BucketDeleted || !res.BucketKept || res.ObjectsDeleted != 1 || !res.ContextRemoved {
+			if res.BucketDeleted || !res.BucketKept || res.ObjectsDeleted != 2 || !res.ContextRemoved {
 				t.Errorf("result %+v", res)
 			}
 			if data, err := os.ReadFile(filepath.Join(ce.bucket.Dir(), userFile)); err != nil || string(data) != "mine" {
 				t.Fatalf("the operator's file is gone: %q %v", data, err)
 			}
-			for _, k := range []string{state.TFVarsPath, state.IndexPath} {
+			for _, k := range []string{state.TFVarsPath, state.IndexPath, statusPath} {
 				if _, err := ce.bucket.Head(ctx, k); !errors.Is(err, objstore.ErrNotFound) {
 					t.Errorf("Podmin's object %s remains: %v", k, err)
 				}
@@ -491,4 +502,91 @@ func TestInterruptedDestroyRunsToCompletion(t *testing.T) {
 	if _, err := ce.CurrentContext(); err == nil {
 		t.Error("the context remains")
 	}
+}
+
+// Destroy keeps the secrets of the cluster's Pods, which it cannot prove
+// this context created, and lists every one in its plan and result, with
+// the command that deletes it: on AWS a later cluster of the same name
+// would mount them.
+func TestDestroyListsTheSecretsItKeeps(t *testing.T) {
+	ce := newClusterEnv(t, true)
+	ctx := t.Context()
+	if _, err := ce.Setup(ctx, lifecycle.SetupOptions{NodeGroup: []string{"default"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []builtins.SecretOptions{
+		{Key: "token", For: "web"},
+		{Key: "password", For: "db", Namespace: "data"},
+		{Key: secrets.OtelLogsHeaders, System: true},
+	} {
+		if _, err := ce.CreateSecret(ctx, builtins.SecretValueOptions{SecretOptions: o, Value: secrets.Value("a value of the cluster")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var shown lifecycle.PlanSummary
+	res, err := ce.Destroy(ctx, lifecycle.DestroyOptions{Confirm: func(p lifecycle.PlanSummary) error { shown = p; return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"/demo/default/web/token":                  `"podmin secret destroy token --for web -n default --provider local -y"`,
+		"/demo/data/db/password":                   `"podmin secret destroy password --for db -n data --provider local -y"`,
+		"/demo/_system/" + secrets.OtelLogsHeaders: `"podmin secret destroy otel-logs-headers --system --provider local -y"`,
+	}
+	kept := map[string]string{}
+	for _, a := range res.Secrets {
+		if a.Action == "kept" {
+			kept[a.Name] = a.Reason
+		}
+	}
+	plan := strings.Join(shown.Steps, "\n")
+	for name, cmd := range want {
+		if r := kept[name]; !strings.Contains(r, "destroy deletes only secrets it can prove this context created") || !strings.Contains(r, cmd) {
+			t.Errorf("result for %s: %q, want it kept with %s", name, r, cmd)
+		}
+		if !strings.Contains(plan, "keep secret "+name+": ") {
+			t.Errorf("the plan does not list %s:\n%s", name, plan)
+		}
+	}
+	if len(kept) != len(want) {
+		t.Errorf("kept %v, want %d secrets", kept, len(want))
+	}
+	// They are kept indeed.
+	for _, o := range []builtins.SecretOptions{{Key: "token", For: "web"}, {Key: "password", For: "db", Namespace: "data"}} {
+		n, err := secrets.PodSecret("demo", o.Namespace, o.For, o.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ce.secrets.Read(ctx, n); err != nil {
+			t.Errorf("%s: %v", n, err)
+		}
+	}
+}
+
+// A secrets provider that cannot be listed leaves what it holds unknown:
+// destroy says so, never that there is nothing to keep.
+func TestDestroySaysWhenItCannotListSecrets(t *testing.T) {
+	ce := newClusterEnv(t, true)
+	ctx := t.Context()
+	if _, err := ce.Setup(ctx, lifecycle.SetupOptions{NodeGroup: []string{"default"}}); err != nil {
+		t.Fatal(err)
+	}
+	ce.Secrets = func(_ context.Context, _ contexts.Context, provider string) (secrets.Store, error) {
+		return unlistable{ce.secrets}, nil
+	}
+	res, err := ce.Destroy(ctx, lifecycle.DestroyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := res.Secrets[len(res.Secrets)-1]
+	if last.Name != "/demo/ in local" || last.Action != "unknown" || !strings.Contains(last.Reason, "listing it failed (access denied)") {
+		t.Fatalf("secrets %+v", res.Secrets)
+	}
+}
+
+// unlistable is a secrets store whose listing is refused.
+type unlistable struct{ *localsecrets.Store }
+
+func (unlistable) List(context.Context, string, secrets.Filter) ([]secrets.Entry, error) {
+	return nil, errors.New("access denied")
 }

@@ -187,10 +187,20 @@ store's record). One without it (it existed before setup, or another context or
 tool created it) is kept, listed in the plan and the result with how to delete
 it yourself. A nonce that cannot be read stops destroy before anything is deleted.
 
+Every other secret of the cluster is kept too, and each is listed in the plan
+and the result with the command that deletes it: the secrets of its Pods
+(/CLUSTER/NAMESPACE/POD/KEY) and the allowlisted system keys, in each secrets
+provider the cluster may use (on AWS both Parameter Store and Secrets Manager).
+Nothing proves who created them, and on AWS a later cluster of the same name
+would mount them. A provider that cannot be listed is reported as unknown, not
+as empty.
+
 The bucket is deleted only when this context holds the nonce connect drew when
 it created the bucket and the bucket's podmin:create-nonce tag still carries it;
 tags alone prove nothing. A bucket connect found existing is never deleted: only
-Podmin's objects are removed from it (listed in the plan) and every other object
+Podmin's objects are removed from it (its bucket layout: tfstate/, dependencies/,
+apps/, mirror/, deployments/, nodegroups/, services/, dns/, identity/, status/
+and connect's probes, listed in the plan with their counts) and every other object
 stays. A bucket tagged for another cluster, or one that no longer carries this
 context's nonce, stops destroy before anything is deleted. Every step can be
 repeated, so an interrupted destroy is finished by running it again.`,
@@ -208,8 +218,11 @@ repeated, so an interrupted destroy is finished by running it again.`,
 			}
 			return printResult(cmd.OutOrStdout(), out, res, func(w io.Writer) error {
 				for _, s := range res.Secrets {
-					if s.Action == "kept" {
+					switch s.Action {
+					case "kept":
 						fmt.Fprintf(w, "secret %s: kept: %s\n", s.Name, s.Reason)
+					case "unknown":
+						fmt.Fprintf(w, "secrets %s: unknown: %s\n", s.Name, s.Reason)
 					}
 				}
 				if res.BucketKept {

@@ -19,8 +19,9 @@ func TestSetupTeardownDestroyOnLocal(t *testing.T) {
 
 	// Bad values and a missing confirmation change nothing.
 	before := c.snapshot()
-	c.fails(1, `invalid setup: --nodegroup "web,disk-size=4": disk-size does not apply to the local provider`, "setup", "--nodegroup", "web,disk-size=4", "-y")
-	c.fails(1, `invalid setup: --vpc-cidr "10.0.0.0/16": the local provider has no VPC`, "setup", "--vpc-cidr", "10.0.0.0/16", "--nodegroup", "web", "-y")
+	c.fails(2, `invalid setup: --nodegroup "web,disk-size=4": disk-size "4" is not valid`, "setup", "--nodegroup", "web,disk-size=4", "-y")
+	c.fails(2, `invalid setup: --nodegroup "web,disk-size=100": disk-size does not apply to the local provider`, "setup", "--nodegroup", "web,disk-size=100", "-y")
+	c.fails(2, `invalid setup: --vpc-cidr "10.0.0.0/16": the local provider has no VPC`, "setup", "--vpc-cidr", "10.0.0.0/16", "--nodegroup", "web", "-y")
 	c.fails(2, "unknown flag: --node-group", "setup", "--node-group", "web")
 	c.fails(4, "standard input is not a terminal to confirm it: pass --yes (-y) to podmin setup", "setup", "--nodegroup", "web")
 	c.unchanged(before)

@@ -139,7 +139,7 @@ func TestNamedClusterIsACheck(t *testing.T) {
 	}
 	for _, call := range calls {
 		script := c.script("named.star", "def main(ctx):\n    "+call+"\n")
-		for _, flags := range [][]string{nil, {"-y"}, {"--yes"}, {"--dry-run"}, {"--dry-run", "-y"}, {"-y", "-o", "json"}} {
+		for _, flags := range [][]string{nil, {"-y"}, {"--yes"}, {"--dry-run"}, {"--dry-run", "-y"}, {"--dry-run", "-y", "-o", "json"}} {
 			before := c.snapshot()
 			args := append(append([]string{"run"}, flags...), script)
 			c.fails(exitRefused, `confirm = "prod" does not match the cluster "demo"`, args...)

@@ -46,7 +46,9 @@ rollout slot at a time, as the DaemonSet's updateStrategy (maxUnavailable,
 default 1) allows, so the wait covers the whole rolling update. It shows progress
 on standard error, exits 124 when --timeout passes first (naming what is missing:
 nodes not ready, waiting for a slot, missing), and 1 when a node reports an error
-for the revision (the deployment stays committed) or another commit replaces it.
+for the revision (the deployment stays committed), another commit replaces it,
+or no node can ever report (setup never ran and no agent ever took part in
+coordination: it fails at once).
 An error a node reported before the wait began (a deploy that changed nothing,
 after a fix outside the manifest such as a secret created or an image pushed again
 under its tag) ends the wait only once the node reports it again, or when it
@@ -258,7 +260,9 @@ compare-and-swap write. Its immutable payloads stay in the bucket, unreferenced.
 Nodes remove the Pod when they next reconcile.
 
 Deleting a deployment that does not exist writes nothing and fails with exit
-status 3, unless --ignore-not-found is given. When deployments/index.json is
+status 3, unless --ignore-not-found is given. A write whose reply was lost is
+resolved by reading the index back: an entry that is gone by then is deleted
+(exit 0, with a note that the reply was lost), one still there exits 6. When deployments/index.json is
 missing from a bucket that holds Pod payloads or NodeGroup views, whether the
 deployment exists is unknown: delete writes nothing and exits 4, with
 --ignore-not-found too; run "podmin index rebuild" first.

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"podmin.dev/podmin/builtins"
+	"podmin.dev/podmin/builtins/deps"
 	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/secrets"
 	"podmin.dev/podmin/internal/state"
@@ -82,8 +83,15 @@ var refusedFor = []struct {
 }
 
 // notFoundAnywhere are sentinel errors that mean the one thing asked for
-// does not exist wherever they surface.
-var notFoundAnywhere = []error{pstar.ErrNotFound}
+// does not exist wherever they surface: a deployment status or a wait
+// names is not committed (a wait whose deployment is deleted while it
+// waits is superseded instead).
+var notFoundAnywhere = []error{pstar.ErrNotFound, builtins.ErrNoDeployment}
+
+// invalidArguments are the sentinel errors of a value given to an
+// operation that breaks its rules, found before anything is read or
+// written: bad usage (exit 2) whether a flag or a recipe gave the value.
+var invalidArguments = []error{builtins.ErrInvalidArgument, builtins.ErrInvalidSetup, deps.ErrUnknownArch}
 
 // refusals are the sentinel errors of operations refused for safety.
 var refusals = []error{builtins.ErrNotConfirmed, builtins.ErrForeignBucket, builtins.ErrNotOwned, builtins.ErrNotInstalled, builtins.ErrWouldReplace, builtins.ErrDeployChecks}
@@ -138,6 +146,11 @@ func exitCode(cmd *cobra.Command, err error) int {
 		if isRefusal(err) {
 			return exitRefused
 		}
+		// A pinned repository that cannot be fetched is an operation
+		// that failed (git, the network), not the script's mistake.
+		if errors.Is(err, pstar.ErrFetchRepository) {
+			return exitFailed
+		}
 		return exitScript
 	}
 	return operationCode(cmd.CommandPath(), err)
@@ -154,6 +167,11 @@ func operationCode(path string, err error) int {
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return exitDeadline
+	}
+	for _, e := range invalidArguments {
+		if errors.Is(err, e) {
+			return exitUsage
+		}
 	}
 	if matchesFor(refusedFor, path, err) {
 		return exitRefused
@@ -221,9 +239,24 @@ func report(stderr io.Writer, cmd *cobra.Command, err error) int {
 		fmt.Fprintln(stderr, "error:", err)
 	}
 	if code == exitUsage {
-		fmt.Fprintf(stderr, "run %q\n", cmd.CommandPath()+" --help")
+		fmt.Fprintf(stderr, "run %q\n", usageHelp(cmd, err))
 	}
 	return code
+}
+
+// usageHelp is the help command a usage error points to: the called
+// command's, or, for a built-in a recipe called with a bad value, the
+// help of the command it mirrors (its keywords are that command's flags),
+// or the Starlark reference for one without a command.
+func usageHelp(cmd *cobra.Command, err error) string {
+	var be *pstar.BuiltinError
+	switch {
+	case !errors.As(err, &be):
+		return cmd.CommandPath() + " --help"
+	case be.Command != "":
+		return "podmin " + be.Command + " --help"
+	}
+	return "podmin help starlark"
 }
 
 // argsAreUsage makes every command's positional-argument check a usage

@@ -260,8 +260,10 @@ func TestExitCodeContract(t *testing.T) {
 		{fresh, exitUsage, "unknown flag: --node-group", []string{"setup", "--node-group", "web", "-y"}},
 		{fresh, exitUsage, `--nodegroup "Bad_Group"`, []string{"setup", "--nodegroup", "Bad_Group", "-y"}},
 		{fresh, exitUsage, `"size" is not KEY=VALUE`, []string{"setup", "--nodegroup", "web,size", "-y"}},
-		{c, exitFailed, "disk-size does not apply to the local provider", []string{"setup", "--nodegroup", "web,disk-size=100", "-y"}},
-		{c, exitFailed, "the local provider has no VPC", []string{"setup", "--vpc-cidr", "10.0.0.0/16", "--nodegroup", "web", "-y"}},
+		{c, exitUsage, "disk-size does not apply to the local provider", []string{"setup", "--nodegroup", "web,disk-size=100", "-y"}},
+		{c, exitUsage, "the local provider has no VPC", []string{"setup", "--vpc-cidr", "10.0.0.0/16", "--nodegroup", "web", "-y"}},
+		{fresh, exitUsage, `size "abc" is not valid`, []string{"setup", "--nodegroup", "web,size=abc", "-y"}},
+		{fresh, exitUsage, "NodeGroup \"web\" is given twice", []string{"setup", "--nodegroup", "web", "--nodegroup", "web,size=2", "-y"}},
 		{fresh, exitFailed, "needs a current context", []string{"setup", "--nodegroup", "web", "-y"}},
 		{c, exitRefused, "pass --yes (-y) to podmin setup", []string{"setup", "--nodegroup", "web"}},
 		{c, exitOK, "withdrew the cluster configuration", []string{"teardown", "-y"}},
@@ -299,7 +301,7 @@ func TestExitCodeContract(t *testing.T) {
 		{gone, exitFailed, "does not exist", []string{"run", script("gone2.star", "podmin.deployments.delete(\"web\", nodegroup = \"workers\", confirm = True)\n")}},
 		{fresh, exitFailed, "no current context", []string{"run", script("ctx.star", "podmin.deployments.list()\n")}},
 		{c, exitFailed, "is not in the local image store", []string{"run", script("push.star", "podmin.images.push(\"registry.podmin.internal/apps/nothing:v1\")\n")}},
-		{c, exitFailed, "invalid NodeGroup ID", []string{"run", script("ng.star", "podmin.deployments.deploy(\"web\", nodegroup = \"Bad_Group\", image = \"hello:v1\")\n")}},
+		{c, exitUsage, "invalid NodeGroup ID", []string{"run", script("ng.star", "podmin.deployments.deploy(\"web\", nodegroup = \"Bad_Group\", image = \"hello:v1\")\n")}},
 		{c, exitRefused, "is tagged podmin:cluster=theirs", []string{"run", script("foreign.star", "podmin.contexts.connect(\"new\", provider = \"local\", bucket = \""+filepath.Join(c.root, "foreign")+"\")\n")}},
 		{amb, exitUnknown, "outcome of the index write is unknown", []string{"run", script("amb.star", "podmin.deployments.deploy(\"web\", nodegroup = \"workers\", image = \"hello:v1\")\n")}},
 		{c, exitOK, "", []string{"run", script("inrecipe.star", "podmin.secrets.destroy(\"in-recipe\", for_ = \"web\", confirm = \"demo\")\n")}},
@@ -321,18 +323,23 @@ func TestExitCodeContract(t *testing.T) {
 	rows = append(rows, fetchExitRows(t, fresh, c)...)
 	rows = append(rows, indexExitRows(t, fresh)...)
 	rows = append(rows, statusExitRows(t, fresh, c)...)
+	rows = append(rows, recipeExitRows(t, fresh, c)...)
 	if len(rows) < 100 {
 		t.Fatalf("%d rows, want at least 100", len(rows))
 	}
 	classes := map[string]map[int]bool{}
+	builtinClasses := map[string]map[int]bool{}
 	for _, r := range rows {
 		t.Run(strings.Join(r.args, " "), func(t *testing.T) {
 			r.cli.t = t
 			out, errs, code := r.cli.run(r.args...)
+			recipeClasses(builtinClasses, r, code, errs)
 			if code != r.code || !strings.Contains(out+errs, r.want) {
 				t.Errorf("exit %d, want %d with %q:\n%s%s", code, r.code, r.want, out, errs)
 			}
-			if code == exitUsage && !strings.HasSuffix(errs, " --help\"\n") {
+			// A recipe's built-in without a command points to the
+			// Starlark reference instead.
+			if code == exitUsage && !strings.HasSuffix(errs, " --help\"\n") && !strings.HasSuffix(errs, "run \"podmin help starlark\"\n") {
 				t.Errorf("a usage error without the --help hint:\n%s", errs)
 			}
 			// One spelling of the error prefix, whoever made the error.
@@ -391,6 +398,7 @@ func TestExitCodeContract(t *testing.T) {
 		}
 	}
 	t.Logf("%d rows; statuses per command:\n%s", len(rows), strings.Join(summary, "\n"))
+	checkBuiltinRows(t, builtinClasses)
 }
 
 // TestSignalExitCodes interrupts a running podmin process with each signal
@@ -446,7 +454,12 @@ func TestSignalExitCodes(t *testing.T) {
 func statusExitRows(t *testing.T, fresh, c *cli) []exitRow {
 	s := newCLI(t)
 	s.ok("connect", "demo", "--provider", "local", "--bucket", "demo-bucket")
+	s.ok("setup", "--nodegroup", "workers", "-y") // nodes may start: waits wait
 	s.ok("deploy", "web", "-g", "workers", "--image", "hello:v1")
+	// Setup never ran, no agent ever reported: nothing can run web.
+	unset := newCLI(t)
+	unset.ok("connect", "demo", "--provider", "local", "--bucket", "demo-bucket")
+	unset.ok("deploy", "web", "-g", "workers", "--image", "hello:v1")
 	failing := newCLI(t)
 	failing.ok("connect", "demo", "--provider", "local", "--bucket", "demo-bucket")
 	failing.ok("deploy", "web", "-g", "workers", "--image", "hello:v1")
@@ -460,6 +473,9 @@ func statusExitRows(t *testing.T, fresh, c *cli) []exitRow {
 		{s, exitDeadline, "waiting for workers/web revision", []string{"status", "web", "-g", "workers", "--wait", "--timeout", "1s"}},
 		{s, exitDeadline, "waiting for workers/web revision", []string{"deploy", "web", "-g", "workers", "--image", "hello:v1", "--wait=applied", "--timeout", "1s"}},
 		{failing, exitFailed, "a node reports an error for the revision", []string{"status", "web", "-g", "workers", "--wait"}},
+		{unset, exitFailed, "no node has ever reported", []string{"status", "web", "-g", "workers", "--wait"}},
+		{unset, exitFailed, "no node has ever reported", []string{"deploy", "web", "-g", "workers", "--image", "hello:v2", "--wait"}},
+		{unset, exitFailed, "no node has ever reported", []string{"run", unset.script("unset.star", "podmin.deployments.wait(\"web\", nodegroup = \"workers\")\n")}},
 		{fresh, exitUsage, "a deployment name needs its NodeGroup", []string{"status", "web"}},
 		{fresh, exitUsage, `unknown wait goal "soon"`, []string{"status", "-g", "workers", "--wait=soon"}},
 		{fresh, exitUsage, `invalid NodeGroup ID "Bad_Group"`, []string{"status", "-g", "Bad_Group"}},

@@ -62,5 +62,10 @@ ready and only uploads what the cluster's manifest lacks.`,
 	f.BoolVar(&opts.OTelLogs, "otel-logs", false, "also fetch the log-export packages (Fluent Bit and libpq5)")
 	f.StringVar(&opts.AgentSource, "agent-source", "", "cross-compile podmin-agent from this Podmin checkout instead of fetching the published agent")
 	addOutputFlag(cmd, &out)
+	// An unknown architecture is bad usage, told before anything else.
+	checkUsage(cmd, func([]string) error {
+		_, err := deps.ParseArchs(opts.Arch)
+		return err
+	})
 	return cmd
 }

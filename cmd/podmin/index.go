@@ -41,27 +41,34 @@ missing. Use it when deploy, delete, list or status refuse the index ("does not
 decode", "the deployments index is missing"), or a node's /readyz asks to restore
 it. Run it before any deploy: nodes keep every Pod while the index is missing,
 and deploy refuses to answer a lost index with a new one (which would hold only
-the new deployment). It works from two sources:
+the new deployment). It works from:
 
   - the entries of the corrupt index that can still be read one by one, kept
     when their Pod and Service payloads are present and intact;
   - for every other name, the Pod payloads in the bucket
     (nodegroups/<ng>/pods/sha512/*.yaml, each read and verified against its
-    digest; its metadata.name is the deployment's name), with the Service
-    payload (services/<ns>/<svc>/sha512/*.yaml) its podmin.dev/service
-    annotation names.
+    digest; its metadata.name is the deployment's name), judged by the
+    newest evidence: the NodeGroup views (deployments/nodegroups/<ng>.json).
 
 Payloads are never deleted, so the bucket also holds earlier versions and the
-payloads of deleted deployments. Where it holds more than one Pod payload for a
-name, or more than one payload of a Service, or two deployments claim one
-Service, rebuild writes nothing and lists the choices with the --pick that
-settles each: --pick NODEGROUP/NAME=DIGEST (that Pod payload; a unique prefix of
-at least 8 characters is enough), --pick NODEGROUP/NAME=none (leave the
-deployment out, e.g. one that had been deleted) or
+payloads of deleted deployments; a payload alone never proves a deployment
+live. A view written after every Pod payload of a name restores the version it
+lists (with its Service), or, when it does not list the name, shows it deleted:
+it is left out. When the damaged index kept its metadata, a view whose bytes
+have the digest it records is current whatever the times, and one with another
+digest is no evidence; nor is a view without its source write ID. What the
+evidence cannot decide is never added: a payload written at or after the view
+that lacks it, a NodeGroup without a usable view, several payloads no view
+chooses between, several payloads of a Service, or two deployments claiming
+one Service. Rebuild then writes nothing and lists the choices with the --pick
+that settles each: --pick NODEGROUP/NAME=DIGEST (that Pod payload; a unique
+prefix of at least 8 characters is enough), --pick NODEGROUP/NAME=none (leave
+the deployment out, e.g. one that had been deleted) or
 --pick service:NAMESPACE/SERVICE=DIGEST.
 
 The plan is shown as a diff before anything is written: " " a readable entry
-kept, "+" an entry restored from the payloads, "-" one left out (with why).
+kept, "+" an entry restored as its view lists it (or as picked), "-" one left
+out (with why).
 Rebuild is destructive: on a terminal it asks you to type the cluster ID;
 --yes/-y confirms without asking and is needed when standard input is not a
 terminal (without it the plan is shown and nothing is written, exit status 4).

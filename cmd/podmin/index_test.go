@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"podmin.dev/podmin/internal/objstore/local"
 	"podmin.dev/podmin/internal/state"
 )
 
@@ -79,15 +80,16 @@ func TestIndexRebuild(t *testing.T) {
 	}
 	c.fails(exitFailed, "rebuild only replaces an index that does not decode", "index", "rebuild", "-y")
 
-	// web readable, api not: the plan keeps web, restores api and the
-	// deleted old from their only payloads.
+	// web readable, api not: the plan keeps web, restores api as the view
+	// of workers lists it, and leaves the deleted old out: the view of
+	// edge, written after its only payload, does not list it.
 	corrupted := corruptIndex(t, bucket, valid, "workers/web")
 	c.fails(exitFailed, "invalid deployments index", "list")
 	out, errs, code := c.run("index", "rebuild")
 	if code != exitRefused || !strings.Contains(errs, "pass --yes (-y)") {
 		t.Fatalf("rebuild without -y: exit %d\n%s%s", code, out, errs)
 	}
-	for _, want := range []string{"  workers/web\n", "(readable entry, kept)", "+ workers/api\n", "+ edge/old\n", "(the only Pod payload for it)", "- workers/broken\n", "images registry.podmin.internal/apps/api:v1"} {
+	for _, want := range []string{"  workers/web\n", "(readable entry, kept)", "+ workers/api\n", "(as the newest view of its NodeGroup lists it)", "- edge/old\n", "(deleted: the NodeGroup view deployments/nodegroups/edge.json", "- workers/broken\n", "images registry.podmin.internal/apps/api:v1"} {
 		if !strings.Contains(errs, want) {
 			t.Errorf("plan lacks %q:\n%s", want, errs)
 		}
@@ -96,10 +98,15 @@ func TestIndexRebuild(t *testing.T) {
 		t.Fatal("an unconfirmed rebuild wrote the index")
 	}
 
-	// Both versions of web are candidates once its entry is unreadable.
+	// Both versions of web are candidates once its entry is unreadable
+	// and no view of workers tells which is current.
 	corrupted = corruptIndex(t, bucket, valid)
+	if err := local.Open(bucket).Delete(t.Context(), "deployments/nodegroups/workers.json", ""); err != nil {
+		t.Fatal(err)
+	}
 	_, errs, code = c.run("index", "rebuild", "-y")
-	if code != exitFailed || !strings.Contains(errs, "--pick workers/web=") || !strings.Contains(errs, "apps/hello:v1") || !strings.Contains(errs, "apps/hello:v2") {
+	if code != exitFailed || !strings.Contains(errs, "--pick workers/web=") || !strings.Contains(errs, "apps/hello:v1") || !strings.Contains(errs, "apps/hello:v2") ||
+		!strings.Contains(errs, "no NodeGroup view of workers can tell") {
 		t.Fatalf("ambiguous rebuild: exit %d\n%s", code, errs)
 	}
 	if got, _ := os.ReadFile(index); string(got) != string(corrupted) {
@@ -110,11 +117,12 @@ func TestIndexRebuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	web, _ := validIx.Lookup(state.Key{NodeGroup: "workers", Name: "web"})
+	api, _ := validIx.Lookup(state.Key{NodeGroup: "workers", Name: "api"})
 	digest := func(p string) string { return strings.TrimSuffix(p[strings.LastIndex(p, "/")+1:], ".yaml")[:12] }
-	picks := []string{"workers/web=" + digest(web.Pod), "service:default/web=" + digest(web.Service), "edge/old=none"}
+	picks := []string{"workers/web=" + digest(web.Pod), "service:default/web=" + digest(web.Service), "workers/api=" + digest(api.Pod), "edge/old=none"}
 
 	// The built-in: a dry run shows the plan and records the write.
-	recipe := c.script("rebuild.star", fmt.Sprintf("def main(ctx):\n    r = podmin.index.rebuild(pick = [%q, %q, %q], confirm = True)\n    print(len(r.entries), r.written, r.planned)\n", picks[0], picks[1], picks[2]))
+	recipe := c.script("rebuild.star", fmt.Sprintf("def main(ctx):\n    r = podmin.index.rebuild(pick = [%q, %q, %q, %q], confirm = True)\n    print(len(r.entries), r.written, r.planned)\n", picks[0], picks[1], picks[2], picks[3]))
 	out, errs, code = c.run("run", "--dry-run", recipe)
 	if code != 0 || !strings.Contains(out, "2 True True") || !strings.Contains(out, "object deployments/index.json") || !strings.Contains(errs, "+ workers/web") {
 		t.Fatalf("dry run: exit %d\n%s%s", code, out, errs)

@@ -63,7 +63,7 @@ local files, the local image store) lands in an in-memory overlay that later
 reads see, and nothing real is modified. The plan printed at the end lists, per
 call, each changed object, secret, context and file with a diff. With -o json
 standard output carries only the plan; the script's print() goes to standard
-error. Destructive operations need confirm = True or confirm = "<cluster>" in the
+error. -o formats only that plan: a real run refuses -o json and -o yaml. Destructive operations need confirm = True or confirm = "<cluster>" in the
 script, or --yes (-y) for the whole run; confirm = naming another cluster refuses
 the call even with --yes. A dry run needs none: its plan marks each destructive
 call.
@@ -71,9 +71,11 @@ call.
 Exit status: 0 success, 2 bad usage, 3 FILE does not exist, 4 a destructive
 operation was not confirmed or was refused, 5 the script failed (the error shows
 the Starlark backtrace with file:line), 124 a deadline passed. A built-in's
-error keeps its command's status: 1 the operation failed, 3 what it asked for
-does not exist, 6 the outcome of a write is unknown. See "podmin help starlark"
-for the language reference.`,
+error keeps its command's status: 1 the operation failed, 2 a bad value (as the
+same value given to the command's flag), 3 what it asked for does not exist, 6
+the outcome of a write is unknown. A repository pinned in podmin.star.lock that
+cannot be fetched exits 1. See "podmin help starlark" for the language
+reference.`,
 		Example: `  podmin run recipes/quickstart.star
   podmin run --dry-run recipes/rollout.star -- --image=hello:v2 --nodegroups=a --nodegroups=b`,
 		Args:        cobra.MinimumNArgs(1),
@@ -81,6 +83,11 @@ for the language reference.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(out); err != nil {
 				return err
+			}
+			// Only a plan has a format: a real run prints what the script
+			// prints, so an output format would be silently ignored.
+			if out != "table" && !dryRun {
+				return usageError{fmt.Errorf("-o %s formats the plan of a dry run, and a real run has none: add --dry-run, or leave -o out", out)}
 			}
 			lessGC()
 			if dash := cmd.ArgsLenAtDash(); dash > 1 || dash == -1 && len(args) > 1 {
@@ -266,7 +273,7 @@ func newStarlarkTopic() *cobra.Command {
 	return &cobra.Command{
 		Use:   "starlark",
 		Short: "The Starlark recipe language: podmin module, run, test, repl",
-		Long:  pstar.Markdown(),
+		Long:  pstar.Text(),
 		Example: `  podmin help starlark
   podmin help starlark | less`,
 	}

@@ -58,8 +58,9 @@ node reports an error for the revision. Only an error a node reported after it
 read the commit naming the revision counts; one already reported when the wait
 began (perhaps fixed since, outside the manifest: a secret created, an image
 pushed again) ends the wait only once the node reports it again, or when it still
-stands 1 minute later. A deployment name needs its NodeGroup (-g); a name that is
-not committed exits 3.
+stands 1 minute later. A wait on a cluster where setup never ran and no agent ever
+took part in coordination fails at once (exit 1): no node can ever report. A
+deployment name needs its NodeGroup (-g); a name that is not committed exits 3.
 
 When deployments/index.json is missing from a bucket that holds Pod payloads or
 NodeGroup views, what is committed is unknown: status says so (indexMissing in

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -220,4 +221,55 @@ func BenchmarkWriterLargeValue(b *testing.B) {
 	for b.Loop() {
 		_, _ = w.Write(line)
 	}
+}
+
+// TestTrimmedFormEncodings: a value read from a file or a terminal often
+// carries white space around it ("token\n", "  token  ") that its uses
+// do not: every encoding the scrubber catches for the value, it catches
+// for the value without that white space too, wherever it stands in a
+// longer text (base64 at each alignment).
+func TestTrimmedFormEncodings(t *testing.T) {
+	for _, raw := range []string{
+		"  correct horse/battery+staple?&<x>\"é\t\n",
+		"\tsecret-with-no-newline = a+b/c?d&e  ",
+	} {
+		trimmed := strings.TrimSpace(raw)
+		r := New()
+		r.AddString("k", raw)
+		forms := map[string]string{
+			"as it is":         trimmed,
+			"JSON":             jsonInner(t, trimmed, true),
+			"JSON, no escapes": jsonInner(t, trimmed, false),
+			"Go-quoted":        strings.Trim(strconv.Quote(trimmed), `"`),
+			"Go-quoted ASCII":  strings.Trim(strconv.QuoteToASCII(trimmed), `"`),
+			"hex":              hex.EncodeToString([]byte(trimmed)),
+			"HEX":              strings.ToUpper(hex.EncodeToString([]byte(trimmed))),
+			"query-escaped":    url.QueryEscape(trimmed),
+			"path-escaped":     url.PathEscape(trimmed),
+		}
+		for lead := range 3 {
+			framed := []byte(strings.Repeat("~", lead) + trimmed + "~~~")
+			forms[fmt.Sprintf("base64 at offset %d", lead)] = base64.StdEncoding.EncodeToString(framed)
+			forms[fmt.Sprintf("base64url at offset %d", lead)] = base64.URLEncoding.EncodeToString(framed)
+			forms[fmt.Sprintf("raw base64 at offset %d", lead)] = base64.RawStdEncoding.EncodeToString(framed)
+		}
+		for name, form := range forms {
+			text := "before " + form + " after"
+			got := r.String(text)
+			if got == text || r.Contains(got) {
+				t.Errorf("%q, trimmed, %s: not scrubbed: %q", raw, name, got)
+			}
+		}
+	}
+}
+
+func jsonInner(t *testing.T, s string, escapeHTML bool) string {
+	t.Helper()
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(escapeHTML)
+	if err := enc.Encode(s); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Trim(strings.TrimSpace(b.String()), `"`)
 }

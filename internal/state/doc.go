@@ -181,7 +181,10 @@
 // atomic with it: a committer that stops in between, or a slower one that
 // overwrites a newer view, leaves a view that fails its digest until the
 // leader rewrites it; readers meanwhile read the index. Correctness never
-// depends on a view, only cost does.
+// depends on a view, only cost does — with one exception: when the index
+// itself is lost, the views are the newest evidence of what it held, and
+// PlanRebuild uses them (and their write times) to tell a deleted
+// deployment from a live one rather than restore every payload it finds.
 //
 // # Namespace replacement
 //

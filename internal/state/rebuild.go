@@ -5,20 +5,14 @@
 package state
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
+	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
-	"sigs.k8s.io/yaml"
-
-	"podmin.dev/podmin/internal/manifest"
 	"podmin.dev/podmin/internal/objstore"
 )
 
@@ -35,80 +29,10 @@ var (
 	ErrNothingToRebuild = errors.New("nothing to rebuild")
 )
 
-// minPickDigest is the shortest digest prefix a pick may use.
-const minPickDigest = 8
-
-// Pick is one choice an operator makes for a rebuild, parsed from
-// "<nodegroup>/<name>=<digest>" (that Pod payload for the deployment),
-// "<nodegroup>/<name>=none" (leave the deployment out) or
-// "service:<namespace>/<service>=<digest>" (that Service payload). A
-// digest may be shortened to a unique prefix of at least 8 characters.
-type Pick struct {
-	// Key is the deployment a Pod pick is for.
-	Key Key
-	// Service is the identity a Service pick is for.
-	Service ServiceID
-	// IsService marks a Service pick.
-	IsService bool
-	// Digest is the chosen payload's SHA-512, or a prefix of it.
-	Digest string
-	// None leaves the deployment out.
-	None bool
-}
-
-// String is the pick as the operator writes it.
-func (p Pick) String() string {
-	v := p.Digest
-	if p.None {
-		v = "none"
-	}
-	if p.IsService {
-		return "service:" + p.Service.String() + "=" + v
-	}
-	return p.Key.String() + "=" + v
-}
-
-// ParsePick parses one pick (see Pick).
-func ParsePick(s string) (Pick, error) {
-	subject, v, ok := strings.Cut(s, "=")
-	if !ok || v == "" {
-		return Pick{}, fmt.Errorf("pick %q: want <nodegroup>/<name>=<digest>, <nodegroup>/<name>=none or service:<namespace>/<service>=<digest>", s)
-	}
-	var p Pick
-	if rest, ok := strings.CutPrefix(subject, "service:"); ok {
-		ns, name, _ := strings.Cut(rest, "/")
-		if _, err := ServicePath(ns, name, strings.Repeat("0", SHA512HexLen)); err != nil {
-			return Pick{}, fmt.Errorf("pick %q: %w", s, err)
-		}
-		p.IsService, p.Service = true, ServiceID{Namespace: ns, Name: name}
-	} else {
-		k, err := ParseKey(subject)
-		if err != nil {
-			return Pick{}, fmt.Errorf("pick %q: %w", s, err)
-		}
-		p.Key = k
-	}
-	if v == "none" {
-		if p.IsService {
-			return Pick{}, fmt.Errorf("pick %q: a Service cannot be left out on its own: leave its deployment out with <nodegroup>/<name>=none", s)
-		}
-		p.None = true
-		return p, nil
-	}
-	v = strings.TrimPrefix(v, "sha512:")
-	if len(v) < minPickDigest || len(v) > SHA512HexLen || validateHex("sha512", v, len(v)) != nil {
-		return Pick{}, fmt.Errorf("pick %q: the digest must be %d to %d lowercase hex characters of a payload's SHA-512", s, minPickDigest, SHA512HexLen)
-	}
-	p.Digest = v
-	return p, nil
-}
-
 // Where a planned entry comes from.
 const (
 	// FromIndex: a readable entry of the corrupt index.
 	FromIndex = "index"
-	// FromPayloads: the only Pod payload in the bucket for its name.
-	FromPayloads = "payloads"
 	// FromPick: the payload the operator picked.
 	FromPick = "pick"
 )
@@ -117,7 +41,7 @@ const (
 type RebuildEntry struct {
 	Key   Key
 	Entry Entry
-	// Source is FromIndex, FromPayloads or FromPick.
+	// Source is FromIndex, FromView or FromPick.
 	Source string
 	// Images are the container images of its Pod, to tell versions apart.
 	Images []string
@@ -195,13 +119,17 @@ type RebuildPlan struct {
 	// Dropped are deployments of the corrupt index, or found in payloads,
 	// that the rebuild leaves out, with the reason.
 	Dropped []DroppedEntry
-	// Skipped are payload objects that were not used because they are not
-	// what their path says (corrupt, unreadable, not a payload path).
+	// Skipped are objects that were not used, with the reason: payloads
+	// that are not what their path says (corrupt, unreadable, not a
+	// payload path), and NodeGroup views that are no evidence.
 	Skipped []string
 	// Index is the index the rebuild writes.
 	Index *Index
 	// base is the version the write is conditional on.
 	base indexVersion
+	// viewNodeGroups are the NodeGroups that have a view in the bucket:
+	// the write makes each of them match the rebuilt index.
+	viewNodeGroups []string
 }
 
 // podCandidate is a verified Pod payload with what its bytes say.
@@ -214,16 +142,37 @@ type podCandidate struct {
 
 // PlanRebuild works out the index a rebuild would write from a corrupt (or
 // missing) deployments/index.json: the entries of the corrupt index that
-// can still be read and whose payloads are present and intact, plus, for
-// every other name, the Pod payload found in the bucket (with the Service
-// payload its podmin.dev/service annotation names). Every Pod payload is
-// read and verified against its digest (through cache when its stamp
-// matches); Service payloads are listed, and the chosen ones verified.
-// Where the bucket holds several payloads for one name, or a Service is
-// claimed twice, the plan is refused with an *AmbiguousError naming the
-// picks that settle it. A valid index is refused with ErrIndexValid.
+// can still be read and whose payloads are present and intact, and, for
+// every other name, what the newest evidence in the bucket shows. Every
+// Pod payload is read and verified against its digest (through cache when
+// its stamp matches); Service payloads are listed, and the chosen ones
+// verified.
+//
+// Payloads are never deleted, so a payload alone does not show that its
+// deployment is live. The evidence is each NodeGroup's view
+// (deployments/nodegroups/<ng>.json: its entries as the last index write
+// or the leader left them, with the write ID of that index version): a
+// view written after every Pod payload of a name decides it, restoring the
+// version it lists or leaving out the name it does not list (deleted). The
+// write times are the store's own, of views and payloads alike. When the
+// damage left the index's metadata, it decides instead: a view whose bytes
+// have the digest it records for the NodeGroup is current whatever the
+// times, and a view with another digest (an older view a slower writer
+// wrote late, or one edited by hand) is no evidence. A view without a
+// source write ID is no evidence either. What the evidence cannot decide —
+// a payload written at or after its view, a NodeGroup without a usable
+// view, several payloads no view chooses between, a Service claimed twice
+// — is refused with an *AmbiguousError naming the picks that settle it,
+// never added silently. A valid index is refused with ErrIndexValid.
+//
+// One race stays open: a committer that stalls between its index write
+// and its view write, while another commits the same NodeGroup, can leave
+// an older view written last; the leader repairs it within a second, but
+// a rebuild from before that without the index metadata takes it for the
+// newest.
 func PlanRebuild(ctx context.Context, store objstore.Store, cache PayloadCache, picks []Pick) (*RebuildPlan, error) {
 	plan := &RebuildPlan{}
+	var meta IndexMeta
 	obj, err := store.Get(ctx, IndexPath, objstore.GetOptions{})
 	switch {
 	case errors.Is(err, objstore.ErrNotFound):
@@ -238,7 +187,8 @@ func PlanRebuild(ctx context.Context, store objstore.Store, cache PayloadCache, 
 		}
 		_, perr := decodeIndex(obj.Data)
 		plan.Problem = fmt.Sprintf("%s does not decode: %v", IndexPath, perr)
-		plan.base = indexVersion{etag: obj.ETag, exists: true, chain: chainFrom(obj.Metadata)}
+		meta = ParseIndexMeta(obj.Metadata)
+		plan.base = indexVersion{etag: obj.ETag, exists: true, chain: meta.Chain}
 	}
 	readable, dropped := salvageEntries(obj.Data)
 	plan.Dropped = dropped
@@ -249,25 +199,24 @@ func PlanRebuild(ctx context.Context, store objstore.Store, cache PayloadCache, 
 	}
 	pods, skipped := readPodCandidates(ctx, store, cache, listing)
 	plan.Skipped = skipped
+	views, err := readViews(ctx, store, meta)
+	if err != nil {
+		return nil, err
+	}
+	for _, ng := range slices.Sorted(maps.Keys(views)) {
+		plan.viewNodeGroups = append(plan.viewNodeGroups, ng)
+		if why := views[ng].unusable; why != "" {
+			plan.Skipped = append(plan.Skipped, fmt.Sprintf("%s: not used as evidence: %s", views[ng].path, why))
+		}
+	}
 	byKey := map[Key][]podCandidate{}
 	byPath := map[string]podCandidate{}
 	for _, c := range pods {
 		byKey[c.key] = append(byKey[c.key], c)
 		byPath[c.Path] = c
 	}
-	if plan.Missing && len(readable) == 0 && len(byKey) == 0 {
-		// NodeGroup views or unusable Pod payloads, but no payload to
-		// restore: what they name cannot come back, but they are what
-		// makes deploy refuse, so the rebuild offers the empty index with
-		// every name left out.
-		dropped, err := viewsWithoutPayloads(ctx, store)
-		if err != nil {
-			return nil, err
-		}
-		if len(dropped) == 0 && len(skipped) == 0 {
-			return nil, fmt.Errorf("%w: there is no index, no Pod payload and no NodeGroup view in the bucket", ErrNothingToRebuild)
-		}
-		plan.Dropped = append(plan.Dropped, dropped...)
+	if plan.Missing && len(readable) == 0 && len(byKey) == 0 && len(views) == 0 && len(skipped) == 0 {
+		return nil, fmt.Errorf("%w: there is no index, no Pod payload and no NodeGroup view in the bucket", ErrNothingToRebuild)
 	}
 
 	podPicks, svcPicks := map[Key]Pick{}, map[ServiceID]Pick{}
@@ -287,6 +236,13 @@ func PlanRebuild(ctx context.Context, store objstore.Store, cache PayloadCache, 
 	for k := range byKey {
 		keys[k] = true
 	}
+	for _, v := range views {
+		if v.unusable == "" {
+			for k := range v.entries {
+				keys[k] = true
+			}
+		}
+	}
 	for _, k := range sortedKeys(keys) {
 		pick, picked := podPicks[k]
 		if picked {
@@ -299,7 +255,7 @@ func PlanRebuild(ctx context.Context, store objstore.Store, cache PayloadCache, 
 		cands := byKey[k]
 		slices.SortFunc(cands, func(a, b podCandidate) int { return b.Written.Compare(a.Written) })
 		var chosen *podCandidate
-		source := FromPayloads
+		source := FromPick
 		switch {
 		case picked:
 			var matches []podCandidate
@@ -313,7 +269,7 @@ func PlanRebuild(ctx context.Context, store objstore.Store, cache PayloadCache, 
 				amb = append(amb, Ambiguity{Subject: k.String(), Reason: reason, Candidates: candidatesOf(cands)})
 				continue
 			}
-			chosen, source = &matches[0], FromPick
+			chosen = &matches[0]
 		case readable[k] != nil:
 			e := *readable[k]
 			if reason := checkReadable(ctx, store, cache, listing, byPath, k, e); reason != "" {
@@ -324,15 +280,33 @@ func PlanRebuild(ctx context.Context, store objstore.Store, cache PayloadCache, 
 			continue
 		}
 		if chosen == nil {
-			switch len(cands) {
-			case 0:
-				continue // a readable entry that could not be used, and no payload
-			case 1:
-				chosen = &cands[0]
-			default:
-				amb = append(amb, Ambiguity{Subject: k.String(), Reason: fmt.Sprintf("%d Pod payloads name it", len(cands)), Candidates: candidatesOf(cands)})
+			v := decideByView(k, cands, views[k.NodeGroup], listing, byPath)
+			switch {
+			case v.amb != nil:
+				amb = append(amb, *v.amb)
 				continue
+			case v.left != "":
+				plan.Dropped = append(plan.Dropped, DroppedEntry{Deployment: k.String(), Reason: v.left})
+				continue
+			case v.entry == nil:
+				continue // a readable entry that could not be used, and no payload
 			}
+			entry := *v.entry
+			if id, ok := entry.ServiceID(); ok {
+				if _, picked := svcPicks[id]; picked {
+					svc, a := chooseService(ctx, store, cache, listing, id, svcPicks, used, k)
+					if a != nil {
+						amb = append(amb, *a)
+						continue
+					}
+					entry.Service = svc
+				} else if err := VerifyListed(ctx, store, cache, listing, entry.Service); err != nil {
+					amb = append(amb, Ambiguity{Subject: k.String(), Reason: fmt.Sprintf("the Service payload its NodeGroup's view names is unusable (%v); leave the deployment out", err), LeaveOut: []Key{k}})
+					continue
+				}
+			}
+			plan.Entries = append(plan.Entries, RebuildEntry{Key: k, Entry: entry, Source: FromView, Images: v.images})
+			continue
 		}
 		entry := Entry{Pod: chosen.Path}
 		if chosen.service != "" {
@@ -351,6 +325,7 @@ func PlanRebuild(ctx context.Context, store objstore.Store, cache PayloadCache, 
 			return nil, fmt.Errorf("--pick %s matches nothing to choose: the payloads of the bucket do not need it (or name it differently)", p)
 		}
 	}
+	slices.SortStableFunc(plan.Dropped, func(a, b DroppedEntry) int { return strings.Compare(a.Deployment, b.Deployment) })
 	// One owner per Service identity.
 	ix := NewIndex()
 	owners := map[ServiceID][]Key{}
@@ -377,219 +352,6 @@ func PlanRebuild(ctx context.Context, store objstore.Store, cache PayloadCache, 
 	return plan, nil
 }
 
-// chooseService picks the Service payload of identity id for deployment k:
-// the picked one, or the only one listed, verified.
-func chooseService(ctx context.Context, store objstore.Store, cache PayloadCache, l *Listing, id ServiceID, picks map[ServiceID]Pick, used map[string]bool, k Key) (string, *Ambiguity) {
-	prefix := ServicesPrefix + id.Namespace + "/" + id.Name + "/sha512/"
-	var cands []Candidate
-	for _, p := range l.Keys(prefix) {
-		_, d, err := ParseServicePath(p)
-		if err != nil {
-			continue
-		}
-		cands = append(cands, Candidate{Path: p, Digest: d, Written: l.objects[p].LastModified})
-	}
-	slices.SortFunc(cands, func(a, b Candidate) int { return b.Written.Compare(a.Written) })
-	subject := "service:" + id.String()
-	pick, picked := picks[id]
-	if picked {
-		used[pick.String()] = true
-		var matches []Candidate
-		for _, c := range cands {
-			if strings.HasPrefix(c.Digest, pick.Digest) {
-				matches = append(matches, c)
-			}
-		}
-		if len(matches) != 1 {
-			return "", &Ambiguity{Subject: subject, Reason: fmt.Sprintf("--pick %s matches %d of its %d payloads", pick, len(matches), len(cands)), Candidates: cands}
-		}
-		cands = matches
-	}
-	switch len(cands) {
-	case 0:
-		return "", &Ambiguity{Subject: k.String(), Reason: fmt.Sprintf("its Pod names Service %s, which has no payload in the bucket; leave the deployment out", id), LeaveOut: []Key{k}}
-	case 1:
-	default:
-		return "", &Ambiguity{Subject: subject, Reason: fmt.Sprintf("%d Service payloads (for %s)", len(cands), k), Candidates: cands}
-	}
-	if err := VerifyListed(ctx, store, cache, l, cands[0].Path); err != nil {
-		return "", &Ambiguity{Subject: k.String(), Reason: fmt.Sprintf("the only payload of Service %s is unusable (%v); leave the deployment out", id, err), LeaveOut: []Key{k}}
-	}
-	return cands[0].Path, nil
-}
-
-// checkReadable says why a readable entry of the corrupt index cannot be
-// kept, or "" when its payloads are present and intact.
-func checkReadable(ctx context.Context, store objstore.Store, cache PayloadCache, l *Listing, pods map[string]podCandidate, k Key, e Entry) string {
-	c, ok := pods[e.Pod]
-	if !ok {
-		if _, listed := l.objects[e.Pod]; listed {
-			return fmt.Sprintf("its Pod payload %s is corrupt", e.Pod)
-		}
-		return fmt.Sprintf("its Pod payload %s is missing from the bucket", e.Pod)
-	}
-	if c.key != k {
-		return fmt.Sprintf("its Pod payload %s is Pod %s", e.Pod, c.key.Name)
-	}
-	if e.Service != "" {
-		if err := VerifyListed(ctx, store, cache, l, e.Service); err != nil {
-			return err.Error()
-		}
-	}
-	return ""
-}
-
-func candidatesOf(cs []podCandidate) []Candidate {
-	out := make([]Candidate, len(cs))
-	for i, c := range cs {
-		out[i] = c.Candidate
-	}
-	return out
-}
-
-func sortedKeys(m map[Key]bool) []Key {
-	out := make([]Key, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.SortFunc(out, func(a, b Key) int { return strings.Compare(a.String(), b.String()) })
-	return out
-}
-
-// readPodCandidates reads and verifies every listed Pod payload, at most
-// 16 at once, and returns what each says; objects that are not verified
-// Pod payloads are returned as skipped, with the reason.
-func readPodCandidates(ctx context.Context, store objstore.Store, cache PayloadCache, l *Listing) ([]podCandidate, []string) {
-	paths := l.Keys(NodeGroupsPrefix)
-	out := make([]*podCandidate, len(paths))
-	reasons := make([]string, len(paths))
-	sem := make(chan struct{}, 16)
-	var wg sync.WaitGroup
-	for i, p := range paths {
-		ng, digest, err := ParsePodPath(p)
-		if err != nil {
-			reasons[i] = fmt.Sprintf("%s: not a Pod payload path", p)
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			data, err := ReadListed(ctx, store, cache, l, p)
-			if err != nil {
-				reasons[i] = fmt.Sprintf("%s: %v", p, err)
-				return
-			}
-			meta, err := podMeta(data)
-			if err != nil {
-				reasons[i] = fmt.Sprintf("%s: %v", p, err)
-				return
-			}
-			k, err := NewKey(ng, meta.name)
-			if err != nil {
-				reasons[i] = fmt.Sprintf("%s: %v", p, err)
-				return
-			}
-			out[i] = &podCandidate{
-				Candidate: Candidate{Path: p, Digest: digest, Written: l.objects[p].LastModified, Images: meta.images},
-				key:       k, namespace: meta.namespace, service: meta.service,
-			}
-		}()
-	}
-	wg.Wait()
-	var cands []podCandidate
-	var skipped []string
-	for i := range paths {
-		switch {
-		case out[i] != nil:
-			cands = append(cands, *out[i])
-		case reasons[i] != "":
-			skipped = append(skipped, reasons[i])
-		}
-	}
-	return cands, skipped
-}
-
-// podInfo is what a rebuild needs from a Pod payload.
-type podInfo struct {
-	name, namespace, service string
-	images                   []string
-}
-
-// podMeta reads a Pod payload's name, namespace (default when omitted),
-// Service annotation and container images.
-func podMeta(data []byte) (podInfo, error) {
-	var pod struct {
-		Metadata struct {
-			Name        string            `json:"name"`
-			Namespace   string            `json:"namespace"`
-			Annotations map[string]string `json:"annotations"`
-		} `json:"metadata"`
-		Spec struct {
-			Containers []struct {
-				Image string `json:"image"`
-			} `json:"containers"`
-		} `json:"spec"`
-	}
-	if err := yaml.Unmarshal(data, &pod); err != nil {
-		return podInfo{}, fmt.Errorf("decode Pod payload: %w", err)
-	}
-	info := podInfo{name: pod.Metadata.Name, namespace: pod.Metadata.Namespace, service: pod.Metadata.Annotations[manifest.ServiceAnnotation]}
-	if info.namespace == "" {
-		info.namespace = "default"
-	}
-	for _, c := range pod.Spec.Containers {
-		info.images = append(info.images, c.Image)
-	}
-	return info, nil
-}
-
-// entryPattern finds "<key>": {<fields>} pairs in an index that may not
-// parse as a whole. Keys and paths are validated to a character set
-// without quotes, braces or backslashes, so a readable entry matches
-// exactly.
-var entryPattern = regexp.MustCompile(`"([^"\\{}\n]{1,400})"\s*:\s*(\{[^{}]*\})`)
-
-// salvageEntries returns the entries of a corrupt index that can still be
-// read one by one, each decoded and validated as strictly as DecodeIndex
-// does, and the ones that cannot (a key that appears twice with different
-// entries is dropped in both places, as it proves nothing).
-func salvageEntries(data []byte) (map[Key]*Entry, []DroppedEntry) {
-	out := map[Key]*Entry{}
-	var dropped []DroppedEntry
-	conflicting := map[Key]bool{}
-	for _, m := range entryPattern.FindAllSubmatch(data, -1) {
-		raw := string(m[1])
-		k, err := ParseKey(raw)
-		if err != nil {
-			if strings.Contains(raw, "/") {
-				dropped = append(dropped, DroppedEntry{Deployment: raw, Reason: err.Error()})
-			}
-			continue
-		}
-		dec := json.NewDecoder(bytes.NewReader(m[2]))
-		e, err := decodeEntry(dec, raw)
-		if err == nil {
-			err = e.Validate(k)
-		}
-		if err != nil {
-			dropped = append(dropped, DroppedEntry{Deployment: raw, Reason: err.Error()})
-			continue
-		}
-		if prev, ok := out[k]; ok && *prev != e {
-			conflicting[k] = true
-		}
-		out[k] = &e
-	}
-	for k := range conflicting {
-		delete(out, k)
-		dropped = append(dropped, DroppedEntry{Deployment: k.String(), Reason: "appears more than once with different entries"})
-	}
-	slices.SortFunc(dropped, func(a, b DroppedEntry) int { return strings.Compare(a.Deployment, b.Deployment) })
-	return out, dropped
-}
-
 // WriteRebuild writes a plan's index, conditional on the version the plan
 // was made from: If-Match on the corrupt object's ETag (create-only when
 // there was none), with a fresh write ID. A changed index fails: the plan
@@ -604,9 +366,15 @@ func (c *Committer) WriteRebuild(ctx context.Context, plan *RebuildPlan) error {
 	}
 	data := plan.Index.Encode()
 	// The base could not be read, so which NodeGroups changed is unknown:
-	// the write records the views of the rebuilt ones, but nothing about
-	// the others.
-	ch := changeOf(plan.Index, true, plan.Index.NodeGroups()...)
+	// the write records the views of the rebuilt ones and of those that
+	// had a view, but nothing about the others.
+	ngs := plan.Index.NodeGroups()
+	for _, ng := range plan.viewNodeGroups {
+		if !slices.Contains(ngs, ng) {
+			ngs = append(ngs, ng)
+		}
+	}
+	ch := changeOf(plan.Index, true, ngs...)
 	var lastErr error
 	for range 3 {
 		id := c.opts.NewWriteID()
@@ -614,7 +382,11 @@ func (c *Committer) WriteRebuild(ctx context.Context, plan *RebuildPlan) error {
 		switch {
 		case err == nil:
 			if kept {
-				for _, ng := range plan.Index.NodeGroups() {
+				// Every view follows the rebuilt index, those of the
+				// NodeGroups it no longer has included: a view left
+				// naming what the rebuild left out would be evidence for
+				// it in a later rebuild.
+				for _, ng := range ngs {
 					_ = writeView(ctx, c.store, ng, plan.Index.NodeGroupView(ng), id)
 				}
 			}
@@ -644,36 +416,4 @@ func (c *Committer) WriteRebuild(ctx context.Context, plan *RebuildPlan) error {
 		return fmt.Errorf("write %s: %w: %w: another writer changed the index meanwhile: run \"podmin list\" to see whether it was rebuilt", IndexPath, ErrOutcomeUnknown, err)
 	}
 	return fmt.Errorf("write %s: gave up after 3 attempts, none of which landed: %w", IndexPath, lastErr)
-}
-
-// viewsWithoutPayloads lists what the NodeGroup views name, for a bucket
-// that holds views but no Pod payload: each name is left out, since
-// nothing of it can be restored.
-func viewsWithoutPayloads(ctx context.Context, store objstore.Store) ([]DroppedEntry, error) {
-	views, err := objstore.ListAll(ctx, store, ViewsPrefix)
-	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", ViewsPrefix, err)
-	}
-	var out []DroppedEntry
-	for _, v := range views {
-		obj, err := store.Get(ctx, v.Key, objstore.GetOptions{})
-		if errors.Is(err, objstore.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", v.Key, err)
-		}
-		ix, err := DecodeIndex(obj.Data)
-		if err != nil {
-			out = append(out, DroppedEntry{Deployment: v.Key, Reason: "a NodeGroup view that does not decode, and no Pod payload in the bucket"})
-			continue
-		}
-		for _, it := range ix.Items() {
-			out = append(out, DroppedEntry{Deployment: it.Key.String(), Reason: "named by the NodeGroup view " + v.Key + ", but no Pod payload is in the bucket"})
-		}
-		if ix.Len() == 0 {
-			out = append(out, DroppedEntry{Deployment: v.Key, Reason: "an empty NodeGroup view"})
-		}
-	}
-	return out, nil
 }

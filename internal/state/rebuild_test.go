@@ -99,8 +99,11 @@ func corrupt(t *testing.T, b objstore.Store, f rebuildFixture, webReadable bool)
 // readable entries are kept, every other name comes from the payloads,
 // several payloads for one name (or one Service) are refused until
 // picked, and the write is a compare-and-swap on the corrupt version.
-func testRebuild(t *testing.T, b objstore.Store) {
+func testRebuild(t *testing.T, store objstore.Store) {
 	ctx := context.Background()
+	// Write times from a fake clock: whether a view is newer than a
+	// payload must not depend on the store's clock resolution.
+	b := newFakeClockStore(store)
 	f := newRebuildFixture(t, b)
 	c := committer(b, 4)
 
@@ -110,18 +113,19 @@ func testRebuild(t *testing.T, b objstore.Store) {
 	}
 	checkErr(t, "valid index", err, "decodes with 2 deployments")
 
-	// web readable: kept; api damaged: its only payload; db: its only
-	// payload, unless left out.
+	// web readable: kept; api damaged: its view names it; db: deleted,
+	// as the view of its NodeGroup, newer than its payload, shows.
 	corrupt(t, b, f, true)
 	plan, err := state.PlanRebuild(ctx, b, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"workers/web": state.FromIndex, "workers/api": state.FromPayloads, "edge/db": state.FromPayloads}
+	want := map[string]string{"workers/web": state.FromIndex, "workers/api": state.FromView}
 	if got := sources(plan); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("plan sources %v, want %v", got, want)
 	}
-	if len(plan.Dropped) != 1 || plan.Dropped[0].Deployment != "workers/api" || !strings.Contains(plan.Dropped[0].Reason, `unknown field "owner"`) {
+	if len(plan.Dropped) != 2 || plan.Dropped[0].Deployment != "edge/db" || !strings.Contains(plan.Dropped[0].Reason, "deleted: the NodeGroup view deployments/nodegroups/edge.json") ||
+		plan.Dropped[1].Deployment != "workers/api" || !strings.Contains(plan.Dropped[1].Reason, `unknown field "owner"`) {
 		t.Fatalf("dropped %+v", plan.Dropped)
 	}
 	if !strings.Contains(plan.Problem, "deployments/index.json does not decode: ") {
@@ -143,9 +147,25 @@ func testRebuild(t *testing.T, b objstore.Store) {
 	}
 	checkErr(t, "stale plan", c.WriteRebuild(ctx, plan), "the index changed since the plan was made")
 
-	// web unreadable: two Pod payloads and two Service payloads name it.
+	// web unreadable: its view names its newest version, and its Service.
 	corrupt(t, b, f, false)
+	plan, err = state.PlanRebuild(ctx, b, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := plan.Index.Lookup(state.Key{NodeGroup: "workers", Name: "web"}); e != f.web2 || sources(plan)["workers/web"] != state.FromView {
+		t.Fatalf("web from its view: %+v from %q, want %+v", e, sources(plan)["workers/web"], f.web2)
+	}
+	// Without the view, two Pod payloads and two Service payloads name
+	// it (and api's one payload is no proof that it is live).
+	view, _ := state.ViewPath("workers")
+	if err := b.Delete(ctx, view, ""); err != nil {
+		t.Fatal(err)
+	}
 	_, err = state.PlanRebuild(ctx, b, nil, picks(t, "edge/db=none"))
+	checkErr(t, "api without a view", err, "workers/api: it has one Pod payload, and no NodeGroup view of workers can tell whether it was deleted (there is none)")
+	api := "workers/api=" + digestOf(t, f.api.Pod)[:12]
+	_, err = state.PlanRebuild(ctx, b, nil, picks(t, "edge/db=none", api))
 	var amb *state.AmbiguousError
 	if !errors.As(err, &amb) || !errors.Is(err, state.ErrRebuildAmbiguous) || len(amb.Ambiguities) != 1 || amb.Ambiguities[0].Subject != "workers/web" {
 		t.Fatalf("web unreadable: %v", err)
@@ -155,14 +175,14 @@ func testRebuild(t *testing.T, b objstore.Store) {
 	}
 	checkErr(t, "ambiguity", err, "images example/web:v")
 	v1 := digestOf(t, f.web1.Pod)[:10]
-	_, err = state.PlanRebuild(ctx, b, nil, picks(t, "edge/db=none", "workers/web="+v1))
+	_, err = state.PlanRebuild(ctx, b, nil, picks(t, "edge/db=none", api, "workers/web="+v1))
 	if !errors.As(err, &amb) || len(amb.Ambiguities) != 1 || amb.Ambiguities[0].Subject != "service:product/front" {
 		t.Fatalf("web picked, its Service not: %v", err)
 	}
 	checkErr(t, "ambiguity", err, "--pick service:product/front="+digestOf(t, f.web1.Service)[:16])
-	_, err = state.PlanRebuild(ctx, b, nil, picks(t, "edge/db=none", "workers/web="+v1, "service:product/front="+digestOf(t, f.web1.Service), "workers/nope=none"))
+	_, err = state.PlanRebuild(ctx, b, nil, picks(t, "edge/db=none", api, "workers/web="+v1, "service:product/front="+digestOf(t, f.web1.Service), "workers/nope=none"))
 	checkErr(t, "unused pick", err, "--pick workers/nope=none matches nothing to choose")
-	plan, err = state.PlanRebuild(ctx, b, nil, picks(t, "edge/db=none", "workers/web="+v1, "service:product/front="+digestOf(t, f.web1.Service)))
+	plan, err = state.PlanRebuild(ctx, b, nil, picks(t, "edge/db=none", api, "workers/web="+v1, "service:product/front="+digestOf(t, f.web1.Service)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,14 +265,23 @@ func TestRebuildEdgeCases(t *testing.T) {
 		}
 		return strings.Join(out, " ")
 	}
+	// Both were written after the view of edge, which does not list them:
+	// deploys that never committed, or whose view was not written yet.
 	_, err := state.PlanRebuild(ctx, b, nil, nil)
+	if got := subjects(err); got != "edge/proxy edge/side" {
+		t.Fatalf("plan: %s", got)
+	}
+	checkErr(t, "edge/side", err, "written at or after it")
+	side := "edge/side=" + digestOf(t, mustPodPath(t, deployment("edge", "side", "product", "example/side:v1", "side")))[:12]
+	proxy := "edge/proxy=" + digestOf(t, mustPodPath(t, deployment("edge", "proxy", "product", "example/proxy:v1", "front")))[:12]
+	_, err = state.PlanRebuild(ctx, b, nil, picks(t, side, proxy))
 	if got := subjects(err); got != "edge/side service:product/front" {
 		t.Fatalf("plan: %s", got)
 	}
 	checkErr(t, "edge/side", err, "its Pod names Service product/side, which has no payload in the bucket; leave the deployment out")
 	checkErr(t, "edge/side", err, "--pick edge/side=none")
 	webService := "service:product/front=" + digestOf(t, f.web2.Service)
-	_, err = state.PlanRebuild(ctx, b, nil, picks(t, "edge/side=none", webService))
+	_, err = state.PlanRebuild(ctx, b, nil, picks(t, "edge/side=none", proxy, webService))
 	if got := subjects(err); got != "service:product/front" {
 		t.Fatalf("plan with the Service picked: %s", got)
 	}
