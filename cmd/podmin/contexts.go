@@ -26,8 +26,8 @@ func newConnectCmd(env *builtins.Env) *cobra.Command {
 
 It creates the bucket when it is absent. Just before, it draws a random nonce,
 records it in the context and tags the bucket with it (podmin:create-nonce) and
-with podmin:cluster=CLUSTER: only that nonce, which nobody else holds, proves
-the bucket Podmin's, so destroy may delete it. A tag names a cluster but proves
+with podmin:cluster=CLUSTER. Only that nonce proves the bucket Podmin's (nobody
+else holds it), so destroy may delete it. A tag names a cluster but proves
 nothing: an existing bucket is used but never claimed, whatever its tags say,
 and one tagged for another cluster is refused. Connect verifies the bucket's
 region and proves read, write and delete access with a short-lived probe object
