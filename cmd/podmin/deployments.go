@@ -60,7 +60,7 @@ exits 6 and writes nothing more: run "podmin list" to check, then repeat it if
 needed.
 
 Only a new cluster has no deployments/index.json. When it is missing from a
-bucket that still holds Pod payloads or NodeGroup views, it was lost, and a new
+bucket that still holds the NodeGroup views its commits wrote, it was lost, and a new
 index holding only this deployment would make every node stop the Pods of all
 the others: deploy then writes nothing and exits 4. Run "podmin index rebuild",
 which restores the index from the payloads (showing its plan first), then deploy
@@ -263,7 +263,7 @@ Deleting a deployment that does not exist writes nothing and fails with exit
 status 3, unless --ignore-not-found is given. A write whose reply was lost is
 resolved by reading the index back: an entry that is gone by then is deleted
 (exit 0, with a note that the reply was lost), one still there exits 6. When deployments/index.json is
-missing from a bucket that holds Pod payloads or NodeGroup views, whether the
+missing from a bucket that holds the NodeGroup views its commits wrote, whether the
 deployment exists is unknown: delete writes nothing and exits 4, with
 --ignore-not-found too; run "podmin index rebuild" first.
 

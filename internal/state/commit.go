@@ -73,7 +73,7 @@ type CommitOptions struct {
 	Cache PayloadCache
 	// RefuseLostIndex makes Deploy and Delete tell a new cluster from a
 	// lost index before they act on an absent one: when the bucket holds
-	// Pod payloads or NodeGroup views (CheckIndexAbsence), or the index
+	// NodeGroup views (CheckIndexAbsence), or the index
 	// was read earlier in the same call, they fail with an
 	// *IndexMissingError before anything is written, instead of creating
 	// an index that holds only their own change (or reporting a deletion

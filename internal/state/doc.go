@@ -43,10 +43,12 @@
 // # A missing index
 //
 // Only a new cluster has no index. An absent index in a bucket that holds
-// Pod payloads or NodeGroup views was lost, and reading it as empty would
-// make a deploy commit an index holding only its own entry, which every
-// node then reconciles by stopping every other Pod. CheckIndexAbsence
-// tells the two apart with one LIST of one key (two in a new cluster);
+// NodeGroup views (written only after an index commit) was lost, and
+// reading it as empty would make a deploy commit an index holding only
+// its own entry, which every node then reconciles by stopping every other
+// Pod. Pod payloads alone prove no commit (two first deploys see each
+// other's, a failed one leaves its own). CheckIndexAbsence tells the two
+// apart with one LIST of one key;
 // ReadDesiredIndex and commits with RefuseLostIndex use it and fail with
 // ErrIndexMissing, naming "podmin index rebuild" (PlanRebuild), instead.
 // The check precedes a create-only write, so a concurrent rebuild is

@@ -14,8 +14,7 @@ import (
 )
 
 // ErrIndexMissing reports a bucket without deployments/index.json that
-// still holds the desired state an index committed: Pod payloads or
-// NodeGroup views. The index was lost (deleted by hand, or a bucket
+// still holds the NodeGroup views an index commit wrote. The index was lost (deleted by hand, or a bucket
 // emptied part way), not never written, so an empty index is the wrong
 // reading of it and a fresh one the wrong answer: a fresh index holds
 // only the change that created it, and every node then stops the Pods of
@@ -51,23 +50,24 @@ func (e *IndexMissingError) Error() string {
 func (e *IndexMissingError) Unwrap() error { return ErrIndexMissing }
 
 // CheckIndexAbsence says what a missing deployments/index.json means. It
-// returns nil when the bucket holds no desired state at all, neither a
-// Pod payload nor a NodeGroup view: a new cluster, whose first deploy
-// creates the index. When it holds either, the index was lost, and it
-// returns an *IndexMissingError naming the object found. It costs one
-// LIST of at most one key under nodegroups/, and in a new cluster one more
-// under deployments/nodegroups/; call it only after an index read found
+// returns nil when the bucket holds no NodeGroup view: a new cluster,
+// whose first deploy creates the index. A view is written only after an
+// index commit, so one without its index proves the index was lost: it
+// returns an *IndexMissingError naming the view. Pod payloads alone prove
+// nothing: a deploy writes its payloads before the index, so two first
+// deploys of a new cluster see each other's, and a deploy whose index
+// write failed leaves its own behind (orphan payloads are invisible by
+// design). It costs one LIST of at most one key under
+// deployments/nodegroups/; call it only after an index read found
 // nothing. A failed listing is returned as it is: what the absence means
 // is then unknown, never "new".
 func CheckIndexAbsence(ctx context.Context, store objstore.Store) error {
-	for _, prefix := range []string{NodeGroupsPrefix, ViewsPrefix} {
-		page, err := store.List(ctx, prefix, objstore.ListOptions{MaxKeys: 1})
-		if err != nil {
-			return fmt.Errorf("%s does not exist, and listing %s to tell a new cluster from a lost index failed: %w: run the command again", IndexPath, prefix, err)
-		}
-		if len(page.Objects) > 0 {
-			return &IndexMissingError{Evidence: page.Objects[0].Key}
-		}
+	page, err := store.List(ctx, ViewsPrefix, objstore.ListOptions{MaxKeys: 1})
+	if err != nil {
+		return fmt.Errorf("%s does not exist, and listing %s to tell a new cluster from a lost index failed: %w: run the command again", IndexPath, ViewsPrefix, err)
+	}
+	if len(page.Objects) > 0 {
+		return &IndexMissingError{Evidence: page.Objects[0].Key}
 	}
 	return nil
 }
