@@ -15,6 +15,7 @@ import (
 
 	"podmin.dev/podmin/internal/oci"
 	"podmin.dev/podmin/internal/oci/build"
+	ociremote "podmin.dev/podmin/internal/oci/remote"
 	"podmin.dev/podmin/internal/scrub"
 )
 
@@ -157,7 +158,7 @@ func (e *Env) Pull(ctx context.Context, opts PullOptions) (ImageResult, error) {
 func (e *Env) pull(ctx context.Context, r oci.LocalRef) (ImageResult, error) {
 	e.progress("pulling %s", r.Remote)
 	store := e.imageStore().WithProgress(e.Transfers, "pull "+r.Remote.String())
-	d, err := store.Pull(ctx, r.Remote, r.Repo, r.Tag, e.remoteOptions()...)
+	d, err := ociremote.Pull(ctx, store, r.Remote, r.Repo, r.Tag, e.remoteOptions()...)
 	if err != nil {
 		return ImageResult{}, err
 	}

@@ -16,6 +16,7 @@ import (
 	"podmin.dev/podmin/internal/manifest"
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/oci"
+	ociremote "podmin.dev/podmin/internal/oci/remote"
 	"podmin.dev/podmin/internal/state"
 )
 
@@ -128,7 +129,7 @@ func (e *Env) mirrorPinned(ctx context.Context, bucket objstore.Store, p PinnedI
 			return res, err
 		}
 		e.progress("pulling %s", ref)
-		if top, err = store.Pull(ctx, ref, local, p.Tag, e.remoteOptions()...); err != nil {
+		if top, err = ociremote.Pull(ctx, store, ref, local, p.Tag, e.remoteOptions()...); err != nil {
 			return res, err
 		}
 		if top.Digest != want {

@@ -15,6 +15,7 @@ import (
 
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/oci"
+	ociremote "podmin.dev/podmin/internal/oci/remote"
 	"podmin.dev/podmin/internal/state"
 )
 
@@ -36,7 +37,7 @@ func (m *OCIMirror) Mirror(ctx context.Context, store objstore.Store, img Image)
 	}
 	top, err := m.Local.Lookup(r.Repo, r.Tag)
 	if errors.Is(err, oci.ErrNotFound) {
-		if _, err = m.Local.Pull(ctx, r.Remote, r.Repo, r.Tag, m.Remote...); err != nil {
+		if _, err = ociremote.Pull(ctx, m.Local, r.Remote, r.Repo, r.Tag, m.Remote...); err != nil {
 			return ImageEntry{}, err
 		}
 		top, err = m.Local.Lookup(r.Repo, r.Tag)

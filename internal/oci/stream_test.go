@@ -25,6 +25,7 @@ import (
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/objstore/objstoretest"
 	"podmin.dev/podmin/internal/oci"
+	ociremote "podmin.dev/podmin/internal/oci/remote"
 	"podmin.dev/podmin/internal/state"
 )
 
@@ -293,7 +294,7 @@ func TestPullRefusesTamperedBlob(t *testing.T) {
 	lr, _ := oci.RemoteRef(host + "/example/tampered:v1")
 	root := t.TempDir()
 	store := oci.NewStore(root)
-	if _, err := store.Pull(ctx, lr.Remote, lr.Repo, lr.Tag); err == nil {
+	if _, err := ociremote.Pull(ctx, store, lr.Remote, lr.Repo, lr.Tag); err == nil {
 		t.Fatal("a tampered layer was pulled")
 	}
 	if _, err := store.Lookup(lr.Repo, lr.Tag); !errors.Is(err, oci.ErrNotFound) {

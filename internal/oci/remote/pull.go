@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package oci
+package remote
 
 import (
 	"context"
@@ -14,14 +14,16 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"podmin.dev/podmin/internal/oci"
 )
 
 // Pull imports the complete remote index ref (every platform) into the
-// local store under repo and tag. A remote single-platform image is
+// local store s under repo and tag. A remote single-platform image is
 // wrapped in a one-entry OCI index, so the local reference is always an
 // index. opts reach go-containerregistry's remote client (keychain,
 // transport); the context is added here.
-func (s *Store) Pull(ctx context.Context, ref name.Reference, repo, tag string, opts ...remote.Option) (v1.Descriptor, error) {
+func Pull(ctx context.Context, s *oci.Store, ref name.Reference, repo, tag string, opts ...remote.Option) (v1.Descriptor, error) {
 	opts = append(opts, remote.WithContext(ctx))
 	desc, err := remote.Get(ref, opts...)
 	if err != nil {

@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package oci_test
+package remote_test
 
 import (
 	"errors"
@@ -12,11 +12,33 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"podmin.dev/podmin/internal/oci"
+	ociremote "podmin.dev/podmin/internal/oci/remote"
 )
+
+// testIndex is a two-platform OCI index of random images.
+func testIndex(t testing.TB) v1.ImageIndex {
+	t.Helper()
+	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	for _, arch := range []string{"amd64", "arm64"} {
+		img, err := random.Image(512, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img = mutate.ConfigMediaType(mutate.MediaType(img, types.OCIManifestSchema1), types.OCIConfigJSON)
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{
+			Platform: &v1.Platform{OS: "linux", Architecture: arch},
+		}})
+	}
+	return idx
+}
 
 func TestPullImportsEveryPlatform(t *testing.T) {
 	ctx := t.Context()
@@ -36,7 +58,7 @@ func TestPullImportsEveryPlatform(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := oci.NewStore(t.TempDir())
-	d, err := store.Pull(ctx, lr.Remote, lr.Repo, lr.Tag)
+	d, err := ociremote.Pull(ctx, store, lr.Remote, lr.Repo, lr.Tag)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,44 +87,16 @@ func TestPullImportsEveryPlatform(t *testing.T) {
 		t.Fatal(err)
 	}
 	lr, _ = oci.RemoteRef(host + "/example/single:v1")
-	d, err = store.Pull(ctx, lr.Remote, lr.Repo, lr.Tag)
+	d, err = ociremote.Pull(ctx, store, lr.Remote, lr.Repo, lr.Tag)
 	if err != nil || !d.MediaType.IsIndex() {
 		t.Fatalf("single image pulled as %+v, %v; want an index", d, err)
 	}
 
 	lr, _ = oci.RemoteRef(host + "/example/missing:v1")
-	if _, err := store.Pull(ctx, lr.Remote, lr.Repo, lr.Tag); err == nil || !strings.Contains(err.Error(), "docker login") {
+	if _, err := ociremote.Pull(ctx, store, lr.Remote, lr.Repo, lr.Tag); err == nil || !strings.Contains(err.Error(), "docker login") {
 		t.Errorf("pull of a missing image error = %v", err)
 	}
 	if _, err := store.Lookup(lr.Repo, lr.Tag); !errors.Is(err, oci.ErrNotFound) {
 		t.Errorf("failed pull left %v", err)
-	}
-}
-
-func TestDestination(t *testing.T) {
-	for _, tc := range []struct{ src, dst, want, err string }{
-		{"hello:v1", "", "registry.podmin.internal/apps/hello:v1", ""},
-		{"hello", "", "registry.podmin.internal/apps/hello:latest", ""},
-		{"ghcr.io/example/web:v2", "", "registry.podmin.internal/apps/example/web:v2", ""},
-		{"registry.podmin.internal/apps/x/y:1", "", "registry.podmin.internal/apps/x/y:1", ""},
-		{"nginx:1.27", "web:v1", "registry.podmin.internal/apps/web:v1", ""},
-		{"nginx:1.27", "registry.podmin.internal/apps/web", "registry.podmin.internal/apps/web:latest", ""},
-		{"nginx:1.27", "mirror/pause:3.10", "", "mirror/ is reserved"},
-		{"nginx:1.27", "registry.podmin.internal/mirror/x/pause:3.10", "", "mirror/ is reserved"},
-		{"registry.podmin.internal/mirror/registry.k8s.io/pause:3.10", "", "", "mirror/ is reserved"},
-		{"nginx:1.27", "ghcr.io/x/y:v1", "", "not in the cluster registry"},
-		{"nginx:1.27", "web@sha256:" + strings.Repeat("a", 64), "", "has a digest"},
-		{"nginx:1.27", "Bad:v1", "", "not a valid image reference"},
-	} {
-		got, err := oci.Destination(tc.src, tc.dst)
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("Destination(%q, %q) error = %v, want %q", tc.src, tc.dst, err, tc.err)
-			}
-			continue
-		}
-		if err != nil || got.String() != tc.want {
-			t.Errorf("Destination(%q, %q) = %s, %v; want %s", tc.src, tc.dst, got, err, tc.want)
-		}
 	}
 }
