@@ -56,14 +56,14 @@ func (d *deploymentStatus) writeMetrics(w *promWriter) {
 	reps := d.reports()
 	families := []struct {
 		name, help string
-		value      func(r *pb.DeploymentReport) (float64, []string)
+		value      func(r *pb.DeploymentReport) (float64, []labelPair)
 	}{
 		{"podmin_agent_deployment_applied", "1 when the node's static Pod runs the revision the deployment index names, else 0.",
-			func(r *pb.DeploymentReport) (float64, []string) {
+			func(r *pb.DeploymentReport) (float64, []labelPair) {
 				return boolValue(r.Revision != "" && r.Revision == r.Desired), nil
 			}},
 		{"podmin_agent_deployment_ready", "Kubelet readiness of the Pod of the applied revision: 1 ready, 0 not ready, -1 unknown (no kubelet answers).",
-			func(r *pb.DeploymentReport) (float64, []string) {
+			func(r *pb.DeploymentReport) (float64, []labelPair) {
 				switch r.Readiness {
 				case pb.Readiness_READINESS_READY:
 					return 1, nil
@@ -73,24 +73,24 @@ func (d *deploymentStatus) writeMetrics(w *promWriter) {
 				return -1, nil
 			}},
 		{"podmin_agent_deployment_restarts", "Restarts of the containers of the Pod of the applied revision, as kubelet counts them.",
-			func(r *pb.DeploymentReport) (float64, []string) { return float64(r.Restarts), nil }},
+			func(r *pb.DeploymentReport) (float64, []labelPair) { return float64(r.Restarts), nil }},
 		{"podmin_agent_deployment_waiting", "1 while the node waits for a rollout slot to apply the deployment's new revision.",
-			func(r *pb.DeploymentReport) (float64, []string) { return boolValue(r.Waiting != ""), nil }},
+			func(r *pb.DeploymentReport) (float64, []labelPair) { return boolValue(r.Waiting != ""), nil }},
 		{"podmin_agent_deployment_error", "1 while the node reports an error for the deployment, labelled by kind (payload, secret, identity, file, kubelet).",
-			func(r *pb.DeploymentReport) (float64, []string) {
+			func(r *pb.DeploymentReport) (float64, []labelPair) {
 				if r.Error == nil {
-					return 0, []string{label("kind", "")}
+					return 0, []labelPair{label("kind", "")}
 				}
-				return 1, []string{label("kind", r.Error.Kind)}
+				return 1, []labelPair{label("kind", r.Error.Kind)}
 			}},
 		{"podmin_agent_deployment_applied_timestamp_seconds", "When the node wrote the static Pod of the applied revision, in seconds since the epoch (0: none).",
-			func(r *pb.DeploymentReport) (float64, []string) { return float64(r.AppliedAtUnixMs) / 1000, nil }},
+			func(r *pb.DeploymentReport) (float64, []labelPair) { return float64(r.AppliedAtUnixMs) / 1000, nil }},
 	}
 	for _, f := range families {
 		w.family(f.name, "gauge", f.help)
 		for _, r := range reps {
 			v, extra := f.value(r)
-			w.sample(f.name, v, append([]string{label("deployment", r.Name)}, extra...)...)
+			w.sample(f.name, v, append([]labelPair{label("deployment", r.Name)}, extra...)...)
 		}
 	}
 }

@@ -5,14 +5,19 @@
 package agent
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"maps"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"google.golang.org/protobuf/proto"
 
 	"podmin.dev/podmin/agent/staticpod"
 )
@@ -20,7 +25,9 @@ import (
 // metrics serves the agent's metrics in the Prometheus text format on the
 // loopback health address, for node-local scraping. Each subsystem is one
 // source that writes its own families; a subsystem the agent does not run
-// writes none.
+// writes none. The families are built as Prometheus' data model and
+// encoded by its own text encoder (expfmt), so names, help texts and label
+// values are escaped as every Prometheus parser expects.
 type metrics struct {
 	nodegroup string
 	sources   []metricSource
@@ -42,31 +49,66 @@ func newMetrics(nodegroup string, sources ...metricSource) *metrics {
 
 // ServeHTTP writes every source's families.
 func (m *metrics) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
-	pw := &promWriter{nodegroup: `nodegroup=` + strconv.Quote(m.nodegroup), now: m.now()}
+	pw := &promWriter{nodegroup: m.nodegroup, now: m.now()}
 	for _, s := range m.sources {
 		s.writeMetrics(pw)
 	}
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	var b bytes.Buffer
+	for _, f := range pw.families {
+		if len(f.Metric) == 0 {
+			continue // a family without samples (no Pod failed yet) says nothing
+		}
+		if _, err := expfmt.MetricFamilyToText(&b, f); err != nil {
+			http.Error(w, fmt.Sprintf("encode metric family %s: %v", f.GetName(), err), http.StatusInternalServerError)
+			return
+		}
+	}
+	w.Header().Set("Content-Type", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
 	w.Header().Set("Cache-Control", "no-store")
-	_, _ = w.Write([]byte(pw.b.String()))
+	_, _ = w.Write(b.Bytes())
 }
 
-// promWriter writes the text format. Every sample carries the node's
-// NodeGroup label first.
+// promWriter collects metric families in the order they are written.
+// Every sample carries the node's NodeGroup label first.
 type promWriter struct {
-	b         strings.Builder
+	families  []*dto.MetricFamily
 	nodegroup string
 	now       time.Time
 }
 
-// family writes a family's HELP and TYPE lines (typ is counter or gauge).
+// family starts a family (typ is counter or gauge); its samples follow.
 func (w *promWriter) family(name, typ, help string) {
-	fmt.Fprintf(&w.b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
+	t := dto.MetricType_GAUGE
+	if typ == "counter" {
+		t = dto.MetricType_COUNTER
+	}
+	w.families = append(w.families, &dto.MetricFamily{Name: proto.String(name), Help: proto.String(help), Type: t.Enum()})
 }
 
-// sample writes one sample; labels are extra `key="value"` pairs.
-func (w *promWriter) sample(name string, v float64, labels ...string) {
-	fmt.Fprintf(&w.b, "%s{%s} %s\n", name, strings.Join(append([]string{w.nodegroup}, labels...), ","), strconv.FormatFloat(v, 'f', -1, 64))
+// sample adds one sample to the family last started under name; labels
+// are extra key and value pairs (label).
+func (w *promWriter) sample(name string, v float64, labels ...labelPair) {
+	var f *dto.MetricFamily
+	if n := len(w.families); n > 0 && w.families[n-1].GetName() == name {
+		f = w.families[n-1]
+	} else {
+		// A sample without its family's HELP and TYPE: untyped.
+		f = &dto.MetricFamily{Name: proto.String(name), Type: dto.MetricType_UNTYPED.Enum()}
+		w.families = append(w.families, f)
+	}
+	m := &dto.Metric{Label: []*dto.LabelPair{{Name: proto.String("nodegroup"), Value: proto.String(w.nodegroup)}}}
+	for _, l := range labels {
+		m.Label = append(m.Label, &dto.LabelPair{Name: proto.String(l.key), Value: proto.String(l.value)})
+	}
+	switch f.GetType() {
+	case dto.MetricType_COUNTER:
+		m.Counter = &dto.Counter{Value: proto.Float64(v)}
+	case dto.MetricType_GAUGE:
+		m.Gauge = &dto.Gauge{Value: proto.Float64(v)}
+	default:
+		m.Untyped = &dto.Untyped{Value: proto.Float64(v)}
+	}
+	f.Metric = append(f.Metric, m)
 }
 
 // one writes a family with a single sample.
@@ -75,8 +117,11 @@ func (w *promWriter) one(name, typ, help string, v float64) {
 	w.sample(name, v)
 }
 
-// label is one `key="value"` pair.
-func label(key, value string) string { return key + "=" + strconv.Quote(value) }
+// labelPair is one label of a sample.
+type labelPair struct{ key, value string }
+
+// label is one label of a sample.
+func label(key, value string) labelPair { return labelPair{key, value} }
 
 // age is the seconds from t to now, or -1 when t is zero (never).
 func (w *promWriter) age(t time.Time) float64 {
@@ -120,8 +165,10 @@ func (r reconcileMetrics) writeMetrics(w *promWriter) {
 }
 
 // textMetrics is a subsystem that writes its own families in the text
-// format (the node registry does): its samples gain the NodeGroup label
-// every other sample carries.
+// format (the node registry does): they are parsed with Prometheus' own
+// parser, and their samples gain the NodeGroup label every other sample
+// carries. A source whose text does not parse is served as one error
+// family rather than as broken text.
 type textMetrics struct {
 	src interface{ WriteMetrics(w io.Writer) }
 }
@@ -129,17 +176,17 @@ type textMetrics struct {
 func (t textMetrics) writeMetrics(w *promWriter) {
 	var b strings.Builder
 	t.src.WriteMetrics(&b)
-	for line := range strings.Lines(b.String()) {
-		if strings.HasPrefix(line, "#") {
-			w.b.WriteString(line)
-			continue
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	parsed, err := p.TextToMetricFamilies(strings.NewReader(b.String()))
+	if err != nil {
+		w.one("podmin_agent_metrics_source_errors_total", "counter", "Metric sources whose text could not be parsed: "+err.Error(), 1)
+		return
+	}
+	for _, name := range slices.Sorted(maps.Keys(parsed)) {
+		f := parsed[name]
+		for _, m := range f.Metric {
+			m.Label = append([]*dto.LabelPair{{Name: proto.String("nodegroup"), Value: proto.String(w.nodegroup)}}, m.Label...)
 		}
-		name, rest, labelled := strings.Cut(line, "{")
-		if labelled {
-			w.b.WriteString(name + "{" + w.nodegroup + "," + rest)
-			continue
-		}
-		name, value, _ := strings.Cut(line, " ")
-		w.b.WriteString(name + "{" + w.nodegroup + "} " + value)
+		w.families = append(w.families, f)
 	}
 }

@@ -190,3 +190,20 @@ func TestMalformedQueriesOverTCP(t *testing.T) {
 	conn.Close()
 	vipOf(t, query(t, "tcp", s.Addr(), "database.product.svc.cluster.local.", dns.TypeAAAA, false))
 }
+
+// An answer to an EDNS version the server does not speak is counted as
+// BADVERS, the name that code has in EDNS, not BADSIG, its TSIG name.
+func TestBadVersCountedByItsName(t *testing.T) {
+	s := startServer(t, service.Config{})
+	for _, c := range malformed(t) {
+		if c.name == "EDNS version 1" {
+			if reply := rawUDP(t, s.Addr(), c.b, 2*time.Second); reply == nil {
+				t.Fatal("no answer to an EDNS version 1 query")
+			}
+		}
+	}
+	got := s.Answers()
+	if got["BADVERS"] != 1 || got["BADSIG"] != 0 {
+		t.Fatalf("answers by code %v, want one BADVERS", got)
+	}
+}

@@ -228,10 +228,20 @@ func (s *Server) Answers() map[string]uint64 {
 	out := map[string]uint64{}
 	for code := range s.answers {
 		if n := s.answers[code].Load(); n > 0 {
-			out[dns.RcodeToString[code]] = n
+			out[rcodeName(code)] = n
 		}
 	}
 	return out
+}
+
+// rcodeName names a response code. Code 16 is BADVERS in an EDNS answer
+// and BADSIG in a TSIG one (miekg/dns names it BADSIG); this server signs
+// nothing, so its 16 is always BADVERS.
+func rcodeName(code int) string {
+	if code == dns.RcodeBadVers {
+		return "BADVERS"
+	}
+	return dns.RcodeToString[code]
 }
 
 // acceptQuery screens a message by its header before it is parsed: replies
