@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-
 	"podmin.dev/podmin/internal/oci"
 )
 
