@@ -307,15 +307,16 @@ func TestRetireWaitsForTheNewPodThenWithdrawsTheOld(t *testing.T) {
 	if n.reports(n.old) {
 		t.Fatal("the old Pod's endpoint came back while kubelet stops it")
 	}
+	// Another run of the old revision (a rollback) serves while the
+	// retired run still stops: only that one run is left out.
+	again := n.neu.Next()
+	n.kubelet(n.pod("old", n.r0, n.old, true, true), n.pod("new", n.r1, n.neu, true, true), n.pod("again", n.r0, again, true, true))
+	if n.reports(n.old) || !n.reports(again) || !n.reports(n.neu) {
+		t.Fatalf("with another run of the old revision, the node reports %v", n.a.coord.Local())
+	}
 	n.kubelet(n.pod("new", n.r1, n.neu, true, true))
 	if n.reports(n.old) || !n.reports(n.neu) {
 		t.Fatalf("after the old Pod left, the node reports %v", n.a.coord.Local())
-	}
-	// A later run of the old revision (a rollback) serves again: only
-	// that one run was left out.
-	n.kubelet(n.pod("again", n.r0, n.old, true, true), n.pod("new", n.r1, n.neu, true, true))
-	if !n.reports(n.old) {
-		t.Fatal("a new run of the old revision is left out")
 	}
 }
 

@@ -455,3 +455,36 @@ func TestTwoPodsWithoutSurgeRetireFirst(t *testing.T) {
 		t.Fatalf("questions: %+v", asked)
 	}
 }
+
+// A deployment kept at its last valid state keeps its files under both
+// names and its workload directory (its values and identity).
+func TestFailedDeploymentKeepsItsPodsAndWorkloadDirectory(t *testing.T) {
+	f := newFixture(t)
+	f.secrets.values["/demo/default/web/token"] = []byte("v1-token")
+	g := &surgeGate{}
+	g.set(staticpod.Retire, never)
+	var last []staticpod.DeploymentState
+	r := f.surging(t, g, nil, &last)
+	f.deploySurge(t, "web", "hello:v1", "token")
+	mustReconcile(t, r)
+	f.deploySurge(t, "web", "hello:v2", "token")
+	mustReconcile(t, r)
+	before := visible(f.files(t))
+	// The next revision declares a value that does not exist.
+	v3 := nodepod.Revision(f.deploySurge(t, "web", "hello:v3", "token", "missing"))
+	_, err := r.Reconcile(context.Background())
+	var pf *staticpod.PodsFailedError
+	if !errors.As(err, &pf) {
+		t.Fatalf("err = %v", err)
+	}
+	files := visible(f.files(t))
+	if len(files) != 2 || files["web.yaml"] != before["web.yaml"] || files["web.surge.yaml"] != before["web.surge.yaml"] {
+		t.Fatalf("files after the failure: %v", names(files))
+	}
+	if v, err := os.ReadFile(filepath.Join(f.root, "run/podmin/workloads/web/secrets/local/token")); err != nil || string(v) != "v1-token" {
+		t.Fatalf("the deployment's value after the failure: %q, %v", v, err)
+	}
+	if last[0].Error == nil || last[0].Error.Kind != state.ErrorSecret || last[0].Error.Revision != v3 {
+		t.Fatalf("states: %+v", last)
+	}
+}
