@@ -123,12 +123,15 @@ func (c *Coordinator) admitSurge(ctx context.Context, u staticpod.Update) (bool,
 	defer c.node.sendMu.Unlock()
 	c.mu.Lock()
 	known := c.localKnown()
+	// Every endpoint the node has: a leader of an earlier version takes
+	// the request for a replacement, which keeps what the node sends.
+	keep := slices.Clone(c.local)
 	c.mu.Unlock()
 	if !known {
 		c.askAgain(c.clock.Now().Add(c.timing.Retry))
 		return false, "kubelet's Pods API has not listed this node's Pods yet: the node asks for a surge slot once it can tell whether its running Pod serves"
 	}
-	a := c.askSlot(ctx, u, nil, true, pb.SlotKind_SLOT_SURGE)
+	a := c.askSlot(ctx, u, keep, true, pb.SlotKind_SLOT_SURGE)
 	switch {
 	case a.noLeader != "":
 		ok, why := c.leaderless(u, nil, a.noLeader)
@@ -182,6 +185,10 @@ func (c *Coordinator) admitRetire(ctx context.Context, u staticpod.Update) (bool
 			return false, "kubelet's Pods API has not listed this node's Pods yet: the node lets the old Pod go once it can tell which one serves"
 		}
 		c.mu.Lock()
+		if lost := c.node.kubeletLost; lost != "" {
+			c.mu.Unlock()
+			return false, "kubelet's Pods API does not answer (" + lost + "): the node cannot tell which Pod serves; both keep running"
+		}
 		old := podRun(c.pods, u.Namespace, u.FromIncarnation, u.From)
 		serving := old != nil && pods.IsReady(old)
 		var why string

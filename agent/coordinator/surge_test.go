@@ -6,6 +6,7 @@ package coordinator_test
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"strings"
 	"testing"
@@ -385,5 +386,21 @@ func TestSurgeNodePassesAgainWhenTheNewPodIsReady(t *testing.T) {
 	n.kubelet(n.pod("old", n.r0, n.old, true, true), n.pod("new", n.r1, n.neu, true, true))
 	if n.freed.Load() == freed {
 		t.Fatal("the new Pod is ready and the node was not asked to pass")
+	}
+}
+
+// While kubelet does not answer, nobody can tell which Pod serves: both
+// keep running.
+func TestRetireWaitsWhileKubeletIsDown(t *testing.T) {
+	n := newSurgeNode(t)
+	n.files(n.r1, n.r0)
+	n.kubelet(n.pod("old", n.r0, n.old, false, true), n.pod("new", n.r1, n.neu, true, true))
+	n.a.coord.KubeletLost(errors.New("connection refused"))
+	if ok, why := n.admit(n.retire()); ok || !strings.Contains(why, "kubelet's Pods API does not answer (connection refused)") {
+		t.Fatalf("with kubelet down: %v %q", ok, why)
+	}
+	n.kubelet(n.pod("old", n.r0, n.old, false, true), n.pod("new", n.r1, n.neu, true, true))
+	if ok, why := n.admit(n.retire()); !ok {
+		t.Fatalf("kubelet answers again, the old Pod serves nothing: %q", why)
 	}
 }
