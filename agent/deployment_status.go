@@ -39,7 +39,7 @@ func (d *deploymentStatus) reports() []*pb.DeploymentReport {
 	}
 	var out []*pb.DeploymentReport
 	for _, s := range d.rec.Deployments() {
-		r := &pb.DeploymentReport{Name: s.Deployment.Name, Revision: s.Applied, Desired: s.Desired, Waiting: s.Waiting,
+		r := &pb.DeploymentReport{Name: s.Deployment.Name, Revision: s.Applied, Desired: s.Desired, Waiting: s.Waiting, Retiring: s.Retiring,
 			Readiness: pb.Readiness_READINESS_UNKNOWN, Reason: "coordination is off: readiness is not followed"}
 		if !s.AppliedAt.IsZero() && s.Applied != "" {
 			r.AppliedAtUnixMs = s.AppliedAt.UnixMilli()
@@ -127,6 +127,9 @@ func (d *deploymentStatus) detail() []string {
 		fmt.Fprintf(&b, ", %d restart(s)", r.Restarts)
 		if r.Waiting != "" {
 			fmt.Fprintf(&b, "; waiting for a rollout slot: %s", r.Waiting)
+		}
+		if r.Retiring != "" {
+			fmt.Fprintf(&b, "; the Pod of revision %s still runs beside it (maxSurge) until it may go", shortRevision(r.Retiring))
 		}
 		if r.Error != nil {
 			fmt.Fprintf(&b, "; error (%s) for revision %s: %s", r.Error.Kind, shortRevision(r.Error.Revision), r.Error.Message)

@@ -135,12 +135,15 @@ type NodeError struct {
 
 // NodeDeployment is what one node reports about the deployment.
 type NodeDeployment struct {
-	Node       string     `json:"node"`
-	Revision   string     `json:"revision"`
-	Readiness  string     `json:"readiness"`
-	Reason     string     `json:"reason"`
-	Restarts   int        `json:"restarts"`
-	Waiting    string     `json:"waiting"`
+	Node      string `json:"node"`
+	Revision  string `json:"revision"`
+	Readiness string `json:"readiness"`
+	Reason    string `json:"reason"`
+	Restarts  int    `json:"restarts"`
+	Waiting   string `json:"waiting"`
+	// Retiring is the revision of the deployment's older Pod, which still
+	// runs beside the one of Revision during a maxSurge update.
+	Retiring   string     `json:"retiring,omitempty"`
 	AppliedAt  *time.Time `json:"appliedAt"`
 	ReportedAt *time.Time `json:"reportedAt"`
 }
@@ -358,7 +361,7 @@ func summarize(it state.Item, s *state.NodeGroupStatus, problem string, now time
 		d.Total = *s.Expected
 	}
 	var oldest time.Time
-	var waiting, notReady, noKubelet, unknown []string
+	var waiting, notReady, noKubelet, unknown, beside []string
 	for _, n := range s.Nodes {
 		if n.State != state.NodeLive {
 			continue
@@ -370,7 +373,7 @@ func summarize(it state.Item, s *state.NodeGroupStatus, problem string, now time
 				continue
 			}
 			nd = NodeDeployment{Node: n.Node, Revision: r.Revision, Readiness: r.Readiness, Reason: r.Reason, Restarts: r.Restarts,
-				Waiting: r.Waiting, AppliedAt: r.AppliedAt}
+				Waiting: r.Waiting, Retiring: r.Retiring, AppliedAt: r.AppliedAt}
 			at := r.ReportedAt
 			nd.ReportedAt = &at
 			if oldest.IsZero() || at.Before(oldest) {
@@ -401,6 +404,9 @@ func summarize(it state.Item, s *state.NodeGroupStatus, problem string, now time
 		} else if nd.Waiting != "" {
 			waiting = append(waiting, n.Node)
 		}
+		if nd.Retiring != "" {
+			beside = append(beside, n.Node+" (revision "+short(nd.Retiring)+")")
+		}
 		d.Nodes = append(d.Nodes, nd)
 	}
 	if !oldest.IsZero() {
@@ -419,6 +425,9 @@ func summarize(it state.Item, s *state.NodeGroupStatus, problem string, now time
 	}
 	if len(notReady) > 0 {
 		parts = append(parts, "not ready: "+strings.Join(notReady, ", "))
+	}
+	if len(beside) > 0 {
+		parts = append(parts, "old Pod still serves beside the new one (maxSurge): "+strings.Join(beside, ", "))
 	}
 	if len(noKubelet) > 0 {
 		parts = append(parts, "readiness unknown (no kubelet): "+strings.Join(noKubelet, ", "))

@@ -34,11 +34,11 @@ func deploymentStatusFields(d builtins.DeploymentStatus) []field {
 	nodes := make([]star.Value, len(d.Nodes))
 	for i, n := range d.Nodes {
 		nodes[i] = result("node_report", str("node", n.Node), str("revision", n.Revision), str("readiness", n.Readiness), str("reason", n.Reason),
-			integer("restarts", n.Restarts), str("waiting", n.Waiting))
+			integer("restarts", n.Restarts), str("waiting", n.Waiting), str("retiring", n.Retiring))
 	}
 	var rollout star.Value = star.None
 	if r := d.Rollout; r != nil {
-		rollout = result("rollout", str("revision", r.Revision), str("max_unavailable", r.MaxUnavailable), integer("allowed", r.Allowed),
+		rollout = result("rollout", str("revision", r.Revision), str("max_unavailable", r.MaxUnavailable), str("max_surge", r.MaxSurge), integer("allowed", r.Allowed),
 			value("updating", stringList(r.Updating)), integer("waiting", r.Waiting), value("stuck", stringList(r.Stuck)))
 	}
 	return []field{str("name", d.Name), str("nodegroup", d.NodeGroup), str("revision", d.Revision), str("state", d.State), str("summary", d.Summary),
@@ -83,7 +83,10 @@ total, age_seconds, errors, nodes, rollout): state is "ready", "progressing",
 "failed" or "unknown" (no live leader or no current report; problem and summary
 say why), errors are node_error(node, kind, message, revision) for the committed
 revision, nodes are node_report(node, revision, readiness, reason, restarts,
-waiting). Status never fails because a deployment is not ready; wait = "ready"
+waiting, retiring: the revision of an older Pod still running beside the
+new one during a maxSurge update), and rollout (None without one) is
+rollout(revision, max_unavailable, max_surge, allowed, updating, waiting,
+stuck). Status never fails because a deployment is not ready; wait = "ready"
 or "applied" makes it wait like podmin.deployments.wait for each selected
 deployment (until podmin run's --timeout). A name that is not committed fails.`,
 			impl: func(c *call) (star.Value, error) {

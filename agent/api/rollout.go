@@ -83,7 +83,7 @@ func checkReport(r *pb.StatusReport) error {
 			return fmt.Errorf("deployment %s is reported twice", d.GetName())
 		}
 		seen[d.GetName()] = true
-		for _, v := range []string{d.GetRevision(), d.GetDesired(), d.GetReason(), d.GetWaiting(), d.GetGranted(),
+		for _, v := range []string{d.GetRevision(), d.GetDesired(), d.GetReason(), d.GetWaiting(), d.GetGranted(), d.GetRetiring(),
 			d.GetError().GetKind(), d.GetError().GetMessage(), d.GetError().GetRevision()} {
 			if len(v) > maxReportString {
 				return fmt.Errorf("deployment %s: a reported string is longer than %d bytes", d.GetName(), maxReportString)

@@ -68,6 +68,20 @@
 // (LeaderlessAfter, LeaderlessStep). The index says what each Pod is; the
 // leader paces only when.
 //
+// Under maxSurge (surge.go) a node asks for a surge slot instead, which
+// withdraws nothing: the leader grants it while fewer than maxSurge of
+// the NodeGroup's nodes run two Pods of the deployment (or hold a slot,
+// or have not reported yet), and at once to a node whose Pod is known
+// broken. The node starts the new revision beside the old Pod, and lets
+// the old one go (Retire) only once the new one is ready (kubelet's word
+// and the probeless hold; it passes again as soon as it is), at once when
+// the old one serves nothing, and otherwise after a retire slot: the old
+// Pod's endpoints, and only its (by incarnation), are left out of what the
+// node reports, the leader writes that snapshot, every live node confirms
+// it and the drain passes, as for a replacement. The endpoints of that
+// one run stay out until kubelet no longer lists it. The slot frees when
+// the node reports the new revision ready and one Pod again.
+//
 // A new leadership starts from the last published snapshot's backends
 // when it can tell they are what the nodes serve (seedSnapshot), and a
 // node reports or publishes its own endpoints only once its kubelet

@@ -56,9 +56,16 @@ func (c *Coordinator) PodsChanged(podList []*corev1.Pod) {
 	c.pods = podList
 	c.seeReady(podList)
 	c.node.podsSeen, c.node.kubeletLost = true, ""
+	c.endRetirements(false)
+	wake := c.wakeRetirements()
 	c.mu.Unlock()
 	c.refreshEndpoints()
 	c.statusChanged()
+	if wake {
+		// The new Pod a retirement waited for is ready: the old one may
+		// go now.
+		c.slotFreed()
+	}
 }
 
 // refreshEndpoints derives this node's endpoints and sets them in one step

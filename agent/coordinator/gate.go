@@ -47,7 +47,16 @@ var _ staticpod.Gate = (*Coordinator)(nil)
 // freed); a node whose kubelet has not listed its Pods yet does not ask,
 // since it cannot tell which endpoints the update withdraws. Without an
 // answering leader the node falls back to its leaderless delay.
+//
+// Under maxSurge the node asks for a surge slot instead (admitSurge) and
+// lets the old Pod go once the new one is ready (admitRetire, surge.go).
 func (c *Coordinator) Admit(ctx context.Context, u staticpod.Update) (bool, string) {
+	switch u.Kind {
+	case staticpod.Surge:
+		return c.admitSurge(ctx, u)
+	case staticpod.Retire:
+		return c.admitRetire(ctx, u)
+	}
 	var svc *ServiceID
 	if u.Service != nil {
 		svc = &ServiceID{Namespace: u.Service.Namespace, Name: u.Service.Name}
@@ -57,7 +66,7 @@ func (c *Coordinator) Admit(ctx context.Context, u staticpod.Update) (bool, stri
 	name := u.Deployment.Name
 	c.mu.Lock()
 	w := c.node.waits[name]
-	if w != nil && w.revision != u.To {
+	if w != nil && (w.revision != u.To || w.retire != "") {
 		delete(c.node.waits, name) // superseded by a later commit
 		w = nil
 	}
@@ -72,7 +81,7 @@ func (c *Coordinator) Admit(ctx context.Context, u staticpod.Update) (bool, stri
 		c.askAgain(c.clock.Now().Add(c.timing.Retry))
 		return false, "kubelet's Pods API has not listed this node's Pods yet: the node asks for a rollout slot once it knows which endpoints the update withdraws"
 	}
-	a := c.askSlot(ctx, u, remaining, w == nil)
+	a := c.askSlot(ctx, u, remaining, w == nil, pb.SlotKind_SLOT_REPLACE)
 	if a.noLeader != "" {
 		if w != nil {
 			return c.waitFor(u, w, a)
@@ -103,27 +112,31 @@ func (c *Coordinator) Admit(ctx context.Context, u staticpod.Update) (bool, stri
 	return c.waitFor(u, w, a)
 }
 
-// askSlot asks the leader for the slot of u (this node when it leads),
-// sending the endpoints the node keeps. A granted slot is recorded
-// (withdraw) before the leader writes the snapshot without the Pod's
-// endpoints, so no report of the endpoints from before overtakes it;
-// first says whether this node asks for the first time (and logs a
-// grant). Called with sendMu held.
-func (c *Coordinator) askSlot(ctx context.Context, u staticpod.Update, remaining []Endpoint, first bool) slotAnswer {
+// askSlot asks the leader for the slot of kind for u (this node when it
+// leads), sending the endpoints the node keeps. A granted slot is
+// recorded (grantedSlot) before the leader writes the snapshot without
+// the Pod's endpoints, so no report of the endpoints from before
+// overtakes it; a surge slot withdraws nothing and writes nothing. first
+// says whether this node asks for the first time (and logs a grant).
+// Called with sendMu held.
+func (c *Coordinator) askSlot(ctx context.Context, u staticpod.Update, remaining []Endpoint, first bool, kind pb.SlotKind) slotAnswer {
 	var svc *ServiceID
 	if u.Service != nil {
 		svc = &ServiceID{Namespace: u.Service.Namespace, Name: u.Service.Name}
 	}
 	name := u.Deployment.Name
 	if l, err := c.leading(); err == nil {
-		granted, reason, err := c.decideSlot(ctx, l, c.self(), name, u.To)
+		granted, reason, err := c.decideSlot(ctx, l, c.self(), name, u.To, kind)
 		if err != nil {
 			return slotAnswer{noLeader: err.Error()}
 		}
 		if !granted {
 			return slotAnswer{reason: reason}
 		}
-		c.withdraw(u, svc, remaining)
+		c.grantedSlot(u, svc, remaining, kind)
+		if kind == pb.SlotKind_SLOT_SURGE {
+			return slotAnswer{granted: true, confirmed: true}
+		}
 		sk := slotKey{node: c.opts.NodeID, deployment: name}
 		if _, err := c.grantWithdraw(ctx, l, sk, remaining); err != nil {
 			c.log.Warn("the snapshot without the endpoints of the Pod to be replaced was not written: asking again", "deployment", u.Deployment.String(), "err", err)
@@ -146,7 +159,7 @@ func (c *Coordinator) askSlot(ctx context.Context, u staticpod.Update, remaining
 	defer cl.Close()
 	rctx, cancel := context.WithTimeout(ctx, election.RequestTimeout)
 	defer cancel()
-	resp, err := cl.AcquireSlot(rctx, &pb.SlotRequest{Deployment: name, Revision: u.To, Endpoints: reportedEndpoints(remaining)})
+	resp, err := cl.AcquireSlot(rctx, &pb.SlotRequest{Deployment: name, Revision: u.To, Endpoints: reportedEndpoints(remaining), Kind: kind})
 	switch status.Code(err) {
 	case codes.OK:
 	case codes.FailedPrecondition, codes.PermissionDenied, codes.InvalidArgument:
@@ -161,10 +174,16 @@ func (c *Coordinator) askSlot(ctx context.Context, u staticpod.Update, remaining
 	if !resp.GetGranted() {
 		return slotAnswer{reason: resp.GetReason()}
 	}
-	c.withdraw(u, svc, remaining)
-	if first {
+	c.grantedSlot(u, svc, remaining, kind)
+	switch {
+	case kind == pb.SlotKind_SLOT_SURGE:
+		if first {
+			c.log.Info("surge slot granted: the new revision starts beside the running Pod", "deployment", u.Deployment.String(), "revision", short(u.To))
+		}
+		return slotAnswer{granted: true, confirmed: true}
+	case first:
 		c.log.Info("rollout slot granted: the Pod's endpoints are withdrawn and the leader wrote the snapshot without them", "deployment", u.Deployment.String(),
-			"revision", short(u.To), "term", resp.GetTerm(), "generation", resp.GetGeneration(), "snapshot_revision", resp.GetSnapshotRevision())
+			"kind", kind.String(), "revision", short(u.To), "term", resp.GetTerm(), "generation", resp.GetGeneration(), "snapshot_revision", resp.GetSnapshotRevision())
 	}
 	// A leader that has not confirmed the withdrawal names the nodes it
 	// waits for; one that names none is of an earlier version, which
@@ -172,6 +191,24 @@ func (c *Coordinator) askSlot(ctx context.Context, u staticpod.Update, remaining
 	// as before, and the drain follows.
 	confirmed := resp.GetConfirmed() || len(resp.GetUnconfirmed()) == 0
 	return slotAnswer{granted: true, confirmed: confirmed, unconfirmed: resp.GetUnconfirmed()}
+}
+
+// grantedSlot records a granted slot of kind: for a replacement the
+// Service's endpoints on this node stay out until a Pod of the new
+// revision is ready (withdraw); a surge slot is held until the new
+// revision is applied; a retirement left its old Pod's endpoints out
+// before it asked (admitRetire).
+func (c *Coordinator) grantedSlot(u staticpod.Update, svc *ServiceID, remaining []Endpoint, kind pb.SlotKind) {
+	switch kind {
+	case pb.SlotKind_SLOT_REPLACE:
+		c.withdraw(u, svc, remaining)
+	case pb.SlotKind_SLOT_SURGE:
+		c.mu.Lock()
+		c.node.granted[u.Deployment.Name] = u.To
+		delete(c.node.leaderless, u.Deployment.Name+"@"+u.To)
+		c.mu.Unlock()
+		c.statusChanged()
+	}
 }
 
 // withdraw records a granted slot: the Service's endpoints on this node

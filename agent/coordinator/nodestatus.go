@@ -41,6 +41,12 @@ type nodeSide struct {
 	// withdrawn maps a Service whose Pod is being replaced to the
 	// revision that must be ready before its endpoints come back.
 	withdrawn map[ServiceID]string
+	// retiring maps a Service to the old Pod of a maxSurge update whose
+	// endpoints this node leaves out while it retires (surge.go);
+	// retireWaits are the retirements waiting for the Pod that stays to
+	// be ready, by deployment.
+	retiring    map[ServiceID]retired
+	retireWaits map[string]staticpod.Update
 	// granted maps a deployment to the revision of a slot this node holds
 	// and has not applied yet.
 	granted map[string]string
@@ -87,7 +93,8 @@ const ProbelessHold = 5 * time.Second
 
 func newNodeSide() nodeSide {
 	return nodeSide{withdrawn: map[ServiceID]string{}, granted: map[string]string{}, leaderless: map[string]time.Time{},
-		readySeen: map[readyKey]time.Time{}, waits: map[string]*slotWait{}}
+		readySeen: map[readyKey]time.Time{}, waits: map[string]*slotWait{}, retiring: map[ServiceID]retired{},
+		retireWaits: map[string]staticpod.Update{}}
 }
 
 // seeReady records when this node first saw each of podList ready and
@@ -121,10 +128,14 @@ func (c *Coordinator) DeploymentsChanged(states []staticpod.DeploymentState) {
 	}
 	for name, w := range c.node.waits {
 		i := slices.IndexFunc(states, func(s staticpod.DeploymentState) bool { return s.Deployment.Name == name })
-		if i < 0 || states[i].Applied == w.revision || states[i].Desired != w.revision {
-			delete(c.node.waits, name)
+		switch {
+		case i < 0 || states[i].Desired != w.revision:
+			delete(c.node.waits, name) // deleted or superseded
+		case w.retire == "" && states[i].Applied == w.revision, w.retire != "" && states[i].Retiring == "":
+			delete(c.node.waits, name) // applied, or retired
 		}
 	}
+	c.endRetirements(true)
 	c.mu.Unlock()
 	c.statusChanged()
 }
@@ -201,7 +212,7 @@ func (c *Coordinator) buildReport() *pb.StatusReport {
 	}()
 	for _, d := range c.node.deployments {
 		rep := &pb.DeploymentReport{Name: d.Deployment.Name, Revision: d.Applied, Desired: d.Desired, Waiting: d.Waiting,
-			Granted: c.node.granted[d.Deployment.Name]}
+			Granted: c.node.granted[d.Deployment.Name], Retiring: d.Retiring}
 		if !d.AppliedAt.IsZero() && d.Applied != "" {
 			rep.AppliedAtUnixMs = d.AppliedAt.UnixMilli()
 		}
@@ -276,9 +287,26 @@ func (c *Coordinator) readiness(rep *pb.DeploymentReport, d staticpod.Deployment
 // ProbelessHold: such a container is ready as soon as it starts, even one
 // that exits a second later. Called with c.mu held.
 func (c *Coordinator) hold(rep *pb.DeploymentReport, p *corev1.Pod, restarts int) {
+	since, end := c.holdEnd(p, restarts)
+	if end.IsZero() {
+		return
+	}
+	rep.Readiness = pb.Readiness_READINESS_NOT_READY
+	rep.Reason = fmt.Sprintf("kubelet reports the Pod ready since %s UTC; a Pod with a container without a readiness probe must stay ready %s before it counts (until %s UTC)",
+		since.UTC().Format(time.TimeOnly), c.opts.ProbelessHold, end.UTC().Format(time.TimeOnly))
+	if c.node.holdEnds.IsZero() || end.Before(c.node.holdEnds) {
+		c.node.holdEnds = end
+	}
+}
+
+// holdEnd is when the readiness hold of kubelet's ready Pod p (restarts
+// restarts into its run) ends, and when it counts from; both zero when no
+// hold applies (every container has a readiness probe, or holds are off)
+// or it has ended. Called with c.mu held.
+func (c *Coordinator) holdEnd(p *corev1.Pod, restarts int) (since, end time.Time) {
 	hold := c.opts.ProbelessHold
 	if hold < 0 || pods.HasReadinessProbes(p) {
-		return
+		return time.Time{}, time.Time{}
 	}
 	now := c.clock.Now()
 	// The hold counts from the latest moment the Pod may have become
@@ -292,16 +320,11 @@ func (c *Coordinator) hold(rep *pb.DeploymentReport, p *corev1.Pod, restarts int
 	if since.IsZero() {
 		since = now
 	}
-	end := since.Add(hold)
+	end = since.Add(hold)
 	if !now.Before(end) {
-		return
+		return time.Time{}, time.Time{}
 	}
-	rep.Readiness = pb.Readiness_READINESS_NOT_READY
-	rep.Reason = fmt.Sprintf("kubelet reports the Pod ready since %s UTC; a Pod with a container without a readiness probe must stay ready %s before it counts (until %s UTC)",
-		since.UTC().Format(time.TimeOnly), hold, end.UTC().Format(time.TimeOnly))
-	if c.node.holdEnds.IsZero() || end.Before(c.node.holdEnds) {
-		c.node.holdEnds = end
-	}
+	return since, end
 }
 
 // endHolds reports again when the earliest readiness hold ends, so a Pod
@@ -345,20 +368,22 @@ func (c *Coordinator) localKnown() bool {
 
 // localEndpoints derives the node's ready endpoints, leaving out those of
 // Services whose Pod is being replaced until a Pod of the new revision is
-// ready (which ends the withdrawal). Called with c.mu held.
+// ready (which ends the withdrawal), and those of an old Pod that retires
+// beside a new one (maxSurge). Called with c.mu held.
 func (c *Coordinator) localEndpoints() []Endpoint {
-	if len(c.node.withdrawn) == 0 {
+	if len(c.node.withdrawn) == 0 && len(c.node.retiring) == 0 {
 		return LocalEndpoints(c.services, c.pods, c.opts.PodPrefix)
 	}
 	var out []Endpoint
 	for _, s := range c.services {
 		id := ServiceID{Namespace: s.ID.Namespace, Name: s.ID.Name}
+		podList := c.withoutRetiring(id, c.pods)
 		rev, withdrawn := c.node.withdrawn[id]
 		if !withdrawn {
-			out = append(out, LocalEndpoints([]staticpod.Service{s}, c.pods, c.opts.PodPrefix)...)
+			out = append(out, LocalEndpoints([]staticpod.Service{s}, podList, c.opts.PodPrefix)...)
 			continue
 		}
-		fresh := slices.DeleteFunc(slices.Clone(c.pods), func(p *corev1.Pod) bool { return pods.Revision(p) != rev })
+		fresh := slices.DeleteFunc(slices.Clone(podList), func(p *corev1.Pod) bool { return pods.Revision(p) != rev })
 		eps := LocalEndpoints([]staticpod.Service{s}, fresh, c.opts.PodPrefix)
 		if len(eps) > 0 {
 			delete(c.node.withdrawn, id)

@@ -13,8 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/intstr"
-
 	"podmin.dev/podmin/agent/api"
 	pb "podmin.dev/podmin/agent/api/coordinationpb"
 	"podmin.dev/podmin/internal/manifest"
@@ -50,18 +48,21 @@ type grant struct {
 }
 
 // rollouts is one leadership's pacing of rolling updates: the slots it
-// granted, the ones that timed out, and each deployment's maxUnavailable.
+// granted, the ones that timed out, and each deployment's strategy.
 // It is guarded by the leaderState's mutex.
 type rollouts struct {
 	grants map[slotKey]grant
 	stuck  map[slotKey]grant
-	// strategy is the last maxUnavailable decided on, by deployment key.
+	// strategy is the last strategy decided on, by deployment key.
 	strategy map[state.Key]strategy
 }
 
+// strategy is how a deployment's rollout was paced: its maxUnavailable,
+// or its maxSurge (surge, "" without one), and how many nodes that
+// allows to update (or to run a second Pod) at once.
 type strategy struct {
-	revision, value string
-	allowed         int
+	revision, value, surge string
+	allowed                int
 }
 
 func newRollouts() *rollouts {
@@ -69,18 +70,18 @@ func newRollouts() *rollouts {
 }
 
 // desiredReader reads what the rollout decisions need from the bucket:
-// the deployment index (conditionally) and each Pod payload's
-// maxUnavailable (once per immutable payload).
+// the deployment index (conditionally) and each Pod payload's rolling
+// update strategy (once per immutable payload).
 type desiredReader struct {
 	store Store
 	index *IndexCache
 
 	mu       sync.Mutex
-	payloads map[string]intstr.IntOrString
+	payloads map[string]manifest.Strategy
 }
 
 func newDesiredReader(store Store) *desiredReader {
-	return &desiredReader{store: store, index: NewIndexCache(store), payloads: map[string]intstr.IntOrString{}}
+	return &desiredReader{store: store, index: NewIndexCache(store), payloads: map[string]manifest.Strategy{}}
 }
 
 // entry returns the committed entry of key, reading the index again only
@@ -94,8 +95,8 @@ func (d *desiredReader) entry(ctx context.Context, key state.Key) (state.Entry, 
 	return e, ok, nil
 }
 
-// maxUnavailable reads the maxUnavailable of a Pod payload.
-func (d *desiredReader) maxUnavailable(ctx context.Context, path string) (intstr.IntOrString, error) {
+// strategy reads the rolling update strategy of a Pod payload.
+func (d *desiredReader) strategy(ctx context.Context, path string) (manifest.Strategy, error) {
 	d.mu.Lock()
 	v, ok := d.payloads[path]
 	d.mu.Unlock()
@@ -104,13 +105,13 @@ func (d *desiredReader) maxUnavailable(ctx context.Context, path string) (intstr
 	}
 	obj, err := d.store.Get(ctx, path, objstore.GetOptions{})
 	if err != nil {
-		return intstr.IntOrString{}, fmt.Errorf("read payload %s: %w", path, err)
+		return manifest.Strategy{}, fmt.Errorf("read payload %s: %w", path, err)
 	}
 	if err := state.VerifyPayload(path, obj.Data); err != nil {
-		return intstr.IntOrString{}, err
+		return manifest.Strategy{}, err
 	}
-	if v, err = manifest.PodMaxUnavailable(obj.Data); err != nil {
-		return intstr.IntOrString{}, fmt.Errorf("payload %s: %w", path, err)
+	if v, err = manifest.PodStrategy(obj.Data); err != nil {
+		return manifest.Strategy{}, fmt.Errorf("payload %s: %w", path, err)
 	}
 	d.mu.Lock()
 	d.payloads[path] = v
@@ -119,7 +120,8 @@ func (d *desiredReader) maxUnavailable(ctx context.Context, path string) (intstr
 }
 
 // decideSlot answers a node's request for a slot to replace its Pod of a
-// deployment with revision. The revision must be the committed one. A
+// deployment with revision (kind SLOT_REPLACE; the others in surge.go).
+// The revision must be the committed one. A
 // node that holds the slot already (this leader's, or an earlier
 // leader's it reports) keeps it: asking again, after its agent restarted
 // say, never takes a second one. A node whose Pod is known broken (it
@@ -130,7 +132,7 @@ func (d *desiredReader) maxUnavailable(ctx context.Context, path string) (intstr
 // of unknown readiness (kubelet does not answer), without a report since
 // this leadership began or their agent restarted, or missing. A granted
 // slot is recorded before it is answered.
-func (c *Coordinator) decideSlot(ctx context.Context, l *leaderState, n api.Node, deployment, revision string) (bool, string, error) {
+func (c *Coordinator) decideSlot(ctx context.Context, l *leaderState, n api.Node, deployment, revision string, kind pb.SlotKind) (bool, string, error) {
 	key, err := state.NewKey(n.NodeGroup, deployment)
 	if err != nil {
 		return false, "", err
@@ -145,10 +147,11 @@ func (c *Coordinator) decideSlot(ctx context.Context, l *leaderState, n api.Node
 	if want := nodepod.Revision(entry); revision != want {
 		return false, fmt.Sprintf("revision %s is not the committed revision %s of %s: reconcile again", short(revision), short(want), key), nil
 	}
-	mu, err := l.desired.maxUnavailable(ctx, entry.Pod)
+	st, err := l.desired.strategy(ctx, entry.Pod)
 	if err != nil {
 		return false, "", err
 	}
+	mu := st.MaxUnavailable
 	sizes := c.sizes.get()
 	now := c.clock.Now()
 	l.mu.Lock()
@@ -160,7 +163,12 @@ func (c *Coordinator) decideSlot(ctx context.Context, l *leaderState, n api.Node
 		expected = len(nodes)
 	}
 	allowed := manifest.AllowedUnavailable(mu, expected)
-	l.ro.strategy[key] = strategy{revision: revision, value: mu.String(), allowed: allowed}
+	if kind != pb.SlotKind_SLOT_REPLACE {
+		allowed = manifest.AllowedSurge(st.MaxSurge, expected)
+		l.ro.strategy[key] = strategy{revision: revision, value: mu.String(), surge: st.MaxSurge.String(), allowed: allowed}
+	} else {
+		l.ro.strategy[key] = strategy{revision: revision, value: mu.String(), allowed: allowed}
+	}
 	sk := slotKey{node: n.ID, deployment: deployment}
 	record := func() (bool, string, error) {
 		l.ro.grants[sk] = grant{nodegroup: n.NodeGroup, revision: revision, at: now}
@@ -171,8 +179,11 @@ func (c *Coordinator) decideSlot(ctx context.Context, l *leaderState, n api.Node
 	if g, ok := l.ro.grants[sk]; ok && g.revision == revision {
 		return true, "", nil
 	}
-	if l.holds(sk, revision) || l.broken(sk) {
+	if kind == pb.SlotKind_SLOT_RETIRE || l.holds(sk, revision) || l.broken(sk) {
 		return record()
+	}
+	if kind == pb.SlotKind_SLOT_SURGE {
+		return l.decideSurge(sk, st.MaxSurge, allowed, expected, nodes, now, record)
 	}
 	var why []string
 	for _, id := range nodes {
@@ -253,14 +264,15 @@ func (l *leaderState) unavailable(sk slotKey, now time.Time) (bool, string) {
 }
 
 // readyAt reports whether the node reports revision of the deployment
-// applied and ready (or applied, without a kubelet).
+// applied and ready (or applied, without a kubelet), and no second Pod of
+// it running beside.
 func (l *leaderState) readyAt(sk slotKey, revision string) bool {
 	st := l.obs.nodes[sk.node]
 	if st == nil {
 		return false
 	}
 	d := st.deployments[sk.deployment]
-	if d == nil || d.GetRevision() != revision {
+	if d == nil || d.GetRevision() != revision || d.GetRetiring() != "" {
 		return false
 	}
 	return d.GetReadiness() == pb.Readiness_READINESS_READY || d.GetReadiness() == pb.Readiness_READINESS_UNKNOWN && !st.kubelet
@@ -317,9 +329,18 @@ func (c *Coordinator) AcquireSlot(ctx context.Context, n api.Node, req *pb.SlotR
 	l.mu.Lock()
 	_, held := l.ro.grants[sk]
 	l.mu.Unlock()
-	granted, reason, err := c.decideSlot(ctx, l, n, req.GetDeployment(), req.GetRevision())
+	granted, reason, err := c.decideSlot(ctx, l, n, req.GetDeployment(), req.GetRevision(), req.GetKind())
 	if err != nil || !granted {
 		return &pb.SlotResponse{Reason: reason}, err
+	}
+	if req.GetKind() == pb.SlotKind_SLOT_SURGE {
+		// Nothing is withdrawn: the running Pod keeps serving beside the
+		// new one until it retires (SLOT_RETIRE).
+		if !held {
+			c.log.Info("rollout slot granted: the node starts the new revision beside the running one", "peer", n.ID,
+				"deployment", n.NodeGroup+"/"+req.GetDeployment(), "revision", short(req.GetRevision()))
+		}
+		return &pb.SlotResponse{Granted: true, Confirmed: true}, nil
 	}
 	out := make([]Endpoint, 0, len(eps))
 	for _, e := range eps {

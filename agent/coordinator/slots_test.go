@@ -52,6 +52,13 @@ type slotLeader struct {
 // count in workers' rollout.
 func newSlotLeader(t *testing.T, size int, inGroup bool, tweak func(*coordinator.Options)) *slotLeader {
 	t.Helper()
+	return newSlotLeaderWith(t, size, inGroup, tweak, commitWeb)
+}
+
+// newSlotLeaderWith is newSlotLeader with the revisions committed by
+// commit.
+func newSlotLeaderWith(t *testing.T, size int, inGroup bool, tweak func(*coordinator.Options), commit func(*testing.T, objstore.Store, string) state.Entry) *slotLeader {
+	t.Helper()
 	s := &slotLeader{t: t, clock: fakeclock.New(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)), store: newBucket(t)}
 	if size > 0 {
 		tfvars := `{"cluster":"local","nodegroups":[{"name":"workers","size":` + string(rune('0'+size)) + `}]}`
@@ -59,8 +66,8 @@ func newSlotLeader(t *testing.T, size int, inGroup bool, tweak func(*coordinator
 			t.Fatal(err)
 		}
 	}
-	s.r0 = nodepod.Revision(commitWeb(t, s.store, "hello:v1"))
-	s.r1 = nodepod.Revision(commitWeb(t, s.store, "hello:v2"))
+	s.r0 = nodepod.Revision(commit(t, s.store, "hello:v1"))
+	s.r1 = nodepod.Revision(commit(t, s.store, "hello:v2"))
 	s.c = newLocalCluster(t, longLease, slotRetention, inNodeGroup("workers", web))
 	s.c.tweak = func(o *coordinator.Options) {
 		o.Clock, o.Drain = s.clock, slotDrain

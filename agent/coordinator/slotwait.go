@@ -25,6 +25,10 @@ const DefaultDrain = 5 * time.Second
 // without the Pod's endpoints (confirmed) and the drain after it ended.
 type slotWait struct {
 	revision string
+	// retire names the old Pod a retirement stops (retireKey), "" for a
+	// replacement; asked is set once the leader was asked for it.
+	retire string
+	asked  bool
 	// drains is false when the Pod served nothing through its Service
 	// (it had no endpoints to withdraw): then nothing is waited for.
 	drains bool
@@ -84,8 +88,11 @@ func (c *Coordinator) waitFor(u staticpod.Update, w *slotWait, a slotAnswer) (bo
 	c.mu.Lock()
 	delete(c.node.waits, u.Deployment.Name)
 	c.mu.Unlock()
-	c.log.Info("drained: replacing the Pod", "deployment", u.Deployment.String(), "revision", short(u.To),
-		"since_granted", now.Sub(w.granted).String())
+	what := "drained: replacing the Pod"
+	if w.retire != "" {
+		what = "drained: the old Pod goes, the new one serves"
+	}
+	c.log.Info(what, "deployment", u.Deployment.String(), "revision", short(u.To), "since_granted", now.Sub(w.granted).String())
 	return true, ""
 }
 

@@ -357,7 +357,7 @@ func (c *Coordinator) buildStatus(l *leaderState, ng string, sizes map[string]in
 		slices.Sort(r.Updating)
 		slices.Sort(r.Stuck)
 		if st, ok := l.ro.strategy[state.Key{NodeGroup: ng, Name: name}]; ok {
-			r.MaxUnavailable, r.Allowed = st.value, st.allowed
+			r.MaxUnavailable, r.MaxSurge, r.Allowed = st.value, st.surge, st.allowed
 			r.Revision = cmp.Or(r.Revision, st.revision)
 		}
 		s.Rollouts = append(s.Rollouts, *r)
@@ -386,7 +386,7 @@ func (c *Coordinator) buildStatus(l *leaderState, ng string, sizes map[string]in
 // reportOf turns a node's report into the status object's form.
 func reportOf(d *pb.DeploymentReport, at time.Time) state.DeploymentReport {
 	r := state.DeploymentReport{Name: d.GetName(), Revision: d.GetRevision(), Desired: d.GetDesired(), Reason: d.GetReason(),
-		Restarts: int(d.GetRestarts()), Waiting: d.GetWaiting(), ReportedAt: at.UTC()}
+		Restarts: int(d.GetRestarts()), Waiting: d.GetWaiting(), Retiring: d.GetRetiring(), ReportedAt: at.UTC()}
 	if ms := d.GetAppliedAtUnixMs(); ms > 0 {
 		t := time.UnixMilli(ms).UTC()
 		r.AppliedAt = &t

@@ -28,18 +28,20 @@ import (
 // then each is renamed into place, one atomic rename at a time. Values
 // and the identity directory therefore exist before kubelet can see the
 // Pod. A Pod whose values or file cannot be written keeps its last valid
-// file and is recorded in c.failures; every other Pod proceeds. A Pod
-// that replaces a running revision first asks the Gate, one Pod at a time
-// before its batch is prepared; a held Pod keeps its file and values
-// (res.Held). Only a problem with the directory itself (or a Step fault)
-// ends the pass.
+// file and is recorded in c.failures; every other Pod proceeds. Before
+// its batch is prepared, each Pod's plan is made one Pod at a time
+// (surge.go): the Gate is asked before a Pod replaces a running revision,
+// starts beside it, or stops as the second Pod of its deployment; a held
+// Pod keeps its files and values (res.Held). Only a problem with the
+// directory itself (or a Step fault) ends the pass.
 func (r *Reconciler) publish(ctx context.Context, c *candidate, res *Result) error {
 	if err := os.MkdirAll(r.manifests, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w: check the node root", r.manifests, err)
 	}
-	keep := map[string]bool{}
+	taken := takenNames(c)
+	k := keepSet{files: map[string]bool{}, pods: map[string]bool{}}
 	for _, f := range c.failures {
-		keep[nodepod.FileName(f.Pod)] = true
+		k.keepFailed(f.Pod, taken)
 	}
 	for start := 0; start < len(c.pods); start += publishBatch {
 		if err := ctx.Err(); err != nil {
@@ -47,28 +49,48 @@ func (r *Reconciler) publish(ctx context.Context, c *candidate, res *Result) err
 		}
 		batch := c.pods[start:min(start+publishBatch, len(c.pods))]
 		for i := range batch {
-			if sp := &batch[i]; !r.admit(ctx, sp) {
+			sp := &batch[i]
+			if err := r.plan(ctx, sp, taken, res); err != nil {
+				return err
+			}
+			if sp.held != "" && sp.target == "" {
 				res.Held = append(res.Held, HeldPod{Deployment: sp.pod.Key, Pod: sp.pod.Name, Revision: sp.pod.Revision, Reason: sp.held})
+				if sp.values != nil {
+					// Values are read once per revision, also while it waits.
+					r.pending[sp.pod.Name] = pendingValues{revision: sp.pod.Revision, values: sp.values}
+				}
+			}
+			if len(sp.keep) == 2 {
+				res.Retiring = append(res.Retiring, HeldPod{Deployment: sp.pod.Key, Pod: sp.pod.Name, Revision: sp.pod.Revision, Reason: sp.retireWhy})
 			}
 		}
 		prepared := make([]*pendingFile, len(batch))
 		kinds := make([]string, len(batch))
 		errs := make([]error, len(batch))
 		parallel(len(batch), func(i int) {
-			if batch[i].held == "" {
-				prepared[i], kinds[i], errs[i] = r.preparePod(ctx, &batch[i])
+			if sp := &batch[i]; sp.target != "" && sp.planErr == nil {
+				prepared[i], kinds[i], errs[i] = r.preparePod(ctx, sp)
 			}
 		})
 		var files []*pendingFile
 		for i := range batch {
 			sp := &batch[i]
-			keep[sp.pod.File] = true
+			k.pods[sp.pod.Name] = true
+			for _, name := range sp.keep {
+				k.files[nodepod.FileName(name)] = true
+			}
+			if sp.target != "" {
+				k.files[nodepod.FileName(sp.target)] = true
+			}
 			switch sp.valuesWritten {
 			case valuesInstalled:
 				r.loaded[sp.pod.Name] = sp.pod.Revision
 				delete(r.pending, sp.pod.Name)
 			case valuesFailed:
 				delete(r.loaded, sp.pod.Name)
+			}
+			if sp.planErr != nil {
+				errs[i], kinds[i] = sp.planErr, state.ErrorFile
 			}
 			if errs[i] != nil {
 				sp.failed = true
@@ -84,10 +106,26 @@ func (r *Reconciler) publish(ctx context.Context, c *candidate, res *Result) err
 			return err
 		}
 	}
-	if err := r.cleanup(c, keep, res); err != nil {
+	if err := r.cleanup(c, k, res); err != nil {
 		return err
 	}
 	return r.syncManifests()
+}
+
+// keepSet is what a pass keeps: static Pod files by file name, and the
+// deployments' Pod names, whose workload directories stay.
+type keepSet struct {
+	files, pods map[string]bool
+}
+
+// keepFailed keeps everything a deployment kept at its last valid state
+// may have: its files under both names and its workload directory.
+func (k keepSet) keepFailed(pod string, taken map[string]bool) {
+	k.files[nodepod.FileName(pod)] = true
+	k.pods[pod] = true
+	if second := nodepod.SecondName(pod); !taken[second] {
+		k.files[nodepod.FileName(second)] = true
+	}
 }
 
 // syncManifests makes every rename and removal in the static Pod
@@ -105,41 +143,6 @@ func (r *Reconciler) syncManifests() error {
 	}
 	r.unsynced = false
 	return nil
-}
-
-// admit asks the Gate whether a Pod that replaces a running revision may
-// be written now. A refusal sets sp.held to the Gate's reason and keeps
-// the values fetched for the revision for a later pass; new Pods, and
-// file changes within one revision, never ask.
-func (r *Reconciler) admit(ctx context.Context, sp *stagedPod) bool {
-	p := sp.pod
-	running := ""
-	if r.opts.Gate != nil {
-		running = r.runningRevision(p.Name)
-	}
-	if running == "" || running == p.Revision {
-		return true
-	}
-	u := Update{Deployment: p.Key, Pod: p.Name, Namespace: p.Namespace, From: running, To: p.Revision}
-	if sp.service != nil {
-		id := sp.service.ID
-		u.Service = &id
-	}
-	ok, why := r.opts.Gate.Admit(ctx, u)
-	if ok {
-		delete(r.heldLogged, p.Name)
-		return true
-	}
-	sp.held = why
-	if sp.values != nil {
-		r.pending[p.Name] = pendingValues{revision: p.Revision, values: sp.values}
-	}
-	if r.heldLogged[p.Name] != p.Revision+"\x00"+why {
-		r.heldLogged[p.Name] = p.Revision + "\x00" + why
-		r.log.Info("Pod update waits for a rollout slot: the running revision keeps serving", "deployment", p.Key.String(),
-			"running", running, "revision", p.Revision, "reason", why)
-	}
-	return false
 }
 
 // preparePod installs one Pod's identity directory and values and writes
@@ -171,6 +174,15 @@ func (r *Reconciler) preparePod(ctx context.Context, sp *stagedPod) (*pendingFil
 	}
 	if err := r.checkHostPaths(p); err != nil {
 		return nil, state.ErrorFile, err
+	}
+	if sp.target != p.Name {
+		// The deployment's second Pod: its own name for kubelet, the
+		// deployment's identity, values and workload directory.
+		renamed, err := nodepod.Rename(p.YAML, sp.target)
+		if err != nil {
+			return nil, state.ErrorFile, fmt.Errorf("pod %s: %w", p.Name, err)
+		}
+		p.YAML, p.File = renamed, nodepod.FileName(sp.target)
 	}
 	f, err := r.writeTemp(sp)
 	if err != nil {
@@ -204,7 +216,8 @@ func isTemp(name string) bool {
 // directories (values, identity) of Pods that are no longer desired.
 // Nothing outside those paths is touched. A file that cannot be removed is
 // recorded as that Pod's failure; the rest proceeds.
-func (r *Reconciler) cleanup(c *candidate, keep map[string]bool, res *Result) error {
+func (r *Reconciler) cleanup(c *candidate, k keepSet, res *Result) error {
+	keep := k.files
 	entries, err := os.ReadDir(r.manifests)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", r.manifests, err)
@@ -220,7 +233,8 @@ func (r *Reconciler) cleanup(c *candidate, keep map[string]bool, res *Result) er
 		}
 		var ran string
 		if stale {
-			ran, _ = r.fileRevision(strings.TrimSuffix(name, ".yaml"))
+			f, _ := r.readPodFile(strings.TrimSuffix(name, ".yaml"))
+			ran = f.revision
 		}
 		if err := os.Remove(filepath.Join(r.manifests, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			err = fmt.Errorf("remove stale %s: %w", filepath.Join(r.manifests, name), err)
@@ -228,6 +242,10 @@ func (r *Reconciler) cleanup(c *candidate, keep map[string]bool, res *Result) er
 				pod := strings.TrimSuffix(name, ".yaml")
 				c.fail(r, state.Key{Name: pod}, state.ErrorFile, "", err)
 				keep[name] = true
+				// The file may be a deployment's second Pod: its
+				// workload directory is the deployment's.
+				k.pods[pod] = true
+				k.pods[nodepod.FirstName(pod)] = true
 			} else {
 				r.log.Warn("temporary file left behind", "file", name, "err", err)
 			}
@@ -242,7 +260,7 @@ func (r *Reconciler) cleanup(c *candidate, keep map[string]bool, res *Result) er
 			r.log.Info("stale static Pod removed", "file", name)
 		}
 	}
-	r.removeStaleWorkloads(c, keep)
+	r.removeStaleWorkloads(c, k.pods)
 	for pod, d := range r.deleted {
 		if time.Since(d.at) > r.stopTimeout() {
 			delete(r.deleted, pod) // long stopped, or never to be seen stopping
@@ -252,7 +270,8 @@ func (r *Reconciler) cleanup(c *candidate, keep map[string]bool, res *Result) er
 }
 
 // removeStaleWorkloads deletes the tmpfs workload directories (values and
-// identity) of Pods whose static Pod file is gone, and with them everything
+// identity) of Pods no deployment keeps (keep holds the deployments' Pod
+// names, whichever name their static Pods run under), and with them everything
 // the agent remembers of those Pods, in one place: the identity manager
 // forgets its leaves (and removes their files) first, then the directories
 // go, then the record of their loaded values. Nothing remembered of a
@@ -261,15 +280,15 @@ func (r *Reconciler) cleanup(c *candidate, keep map[string]bool, res *Result) er
 func (r *Reconciler) removeStaleWorkloads(c *candidate, keep map[string]bool) {
 	if r.opts.Identity != nil {
 		names := make([]string, 0, len(keep))
-		for file := range keep {
-			names = append(names, strings.TrimSuffix(file, ".yaml"))
+		for pod := range keep {
+			names = append(names, pod)
 		}
 		if err := r.opts.Identity.Forget(names); err != nil {
 			r.log.Warn("cannot remove the identities of deleted Pods", "err", err)
 		}
 	}
 	for pod := range r.loaded {
-		if !keep[nodepod.FileName(pod)] {
+		if !keep[pod] {
 			delete(r.loaded, pod)
 		}
 	}
@@ -282,7 +301,7 @@ func (r *Reconciler) removeStaleWorkloads(c *candidate, keep map[string]bool) {
 		return
 	}
 	for _, e := range entries {
-		if keep[nodepod.FileName(e.Name())] || !e.IsDir() {
+		if keep[e.Name()] || !e.IsDir() {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {

@@ -40,6 +40,24 @@
 // deployment's applied and desired revision and its failure, by kind
 // (Deployments, Hooks.Deployments).
 //
+// A deployment whose payload carries maxSurge (manifest.PodStrategy)
+// starts a new revision beside the running Pod instead (surge.go): the
+// Gate lets it start (Surge), the new file is written under the
+// deployment's other static Pod name (its Pod name, or
+// nodepod.SecondName, <pod>.surge: kubelet runs one static Pod of a full
+// name at a time), and the old file is removed once the Gate lets the old
+// Pod go (Retire). Both Pods are the deployment's: the second one carries
+// the same workload identity (annotated under the deployment's Pod name
+// before it is renamed), mounts the same values and workload directory
+// (/run/podmin/workloads/<pod>), and its revision's values replace the
+// old revision's there when it is written, as they do before an in-place
+// replacement. The files are the whole state: a pass that finds two files
+// of a deployment retires one before it writes anything (the one not of
+// the committed revision; when neither is, the newer first), so a node
+// never runs three, and an agent restarted at any step goes on from what
+// the files say. The deployment's state names both (Applied and
+// Retiring).
+//
 // Nothing desired is an explicit empty index ({}), which podmin delete
 // leaves when it removes the last deployment. A missing bucket is
 // ErrBucketMissing, and an index absent after this node had a desired state

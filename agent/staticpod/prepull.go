@@ -15,6 +15,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"podmin.dev/podmin/internal/nodepod"
 	"podmin.dev/podmin/internal/state"
 )
 
@@ -54,9 +55,11 @@ func (r *Reconciler) prepull(ctx context.Context, c *candidate) {
 	added := make([][]string, len(c.pods))
 	for i, sp := range c.pods {
 		current := map[string]bool{}
-		if b, err := os.ReadFile(filepath.Join(r.manifests, sp.pod.File)); err == nil {
-			for _, img := range pulledImages(b) {
-				current[img] = true
+		for _, f := range r.filesOf(sp.pod.Name, nil) {
+			if b, err := os.ReadFile(filepath.Join(r.manifests, nodepod.FileName(f.name))); err == nil {
+				for _, img := range pulledImages(b) {
+					current[img] = true
+				}
 			}
 		}
 		for _, img := range pulledImages(sp.pod.YAML) {
@@ -106,8 +109,8 @@ func (r *Reconciler) prepull(ctx context.Context, c *candidate) {
 				errs = append(errs, e)
 			}
 		}
-		running := r.runningRevision(sp.pod.Name)
-		if len(errs) == 0 || running == "" || running == sp.pod.Revision {
+		running := r.runningOther(sp.pod)
+		if len(errs) == 0 || running == "" {
 			if len(errs) > 0 {
 				r.log.Warn("images of a new Pod not pre-pulled: kubelet pulls them", "pod", sp.pod.Name, "err", errors.Join(errs...))
 			}
@@ -121,6 +124,18 @@ func (r *Reconciler) prepull(ctx context.Context, c *candidate) {
 	}
 	clear(c.pods[len(kept):])
 	c.pods = kept
+}
+
+// runningOther is the revision of a Pod of p's deployment the node runs
+// that is not p's ("" when none is): a new revision whose images cannot
+// be pulled leaves that one serving.
+func (r *Reconciler) runningOther(p *nodepod.Pod) string {
+	for _, f := range r.filesOf(p.Name, nil) {
+		if f.revision != "" && f.revision != p.Revision {
+			return f.revision
+		}
+	}
+	return ""
 }
 
 // pullError says why a Pod's new revision waits and what to do.

@@ -159,10 +159,11 @@ type Reconciler struct {
 	// heldLogged the last hold logged for each Pod.
 	pending    map[string]pendingValues
 	heldLogged map[string]string
-	// deleted records the Pods whose file a pass removed, with the
-	// revision it ran, so that a Pod of the same name written soon after
-	// waits for the deleted one to stop (see Stopper); an entry goes when
-	// it is used or the Stopper's timeout passed.
+	// deleted records the static Pods whose file a pass removed (a
+	// deleted deployment's, or a retired second Pod's), by static Pod
+	// name, with the revision it ran, so that a Pod of the same name
+	// written soon after waits for the deleted one to stop (see Stopper);
+	// an entry goes when it is used or the Stopper's timeout passed.
 	deleted  map[string]deletedPod
 	counters counters
 	// started is when the Reconciler was made: StartupGrace counts from it.
@@ -262,6 +263,10 @@ type Result struct {
 	// Held lists the Pods whose new revision the Gate held back: they keep
 	// running their old one.
 	Held []HeldPod
+	// Retiring lists the deployments that run two Pods after the pass
+	// (a maxSurge update): Revision is the committed one, Reason why the
+	// other Pod has not stopped yet.
+	Retiring []HeldPod
 }
 
 // PodFailure is one Pod that a pass could not publish: its last valid
@@ -514,7 +519,7 @@ func (r *Reconciler) pass(ctx context.Context, forced bool) (Result, error) {
 	r.transformed = c.transformed
 	res.Failed = c.failures
 	// A held Pod is asked about again at the next poll (or a hint).
-	r.retry = len(c.failures) > 0 || len(res.Held) > 0
+	r.retry = len(c.failures) > 0 || len(res.Held) > 0 || len(res.Retiring) > 0
 	r.record(items, c)
 	r.counters.podFailures(c.failures)
 	if r.opts.Hooks.Published != nil {
@@ -526,10 +531,10 @@ func (r *Reconciler) pass(ctx context.Context, forced bool) (Result, error) {
 		return res, &PodsFailedError{Failures: c.failures}
 	}
 	level := slog.LevelInfo
-	if res.Written == 0 && res.Removed == 0 && len(res.Held) > 0 {
+	if res.Written == 0 && res.Removed == 0 && len(res.Held)+len(res.Retiring) > 0 {
 		level = slog.LevelDebug // a pass asking again for a rollout slot
 	}
-	log.Log(ctx, level, "desired state published", "pods", res.Pods, "written", res.Written, "removed", res.Removed, "services", len(services), "held", len(res.Held))
+	log.Log(ctx, level, "desired state published", "pods", res.Pods, "written", res.Written, "removed", res.Removed, "services", len(services), "held", len(res.Held), "retiring", len(res.Retiring))
 	return res, nil
 }
 

@@ -9,13 +9,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
-
-	"sigs.k8s.io/yaml"
 
 	"podmin.dev/podmin/agent/mounts"
 	"podmin.dev/podmin/agent/workload"
@@ -23,22 +19,59 @@ import (
 	"podmin.dev/podmin/internal/state"
 )
 
-// Update is one Pod about to be replaced: its running revision From by
-// the committed revision To.
+// UpdateKind says what an Update asks the Gate.
+type UpdateKind int
+
+const (
+	// Replace replaces the running Pod of revision From with revision To
+	// in place: its file is removed, and the new one written once the old
+	// Pod stopped (maxUnavailable).
+	Replace UpdateKind = iota
+	// Surge starts revision To as the deployment's second Pod, beside the
+	// running one of revision From, which keeps serving (maxSurge).
+	Surge
+	// Retire stops the Pod of revision From while the deployment's other
+	// Pod, of revision Keep, stays: the end of a maxSurge update, or of
+	// one a later commit superseded.
+	Retire
+)
+
+func (k UpdateKind) String() string {
+	switch k {
+	case Surge:
+		return "surge"
+	case Retire:
+		return "retire"
+	}
+	return "replace"
+}
+
+// Update is one change of a deployment's running Pods the Gate decides on.
 type Update struct {
+	Kind           UpdateKind
 	Deployment     state.Key
 	Pod, Namespace string
-	From, To       string
+	// From is the revision of the running Pod the update concerns, To the
+	// committed revision.
+	From, To string
+	// Static is the static Pod name of From's Pod (Pod, or
+	// nodepod.SecondName(Pod)); FromIncarnation its podmin.dev/incarnation
+	// ("" in a file written before incarnations).
+	Static, FromIncarnation string
+	// Keep and KeepIncarnation name the Pod that stays (Retire).
+	Keep, KeepIncarnation string
 	// Service is the deployment's Service, nil without one: its endpoints
-	// on this node go before the Pod is replaced.
+	// on this node of the Pod that goes are withdrawn before it stops.
 	Service *state.ServiceID
 }
 
-// Gate decides when a running Pod may be replaced by a new revision: the
-// index says what each Pod is, the Gate only when it changes. New Pods,
-// deleted Pods and file changes within one revision (a renewed workload
-// identity) never ask. Admit returns false with the reason to keep the
-// running revision for now; the reconciler asks again on its next pass.
+// Gate decides when a running Pod may be replaced by a new revision, when
+// a new revision may start beside it (maxSurge) and when the older of two
+// Pods of a deployment may stop: the index says what each Pod is, the
+// Gate only when it changes. New Pods, deleted Pods and file changes
+// within one revision (a renewed workload identity) never ask. Admit
+// returns false with the reason to keep the running Pods as they are for
+// now; the reconciler asks again on its next pass.
 // A Gate may keep saying no after it has decided to let the Pod go (its
 // endpoints are being withdrawn, or it drains): Admit never blocks on
 // such a wait, and a Gate that waits for a moment of its own makes the
@@ -84,6 +117,11 @@ type DeploymentState struct {
 	// waits for before it can publish the Pod (the cluster's workload CA
 	// not readable yet): not a failure during StartupGrace.
 	Starting string
+	// Retiring is the revision of the deployment's second Pod, which
+	// still runs beside the one of Applied (a maxSurge update), and
+	// RetireWaiting why it has not stopped yet (the Gate); both empty
+	// while the node runs one Pod of the deployment.
+	Retiring, RetireWaiting string
 	// Error is the deployment's failure in the last pass, nil when none.
 	Error *DeploymentError
 }
@@ -113,50 +151,15 @@ func (r *Reconciler) Deployments() []DeploymentState {
 	return slices.Clone(r.states)
 }
 
-// runningRevision is the podmin.dev/revision of the Pod's file on disk, ""
-// when there is no file or it carries none.
-func (r *Reconciler) runningRevision(pod string) string {
-	rev, _ := r.fileRevision(pod)
-	return rev
-}
-
-// fileRevision reads the revision and modification time of a Pod's file.
-func (r *Reconciler) fileRevision(pod string) (string, time.Time) {
-	a, at := r.fileAnnotations(pod)
-	return a[nodepod.RevisionAnnotation], at
-}
-
-// fileAnnotations reads the annotations and modification time of a Pod's
-// file; nil without a file that decodes.
-func (r *Reconciler) fileAnnotations(pod string) (map[string]string, time.Time) {
-	path := filepath.Join(r.manifests, nodepod.FileName(pod))
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, time.Time{}
-	}
-	var meta struct {
-		Metadata struct {
-			Annotations map[string]string `json:"annotations"`
-		} `json:"metadata"`
-	}
-	if yaml.Unmarshal(data, &meta) != nil {
-		return nil, time.Time{}
-	}
-	var at time.Time
-	if fi, err := os.Stat(path); err == nil {
-		at = fi.ModTime()
-	}
-	return meta.Metadata.Annotations, at
-}
-
 // incarnation is the podmin.dev/incarnation a Pod at revision gets: that
-// of its file when the file runs the same revision (so an agent restart
-// rewrites nothing), else a new one, so that kubelet never takes a Pod
-// that returns to an earlier revision for the Pod that ran it then.
+// of the deployment's file that runs the same revision (so an agent
+// restart rewrites nothing), else a new one, so that kubelet never takes
+// a Pod that returns to an earlier revision for the Pod that ran it then.
 func (r *Reconciler) incarnation(pod, revision string) string {
-	a, _ := r.fileAnnotations(pod)
-	if a != nil && a[nodepod.RevisionAnnotation] == revision {
-		return a[nodepod.IncarnationAnnotation]
+	for _, f := range r.filesOf(pod, nil) {
+		if f.revision == revision && f.incarnation != "" {
+			return f.incarnation
+		}
 	}
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
@@ -174,15 +177,19 @@ func (r *Reconciler) record(items []state.Item, c *candidate) {
 	for i := range c.pods {
 		staged[c.pods[i].pod.Key] = &c.pods[i]
 	}
+	taken := takenNames(c)
 	out := make([]DeploymentState, 0, len(items))
 	for _, it := range items {
 		ds := DeploymentState{Deployment: it.Key, Pod: it.Key.Name, Desired: nodepod.Revision(it.Entry)}
 		if id, ok := it.Entry.ServiceID(); ok {
 			ds.Service = &id
 		}
-		ds.Applied, ds.AppliedAt = r.fileRevision(it.Key.Name)
+		ds.Applied, ds.AppliedAt, ds.Retiring = deploymentFiles(r.filesOf(it.Key.Name, taken), ds.Desired)
 		if sp := staged[it.Key]; sp != nil {
 			ds.Namespace, ds.Waiting = sp.pod.Namespace, sp.held
+			if ds.Retiring != "" {
+				ds.RetireWaiting = sp.retireWhy
+			}
 		}
 		if f, ok := failed[it.Key]; ok {
 			msg := f.Err.Error()

@@ -32,6 +32,17 @@ type stagedPod struct {
 	// held, when set, says why the Gate kept the running revision: the
 	// Pod keeps its file and values, and its Service stays as published.
 	held string
+	// surges says that the deployment's new revisions start beside the
+	// running one (maxSurge).
+	surges bool
+	// target is the static Pod name the pass writes the Pod's file to
+	// ("" for none), keep the names of the deployment's files it keeps
+	// (plan, surge.go); retireWhy says why the deployment's second Pod
+	// keeps running, planErr why the plan failed.
+	target    string
+	keep      []string
+	retireWhy string
+	planErr   error
 	// valuesWritten says what publishing did to the values on the tmpfs.
 	valuesWritten valuesOutcome
 }
@@ -69,12 +80,13 @@ type transformed struct {
 	entry   state.Entry
 	pod     nodepod.Pod
 	service *Service
+	surges  bool
 }
 
 // staged returns a fresh staged Pod of t; publishing may change it.
 func (t transformed) staged() stagedPod {
 	pod := t.pod
-	sp := stagedPod{pod: &pod}
+	sp := stagedPod{pod: &pod, surges: t.surges}
 	if t.service != nil {
 		svc := *t.service
 		sp.service = &svc
@@ -181,7 +193,11 @@ func transform(it state.Item, payloads map[string][]byte, fetchErrs map[string]e
 	if err != nil {
 		return transformed{}, err
 	}
-	t := transformed{entry: it.Entry, pod: *p}
+	strategy, err := manifest.PodStrategy(payloads[it.Entry.Pod])
+	if err != nil {
+		return transformed{}, fmt.Errorf("%w %s of deployment %s: %w: redeploy it with a current podmin", nodepod.ErrInvalidPayload, it.Entry.Pod, it.Key, err)
+	}
+	t := transformed{entry: it.Entry, pod: *p, surges: strategy.Surges()}
 	if id, ok := it.Entry.ServiceID(); ok {
 		spec, err := manifest.DecodeService(payloads[it.Entry.Service])
 		if err == nil && (spec.Name != id.Name || spec.Namespace != id.Namespace) {

@@ -62,16 +62,18 @@ func (r *Reconciler) stopReplaced(ctx context.Context, files []*pendingFile) map
 			continue
 		}
 		p := pf.pod.pod
-		rev, _ := r.fileRevision(p.Name)
+		name := pf.pod.target
+		cur, _ := r.readPodFile(name)
+		rev := cur.revision
 		if rev == "" {
-			if d, ok := r.deleted[p.Name]; ok {
-				// A Pod of this name was deleted by an earlier pass and
-				// may still be stopping: kubelet would hold the new one
-				// back for its back-off.
-				delete(r.deleted, p.Name)
+			if d, ok := r.deleted[name]; ok {
+				// A Pod of this name was deleted (or retired) by an
+				// earlier pass and may still be stopping: kubelet would
+				// hold the new one back for its back-off.
+				delete(r.deleted, name)
 				r.log.Info("waiting for the deleted Pod of the same name to stop before its new file", "deployment", p.Key.String(),
-					"deleted", d.revision, "revision", p.Revision)
-				stops = append(stops, replaced{p.Namespace, p.Name, d.revision})
+					"pod", name, "deleted", d.revision, "revision", p.Revision)
+				stops = append(stops, replaced{p.Namespace, name, d.revision})
 			}
 			continue
 		}
@@ -87,7 +89,7 @@ func (r *Reconciler) stopReplaced(ctx context.Context, files []*pendingFile) map
 		removed[pf] = true
 		r.log.Info("static Pod file removed so that kubelet stops the running revision first",
 			"deployment", p.Key.String(), "file", p.File, "running", rev, "revision", p.Revision)
-		stops = append(stops, replaced{p.Namespace, p.Name, rev})
+		stops = append(stops, replaced{p.Namespace, name, rev})
 	}
 	if len(stops) == 0 {
 		return nil

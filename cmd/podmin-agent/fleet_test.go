@@ -67,9 +67,11 @@ type fleet struct {
 type kubeletEvent struct {
 	node, revision string
 	// what is "replaced" (a new revision's file replaced a running Pod),
-	// "ready" (the Pod of revision became ready) or "withdrawn-late" (the
-	// node's endpoint was still in the stored snapshot when its Pod was
-	// replaced).
+	// "started" (a Pod started beside another of the deployment: its
+	// second name, under maxSurge), "stopped" (a Pod's file went), "ready"
+	// (the Pod of revision became ready) or "withdrawn-late" (the Pod's
+	// endpoint was still in the stored snapshot when its Pod was replaced
+	// or stopped).
 	what string
 	at   time.Time
 }
@@ -180,7 +182,8 @@ func (f *fleet) events() []kubeletEvent {
 }
 
 // daemonSet is the built-in DaemonSet web of workers with a Service, and
-// maxUnavailable when set.
+// maxUnavailable when set ("surge:N" sets maxSurge N and maxUnavailable
+// 0).
 func daemonSet(t testing.TB, image, maxUnavailable string) string {
 	t.Helper()
 	data, err := manifest.Build(manifest.BuildOptions{Name: "web", NodeGroup: "workers", Images: []string{image}, Service: true})
@@ -197,11 +200,17 @@ func daemonSet(t testing.TB, image, maxUnavailable string) string {
 			t.Fatal(err)
 		}
 		if m["kind"] == "DaemonSet" {
-			var v any = maxUnavailable
-			if !strings.HasSuffix(maxUnavailable, "%") {
-				v = json64(maxUnavailable)
+			value := func(s string) any {
+				if strings.HasSuffix(s, "%") {
+					return s
+				}
+				return json64(s)
 			}
-			m["spec"].(map[string]any)["updateStrategy"] = map[string]any{"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxUnavailable": v}}
+			ru := map[string]any{"maxUnavailable": value(maxUnavailable)}
+			if surge, ok := strings.CutPrefix(maxUnavailable, "surge:"); ok {
+				ru = map[string]any{"maxUnavailable": 0, "maxSurge": value(surge)}
+			}
+			m["spec"].(map[string]any)["updateStrategy"] = map[string]any{"type": "RollingUpdate", "rollingUpdate": ru}
 		}
 		b, err := yaml.Marshal(m)
 		if err != nil {
@@ -354,15 +363,19 @@ func (k *fakeKubelet) step(dir string, now time.Time) {
 		rev := p.Annotations[nodepod.RevisionAnnotation]
 		seen[p.Name] = true
 		cur := k.running[p.Name]
+		ip := k.n.podIP(p.Name)
 		if cur == nil || cur.revision != rev {
-			if cur != nil {
+			switch {
+			case cur != nil:
 				k.n.f.record(kubeletEvent{node: k.n.id, revision: rev, what: "replaced", at: now})
-				if k.n.f.snapshotHas(k.n.ip) {
+				if k.n.f.snapshotHas(ip) {
 					k.n.f.record(kubeletEvent{node: k.n.id, revision: rev, what: "withdrawn-late", at: now})
 				}
+			case len(k.running) > 0:
+				k.n.f.record(kubeletEvent{node: k.n.id, revision: rev, what: "started", at: now})
 			}
 			p.UID = types.UID(fmt.Sprintf("%s-%s-%d", k.n.id, rev, now.UnixNano()))
-			p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIPs: []corev1.PodIP{{IP: k.n.ip}}}
+			p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIPs: []corev1.PodIP{{IP: ip}}}
 			cur = &runningPod{pod: &p, revision: rev, since: now, how: k.behave(rev)}
 			k.running[p.Name] = cur
 			changed = true
@@ -386,8 +399,12 @@ func (k *fakeKubelet) step(dir string, now time.Time) {
 			changed = true
 		}
 	}
-	for name := range k.running {
+	for name, r := range k.running {
 		if !seen[name] {
+			k.n.f.record(kubeletEvent{node: k.n.id, revision: r.revision, what: "stopped", at: now})
+			if r.ready && k.n.f.snapshotHas(k.n.podIP(name)) {
+				k.n.f.record(kubeletEvent{node: k.n.id, revision: r.revision, what: "withdrawn-late", at: now})
+			}
 			delete(k.running, name)
 			changed = true
 		}
@@ -399,6 +416,27 @@ func (k *fakeKubelet) step(dir string, now time.Time) {
 		default:
 		}
 	}
+}
+
+// podIP is the address of the node's Pod name: the deployment's second
+// static Pod (maxSurge) has an address of its own.
+func (n *fleetNode) podIP(name string) string {
+	if strings.HasSuffix(name, ".surge") {
+		return strings.TrimSuffix(n.ip, "::10") + "::11"
+	}
+	return n.ip
+}
+
+// ready counts the Pods the fake kubelet runs ready now, and all it runs.
+func (k *fakeKubelet) ready() (ready, all int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, r := range k.running {
+		if r.ready {
+			ready++
+		}
+	}
+	return ready, len(k.running)
 }
 
 func (k *fakeKubelet) list() map[string][]byte {

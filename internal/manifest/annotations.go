@@ -37,7 +37,7 @@ func SecretsProviders() []string {
 // reservedAnnotations are set by Podmin; a manifest that set them could
 // claim a Service identity it does not own or forge a revision.
 func reservedAnnotations() []string {
-	return []string{ServiceAnnotation, MaxUnavailableAnnotation, "podmin.dev/revision", "podmin.dev/identity-revision"}
+	return []string{ServiceAnnotation, MaxUnavailableAnnotation, MaxSurgeAnnotation, "podmin.dev/revision", "podmin.dev/identity-revision"}
 }
 
 // ParseSecretKeys splits the value of a podmin.dev/<provider> annotation.

@@ -90,7 +90,7 @@ func Extract(data []byte, opts ExtractOptions) (*Result, error) {
 	r := &Result{Name: ds.Name, Namespace: cmp.Or(ds.Namespace, DefaultNamespace), Service: svc}
 	r.NodeGroup = checkDaemonSet(&p, &ds, dsDoc.object, opts)
 	r.Warnings = checkPodSpec(&p, &ds.Spec.Template.Spec, r.Name, r.Namespace)
-	maxUnavailable := checkUpdateStrategy(&p, ds.Spec.UpdateStrategy)
+	strategy := checkUpdateStrategy(&p, ds.Spec.UpdateStrategy, &ds.Spec.Template.Spec)
 	tmpl := ds.Spec.Template
 	if svc != nil {
 		if svc.Namespace != r.Namespace {
@@ -125,11 +125,11 @@ func Extract(data []byte, opts ExtractOptions) (*Result, error) {
 		}
 		annotations[ServiceAnnotation] = svc.Name
 	}
-	if maxUnavailable != "" {
+	for k, v := range strategy {
 		if annotations == nil {
 			annotations = map[string]string{}
 		}
-		annotations[MaxUnavailableAnnotation] = maxUnavailable
+		annotations[k] = v
 	}
 	r.Pod = &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},

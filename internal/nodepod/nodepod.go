@@ -197,3 +197,30 @@ func addMount(spec *corev1.PodSpec, m Mount) error {
 	}
 	return nil
 }
+
+// SecondName is the name of a deployment's second static Pod on a node,
+// <pod>.surge: kubelet runs one static Pod of a full name at a time, so a
+// maxSurge rollout starts the new revision under this name beside the Pod
+// named pod, and the one after it under pod again. A DaemonSet name is a
+// DNS label (no dot), so no deployment's own Pod can have it. Its workload
+// identity, values and workload directory stay those of pod.
+func SecondName(pod string) string { return pod + secondSuffix }
+
+const secondSuffix = ".surge"
+
+// FirstName is the deployment's Pod name of a static Pod named name: name
+// itself, or the Pod whose SecondName it is.
+func FirstName(name string) string { return strings.TrimSuffix(name, secondSuffix) }
+
+// Rename returns a static Pod file's bytes with metadata.name set to
+// name, in the canonical encoding. The reconciler gives a deployment's
+// second Pod its SecondName this way, after the workload identity was
+// annotated under the deployment's own Pod name.
+func Rename(podYAML []byte, name string) ([]byte, error) {
+	var pod corev1.Pod
+	if err := yaml.UnmarshalStrict(podYAML, &pod); err != nil {
+		return nil, fmt.Errorf("rename the static Pod to %s: %w", name, err)
+	}
+	pod.Name = name
+	return encode(&pod)
+}

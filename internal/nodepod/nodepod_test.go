@@ -109,3 +109,28 @@ func TestTransformRejects(t *testing.T) {
 		})
 	}
 }
+
+// A deployment's second static Pod has a name no DaemonSet can have, and
+// is the deployment's own Pod in everything but that name.
+func TestSecondName(t *testing.T) {
+	if got := nodepod.SecondName("web"); got != "web.surge" || nodepod.FirstName(got) != "web" || nodepod.FirstName("web") != "web" {
+		t.Fatalf("SecondName(web) = %q, FirstName of it %q", got, nodepod.FirstName(got))
+	}
+	k, _ := state.NewKey("workers", "web")
+	e := state.Entry{Pod: "nodegroups/workers/pods/sha512/" + strings.Repeat("a", 128) + ".yaml"}
+	p, err := nodepod.Transform(k, e, []byte("apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  annotations:\n    podmin.dev/local: token\nspec:\n  containers:\n  - name: web\n    image: registry.podmin.internal/apps/hello:v1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	renamed, err := nodepod.Rename(p.YAML, nodepod.SecondName("web"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Replace(string(p.YAML), "\n  name: web\n", "\n  name: web.surge\n", 1)
+	if string(renamed) != want {
+		t.Fatalf("renamed:\n%s\nwant:\n%s", renamed, want)
+	}
+	if _, err := nodepod.Rename([]byte("not: [yaml"), "x"); err == nil {
+		t.Fatal("a file that does not decode was renamed")
+	}
+}

@@ -147,6 +147,10 @@ type DeploymentReport struct {
 	// Waiting, when set, says why the node has not applied Desired yet
 	// (it waits for a rollout slot).
 	Waiting string `json:"waiting"`
+	// Retiring is the revision of the deployment's second Pod, which the
+	// node still runs beside the one of Revision during a maxSurge
+	// update; omitted while it runs one Pod of the deployment.
+	Retiring string `json:"retiring,omitempty"`
 	// Error is the node's last error for this deployment, nil when none.
 	Error *ReportedError `json:"error"`
 	// ReportedAt is when the leader received the report that made this
@@ -170,8 +174,11 @@ type RolloutStatus struct {
 	// Revision is the committed revision the slots are for.
 	Revision string `json:"revision"`
 	// MaxUnavailable is the DaemonSet's value ("1", "25%"); Allowed the
-	// number of nodes it allows to be unavailable at once.
+	// number of nodes it allows to be unavailable at once, or, with
+	// MaxSurge (the DaemonSet's maxSurge, omitted when 0), to run a
+	// second Pod of the deployment at once.
 	MaxUnavailable string `json:"maxUnavailable"`
+	MaxSurge       string `json:"maxSurge,omitempty"`
 	Allowed        int    `json:"allowed"`
 	// Updating are the nodes holding a slot, sorted.
 	Updating []string `json:"updating"`

@@ -82,6 +82,63 @@ func (Readiness) EnumDescriptor() ([]byte, []int) {
 	return file_coordination_proto_rawDescGZIP(), []int{0}
 }
 
+// SlotKind is what a rollout slot lets a node do.
+type SlotKind int32
+
+const (
+	// SLOT_REPLACE: replace the running Pod in place (maxUnavailable); the
+	// Pod's endpoints are withdrawn when the slot is granted.
+	SlotKind_SLOT_REPLACE SlotKind = 0
+	// SLOT_SURGE: start the new revision as a second Pod beside the running
+	// one (maxSurge); nothing is withdrawn.
+	SlotKind_SLOT_SURGE SlotKind = 1
+	// SLOT_RETIRE: stop the older of the node's two Pods of the deployment;
+	// its endpoints are withdrawn (the caller's endpoints leave them out)
+	// and the node counts as surging until it reports one Pod again.
+	SlotKind_SLOT_RETIRE SlotKind = 2
+)
+
+// Enum value maps for SlotKind.
+var (
+	SlotKind_name = map[int32]string{
+		0: "SLOT_REPLACE",
+		1: "SLOT_SURGE",
+		2: "SLOT_RETIRE",
+	}
+	SlotKind_value = map[string]int32{
+		"SLOT_REPLACE": 0,
+		"SLOT_SURGE":   1,
+		"SLOT_RETIRE":  2,
+	}
+)
+
+func (x SlotKind) Enum() *SlotKind {
+	p := new(SlotKind)
+	*p = x
+	return p
+}
+
+func (x SlotKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SlotKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_coordination_proto_enumTypes[1].Descriptor()
+}
+
+func (SlotKind) Type() protoreflect.EnumType {
+	return &file_coordination_proto_enumTypes[1]
+}
+
+func (x SlotKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SlotKind.Descriptor instead.
+func (SlotKind) EnumDescriptor() ([]byte, []int) {
+	return file_coordination_proto_rawDescGZIP(), []int{1}
+}
+
 type Hint_Kind int32
 
 const (
@@ -136,11 +193,11 @@ func (x Hint_Kind) String() string {
 }
 
 func (Hint_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_coordination_proto_enumTypes[1].Descriptor()
+	return file_coordination_proto_enumTypes[2].Descriptor()
 }
 
 func (Hint_Kind) Type() protoreflect.EnumType {
-	return &file_coordination_proto_enumTypes[1]
+	return &file_coordination_proto_enumTypes[2]
 }
 
 func (x Hint_Kind) Number() protoreflect.EnumNumber {
@@ -1155,7 +1212,11 @@ type DeploymentReport struct {
 	Error   *ReportedError `protobuf:"bytes,9,opt,name=error,proto3" json:"error,omitempty"`
 	// granted is the revision of a slot the node holds and has not applied
 	// yet, so that a new leader counts it.
-	Granted       string `protobuf:"bytes,10,opt,name=granted,proto3" json:"granted,omitempty"`
+	Granted string `protobuf:"bytes,10,opt,name=granted,proto3" json:"granted,omitempty"`
+	// retiring is the revision of the deployment's second Pod, which the
+	// node still runs beside the one of revision (a maxSurge update), ""
+	// while it runs one Pod of the deployment.
+	Retiring      string `protobuf:"bytes,11,opt,name=retiring,proto3" json:"retiring,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1256,6 +1317,13 @@ func (x *DeploymentReport) GetError() *ReportedError {
 func (x *DeploymentReport) GetGranted() string {
 	if x != nil {
 		return x.Granted
+	}
+	return ""
+}
+
+func (x *DeploymentReport) GetRetiring() string {
+	if x != nil {
+		return x.Retiring
 	}
 	return ""
 }
@@ -1421,7 +1489,10 @@ type SlotRequest struct {
 	Revision   string `protobuf:"bytes,2,opt,name=revision,proto3" json:"revision,omitempty"`
 	// endpoints are the caller's ready endpoints without those of the Pod
 	// to be replaced; they replace its endpoints when the slot is granted.
-	Endpoints     []*ReportedEndpoint `protobuf:"bytes,3,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	Endpoints []*ReportedEndpoint `protobuf:"bytes,3,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	// kind says what the slot is for; a leader that does not know it
+	// decides on a replacement.
+	Kind          SlotKind `protobuf:"varint,4,opt,name=kind,proto3,enum=podmin.coordination.v1.SlotKind" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1475,6 +1546,13 @@ func (x *SlotRequest) GetEndpoints() []*ReportedEndpoint {
 		return x.Endpoints
 	}
 	return nil
+}
+
+func (x *SlotRequest) GetKind() SlotKind {
+	if x != nil {
+		return x.Kind
+	}
+	return SlotKind_SLOT_REPLACE
 }
 
 type SlotResponse struct {
@@ -1759,7 +1837,7 @@ const file_coordination_proto_rawDesc = "" +
 	"\rNotifyRequest\x12\x1d\n" +
 	"\n" +
 	"index_etag\x18\x01 \x01(\tR\tindexEtag\"\x10\n" +
-	"\x0eNotifyResponse\"\xef\x02\n" +
+	"\x0eNotifyResponse\"\x8b\x03\n" +
 	"\x10DeploymentReport\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\tR\brevision\x12+\n" +
@@ -1771,7 +1849,8 @@ const file_coordination_proto_rawDesc = "" +
 	"\awaiting\x18\b \x01(\tR\awaiting\x12;\n" +
 	"\x05error\x18\t \x01(\v2%.podmin.coordination.v1.ReportedErrorR\x05error\x12\x18\n" +
 	"\agranted\x18\n" +
-	" \x01(\tR\agranted\"Y\n" +
+	" \x01(\tR\agranted\x12\x1a\n" +
+	"\bretiring\x18\v \x01(\tR\bretiring\"Y\n" +
 	"\rReportedError\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1a\n" +
@@ -1779,13 +1858,14 @@ const file_coordination_proto_rawDesc = "" +
 	"\fStatusReport\x12J\n" +
 	"\vdeployments\x18\x01 \x03(\v2(.podmin.coordination.v1.DeploymentReportR\vdeployments\x12\x18\n" +
 	"\akubelet\x18\x02 \x01(\bR\akubelet\"\x16\n" +
-	"\x14StatusReportResponse\"\x91\x01\n" +
+	"\x14StatusReportResponse\"\xc7\x01\n" +
 	"\vSlotRequest\x12\x1e\n" +
 	"\n" +
 	"deployment\x18\x01 \x01(\tR\n" +
 	"deployment\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\tR\brevision\x12F\n" +
-	"\tendpoints\x18\x03 \x03(\v2(.podmin.coordination.v1.ReportedEndpointR\tendpoints\"\xe1\x01\n" +
+	"\tendpoints\x18\x03 \x03(\v2(.podmin.coordination.v1.ReportedEndpointR\tendpoints\x124\n" +
+	"\x04kind\x18\x04 \x01(\x0e2 .podmin.coordination.v1.SlotKindR\x04kind\"\xe1\x01\n" +
 	"\fSlotResponse\x12\x18\n" +
 	"\agranted\x18\x01 \x01(\bR\agranted\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x12\n" +
@@ -1807,7 +1887,12 @@ const file_coordination_proto_rawDesc = "" +
 	"\x15READINESS_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fREADINESS_READY\x10\x01\x12\x17\n" +
 	"\x13READINESS_NOT_READY\x10\x02\x12\x15\n" +
-	"\x11READINESS_UNKNOWN\x10\x032\xd0\x06\n" +
+	"\x11READINESS_UNKNOWN\x10\x03*=\n" +
+	"\bSlotKind\x12\x10\n" +
+	"\fSLOT_REPLACE\x10\x00\x12\x0e\n" +
+	"\n" +
+	"SLOT_SURGE\x10\x01\x12\x0f\n" +
+	"\vSLOT_RETIRE\x10\x022\xd0\x06\n" +
 	"\fCoordination\x12T\n" +
 	"\x05Hello\x12$.podmin.coordination.v1.HelloRequest\x1a%.podmin.coordination.v1.HelloResponse\x12a\n" +
 	"\x0fReportEndpoints\x12&.podmin.coordination.v1.EndpointReport\x1a&.podmin.coordination.v1.ReportResponse\x12\\\n" +
@@ -1831,69 +1916,71 @@ func file_coordination_proto_rawDescGZIP() []byte {
 	return file_coordination_proto_rawDescData
 }
 
-var file_coordination_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_coordination_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
 var file_coordination_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_coordination_proto_goTypes = []any{
 	(Readiness)(0),               // 0: podmin.coordination.v1.Readiness
-	(Hint_Kind)(0),               // 1: podmin.coordination.v1.Hint.Kind
-	(*ServiceSnapshot)(nil),      // 2: podmin.coordination.v1.ServiceSnapshot
-	(*Node)(nil),                 // 3: podmin.coordination.v1.Node
-	(*Service)(nil),              // 4: podmin.coordination.v1.Service
-	(*Endpoint)(nil),             // 5: podmin.coordination.v1.Endpoint
-	(*HelloRequest)(nil),         // 6: podmin.coordination.v1.HelloRequest
-	(*HelloResponse)(nil),        // 7: podmin.coordination.v1.HelloResponse
-	(*EndpointReport)(nil),       // 8: podmin.coordination.v1.EndpointReport
-	(*ReportedEndpoint)(nil),     // 9: podmin.coordination.v1.ReportedEndpoint
-	(*ReportResponse)(nil),       // 10: podmin.coordination.v1.ReportResponse
-	(*LeaveRequest)(nil),         // 11: podmin.coordination.v1.LeaveRequest
-	(*LeaveResponse)(nil),        // 12: podmin.coordination.v1.LeaveResponse
-	(*SnapshotRequest)(nil),      // 13: podmin.coordination.v1.SnapshotRequest
-	(*WatchRequest)(nil),         // 14: podmin.coordination.v1.WatchRequest
-	(*Hint)(nil),                 // 15: podmin.coordination.v1.Hint
-	(*NotifyRequest)(nil),        // 16: podmin.coordination.v1.NotifyRequest
-	(*NotifyResponse)(nil),       // 17: podmin.coordination.v1.NotifyResponse
-	(*DeploymentReport)(nil),     // 18: podmin.coordination.v1.DeploymentReport
-	(*ReportedError)(nil),        // 19: podmin.coordination.v1.ReportedError
-	(*StatusReport)(nil),         // 20: podmin.coordination.v1.StatusReport
-	(*StatusReportResponse)(nil), // 21: podmin.coordination.v1.StatusReportResponse
-	(*SlotRequest)(nil),          // 22: podmin.coordination.v1.SlotRequest
-	(*SlotResponse)(nil),         // 23: podmin.coordination.v1.SlotResponse
-	(*AppliedRequest)(nil),       // 24: podmin.coordination.v1.AppliedRequest
-	(*AppliedResponse)(nil),      // 25: podmin.coordination.v1.AppliedResponse
+	(SlotKind)(0),                // 1: podmin.coordination.v1.SlotKind
+	(Hint_Kind)(0),               // 2: podmin.coordination.v1.Hint.Kind
+	(*ServiceSnapshot)(nil),      // 3: podmin.coordination.v1.ServiceSnapshot
+	(*Node)(nil),                 // 4: podmin.coordination.v1.Node
+	(*Service)(nil),              // 5: podmin.coordination.v1.Service
+	(*Endpoint)(nil),             // 6: podmin.coordination.v1.Endpoint
+	(*HelloRequest)(nil),         // 7: podmin.coordination.v1.HelloRequest
+	(*HelloResponse)(nil),        // 8: podmin.coordination.v1.HelloResponse
+	(*EndpointReport)(nil),       // 9: podmin.coordination.v1.EndpointReport
+	(*ReportedEndpoint)(nil),     // 10: podmin.coordination.v1.ReportedEndpoint
+	(*ReportResponse)(nil),       // 11: podmin.coordination.v1.ReportResponse
+	(*LeaveRequest)(nil),         // 12: podmin.coordination.v1.LeaveRequest
+	(*LeaveResponse)(nil),        // 13: podmin.coordination.v1.LeaveResponse
+	(*SnapshotRequest)(nil),      // 14: podmin.coordination.v1.SnapshotRequest
+	(*WatchRequest)(nil),         // 15: podmin.coordination.v1.WatchRequest
+	(*Hint)(nil),                 // 16: podmin.coordination.v1.Hint
+	(*NotifyRequest)(nil),        // 17: podmin.coordination.v1.NotifyRequest
+	(*NotifyResponse)(nil),       // 18: podmin.coordination.v1.NotifyResponse
+	(*DeploymentReport)(nil),     // 19: podmin.coordination.v1.DeploymentReport
+	(*ReportedError)(nil),        // 20: podmin.coordination.v1.ReportedError
+	(*StatusReport)(nil),         // 21: podmin.coordination.v1.StatusReport
+	(*StatusReportResponse)(nil), // 22: podmin.coordination.v1.StatusReportResponse
+	(*SlotRequest)(nil),          // 23: podmin.coordination.v1.SlotRequest
+	(*SlotResponse)(nil),         // 24: podmin.coordination.v1.SlotResponse
+	(*AppliedRequest)(nil),       // 25: podmin.coordination.v1.AppliedRequest
+	(*AppliedResponse)(nil),      // 26: podmin.coordination.v1.AppliedResponse
 }
 var file_coordination_proto_depIdxs = []int32{
-	4,  // 0: podmin.coordination.v1.ServiceSnapshot.services:type_name -> podmin.coordination.v1.Service
-	3,  // 1: podmin.coordination.v1.ServiceSnapshot.nodes:type_name -> podmin.coordination.v1.Node
-	5,  // 2: podmin.coordination.v1.Service.endpoints:type_name -> podmin.coordination.v1.Endpoint
-	9,  // 3: podmin.coordination.v1.EndpointReport.endpoints:type_name -> podmin.coordination.v1.ReportedEndpoint
-	1,  // 4: podmin.coordination.v1.Hint.kind:type_name -> podmin.coordination.v1.Hint.Kind
+	5,  // 0: podmin.coordination.v1.ServiceSnapshot.services:type_name -> podmin.coordination.v1.Service
+	4,  // 1: podmin.coordination.v1.ServiceSnapshot.nodes:type_name -> podmin.coordination.v1.Node
+	6,  // 2: podmin.coordination.v1.Service.endpoints:type_name -> podmin.coordination.v1.Endpoint
+	10, // 3: podmin.coordination.v1.EndpointReport.endpoints:type_name -> podmin.coordination.v1.ReportedEndpoint
+	2,  // 4: podmin.coordination.v1.Hint.kind:type_name -> podmin.coordination.v1.Hint.Kind
 	0,  // 5: podmin.coordination.v1.DeploymentReport.readiness:type_name -> podmin.coordination.v1.Readiness
-	19, // 6: podmin.coordination.v1.DeploymentReport.error:type_name -> podmin.coordination.v1.ReportedError
-	18, // 7: podmin.coordination.v1.StatusReport.deployments:type_name -> podmin.coordination.v1.DeploymentReport
-	9,  // 8: podmin.coordination.v1.SlotRequest.endpoints:type_name -> podmin.coordination.v1.ReportedEndpoint
-	6,  // 9: podmin.coordination.v1.Coordination.Hello:input_type -> podmin.coordination.v1.HelloRequest
-	8,  // 10: podmin.coordination.v1.Coordination.ReportEndpoints:input_type -> podmin.coordination.v1.EndpointReport
-	13, // 11: podmin.coordination.v1.Coordination.Snapshot:input_type -> podmin.coordination.v1.SnapshotRequest
-	14, // 12: podmin.coordination.v1.Coordination.Watch:input_type -> podmin.coordination.v1.WatchRequest
-	16, // 13: podmin.coordination.v1.Coordination.NotifyIndexChanged:input_type -> podmin.coordination.v1.NotifyRequest
-	11, // 14: podmin.coordination.v1.Coordination.Leave:input_type -> podmin.coordination.v1.LeaveRequest
-	20, // 15: podmin.coordination.v1.Coordination.ReportStatus:input_type -> podmin.coordination.v1.StatusReport
-	22, // 16: podmin.coordination.v1.Coordination.AcquireSlot:input_type -> podmin.coordination.v1.SlotRequest
-	24, // 17: podmin.coordination.v1.Coordination.ConfirmApplied:input_type -> podmin.coordination.v1.AppliedRequest
-	7,  // 18: podmin.coordination.v1.Coordination.Hello:output_type -> podmin.coordination.v1.HelloResponse
-	10, // 19: podmin.coordination.v1.Coordination.ReportEndpoints:output_type -> podmin.coordination.v1.ReportResponse
-	2,  // 20: podmin.coordination.v1.Coordination.Snapshot:output_type -> podmin.coordination.v1.ServiceSnapshot
-	15, // 21: podmin.coordination.v1.Coordination.Watch:output_type -> podmin.coordination.v1.Hint
-	17, // 22: podmin.coordination.v1.Coordination.NotifyIndexChanged:output_type -> podmin.coordination.v1.NotifyResponse
-	12, // 23: podmin.coordination.v1.Coordination.Leave:output_type -> podmin.coordination.v1.LeaveResponse
-	21, // 24: podmin.coordination.v1.Coordination.ReportStatus:output_type -> podmin.coordination.v1.StatusReportResponse
-	23, // 25: podmin.coordination.v1.Coordination.AcquireSlot:output_type -> podmin.coordination.v1.SlotResponse
-	25, // 26: podmin.coordination.v1.Coordination.ConfirmApplied:output_type -> podmin.coordination.v1.AppliedResponse
-	18, // [18:27] is the sub-list for method output_type
-	9,  // [9:18] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	20, // 6: podmin.coordination.v1.DeploymentReport.error:type_name -> podmin.coordination.v1.ReportedError
+	19, // 7: podmin.coordination.v1.StatusReport.deployments:type_name -> podmin.coordination.v1.DeploymentReport
+	10, // 8: podmin.coordination.v1.SlotRequest.endpoints:type_name -> podmin.coordination.v1.ReportedEndpoint
+	1,  // 9: podmin.coordination.v1.SlotRequest.kind:type_name -> podmin.coordination.v1.SlotKind
+	7,  // 10: podmin.coordination.v1.Coordination.Hello:input_type -> podmin.coordination.v1.HelloRequest
+	9,  // 11: podmin.coordination.v1.Coordination.ReportEndpoints:input_type -> podmin.coordination.v1.EndpointReport
+	14, // 12: podmin.coordination.v1.Coordination.Snapshot:input_type -> podmin.coordination.v1.SnapshotRequest
+	15, // 13: podmin.coordination.v1.Coordination.Watch:input_type -> podmin.coordination.v1.WatchRequest
+	17, // 14: podmin.coordination.v1.Coordination.NotifyIndexChanged:input_type -> podmin.coordination.v1.NotifyRequest
+	12, // 15: podmin.coordination.v1.Coordination.Leave:input_type -> podmin.coordination.v1.LeaveRequest
+	21, // 16: podmin.coordination.v1.Coordination.ReportStatus:input_type -> podmin.coordination.v1.StatusReport
+	23, // 17: podmin.coordination.v1.Coordination.AcquireSlot:input_type -> podmin.coordination.v1.SlotRequest
+	25, // 18: podmin.coordination.v1.Coordination.ConfirmApplied:input_type -> podmin.coordination.v1.AppliedRequest
+	8,  // 19: podmin.coordination.v1.Coordination.Hello:output_type -> podmin.coordination.v1.HelloResponse
+	11, // 20: podmin.coordination.v1.Coordination.ReportEndpoints:output_type -> podmin.coordination.v1.ReportResponse
+	3,  // 21: podmin.coordination.v1.Coordination.Snapshot:output_type -> podmin.coordination.v1.ServiceSnapshot
+	16, // 22: podmin.coordination.v1.Coordination.Watch:output_type -> podmin.coordination.v1.Hint
+	18, // 23: podmin.coordination.v1.Coordination.NotifyIndexChanged:output_type -> podmin.coordination.v1.NotifyResponse
+	13, // 24: podmin.coordination.v1.Coordination.Leave:output_type -> podmin.coordination.v1.LeaveResponse
+	22, // 25: podmin.coordination.v1.Coordination.ReportStatus:output_type -> podmin.coordination.v1.StatusReportResponse
+	24, // 26: podmin.coordination.v1.Coordination.AcquireSlot:output_type -> podmin.coordination.v1.SlotResponse
+	26, // 27: podmin.coordination.v1.Coordination.ConfirmApplied:output_type -> podmin.coordination.v1.AppliedResponse
+	19, // [19:28] is the sub-list for method output_type
+	10, // [10:19] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_coordination_proto_init() }
@@ -1906,7 +1993,7 @@ func file_coordination_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_coordination_proto_rawDesc), len(file_coordination_proto_rawDesc)),
-			NumEnums:      2,
+			NumEnums:      3,
 			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,

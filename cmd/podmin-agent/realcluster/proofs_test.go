@@ -63,6 +63,20 @@ func (c *cluster) runProofs() {
 	}
 }
 
+// liveEvery are the nodes of every NodeGroup not lost.
+func (c *cluster) liveEvery() []*node {
+	var out []*node
+	for _, n := range c.allNodes() {
+		n.mu.Lock()
+		lost := n.lost
+		n.mu.Unlock()
+		if !lost {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // liveNodes are the nodes of NodeGroup group not lost.
 func (c *cluster) liveNodes(group string) []*node {
 	var out []*node
@@ -240,7 +254,7 @@ func (r *run) up(p *e2enode.Proof) {
 		r.ports = append(r.ports, s)
 	}
 	r.pods = startPodSampler(r.allNodes)
-	r.planes = startPlaneSampler(func() []*node { return r.liveNodes(workers) }, r.podPrefixes)
+	r.planes = startPlaneSampler(r.liveEvery, r.podPrefixes)
 }
 
 // podPrefixes are the Pod prefixes of every node.
