@@ -28,6 +28,7 @@ import (
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/objstore/local"
 	"podmin.dev/podmin/internal/oci"
+	ociremote "podmin.dev/podmin/internal/oci/remote"
 	"podmin.dev/podmin/internal/secrets"
 	localsecrets "podmin.dev/podmin/internal/secrets/local"
 	"podmin.dev/podmin/internal/state"
@@ -370,12 +371,12 @@ func seedImage(t *testing.T, e *env) {
 	if err := pushRandomIndex(context.Background(), host+"/seed:v1", []string{"linux/amd64", "linux/arm64"}); err != nil {
 		t.Fatal(err)
 	}
-	remote, err := oci.RemoteRef(host + "/seed:v1")
+	src, err := oci.RemoteRef(host + "/seed:v1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	store := oci.NewStore(filepath.Join(e.ops.Dirs.Cache, "images"))
-	if _, err := store.Pull(context.Background(), remote.Remote, ref.Repo, ref.Tag); err != nil && !errors.Is(err, fs.ErrExist) {
+	if _, err := ociremote.Pull(context.Background(), store, src.Remote, ref.Repo, ref.Tag); err != nil && !errors.Is(err, fs.ErrExist) {
 		t.Fatal(err)
 	}
 }
