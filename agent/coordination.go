@@ -74,7 +74,7 @@ func localMode(cfg Config) bool { return cfg.Provider == "local" }
 // when the cluster has no CA yet or the node cannot take part; health
 // carries the reasons that need an operator. Only a failure to read an
 // existing CA stops the agent, as for the workload CA key.
-func newCoordination(ctx context.Context, cfg Config, opts Options, r identity.SecretReader, store objstore.Bucket, health *Health, log *slog.Logger) (*coordination, error) {
+func newCoordination(ctx context.Context, cfg Config, opts Options, r identity.SecretReader, store objstore.Bucket, health *Health, nodeRegistry func() string, log *slog.Logger) (*coordination, error) {
 	if r == nil {
 		log.Warn("coordination, Service DNS and the dataplane disabled: the Podmin data directory holding the local secrets store is unknown; set XDG_DATA_HOME")
 		return nil, nil
@@ -126,8 +126,9 @@ func newCoordination(ctx context.Context, cfg Config, opts Options, r identity.S
 		OnIndexHint:     func(etag string) { c.hint(etag) },
 		OnSlotFreed:     func() { c.hint("") },
 		SlotTimeout:     opts.SlotTimeout, ProbelessHold: opts.ProbelessHold, Drain: opts.Drain,
-		Kubelet: cfg.Provider != "local" || kubeletSocketExists(opts.Root),
-		Log:     clog, Dial: dial,
+		NodeRegistry: nodeRegistry,
+		Kubelet:      cfg.Provider != "local" || kubeletSocketExists(opts.Root),
+		Log:          clog, Dial: dial,
 	}
 	c.coord, err = coordinator.New(copts)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 
 	"podmin.dev/podmin/agent/registry"
 	"podmin.dev/podmin/internal/objstore"
@@ -34,8 +35,10 @@ type registryServer struct {
 	handler *registry.Handler
 	log     *slog.Logger
 	bound   string
-	cancel  context.CancelFunc
-	done    chan error
+	// serves holds bound once the listener accepts connections.
+	serves atomic.Pointer[string]
+	cancel context.CancelFunc
+	done   chan error
 }
 
 func newRegistryServer(addr string, store objstore.Store, log *slog.Logger) *registryServer {
@@ -54,6 +57,7 @@ func (s *registryServer) Start(ctx context.Context) error {
 		return err
 	}
 	s.bound = l.Addr().String()
+	s.serves.Store(&s.bound)
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel, s.done = cancel, make(chan error, 1)
 	go func() { s.done <- registry.Serve(sctx, l, s.handler) }()
@@ -61,10 +65,23 @@ func (s *registryServer) Start(ctx context.Context) error {
 	return nil
 }
 
+// serving is the registry's address while it serves, "" before it
+// listens, after it stopped, and without a registry (s nil).
+func (s *registryServer) serving() string {
+	if s == nil {
+		return ""
+	}
+	if p := s.serves.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
 func (s *registryServer) Stop(ctx context.Context) error {
 	if s.cancel == nil {
 		return nil
 	}
+	s.serves.Store(nil)
 	s.cancel()
 	select {
 	case err := <-s.done:

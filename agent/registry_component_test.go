@@ -124,3 +124,34 @@ func TestMetricsScrapeRegistryCounters(t *testing.T) {
 		}
 	}
 }
+
+// The coordinator tells a pull refused by the node's registry from a real
+// failure by the address the registry serves at now: none before it
+// listens, its bound address while it serves, none once stopped.
+func TestRegistryComponentSaysWhileItServes(t *testing.T) {
+	ctx := context.Background()
+	b := localstore.Open(filepath.Join(t.TempDir(), "bucket"))
+	if err := b.CreateBucket(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var none *registryServer
+	if got := none.serving(); got != "" {
+		t.Fatalf("no registry serves at %q", got)
+	}
+	s := newRegistryServer("127.0.0.1:0", b, slog.New(slog.DiscardHandler))
+	if got := s.serving(); got != "" {
+		t.Fatalf("before it listens: %q", got)
+	}
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.serving(); got == "" || got != s.bound || strings.HasSuffix(got, ":0") {
+		t.Fatalf("while it serves: %q (bound %q)", got, s.bound)
+	}
+	if err := s.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.serving(); got != "" {
+		t.Fatalf("after it stopped: %q", got)
+	}
+}

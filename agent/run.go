@@ -106,9 +106,13 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	health := NewHealth(staticpod.Component)
 	// Coordination (node identity, coordinator, Service DNS, dataplane)
 	// serves only a running agent; a one-shot pass publishes Pods alone.
+	var rs *registryServer
+	if opts.RegistryAddr != "" {
+		rs = newRegistryServer(opts.RegistryAddr, store, log)
+	}
 	var co *coordination
 	if !opts.Once {
-		if co, err = newCoordination(ctx, cfg, opts, system, store, health, log); err != nil {
+		if co, err = newCoordination(ctx, cfg, opts, system, store, health, rs.serving, log); err != nil {
 			return err
 		}
 	}
@@ -196,8 +200,7 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 		w := &IndexWatcher{Bucket: b.Dir(), Changed: loop.Trigger, Log: log.With("component", "index-watcher")}
 		d.Reconcilers = append(d.Reconcilers, NewLoopComponent("index-watcher", w.Run))
 	}
-	if opts.RegistryAddr != "" {
-		rs := newRegistryServer(opts.RegistryAddr, store, log)
+	if rs != nil {
 		m.sources = append(m.sources, textMetrics{rs.handler})
 		d.Serving = append(d.Serving, rs)
 	}

@@ -108,6 +108,12 @@ type Options struct {
 	// it ready; zero means ProbelessHold, negative takes kubelet's word at
 	// once (tests whose fake kubelet has no clock).
 	ProbelessHold time.Duration
+	// NodeRegistry returns the address of the node's registry while this
+	// agent serves it ("" otherwise, or nil without one). A Pod whose
+	// image pull failed at connecting to it failed while the agent was
+	// down: kubelet pulls again and reaches it, so that is reported as a
+	// Pod that is not ready yet, not as a failure of the revision.
+	NodeRegistry func() string
 	// Clock, Timing and Retention default to the real clock, the
 	// election's defaults and Retention; tests shorten them.
 	Clock     election.Clock

@@ -6,6 +6,7 @@ package coordinator_test
 
 import (
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -199,5 +200,40 @@ func TestFirstExitAfterOneRestartIsReported(t *testing.T) {
 	want := "container web: exited with code 1 (Error), 1 restart(s)"
 	if rep.GetReadiness() != pb.Readiness_READINESS_NOT_READY || rep.GetError().GetKind() != state.ErrorKubelet || rep.GetError().GetMessage() != want || rep.GetReason() != want {
 		t.Fatalf("after the first exit following one restart: %v %q %v", rep.GetReadiness(), rep.GetReason(), rep.GetError())
+	}
+}
+
+// A pull that failed because the node's own registry refused the
+// connection ran while the agent was down (the registry is the agent):
+// kubelet pulls again after its back-off and reaches it, so the node
+// reports the Pod not ready yet, not an error that would end every
+// deploy --wait. The same failure at another registry stays an error.
+func TestPullRefusedByTheNodesRegistryIsNotAnError(t *testing.T) {
+	const registry = "127.0.0.1:5000"
+	refused := func(rev, addr string) *corev1.Pod {
+		p := webPod(rev, time.Time{}, 0, true)
+		p.Status.Conditions[0].Status = corev1.ConditionFalse
+		p.Status.ContainerStatuses[0].Ready = false
+		p.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull",
+			Message: `failed to pull and unpack image "registry.podmin.internal/apps/hello:v3": failed to resolve image: failed to do request: Head "http://` + addr + `/v2/apps/hello/manifests/v3": dial tcp ` + addr + `: connect: connection refused`}}
+		return p
+	}
+	var serving atomic.Value
+	serving.Store(registry)
+	a, rev := holdNode(t, fakeclock.New(holdStart), func(o *coordinator.Options) { o.NodeRegistry = func() string { return serving.Load().(string) } })
+	a.coord.PodsChanged([]*corev1.Pod{refused(rev, registry)})
+	rep := webReport(t, a)
+	if rep.GetReadiness() != pb.Readiness_READINESS_NOT_READY || rep.GetError() != nil || !strings.Contains(rep.GetReason(), "kubelet pulls the image again: its pull failed while this node's registry was not serving") {
+		t.Fatalf("pull refused by the serving node registry: %v %q %v", rep.GetReadiness(), rep.GetReason(), rep.GetError())
+	}
+	a.coord.PodsChanged([]*corev1.Pod{refused(rev, "10.0.0.9:5000")})
+	if rep := webReport(t, a); rep.GetError().GetKind() != state.ErrorKubelet || !strings.Contains(rep.GetError().GetMessage(), "ErrImagePull") {
+		t.Fatalf("pull refused by another registry: %v %q %v", rep.GetReadiness(), rep.GetReason(), rep.GetError())
+	}
+	// While the node's registry does not serve, the refusal is current.
+	serving.Store("")
+	a.coord.PodsChanged([]*corev1.Pod{refused(rev, registry)})
+	if rep := webReport(t, a); rep.GetError().GetKind() != state.ErrorKubelet {
+		t.Fatalf("pull refused while the node registry does not serve: %v %q %v", rep.GetReadiness(), rep.GetReason(), rep.GetError())
 	}
 }

@@ -263,7 +263,7 @@ func (c *Coordinator) readiness(rep *pb.DeploymentReport, d staticpod.Deployment
 		rep.Readiness, rep.Reason = pb.Readiness_READINESS_NOT_READY, fmt.Sprintf("kubelet runs no Pod of revision %s yet", short(d.Applied))
 		return
 	}
-	st := pods.StateOf(found)
+	st := pods.StateOfWith(found, c.podStateOptions())
 	rep.Restarts = uint32(st.Restarts)
 	if st.Ready {
 		rep.Readiness = pb.Readiness_READINESS_READY
@@ -272,6 +272,9 @@ func (c *Coordinator) readiness(rep *pb.DeploymentReport, d staticpod.Deployment
 		rep.Readiness, rep.Reason = pb.Readiness_READINESS_NOT_READY, "kubelet reports the Pod not ready"
 		if f := c.node.findings[found.UID]; f != "" {
 			rep.Reason += ": " + f
+		}
+		if st.Retrying != "" {
+			rep.Reason = "kubelet pulls the image again: its pull failed while this node's registry was not serving (the agent was not running): " + st.Retrying
 		}
 	}
 	if st.Problem != "" {
@@ -414,4 +417,13 @@ func reportedEndpoints(eps []Endpoint) []*pb.ReportedEndpoint {
 // leader receives it.
 func (c *Coordinator) StatusReport() *pb.StatusReport {
 	return proto.Clone(c.currentReport()).(*pb.StatusReport)
+}
+
+// podStateOptions are what pods.StateOfWith may know of this node.
+func (c *Coordinator) podStateOptions() pods.StateOptions {
+	var o pods.StateOptions
+	if c.opts.NodeRegistry != nil {
+		o.NodeRegistry = c.opts.NodeRegistry()
+	}
+	return o
 }

@@ -282,7 +282,7 @@ func (c *Coordinator) notReadyYet(u staticpod.Update) (why string, askAt time.Ti
 		if f := c.node.findings[keep.UID]; f != "" {
 			why += ": " + f
 		}
-		if p := pods.StateOf(keep).Problem; p != "" {
+		if p := pods.StateOfWith(keep, c.podStateOptions()).Problem; p != "" {
 			why += ": " + p
 		}
 		return why, time.Time{}

@@ -28,6 +28,20 @@ type State struct {
 	// (ContainerCreating, PodInitializing) has none, nor does a container
 	// that exited for the first time (kubelet restarts it).
 	Problem string
+	// Retrying is kubelet's account of an image pull that failed only
+	// because the node's own registry did not accept the connection (see
+	// StateOptions.NodeRegistry): kubelet pulls again after its back-off
+	// and reaches it. Empty when there is none.
+	Retrying string
+}
+
+// StateOptions say what StateOf may know of the node.
+type StateOptions struct {
+	// NodeRegistry is the address of the node's registry while the agent
+	// that asks serves it, "" otherwise. That registry is the agent
+	// itself: a pull that found its port closed ran while the agent was
+	// not running, and its failure does not last.
+	NodeRegistry string
 }
 
 // failing are the waiting reasons kubelet gives a container that does not
@@ -39,9 +53,22 @@ var failing = []string{
 }
 
 // StateOf reads p's readiness, restarts and problem.
-func StateOf(p *corev1.Pod) State {
+func StateOf(p *corev1.Pod) State { return StateOfWith(p, StateOptions{}) }
+
+// refusedPull reports whether a waiting reason and message say that an
+// image pull failed at connecting to the registry at addr and nothing else.
+func refusedPull(reason, message, addr string) bool {
+	if addr == "" || reason != "ErrImagePull" && reason != "ImagePullBackOff" {
+		return false
+	}
+	return strings.Contains(message, "dial tcp "+addr+": connect: connection refused")
+}
+
+// StateOfWith reads p's readiness, restarts and problem as StateOf does,
+// telling apart pulls that failed while the node's registry was down.
+func StateOfWith(p *corev1.Pod, o StateOptions) State {
 	s := State{Ready: IsReady(p)}
-	var problems []string
+	var problems, retrying []string
 	if p.Status.Phase == corev1.PodFailed {
 		problems = append(problems, strings.TrimSpace("the Pod failed: "+p.Status.Reason+" "+p.Status.Message))
 	}
@@ -74,12 +101,17 @@ func StateOf(p *corev1.Pod) State {
 				}
 				msg += ")"
 			}
+			if refusedPull(w.Reason, w.Message, o.NodeRegistry) {
+				retrying = append(retrying, msg)
+				continue
+			}
 			problems = append(problems, msg)
 		}
 	}
 	check(p.Status.InitContainerStatuses, false)
 	check(p.Status.ContainerStatuses, true)
 	s.Problem = strings.Join(problems, "; ")
+	s.Retrying = strings.Join(retrying, "; ")
 	return s
 }
 

@@ -159,3 +159,33 @@ func TestReadySince(t *testing.T) {
 		t.Fatalf("not ready: %v %v", from, to)
 	}
 }
+
+// Only a pull refused at the node registry's own address, while the
+// agent serves it, is one kubelet retries with success; any other pull
+// failure is a problem.
+func TestStateOfWithNodeRegistry(t *testing.T) {
+	waiting := func(reason, msg string) *corev1.Pod {
+		p := pod("default", "web-1", false, nil)
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "web", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}}}}
+		return p
+	}
+	const refused = `Back-off pulling image "registry.podmin.internal/apps/hello:v3": ErrImagePull: failed to do request: Head "http://127.0.0.1:5000/v2/apps/hello/manifests/v3": dial tcp 127.0.0.1:5000: connect: connection refused`
+	o := pods.StateOptions{NodeRegistry: "127.0.0.1:5000"}
+	for _, tc := range []struct {
+		name, reason, msg string
+		opts              pods.StateOptions
+		retrying          bool
+	}{
+		{"back-off after a refused pull", "ImagePullBackOff", refused, o, true},
+		{"refused pull", "ErrImagePull", refused, o, true},
+		{"registry not serving", "ImagePullBackOff", refused, pods.StateOptions{}, false},
+		{"another registry", "ErrImagePull", refused, pods.StateOptions{NodeRegistry: "127.0.0.1:5001"}, false},
+		{"not found", "ErrImagePull", `failed to pull: registry.podmin.internal/apps/hello:v3: not found`, o, false},
+		{"crash loop naming the address", "CrashLoopBackOff", refused, o, false},
+	} {
+		s := pods.StateOfWith(waiting(tc.reason, tc.msg), tc.opts)
+		if got := s.Retrying != ""; got != tc.retrying || (s.Problem == "") != tc.retrying {
+			t.Errorf("%s: %+v", tc.name, s)
+		}
+	}
+}
