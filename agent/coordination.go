@@ -26,7 +26,9 @@ import (
 	"podmin.dev/podmin/agent/api"
 	pb "podmin.dev/podmin/agent/api/coordinationpb"
 	"podmin.dev/podmin/agent/coordinator"
+	"podmin.dev/podmin/agent/daemon"
 	"podmin.dev/podmin/agent/dataplane"
+	"podmin.dev/podmin/agent/health"
 	"podmin.dev/podmin/agent/identity"
 	"podmin.dev/podmin/agent/service"
 	"podmin.dev/podmin/agent/staticpod"
@@ -60,7 +62,7 @@ type coordination struct {
 	// published meanwhile come from storage, not from a leader.
 	restoring atomic.Bool
 	// health receives what keeps the node from persisting its state.
-	health *Health
+	health *health.Health
 
 	// hint hands the leader's index hints to the reconcile loop; set once
 	// the loop exists, before anything runs.
@@ -74,7 +76,7 @@ func localMode(cfg Config) bool { return cfg.Provider == "local" }
 // when the cluster has no CA yet or the node cannot take part; health
 // carries the reasons that need an operator. Only a failure to read an
 // existing CA stops the agent, as for the workload CA key.
-func newCoordination(ctx context.Context, cfg Config, opts Options, r identity.SecretReader, store objstore.Bucket, health *Health, log *slog.Logger) (*coordination, error) {
+func newCoordination(ctx context.Context, cfg Config, opts Options, r identity.SecretReader, store objstore.Bucket, health *health.Health, log *slog.Logger) (*coordination, error) {
 	if r == nil {
 		log.Warn("coordination, Service DNS and the dataplane disabled: the Podmin data directory holding the local secrets store is unknown; set XDG_DATA_HOME")
 		return nil, nil
@@ -330,18 +332,18 @@ func (c *coordination) podsChanged(ps []*corev1.Pod) {
 // after the DNS TTL margin: the coordinator resigns first and the
 // dataplane is released before DNS stops (a pinned one with Services
 // stays attached for the next agent).
-func (c *coordination) serving(health *Health) []Component {
-	out := []Component{&dnsComponent{c: c, health: health}}
+func (c *coordination) serving(health *health.Health) []daemon.Component {
+	out := []daemon.Component{&dnsComponent{c: c, health: health}}
 	if c.feed.enabled() {
-		out = append(out, NewLoopComponent(componentDataplane, c.feed.run))
+		out = append(out, daemon.Loop(componentDataplane, c.feed.run))
 	}
-	return append(out, &coordinatorComponent{Component: NewLoopComponent("coordinator", c.coord.Run), coord: c.coord}, &leaderDiscovery{c: c})
+	return append(out, &coordinatorComponent{Component: daemon.Loop("coordinator", c.coord.Run), coord: c.coord}, &leaderDiscovery{c: c})
 }
 
 // coordinatorComponent runs the coordinator and drains it on SIGTERM: the
 // node's endpoints leave the cluster's snapshot before it exits.
 type coordinatorComponent struct {
-	Component
+	daemon.Component
 	coord *coordinator.Coordinator
 }
 
@@ -384,7 +386,7 @@ func (l *leaderDiscovery) Stop(context.Context) error { return nil }
 // reported in /readyz; it does not stop Pod publication.
 type dnsComponent struct {
 	c      *coordination
-	health *Health
+	health *health.Health
 	up     bool
 }
 
@@ -427,7 +429,7 @@ type dataplaneFeed struct {
 	cluster string
 	store   objstore.Store
 	index   *coordinator.IndexCache
-	health  *Health
+	health  *health.Health
 	log     *slog.Logger
 	dp      programmer
 	kick    chan struct{}
@@ -494,7 +496,7 @@ func dataplaneWanted(cfg Config, opts Options) (bool, string) {
 	return true, ""
 }
 
-func newDataplaneFeed(cfg Config, opts Options, store objstore.Store, nodeAddr netip.Addr, health *Health, log *slog.Logger) *dataplaneFeed {
+func newDataplaneFeed(cfg Config, opts Options, store objstore.Store, nodeAddr netip.Addr, health *health.Health, log *slog.Logger) *dataplaneFeed {
 	f := &dataplaneFeed{cluster: cfg.Cluster, store: store, index: coordinator.NewIndexCache(store), health: health, log: log,
 		kick: make(chan struct{}, 1), ports: map[string][]dataplane.Port{}, good: map[coordinator.ServiceID][]dataplane.Port{}}
 	pinPath := filepath.Join(opts.Root, filepath.FromSlash(dataplane.DefaultPinPath))

@@ -27,6 +27,7 @@ import (
 	pb "podmin.dev/podmin/agent/api/coordinationpb"
 	"podmin.dev/podmin/agent/coordinator"
 	"podmin.dev/podmin/agent/dataplane"
+	"podmin.dev/podmin/agent/health"
 	"podmin.dev/podmin/agent/service"
 	"podmin.dev/podmin/internal/manifest"
 	"podmin.dev/podmin/internal/objstore"
@@ -212,7 +213,7 @@ func TestDataplaneServicesFromView(t *testing.T) {
 		t.Fatal(err)
 	}
 	commit(t, b, "web", "hello:v1", true)
-	f := newDataplaneFeed(Config{Cluster: "demo", Provider: "local"}, Options{Dataplane: DataplaneOff}, b, netip.Addr{}, NewHealth(), slog.New(slog.DiscardHandler))
+	f := newDataplaneFeed(Config{Cluster: "demo", Provider: "local"}, Options{Dataplane: DataplaneOff}, b, netip.Addr{}, health.NewHealth(), slog.New(slog.DiscardHandler))
 	v := &pb.ServiceSnapshot{Services: []*pb.Service{
 		{Namespace: "default", Name: "web", Endpoints: []*pb.Endpoint{{Address: "2001:db8:0:1:1::5", NodeId: "a"}, {Address: "2001:db8:0:1:2::7", NodeId: "b"}}},
 		{Namespace: "default", Name: "gone"},
@@ -266,7 +267,7 @@ func TestOneBadServicePayloadNeverBlocksTheDataplane(t *testing.T) {
 	}
 	commitPorts(t, b, "web", "443:8443")
 	commitPorts(t, b, "api", "80:8080")
-	health := NewHealth()
+	health := health.NewHealth()
 	f := newDataplaneFeed(Config{Cluster: "demo", Provider: "local"}, Options{Dataplane: DataplaneOff}, b, netip.Addr{}, health, slog.New(slog.DiscardHandler))
 	rec := &recordingDataplane{}
 	f.dp = rec
@@ -531,7 +532,7 @@ func startFeed(t *testing.T, rec *recordingDataplane) *feedHarness {
 	}
 	commit(t, b, "web", "hello:v1", true)
 	h := &feedHarness{rec: rec, logs: &logBuffer{}}
-	h.f = newDataplaneFeed(Config{Cluster: "demo", Provider: "local"}, Options{Dataplane: DataplaneAuto}, b, netip.Addr{}, NewHealth(),
+	h.f = newDataplaneFeed(Config{Cluster: "demo", Provider: "local"}, Options{Dataplane: DataplaneAuto}, b, netip.Addr{}, health.NewHealth(),
 		slog.New(slog.NewTextHandler(h.logs, nil)))
 	h.f.dp = rec
 	h.f.confirmed = func() time.Time {
@@ -660,7 +661,7 @@ func TestDataplaneOffRemovesPinned(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs := &logBuffer{}
-	newDataplaneFeed(Config{Cluster: "demo", Provider: "aws"}, Options{Root: root, Dataplane: DataplaneOff}, nil, netip.Addr{}, NewHealth(),
+	newDataplaneFeed(Config{Cluster: "demo", Provider: "aws"}, Options{Root: root, Dataplane: DataplaneOff}, nil, netip.Addr{}, health.NewHealth(),
 		slog.New(slog.NewTextHandler(logs, nil)))
 	if _, err := os.Stat(filepath.Dir(left)); !os.IsNotExist(err) {
 		t.Fatalf("the pinned dataplane is still there with %s=off (%v)", EnvDataplane, err)
@@ -682,7 +683,7 @@ func TestDataplanePinningProblemInReadyz(t *testing.T) {
 		got = cfg
 		return &recordingDataplane{pinProblem: errors.New("the dataplane is not pinned, so an agent restart interrupts Service traffic: mount -t bpf bpf /sys/fs/bpf")}, nil
 	}
-	health := NewHealth()
+	health := health.NewHealth()
 	f := newDataplaneFeed(Config{Cluster: "demo", Provider: "aws"}, Options{Root: root, Dataplane: DataplaneOn}, nil,
 		netip.MustParseAddr("2600:1f14::1"), health, slog.New(slog.DiscardHandler))
 	if !f.enabled() {
@@ -708,7 +709,7 @@ func TestUnpersistedDNSInReadyz(t *testing.T) {
 	if err := os.WriteFile(blocked, []byte("a file where a directory belongs"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	health := NewHealth()
+	health := health.NewHealth()
 	c := &coordination{log: slog.New(slog.DiscardHandler), health: health, feed: &dataplaneFeed{cluster: "demo"},
 		dns: service.New(service.Config{Cluster: "demo", ZonePath: filepath.Join(blocked, "cluster.local.zone")})}
 	snap := &pb.ServiceSnapshot{Services: []*pb.Service{{Namespace: "default", Name: "web"}}}

@@ -10,6 +10,7 @@ import (
 
 	pb "podmin.dev/podmin/agent/api/coordinationpb"
 	"podmin.dev/podmin/agent/coordinator"
+	"podmin.dev/podmin/agent/health"
 	"podmin.dev/podmin/agent/staticpod"
 )
 
@@ -52,18 +53,18 @@ func (d *deploymentStatus) reports() []*pb.DeploymentReport {
 	return out
 }
 
-func (d *deploymentStatus) writeMetrics(w *promWriter) {
+func (d *deploymentStatus) WriteMetrics(w *health.Writer) {
 	reps := d.reports()
 	families := []struct {
 		name, help string
-		value      func(r *pb.DeploymentReport) (float64, []labelPair)
+		value      func(r *pb.DeploymentReport) (float64, []health.LabelPair)
 	}{
 		{"podmin_agent_deployment_applied", "1 when the node's static Pod runs the revision the deployment index names, else 0.",
-			func(r *pb.DeploymentReport) (float64, []labelPair) {
+			func(r *pb.DeploymentReport) (float64, []health.LabelPair) {
 				return boolValue(r.Revision != "" && r.Revision == r.Desired), nil
 			}},
 		{"podmin_agent_deployment_ready", "Kubelet readiness of the Pod of the applied revision: 1 ready, 0 not ready, -1 unknown (no kubelet answers).",
-			func(r *pb.DeploymentReport) (float64, []labelPair) {
+			func(r *pb.DeploymentReport) (float64, []health.LabelPair) {
 				switch r.Readiness {
 				case pb.Readiness_READINESS_READY:
 					return 1, nil
@@ -73,24 +74,26 @@ func (d *deploymentStatus) writeMetrics(w *promWriter) {
 				return -1, nil
 			}},
 		{"podmin_agent_deployment_restarts", "Restarts of the containers of the Pod of the applied revision, as kubelet counts them.",
-			func(r *pb.DeploymentReport) (float64, []labelPair) { return float64(r.Restarts), nil }},
+			func(r *pb.DeploymentReport) (float64, []health.LabelPair) { return float64(r.Restarts), nil }},
 		{"podmin_agent_deployment_waiting", "1 while the node waits for a rollout slot to apply the deployment's new revision.",
-			func(r *pb.DeploymentReport) (float64, []labelPair) { return boolValue(r.Waiting != ""), nil }},
+			func(r *pb.DeploymentReport) (float64, []health.LabelPair) { return boolValue(r.Waiting != ""), nil }},
 		{"podmin_agent_deployment_error", "1 while the node reports an error for the deployment, labelled by kind (payload, secret, identity, file, kubelet).",
-			func(r *pb.DeploymentReport) (float64, []labelPair) {
+			func(r *pb.DeploymentReport) (float64, []health.LabelPair) {
 				if r.Error == nil {
-					return 0, []labelPair{label("kind", "")}
+					return 0, []health.LabelPair{health.Label("kind", "")}
 				}
-				return 1, []labelPair{label("kind", r.Error.Kind)}
+				return 1, []health.LabelPair{health.Label("kind", r.Error.Kind)}
 			}},
 		{"podmin_agent_deployment_applied_timestamp_seconds", "When the node wrote the static Pod of the applied revision, in seconds since the epoch (0: none).",
-			func(r *pb.DeploymentReport) (float64, []labelPair) { return float64(r.AppliedAtUnixMs) / 1000, nil }},
+			func(r *pb.DeploymentReport) (float64, []health.LabelPair) {
+				return float64(r.AppliedAtUnixMs) / 1000, nil
+			}},
 	}
 	for _, f := range families {
-		w.family(f.name, "gauge", f.help)
+		w.Family(f.name, "gauge", f.help)
 		for _, r := range reps {
 			v, extra := f.value(r)
-			w.sample(f.name, v, append([]labelPair{label("deployment", r.Name)}, extra...)...)
+			w.Sample(f.name, v, append([]health.LabelPair{health.Label("deployment", r.Name)}, extra...)...)
 		}
 	}
 }

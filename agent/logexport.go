@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"podmin.dev/podmin/agent/health"
 	"podmin.dev/podmin/agent/mounts"
 	"podmin.dev/podmin/agent/telemetry"
 	"podmin.dev/podmin/agent/workload"
@@ -56,7 +57,7 @@ type logExport struct {
 	store      objstore.Bucket
 	readers    map[string]mounts.Reader // the secrets providers, as Run opened them
 	identities *workload.Manager        // nil without the workload CA key
-	health     *Health
+	health     *health.Health
 	log        *slog.Logger
 	restart    func(context.Context) error
 
@@ -123,7 +124,7 @@ func (l *logExport) lastFailed() bool {
 	return l.failed
 }
 
-func newLogExport(cfg Config, opts Options, store objstore.Bucket, readers map[string]mounts.Reader, identities *workload.Manager, health *Health, log *slog.Logger) *logExport {
+func newLogExport(cfg Config, opts Options, store objstore.Bucket, readers map[string]mounts.Reader, identities *workload.Manager, health *health.Health, log *slog.Logger) *logExport {
 	l := &logExport{cfg: cfg, opts: opts, store: store, readers: readers, identities: identities, health: health,
 		log: log.With("component", componentLogExport), restart: opts.RestartFluentBit, errs: map[string]error{}}
 	if l.restart == nil && cfg.Provider != "local" {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"podmin.dev/podmin/agent/health"
 	"podmin.dev/podmin/agent/telemetry"
 	"podmin.dev/podmin/internal/otellogs"
 )
@@ -43,7 +44,7 @@ func TestRestartDoesNotBlockTheStartRequest(t *testing.T) {
 			}
 			return nil
 		},
-	}, nil, nil, nil, NewHealth(), slog.New(slog.DiscardHandler))
+	}, nil, nil, nil, health.NewHealth(), slog.New(slog.DiscardHandler))
 	srv = httptest.NewServer(l)
 	defer srv.Close()
 	dir := t.TempDir()

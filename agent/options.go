@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"podmin.dev/podmin/agent/health"
 	"podmin.dev/podmin/agent/registry"
 	"podmin.dev/podmin/agent/service"
 	"podmin.dev/podmin/agent/staticpod"
@@ -163,7 +164,7 @@ const maxDrain = 10 * time.Minute
 // OptionsFromEnv reads the environment variables above; unset ones get
 // defaults.
 func OptionsFromEnv(getenv func(string) string) (Options, error) {
-	o := Options{Root: "/", HealthAddr: DefaultHealthAddr, RegistryAddr: registry.DefaultAddress,
+	o := Options{Root: "/", HealthAddr: health.DefaultAddr, RegistryAddr: registry.DefaultAddress,
 		PollInterval: DefaultPollInterval, TTLMargin: DefaultTTLMargin, DNSAddr: service.DefaultAddr,
 		Dataplane: DataplaneAuto}
 	var errs []error
@@ -174,7 +175,7 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 		o.Root = filepath.Clean(v)
 	}
 	if v := getenv(EnvHealthAddr); v != "" {
-		if err := checkLoopback("health", v); err != nil {
+		if err := health.CheckLoopback("health", v); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", EnvHealthAddr, err))
 		}
 		o.HealthAddr = v
@@ -184,7 +185,7 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 	case "off":
 		o.RegistryAddr = ""
 	default:
-		if err := checkLoopback("registry", v); err != nil {
+		if err := health.CheckLoopback("registry", v); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", EnvRegistryAddr, err))
 		}
 		o.RegistryAddr = v

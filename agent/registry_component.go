@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"podmin.dev/podmin/agent/health"
 	"podmin.dev/podmin/agent/registry"
 	"podmin.dev/podmin/internal/objstore"
 	localstore "podmin.dev/podmin/internal/objstore/local"
@@ -46,7 +47,7 @@ func newRegistryServer(addr string, store objstore.Store, log *slog.Logger) *reg
 func (s *registryServer) Name() string { return "registry" }
 
 func (s *registryServer) Start(ctx context.Context) error {
-	if err := checkLoopback("registry", s.addr); err != nil {
+	if err := health.CheckLoopback("registry", s.addr); err != nil {
 		return fmt.Errorf("%s: %w", EnvRegistryAddr, err)
 	}
 	l, err := registry.Listen(ctx, s.addr)

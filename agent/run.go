@@ -18,7 +18,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"podmin.dev/podmin/agent/coordinator/election"
+	"podmin.dev/podmin/agent/daemon"
 	"podmin.dev/podmin/agent/diagnose"
+	"podmin.dev/podmin/agent/health"
 	"podmin.dev/podmin/agent/identity"
 	"podmin.dev/podmin/agent/mounts"
 	"podmin.dev/podmin/agent/pods"
@@ -103,12 +105,12 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	if publisher == nil {
 		publisher = &staticpod.Recorder{}
 	}
-	health := NewHealth(staticpod.Component)
+	hl := health.NewHealth(staticpod.Component)
 	// Coordination (node identity, coordinator, Service DNS, dataplane)
 	// serves only a running agent; a one-shot pass publishes Pods alone.
 	var co *coordination
 	if !opts.Once {
-		if co, err = newCoordination(ctx, cfg, opts, system, store, health, log); err != nil {
+		if co, err = newCoordination(ctx, cfg, opts, system, store, hl, log); err != nil {
 			return err
 		}
 	}
@@ -160,45 +162,45 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 		return runOnce(ctx, rec, log)
 	}
 	deployments := deploymentReports(rec, co)
-	health.SetDetail(deployments.detail)
-	m := newMetrics(cfg.NodeGroup, append([]metricSource{reconcileMetrics{rec}, deployments}, co.metricSources()...)...)
-	hs := &healthServer{addr: opts.HealthAddr, health: health, metrics: m}
-	lopts := staticpod.LoopOptions{Interval: opts.PollInterval, Health: health}
+	hl.SetDetail(deployments.detail)
+	m := health.NewMetrics(cfg.NodeGroup, append([]health.Source{rec, deployments}, co.metricSources()...)...)
+	hs := &health.Server{Addr: opts.HealthAddr, Health: hl, Metrics: m}
+	lopts := staticpod.LoopOptions{Interval: opts.PollInterval, Health: hl}
 	if co != nil {
 		// While the leader's hints arrive, polling is only a safety net.
 		lopts.Hinted, lopts.Vouched = co.coord.Hinted, co.coord.SafetyPoll
 	}
 	loop := staticpod.NewLoop(rec, lopts)
-	d := &Daemon{
-		Serving:     []Component{hs},
-		Reconcilers: []Component{NewLoopComponent(staticpod.Component, loop.Run)},
-		Health:      health, TTLMargin: opts.TTLMargin, Log: log,
+	d := &daemon.Daemon{
+		Serving:     []daemon.Component{hs},
+		Reconcilers: []daemon.Component{daemon.Loop(staticpod.Component, loop.Run)},
+		Health:      hl, TTLMargin: opts.TTLMargin, Log: log,
 	}
 	if co != nil {
 		// Startup order: durable Service DNS is restored and served and
 		// the leader discovered before the NodeGroup is reconciled.
 		co.hint = loop.Hint
-		d.Serving = append(d.Serving, co.serving(health)...)
+		d.Serving = append(d.Serving, co.serving(hl)...)
 	}
 	if identities != nil {
-		d.Reconcilers = append(d.Reconcilers, NewLoopComponent("workload", func(ctx context.Context) error {
+		d.Reconcilers = append(d.Reconcilers, daemon.Loop("workload", func(ctx context.Context) error {
 			return identities.Run(ctx, identityInterval, loop.IdentityChanged)
 		}))
 	}
 	// Container log export follows the published cluster configuration;
 	// its failures are named in /readyz and never hold Pods back.
-	le := newLogExport(cfg, opts, store, readers, identities, health, log)
-	d.Reconcilers = append(d.Reconcilers, NewLoopComponent(componentLogExport, le.run))
-	hs.routes = map[string]http.Handler{FluentBitConfigRoute: le}
+	le := newLogExport(cfg, opts, store, readers, identities, hl, log)
+	d.Reconcilers = append(d.Reconcilers, daemon.Loop(componentLogExport, le.run))
+	hs.Routes = map[string]http.Handler{FluentBitConfigRoute: le}
 	if b, ok := store.(*localstore.Bucket); ok {
 		// A local bucket notifies its commits: reconcile within
 		// milliseconds, with the poll as the correctness path.
 		w := &IndexWatcher{Bucket: b.Dir(), Changed: loop.Trigger, Log: log.With("component", "index-watcher")}
-		d.Reconcilers = append(d.Reconcilers, NewLoopComponent("index-watcher", w.Run))
+		d.Reconcilers = append(d.Reconcilers, daemon.Loop("index-watcher", w.Run))
 	}
 	if opts.RegistryAddr != "" {
 		rs := newRegistryServer(opts.RegistryAddr, store, log)
-		m.sources = append(m.sources, textMetrics{rs.handler})
+		m.Add(health.Text{Src: rs.handler})
 		d.Serving = append(d.Serving, rs)
 	}
 	if cfg.Provider != "local" || kubeletSocketExists(opts.Root) {
@@ -206,23 +208,23 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 		// API beneath the root at startup. The node is not ready while
 		// kubelet does not answer; Pods kubelet reports not ready are
 		// diagnosed, and a full disk is named.
-		health.Report(componentKubelet, errors.New("kubelet's Pods API has not answered yet"))
+		hl.Report(componentKubelet, errors.New("kubelet's Pods API has not answered yet"))
 		dopts := diagnose.Options{Root: opts.Root, Log: log.With("component", "diagnose"),
-			Disk: func(err error) { health.Report(componentDisk, err) }}
+			Disk: func(err error) { hl.Report(componentDisk, err) }}
 		if co != nil {
 			dopts.Findings = co.coord.PodFindings
 		}
 		diag := diagnose.New(dopts)
-		d.Reconcilers = append(d.Reconcilers, kubeletWatcher(opts, co, health, diag, log), NewLoopComponent("diagnose", diag.Run))
+		d.Reconcilers = append(d.Reconcilers, kubeletWatcher(opts, co, hl, diag, log), daemon.Loop("diagnose", diag.Run))
 	}
 	log.Info("podmin-agent starting", "root", opts.Root, "manifests", rec.ManifestsDir(), "health", opts.HealthAddr,
 		"poll_interval", opts.PollInterval.String())
-	d.Serving = append(d.Serving, &startedHook{fn: func() {
-		log.Info("serving health endpoints", "addr", hs.bound)
+	d.Serving = append(d.Serving, daemon.Hook("started", func() {
+		log.Info("serving health endpoints", "addr", hs.Bound())
 		if opts.Started != nil {
-			opts.Started(hs.bound)
+			opts.Started(hs.Bound())
 		}
-	}})
+	}))
 	return d.Run(ctx)
 }
 
@@ -335,13 +337,6 @@ func (o *onceLeadership) IsLeader() bool {
 // end resigns the lease the pass won.
 func (o *onceLeadership) end() { o.el.Resign() }
 
-// startedHook reports that the serving components run.
-type startedHook struct{ fn func() }
-
-func (s *startedHook) Name() string                { return "started" }
-func (s *startedHook) Start(context.Context) error { s.fn(); return nil }
-func (s *startedHook) Stop(context.Context) error  { return nil }
-
 // kubeletSocketExists reports whether kubelet's Pods API socket exists
 // beneath root.
 func kubeletSocketExists(root string) bool {
@@ -359,7 +354,7 @@ const (
 // the coordinator this node's ready endpoints, hints the dataplane to
 // refresh its interfaces and feeds the diagnoser; a kubelet that stops
 // answering makes the node not ready until it answers again.
-func kubeletWatcher(opts Options, co *coordination, health *Health, diag *diagnose.Diagnoser, log *slog.Logger) Component {
+func kubeletWatcher(opts Options, co *coordination, hl *health.Health, diag *diagnose.Diagnoser, log *slog.Logger) daemon.Component {
 	wopts := pods.Options{
 		Socket: filepath.Join(opts.Root, filepath.FromSlash(pods.SocketPath)),
 		Log:    log.With("component", "pods"),
@@ -371,19 +366,19 @@ func kubeletWatcher(opts Options, co *coordination, health *Health, diag *diagno
 				}
 			}
 			log.Debug("kubelet Pods refreshed", "pods", len(ps), "ready", ready)
-			health.Report(componentKubelet, nil)
+			hl.Report(componentKubelet, nil)
 			if co != nil {
 				co.podsChanged(ps)
 			}
 			diag.Update(ps)
 		},
 		Lost: func(err error) {
-			health.Report(componentKubelet, fmt.Errorf("kubelet is down: its Pods API at %s does not answer: %w: check kubelet (systemctl status kubelet)",
+			hl.Report(componentKubelet, fmt.Errorf("kubelet is down: its Pods API at %s does not answer: %w: check kubelet (systemctl status kubelet)",
 				pods.SocketPath, err))
 			if co != nil {
 				co.coord.KubeletLost(err) // readiness is unknown until kubelet answers again
 			}
 		},
 	}
-	return NewLoopComponent("pods", pods.New(wopts).Run)
+	return daemon.Loop("pods", pods.New(wopts).Run)
 }

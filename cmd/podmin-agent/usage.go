@@ -11,6 +11,7 @@ import (
 
 	"podmin.dev/podmin/agent"
 	"podmin.dev/podmin/agent/dataplane"
+	"podmin.dev/podmin/agent/health"
 	"podmin.dev/podmin/agent/pods"
 	"podmin.dev/podmin/agent/registry"
 	"podmin.dev/podmin/agent/service"
@@ -156,7 +157,7 @@ Endpoints (loopback only):
              answers by response code; the dataplane's packets, drops by reason,
              NAT-port exhaustion and map memory; registry bytes served and
              refusals by reason
-`, agent.EnvRoot, agent.EnvOnce, agent.EnvPollInterval, agent.DefaultPollInterval, agent.EnvHealthAddr, agent.DefaultHealthAddr,
+`, agent.EnvRoot, agent.EnvOnce, agent.EnvPollInterval, agent.DefaultPollInterval, agent.EnvHealthAddr, health.DefaultAddr,
 		agent.EnvRegistryAddr, registry.DefaultAddress, agent.EnvTTLMargin, agent.DefaultTTLMargin,
 		nodepod.ManifestsDir, nodepod.WorkloadsDir, pods.SocketPath, "XDG_DATA_HOME, HOME", "AWS_*",
 		agent.EnvDNSAddr, service.DefaultAddr, agent.EnvAPIAddr, agent.EnvNodeID, agent.EnvNodeAddr, agent.EnvDataplane,
