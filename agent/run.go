@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"podmin.dev/podmin/agent/coordinator/election"
+	"podmin.dev/podmin/agent/cri"
 	"podmin.dev/podmin/agent/daemon"
 	"podmin.dev/podmin/agent/diagnose"
 	"podmin.dev/podmin/agent/health"
@@ -145,7 +146,7 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	}
 	// One CRI client pre-pulls new images and tells when a replaced Pod
 	// stopped.
-	cri := newCRIRuntime(opts.Root, log)
+	cri := cri.New(opts.Root, log)
 	sopts.Prepull, sopts.Stopper = cri, cri
 	if identities != nil {
 		sopts.Identity = identities
