@@ -10,50 +10,13 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	localstore "podmin.dev/podmin/internal/objstore/local"
 )
-
-func TestRegistryComponentServesLoopback(t *testing.T) {
-	ctx := context.Background()
-	b := localstore.Open(filepath.Join(t.TempDir(), "bucket"))
-	if err := b.CreateBucket(ctx); err != nil {
-		t.Fatal(err)
-	}
-	s := newRegistryServer("127.0.0.1:0", b, slog.New(slog.DiscardHandler))
-	if err := s.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	client := &http.Client{Timeout: 10 * time.Second}
-	get := func(path string) (int, string) {
-		resp, err := client.Get("http://" + s.bound + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
-	}
-	if code, _ := get("/v2/"); code != http.StatusOK {
-		t.Fatalf("GET /v2/ = %d", code)
-	}
-	if code, body := get("/v2/apps/hello/manifests/v1"); code != http.StatusNotFound || !strings.Contains(body, "errors") {
-		t.Fatalf("unknown image: %d %s", code, body)
-	}
-	if err := s.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.Get("http://" + s.bound + "/v2/"); err == nil {
-		t.Fatal("the registry still serves after Stop")
-	}
-}
 
 func TestRegistryAddressFromEnv(t *testing.T) {
 	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }

@@ -25,6 +25,7 @@ import (
 	"podmin.dev/podmin/agent/identity"
 	"podmin.dev/podmin/agent/mounts"
 	"podmin.dev/podmin/agent/pods"
+	"podmin.dev/podmin/agent/registry"
 	"podmin.dev/podmin/agent/staticpod"
 	"podmin.dev/podmin/agent/workload"
 	"podmin.dev/podmin/internal/cloud"
@@ -196,12 +197,12 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	if b, ok := store.(*localstore.Bucket); ok {
 		// A local bucket notifies its commits: reconcile within
 		// milliseconds, with the poll as the correctness path.
-		w := &IndexWatcher{Bucket: b.Dir(), Changed: loop.Trigger, Log: log.With("component", "index-watcher")}
+		w := &staticpod.IndexWatcher{Bucket: b.Dir(), Changed: loop.Trigger, Log: log.With("component", "index-watcher")}
 		d.Reconcilers = append(d.Reconcilers, daemon.Loop("index-watcher", w.Run))
 	}
 	if opts.RegistryAddr != "" {
-		rs := newRegistryServer(opts.RegistryAddr, store, log)
-		m.Add(health.Text{Src: rs.handler})
+		rs := registry.NewServer(opts.RegistryAddr, EnvRegistryAddr, store, log)
+		m.Add(health.Text{Src: rs.Handler()})
 		d.Serving = append(d.Serving, rs)
 	}
 	if cfg.Provider != "local" || kubeletSocketExists(opts.Root) {
