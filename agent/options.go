@@ -18,6 +18,7 @@ import (
 	"podmin.dev/podmin/agent/registry"
 	"podmin.dev/podmin/agent/service"
 	"podmin.dev/podmin/agent/staticpod"
+	"podmin.dev/podmin/agent/telemetry"
 	"podmin.dev/podmin/agent/workload"
 )
 
@@ -64,7 +65,7 @@ const (
 	EnvDataplane = "PODMIN_AGENT_DATAPLANE"
 	// EnvFluentBitRestart is the command that restarts Fluent Bit when
 	// its configuration, CA bundle or client identity changes (default on
-	// a cloud node: DefaultFluentBitRestart; in local node mode none);
+	// a cloud node: telemetry.DefaultFluentBitRestart; in local node mode none);
 	// "off" restarts nothing.
 	EnvFluentBitRestart = "PODMIN_AGENT_FLUENT_BIT_RESTART"
 	// EnvRestartWindow spreads the Pod restarts that new workload leaves
@@ -131,7 +132,7 @@ type Options struct {
 	Dataplane string
 	// RestartFluentBit restarts Fluent Bit onto a new configuration,
 	// CA bundle or client identity (container log export); nil means
-	// DefaultFluentBitRestart on a cloud node and nothing in local node
+	// telemetry.DefaultFluentBitRestart on a cloud node and nothing in local node
 	// mode.
 	RestartFluentBit func(ctx context.Context) error
 	// CARefreshInterval is how often the exporter CA bundle is fetched
@@ -232,10 +233,10 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 	default:
 		argv := strings.Fields(v)
 		if len(argv) == 0 {
-			errs = append(errs, fmt.Errorf("%s=%q names no command: use e.g. %q, or off", EnvFluentBitRestart, v, DefaultFluentBitRestart))
+			errs = append(errs, fmt.Errorf("%s=%q names no command: use e.g. %q, or off", EnvFluentBitRestart, v, telemetry.DefaultFluentBitRestart))
 			break
 		}
-		o.RestartFluentBit = commandRestart(argv)
+		o.RestartFluentBit = telemetry.CommandRestart(argv)
 	}
 	duration := func(name string, min time.Duration, dst *time.Duration) {
 		v := getenv(name)

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
 )
 
 func TestRegistryAddressFromEnv(t *testing.T) {

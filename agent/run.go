@@ -27,6 +27,7 @@ import (
 	"podmin.dev/podmin/agent/pods"
 	"podmin.dev/podmin/agent/registry"
 	"podmin.dev/podmin/agent/staticpod"
+	"podmin.dev/podmin/agent/telemetry"
 	"podmin.dev/podmin/agent/workload"
 	"podmin.dev/podmin/internal/cloud"
 	awscloud "podmin.dev/podmin/internal/cloud/aws"
@@ -191,9 +192,16 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	}
 	// Container log export follows the published cluster configuration;
 	// its failures are named in /readyz and never hold Pods back.
-	le := newLogExport(cfg, opts, store, readers, identities, hl, log)
-	d.Reconcilers = append(d.Reconcilers, daemon.Loop(componentLogExport, le.run))
-	hs.Routes = map[string]http.Handler{FluentBitConfigRoute: le}
+	le := telemetry.NewExport(telemetry.ExportOptions{Cluster: cfg.Cluster, NodeGroup: cfg.NodeGroup, NodeID: opts.NodeID,
+		Root: opts.Root, Local: localMode(cfg), Bucket: cfg.Bucket, Store: store, Readers: readers, Identities: identities,
+		Health: hl, Restart: opts.RestartFluentBit, CARefreshInterval: opts.CARefreshInterval, Interval: identityInterval, Log: log,
+		OpenBucket: func(ctx context.Context, name string) (objstore.Store, error) {
+			c := cfg
+			c.Bucket = name
+			return openStore(ctx, c, opts)
+		}})
+	d.Reconcilers = append(d.Reconcilers, daemon.Loop(telemetry.Component, le.Run))
+	hs.Routes = map[string]http.Handler{telemetry.FluentBitConfigRoute: le}
 	if b, ok := store.(*localstore.Bucket); ok {
 		// A local bucket notifies its commits: reconcile within
 		// milliseconds, with the poll as the correctness path.

@@ -15,6 +15,7 @@ import (
 	"podmin.dev/podmin/agent/pods"
 	"podmin.dev/podmin/agent/registry"
 	"podmin.dev/podmin/agent/service"
+	"podmin.dev/podmin/agent/telemetry"
 	"podmin.dev/podmin/internal/nodepod"
 )
 
@@ -161,6 +162,6 @@ Endpoints (loopback only):
 		agent.EnvRegistryAddr, registry.DefaultAddress, agent.EnvTTLMargin, agent.DefaultTTLMargin,
 		nodepod.ManifestsDir, nodepod.WorkloadsDir, pods.SocketPath, "XDG_DATA_HOME, HOME", "AWS_*",
 		agent.EnvDNSAddr, service.DefaultAddr, agent.EnvAPIAddr, agent.EnvNodeID, agent.EnvNodeAddr, agent.EnvDataplane,
-		service.DefaultStatePath, agent.EnvFluentBitRestart, agent.DefaultFluentBitRestart,
-		agent.FluentBitConfigPath, agent.TelemetryDir, agent.EnvRestartWindow, dataplane.DefaultPinPath, service.DefaultZonePath, agent.EnvDrain)
+		service.DefaultStatePath, agent.EnvFluentBitRestart, telemetry.DefaultFluentBitRestart,
+		telemetry.FluentBitConfigPath, telemetry.Dir, agent.EnvRestartWindow, dataplane.DefaultPinPath, service.DefaultZonePath, agent.EnvDrain)
 }
