@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"podmin.dev/podmin/agent/coordinator"
 	"podmin.dev/podmin/agent/telemetry"
 	localstore "podmin.dev/podmin/internal/objstore/local"
 	"podmin.dev/podmin/internal/pki"
@@ -82,7 +83,7 @@ func startLogAgent(t *testing.T, tfvars string, objects map[string][]byte, failR
 		a.failRestarts.Store(n)
 	}
 	opts := Options{Root: a.root, HealthAddr: "127.0.0.1:0", PollInterval: 50 * time.Millisecond, DataDir: data,
-		NodeID: "node-1", CARefreshInterval: 20 * time.Millisecond,
+		Settings: coordinator.Settings{NodeID: "node-1"}, CARefreshInterval: 20 * time.Millisecond,
 		RestartFluentBit: func(context.Context) error {
 			if a.failRestarts.Add(-1) >= 0 {
 				return errors.New("fluent-bit.service: unit not found")

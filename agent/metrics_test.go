@@ -15,6 +15,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"podmin.dev/podmin/agent/coordinator"
 	"podmin.dev/podmin/agent/dataplane"
 )
 
@@ -84,10 +85,9 @@ func TestMetricsCoverEverySubsystem(t *testing.T) {
 		l.Close()
 	}
 	dp := &statsDataplane{}
-	saved := newDataplane
-	newDataplane = func(dataplane.Config) (programmer, error) { return dp, nil }
-	t.Cleanup(func() { newDataplane = saved })
+	load := func(dataplane.Config) (coordinator.Dataplane, error) { return dp, nil }
 	a := startLocalAgent(t, 20*time.Millisecond, func(o *Options) {
+		o.NewDataplane = load
 		o.DNSAddr, o.APIAddr, o.Dataplane = "127.0.0.1:0", "[::1]:0", DataplaneOn
 		o.NodeAddr = netip.MustParseAddr("2600:1f14::1")
 		storeClusterCA(t, o.DataDir)
