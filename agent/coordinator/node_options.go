@@ -5,12 +5,12 @@
 package coordinator
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"time"
 
-	"errors"
-	"fmt"
 	"podmin.dev/podmin/agent/dataplane"
 	"podmin.dev/podmin/agent/health"
 	"podmin.dev/podmin/agent/identity"

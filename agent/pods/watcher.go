@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -18,8 +20,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	podsapi "k8s.io/kubelet/pkg/apis/pods/v1alpha1"
-	"os"
-	"path/filepath"
 )
 
 // SocketPath is kubelet's Pods API socket, relative to the node root.

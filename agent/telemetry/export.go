@@ -21,6 +21,7 @@ import (
 	"podmin.dev/podmin/agent/health"
 	"podmin.dev/podmin/agent/mounts"
 	"podmin.dev/podmin/agent/workload"
+	"podmin.dev/podmin/internal/backoff"
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/otellogs"
 	"podmin.dev/podmin/internal/state"
@@ -269,7 +270,8 @@ func (l *Export) Run(ctx context.Context) error {
 	// a workload CA not read yet, is retried sooner with backoff.
 	idTimer := time.NewTimer(0)
 	defer idTimer.Stop()
-	backoff := time.Duration(0)
+	idRetry := backoff.Policy{Min: 250 * time.Millisecond, Max: l.opts.Interval}
+	failures := 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -297,10 +299,10 @@ func (l *Export) Run(ctx context.Context) error {
 			}
 			next := l.opts.Interval
 			if err != nil {
-				backoff = min(max(2*backoff, 250*time.Millisecond), l.opts.Interval)
-				next = backoff
+				failures++
+				next = idRetry.Delay(failures)
 			} else {
-				backoff = 0
+				failures = 0
 			}
 			idTimer.Reset(next)
 		}
