@@ -125,7 +125,7 @@ func TestMetricsCoverEverySubsystem(t *testing.T) {
 		"podmin_agent_dns_answers_total": func(s map[string]float64) bool {
 			return s[ng+`,rcode="NOERROR"`] >= 1 && s[ng+`,rcode="NXDOMAIN"`] >= 1
 		},
-		// The deployment's own families (deployment_status.go): applied,
+		// The deployment's own families (coordinator.DeploymentStatus): applied,
 		// readiness unknown without a kubelet, no error.
 		"podmin_agent_deployment_applied":                   func(s map[string]float64) bool { return s[ng+`,deployment="web"`] == 1 },
 		"podmin_agent_deployment_ready":                     func(s map[string]float64) bool { return s[ng+`,deployment="web"`] == -1 },
