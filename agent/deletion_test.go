@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"podmin.dev/podmin/agent/health"
 	"podmin.dev/podmin/agent/staticpod"
 	"podmin.dev/podmin/internal/objstore"
 	localstore "podmin.dev/podmin/internal/objstore/local"
@@ -25,7 +26,7 @@ import (
 // Run assembles them, on any bucket.
 type deletionNode struct {
 	rec       *staticpod.Reconciler
-	hs        *healthServer
+	hs        *health.Server
 	manifests string
 }
 
@@ -36,10 +37,10 @@ func startDeletionNode(t *testing.T, b objstore.Bucket) *deletionNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	health := NewHealth(staticpod.Component)
+	hl := health.NewHealth(staticpod.Component)
 	loop := staticpod.NewLoop(rec, staticpod.LoopOptions{Interval: 20 * time.Millisecond, MinBackoff: 10 * time.Millisecond,
-		MaxBackoff: 40 * time.Millisecond, Health: health})
-	n := &deletionNode{rec: rec, hs: &healthServer{addr: "127.0.0.1:0", health: health}, manifests: rec.ManifestsDir()}
+		MaxBackoff: 40 * time.Millisecond, Health: hl})
+	n := &deletionNode{rec: rec, hs: &health.Server{Addr: "127.0.0.1:0", Health: hl}, manifests: rec.ManifestsDir()}
 	if err := n.hs.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func startDeletionNode(t *testing.T, b objstore.Bucket) *deletionNode {
 }
 
 func (n *deletionNode) readyz(t *testing.T) (int, string) {
-	return (&localAgent{health: n.hs.bound}).get(t, "/readyz")
+	return (&localAgent{health: n.hs.Bound()}).get(t, "/readyz")
 }
 
 // files returns every file of the static Pod directory with its content.

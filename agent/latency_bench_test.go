@@ -58,7 +58,7 @@ func benchPropagation(b *testing.B, store objstore.Store, exists func(context.Co
 	done := make(chan struct{}, 2)
 	go func() { _ = loop.Run(ctx); done <- struct{}{} }()
 	if localDir != "" {
-		w := &IndexWatcher{Bucket: localDir, Changed: loop.Trigger}
+		w := &staticpod.IndexWatcher{Bucket: localDir, Changed: loop.Trigger}
 		go func() { _ = w.Run(ctx); done <- struct{}{} }()
 	} else {
 		done <- struct{}{}

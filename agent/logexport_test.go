@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"podmin.dev/podmin/agent/coordinator"
 	"podmin.dev/podmin/agent/telemetry"
 	localstore "podmin.dev/podmin/internal/objstore/local"
 	"podmin.dev/podmin/internal/pki"
@@ -82,7 +83,7 @@ func startLogAgent(t *testing.T, tfvars string, objects map[string][]byte, failR
 		a.failRestarts.Store(n)
 	}
 	opts := Options{Root: a.root, HealthAddr: "127.0.0.1:0", PollInterval: 50 * time.Millisecond, DataDir: data,
-		NodeID: "node-1", CARefreshInterval: 20 * time.Millisecond,
+		Settings: coordinator.Settings{NodeID: "node-1"}, CARefreshInterval: 20 * time.Millisecond,
 		RestartFluentBit: func(context.Context) error {
 			if a.failRestarts.Add(-1) >= 0 {
 				return errors.New("fluent-bit.service: unit not found")
@@ -131,10 +132,10 @@ func TestAgentExportsContainerLogs(t *testing.T) {
 	a := startLogAgent(t, `{"version": 1, "cluster": "demo", "provider": "local",
 		"otel_logs": "endpoint=https://otlp.example.com/v1/logs,mtls=true,ca=s3://`+logBucket+`/otel/ca.pem,headers-secret=true"}`,
 		map[string][]byte{"otel/ca.pem": good})
-	config := a.path(FluentBitConfigPath)
-	caFile := a.path(TelemetryDir + "/ca.pem")
+	config := a.path(telemetry.FluentBitConfigPath)
+	caFile := a.path(telemetry.Dir + "/ca.pem")
 	waitFor(t, 20*time.Second, "the Fluent Bit configuration pinned to a telemetry generation", func() bool {
-		return fileContains(config, "tls.crt_file: "+a.path(TelemetryDir+"/"+telemetry.GenerationsDir)) && a.restarts.Load() >= 1
+		return fileContains(config, "tls.crt_file: "+a.path(telemetry.Dir+"/"+telemetry.GenerationsDir)) && a.restarts.Load() >= 1
 	})
 	if m := mode(t, config); m != 0o600 {
 		t.Errorf("configuration mode %v, want 0600", m)
@@ -148,11 +149,11 @@ func TestAgentExportsContainerLogs(t *testing.T) {
 			t.Errorf("configuration lacks %q:\n%s", want, cfgText)
 		}
 	}
-	link, err := os.Readlink(a.path(TelemetryDir + "/" + telemetry.CurrentLink))
+	link, err := os.Readlink(a.path(telemetry.Dir + "/" + telemetry.CurrentLink))
 	if err != nil {
 		t.Fatal(err)
 	}
-	gen := filepath.Join(a.path(TelemetryDir), link)
+	gen := filepath.Join(a.path(telemetry.Dir), link)
 	for _, f := range []string{telemetry.CertFile, telemetry.KeyFile} {
 		if m := mode(t, filepath.Join(gen, f)); m != 0o600 {
 			t.Errorf("%s mode %v, want 0600", f, m)
@@ -224,7 +225,7 @@ func TestAgentWithoutLogExportWritesNothing(t *testing.T) {
 			})
 			// Let the workload identities settle: still nothing appears.
 			time.Sleep(200 * time.Millisecond)
-			for _, p := range []string{FluentBitConfigPath, TelemetryDir} {
+			for _, p := range []string{telemetry.FluentBitConfigPath, telemetry.Dir} {
 				if _, err := os.Lstat(a.path(p)); !os.IsNotExist(err) {
 					t.Errorf("%s exists: %v", p, err)
 				}
@@ -235,8 +236,8 @@ func TestAgentWithoutLogExportWritesNothing(t *testing.T) {
 			if _, body := a.get(t, "/readyz"); strings.Contains(body, "log-export") {
 				t.Errorf("/readyz names log export: %s", body)
 			}
-			if code, body := a.post(t, FluentBitConfigRoute); code != 503 || !strings.Contains(body, "not configured") {
-				t.Errorf("POST %s without log export = %d %q, want 503", FluentBitConfigRoute, code, body)
+			if code, body := a.post(t, telemetry.FluentBitConfigRoute); code != 503 || !strings.Contains(body, "not configured") {
+				t.Errorf("POST %s without log export = %d %q, want 503", telemetry.FluentBitConfigRoute, code, body)
 			}
 		})
 	}
@@ -261,7 +262,7 @@ func (a *logAgent) post(t *testing.T, path string) (int, string) {
 func TestFluentBitStartRereadsTheHeaders(t *testing.T) {
 	a := startLogAgent(t, `{"version": 1, "cluster": "demo", "provider": "local",
 		"otel_logs": "endpoint=https://otlp.example.com/v1/logs,headers-secret=true"}`, nil)
-	config := a.path(FluentBitConfigPath)
+	config := a.path(telemetry.FluentBitConfigPath)
 	waitFor(t, 20*time.Second, "the first configuration", func() bool {
 		return fileContains(config, "Authorization Bearer s3cr3t-token") && a.restarts.Load() == 1
 	})
@@ -270,12 +271,12 @@ func TestFluentBitStartRereadsTheHeaders(t *testing.T) {
 	if err := store.Update(t.Context(), hname, secrets.Value(`{"Authorization": "Bearer r0tated-token"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if code, _ := a.get(t, FluentBitConfigRoute); code != http.StatusMethodNotAllowed {
-		t.Errorf("GET %s = %d, want 405", FluentBitConfigRoute, code)
+	if code, _ := a.get(t, telemetry.FluentBitConfigRoute); code != http.StatusMethodNotAllowed {
+		t.Errorf("GET %s = %d, want 405", telemetry.FluentBitConfigRoute, code)
 	}
-	code, body := a.post(t, FluentBitConfigRoute)
+	code, body := a.post(t, telemetry.FluentBitConfigRoute)
 	if code != 200 || strings.Contains(body, "token") {
-		t.Fatalf("POST %s = %d %q", FluentBitConfigRoute, code, body)
+		t.Fatalf("POST %s = %d %q", telemetry.FluentBitConfigRoute, code, body)
 	}
 	if !fileContains(config, "Authorization Bearer r0tated-token") || fileContains(config, "s3cr3t-token") {
 		t.Fatal("the configuration does not carry the rotated header")
@@ -291,7 +292,7 @@ func TestFluentBitStartRereadsTheHeaders(t *testing.T) {
 	if err := store.Update(t.Context(), hname, secrets.Value(`not json: l3aked-value`)); err != nil {
 		t.Fatal(err)
 	}
-	code, body = a.post(t, FluentBitConfigRoute)
+	code, body = a.post(t, telemetry.FluentBitConfigRoute)
 	if code != 503 || strings.Contains(body, "l3aked") || strings.Contains(a.logs.String(), "l3aked") {
 		t.Fatalf("POST with an invalid headers secret = %d %q", code, body)
 	}
@@ -345,55 +346,10 @@ func TestAgentRetriesAFailedFluentBitRestart(t *testing.T) {
 	if n := strings.Count(a.logs.String(), "fluent-bit not restarted"); n != 2 || !strings.Contains(a.logs.String(), "unit not found") {
 		t.Errorf("%d failed restarts logged, want 2", n)
 	}
-	if mode(t, a.path(FluentBitConfigPath)) != 0o600 {
+	if mode(t, a.path(telemetry.FluentBitConfigPath)) != 0o600 {
 		t.Error("configuration mode")
 	}
-	if _, err := os.Lstat(a.path(TelemetryDir + "/" + telemetry.CurrentLink)); !os.IsNotExist(err) {
+	if _, err := os.Lstat(a.path(telemetry.Dir + "/" + telemetry.CurrentLink)); !os.IsNotExist(err) {
 		t.Errorf("mtls=false issued a telemetry identity: %v", err)
-	}
-}
-
-// TestReadOtelLogs reads the setting from both published forms: the AWS
-// module's variables and the local cluster configuration.
-func TestReadOtelLogs(t *testing.T) {
-	const value = "endpoint=https://otlp.example.com/v1/logs,mtls=true"
-	// The shapes setup publishes (builtins/infra's Vars and the local
-	// ClusterConfig), written out: the agent does not import builtins.
-	aws := []byte(`{"cluster": "demo", "region": "eu-west-1", "account_id": "123456789012", "bucket": "demo-state",
-		"nodegroups": {"workers": {"size": 1, "user_data": "..."}}, "workload_ca_publish": null,
-		"otel_logs": "` + value + `", "jool_archives": {}}`)
-	local := []byte(`{"version": 1, "cluster": "demo", "provider": "local", "region": "local", "bucket": "demo",
-		"nodegroups": [{"name": "workers", "size": 1, "disk_size": 20}], "otel_logs": "` + value + `"}`)
-	other := []byte(`{"cluster": "prod", "otel_logs": "` + value + `"}`)
-	for name, tc := range map[string]struct {
-		doc  []byte
-		want string
-		err  string
-	}{
-		"aws":           {doc: aws, want: value},
-		"local":         {doc: local, want: value},
-		"none":          {},
-		"other cluster": {doc: other, err: `belongs to cluster "prod"`},
-		"garbage":       {doc: []byte("{"), err: "not valid JSON"},
-	} {
-		b := localstore.Open(filepath.Join(t.TempDir(), "b"))
-		if err := b.CreateBucket(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		if tc.doc != nil {
-			if _, err := b.Put(t.Context(), state.TFVarsPath, tc.doc); err != nil {
-				t.Fatal(err)
-			}
-		}
-		got, err := readOtelLogs(t.Context(), b, "demo")
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("%s: %v, want %q", name, err, tc.err)
-			}
-			continue
-		}
-		if err != nil || got != tc.want {
-			t.Errorf("%s: %q %v, want %q", name, got, err, tc.want)
-		}
 	}
 }

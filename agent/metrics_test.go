@@ -5,11 +5,7 @@
 package agent
 
 import (
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"regexp"
 	"strconv"
@@ -19,6 +15,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"podmin.dev/podmin/agent/coordinator"
 	"podmin.dev/podmin/agent/dataplane"
 )
 
@@ -88,10 +85,9 @@ func TestMetricsCoverEverySubsystem(t *testing.T) {
 		l.Close()
 	}
 	dp := &statsDataplane{}
-	saved := newDataplane
-	newDataplane = func(dataplane.Config) (programmer, error) { return dp, nil }
-	t.Cleanup(func() { newDataplane = saved })
+	load := func(dataplane.Config) (coordinator.Dataplane, error) { return dp, nil }
 	a := startLocalAgent(t, 20*time.Millisecond, func(o *Options) {
+		o.NewDataplane = load
 		o.DNSAddr, o.APIAddr, o.Dataplane = "127.0.0.1:0", "[::1]:0", DataplaneOn
 		o.NodeAddr = netip.MustParseAddr("2600:1f14::1")
 		storeClusterCA(t, o.DataDir)
@@ -129,7 +125,7 @@ func TestMetricsCoverEverySubsystem(t *testing.T) {
 		"podmin_agent_dns_answers_total": func(s map[string]float64) bool {
 			return s[ng+`,rcode="NOERROR"`] >= 1 && s[ng+`,rcode="NXDOMAIN"`] >= 1
 		},
-		// The deployment's own families (deployment_status.go): applied,
+		// The deployment's own families (coordinator.DeploymentStatus): applied,
 		// readiness unknown without a kubelet, no error.
 		"podmin_agent_deployment_applied":                   func(s map[string]float64) bool { return s[ng+`,deployment="web"`] == 1 },
 		"podmin_agent_deployment_ready":                     func(s map[string]float64) bool { return s[ng+`,deployment="web"`] == -1 },
@@ -161,38 +157,5 @@ func TestMetricsCoverEverySubsystem(t *testing.T) {
 		if _, known := checks[family]; !known {
 			t.Errorf("family %s is not checked by this test", family)
 		}
-	}
-}
-
-// hostileSource writes a sample whose label value and help text hold what
-// the text format must escape, and registry-style text of its own.
-type hostileSource struct{}
-
-func (hostileSource) writeMetrics(w *promWriter) {
-	w.family("podmin_test_hostile", "gauge", "Help with a \\ backslash\nand a newline.")
-	w.sample("podmin_test_hostile", 1, label("pod", "a\"b\\c\nd é"))
-}
-
-// Every sample and help text is escaped as Prometheus' own parser reads it
-// back: label values with quotes, backslashes, newlines and non-ASCII.
-func TestMetricsEscapeAsPrometheusReadsThem(t *testing.T) {
-	m := newMetrics("work\"ers", hostileSource{})
-	rec := httptest.NewRecorder()
-	m.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	p := expfmt.NewTextParser(model.LegacyValidation)
-	fams, err := p.TextToMetricFamilies(strings.NewReader(rec.Body.String()))
-	if err != nil {
-		t.Fatalf("the exposition does not parse: %v\n%s", err, rec.Body.String())
-	}
-	f := fams["podmin_test_hostile"]
-	if f == nil || f.GetHelp() != "Help with a \\ backslash\nand a newline." || len(f.Metric) != 1 {
-		t.Fatalf("family read back: %v", f)
-	}
-	labels := map[string]string{}
-	for _, l := range f.Metric[0].Label {
-		labels[l.GetName()] = l.GetValue()
-	}
-	if labels["nodegroup"] != "work\"ers" || labels["pod"] != "a\"b\\c\nd é" {
-		t.Fatalf("labels read back %q", labels)
 	}
 }

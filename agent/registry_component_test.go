@@ -10,50 +10,12 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
-
-	localstore "podmin.dev/podmin/internal/objstore/local"
 )
-
-func TestRegistryComponentServesLoopback(t *testing.T) {
-	ctx := context.Background()
-	b := localstore.Open(filepath.Join(t.TempDir(), "bucket"))
-	if err := b.CreateBucket(ctx); err != nil {
-		t.Fatal(err)
-	}
-	s := newRegistryServer("127.0.0.1:0", b, slog.New(slog.DiscardHandler))
-	if err := s.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	client := &http.Client{Timeout: 10 * time.Second}
-	get := func(path string) (int, string) {
-		resp, err := client.Get("http://" + s.bound + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
-	}
-	if code, _ := get("/v2/"); code != http.StatusOK {
-		t.Fatalf("GET /v2/ = %d", code)
-	}
-	if code, body := get("/v2/apps/hello/manifests/v1"); code != http.StatusNotFound || !strings.Contains(body, "errors") {
-		t.Fatalf("unknown image: %d %s", code, body)
-	}
-	if err := s.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.Get("http://" + s.bound + "/v2/"); err == nil {
-		t.Fatal("the registry still serves after Stop")
-	}
-}
 
 func TestRegistryAddressFromEnv(t *testing.T) {
 	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -122,36 +84,5 @@ func TestMetricsScrapeRegistryCounters(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("/metrics lacks %q:\n%s", missing, body)
 		}
-	}
-}
-
-// The coordinator tells a pull refused by the node's registry from a real
-// failure by the address the registry serves at now: none before it
-// listens, its bound address while it serves, none once stopped.
-func TestRegistryComponentSaysWhileItServes(t *testing.T) {
-	ctx := context.Background()
-	b := localstore.Open(filepath.Join(t.TempDir(), "bucket"))
-	if err := b.CreateBucket(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var none *registryServer
-	if got := none.serving(); got != "" {
-		t.Fatalf("no registry serves at %q", got)
-	}
-	s := newRegistryServer("127.0.0.1:0", b, slog.New(slog.DiscardHandler))
-	if got := s.serving(); got != "" {
-		t.Fatalf("before it listens: %q", got)
-	}
-	if err := s.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if got := s.serving(); got == "" || got != s.bound || strings.HasSuffix(got, ":0") {
-		t.Fatalf("while it serves: %q (bound %q)", got, s.bound)
-	}
-	if err := s.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if got := s.serving(); got != "" {
-		t.Fatalf("after it stopped: %q", got)
 	}
 }

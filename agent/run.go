@@ -11,65 +11,35 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"path/filepath"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"podmin.dev/podmin/agent/coordinator"
 	"podmin.dev/podmin/agent/coordinator/election"
+	"podmin.dev/podmin/agent/cri"
+	"podmin.dev/podmin/agent/daemon"
 	"podmin.dev/podmin/agent/diagnose"
-	"podmin.dev/podmin/agent/identity"
-	"podmin.dev/podmin/agent/mounts"
+	"podmin.dev/podmin/agent/health"
 	"podmin.dev/podmin/agent/pods"
+	"podmin.dev/podmin/agent/provider"
+	"podmin.dev/podmin/agent/registry"
 	"podmin.dev/podmin/agent/staticpod"
+	"podmin.dev/podmin/agent/telemetry"
 	"podmin.dev/podmin/agent/workload"
-	"podmin.dev/podmin/internal/cloud"
-	awscloud "podmin.dev/podmin/internal/cloud/aws"
-	cloudlocal "podmin.dev/podmin/internal/cloud/local"
 	"podmin.dev/podmin/internal/objstore"
 	localstore "podmin.dev/podmin/internal/objstore/local"
-	"podmin.dev/podmin/internal/secrets"
-	secretslocal "podmin.dev/podmin/internal/secrets/local"
 )
 
-// openStore opens the cluster bucket read-side.
-func openStore(ctx context.Context, cfg Config, opts Options) (objstore.Bucket, error) {
-	var p cloud.Provider = awscloud.Provider{}
-	if cfg.Provider == "local" {
-		if opts.DataDir == "" && !filepath.IsAbs(cfg.Bucket) {
-			return nil, fmt.Errorf("--bucket %q is a name, but the Podmin data directory is unknown: pass an absolute directory or set XDG_DATA_HOME", cfg.Bucket)
-		}
-		p = cloudlocal.New(opts.DataDir)
-	}
-	if err := p.ValidateBucketName(cfg.Bucket); err != nil {
-		return nil, fmt.Errorf("--bucket: %w", err)
-	}
-	b, err := p.OpenBucket(ctx, cloud.BucketRef{Bucket: cfg.Bucket, Region: cfg.Region})
-	if err != nil {
-		return nil, fmt.Errorf("open bucket %s: %w", cfg.Bucket, err)
-	}
-	return b, nil
-}
+// Health components the kubelet watcher and the diagnoser report under.
+const (
+	componentKubelet = "kubelet"
+	componentDisk    = "disk"
+)
 
-// secretReaders returns the providers whose values this node can mount.
-func secretReaders(ctx context.Context, cfg Config, opts Options) (map[string]mounts.Reader, error) {
-	readers := map[string]mounts.Reader{}
-	if cfg.Provider == "local" {
-		if opts.DataDir != "" {
-			readers[secrets.Local] = mounts.StoreReader{Store: secretslocal.New(filepath.Join(opts.DataDir, "secrets"))}
-		}
-		return readers, nil
-	}
-	for _, name := range []string{secrets.ParameterStore, secrets.SecretsManager} {
-		s, err := awscloud.OpenSecrets(ctx, name, awscloud.SecretsOptions{Region: cfg.Region})
-		if err != nil {
-			return nil, err
-		}
-		readers[name] = mounts.StoreReader{Store: s}
-	}
-	return readers, nil
-}
+// identityInterval is how often the agent re-reads identity/ca.json and
+// checks its leaves for renewal (and paces the log export's retries).
+const identityInterval = 30 * time.Second
 
 // Run is the agent: it validates cfg, assembles the components and runs
 // them until ctx ends (SIGTERM), then shuts down in order.
@@ -87,74 +57,76 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("cluster", cfg.Cluster)
-	store, err := openStore(ctx, cfg, opts)
+	// The provider: the cluster bucket, the secrets Pods mount, the system
+	// secrets holding the cluster and workload CAs.
+	place := provider.Node{Provider: cfg.Provider, Bucket: cfg.Bucket, Region: cfg.Region, DataDir: opts.DataDir}
+	store, readers, system, err := provider.Open(ctx, place)
 	if err != nil {
 		return err
 	}
-	readers, err := secretReaders(ctx, cfg, opts)
-	if err != nil {
-		return err
-	}
-	system, err := systemSecrets(ctx, cfg, opts)
-	if err != nil {
-		return err
-	}
-	publisher := opts.Publisher
-	if publisher == nil {
-		publisher = &staticpod.Recorder{}
-	}
-	health := NewHealth(staticpod.Component)
+	hl := health.NewHealth(staticpod.Component)
+	kubelet := !localMode(cfg) || pods.SocketExists(opts.Root)
 	// Coordination (node identity, coordinator, Service DNS, dataplane)
 	// serves only a running agent; a one-shot pass publishes Pods alone.
-	var rs *registryServer
+	var rs *registry.Server
 	if opts.RegistryAddr != "" {
-		rs = newRegistryServer(opts.RegistryAddr, store, log)
+		rs = registry.NewServer(opts.RegistryAddr, EnvRegistryAddr, store, log)
 	}
-	var co *coordination
+	var co *coordinator.Node
 	if !opts.Once {
-		if co, err = newCoordination(ctx, cfg, opts, system, store, health, rs.serving, log); err != nil {
+		co, err = coordinator.NewNode(ctx, coordinator.NodeOptions{Settings: opts.Settings, Cluster: cfg.Cluster,
+			NodeGroup: cfg.NodeGroup, PodPrefix: cfg.IPv6Prefix, Local: localMode(cfg), Root: opts.Root, Secrets: system,
+			Store: store, Kubelet: kubelet, NodeRegistry: rs.Serving, Health: hl, Log: log})
+		if err != nil {
 			return err
 		}
 	}
+	coord := co.Coordinator()
 	// Only the elected agent creates or rotates identity/ca.json: an agent
 	// without coordination never does, and a one-shot pass only when it
 	// wins the lease for its pass.
 	var leader workload.Leader = workload.Never{}
-	if co != nil {
-		publisher = co.publisher(opts.Publisher)
-		leader = co.coord.Elector()
+	publisher, node := opts.Publisher, opts.NodeID
+	if publisher == nil {
+		publisher = &staticpod.Recorder{}
 	}
-	node := opts.NodeID
 	if co != nil {
-		node = co.nodeID
+		publisher, leader, node = co.Publisher(opts.Publisher), coord.Elector(), co.ID()
+	}
+	if node == "" {
+		if node, err = os.Hostname(); err != nil {
+			return fmt.Errorf("node ID: %w: set %s", err, EnvNodeID)
+		}
 	}
 	if opts.Once {
-		once, err := newOnceLeadership(ctx, node, store, log)
+		once, err := election.NewOnce(ctx, node, store, log)
 		if err != nil {
 			return err
 		}
-		defer once.end()
+		defer once.End()
 		leader = once
 	}
-	identities, err := workloadIdentities(ctx, cfg, opts, node, system, store, leader, log)
+	wopts := workload.Options{Store: store, Cluster: cfg.Cluster, Root: opts.Root, Leader: leader, NodeGroup: cfg.NodeGroup,
+		Node: node, Log: log.With("component", "workload")}
+	if opts.RestartWindow != nil {
+		wopts.RestartWindow, wopts.NoRestartWindow = *opts.RestartWindow, *opts.RestartWindow == 0
+	}
+	identities, err := workload.Open(ctx, system, wopts, log)
 	if err != nil {
 		return err
 	}
-	sopts := staticpod.Options{
-		Store: store, Cluster: cfg.Cluster, NodeGroup: cfg.NodeGroup, Root: opts.Root,
-		Secrets: readers, Publisher: publisher, Log: log, Step: opts.Step,
-		BucketExists: store.BucketExists,
-	}
 	// One CRI client pre-pulls new images and tells when a replaced Pod
 	// stopped.
-	cri := newCRIRuntime(opts.Root, log)
-	sopts.Prepull, sopts.Stopper = cri, cri
+	runtime := cri.New(opts.Root, log)
+	sopts := staticpod.Options{Store: store, Cluster: cfg.Cluster, NodeGroup: cfg.NodeGroup, Root: opts.Root,
+		Secrets: readers, Publisher: publisher, Log: log, Step: opts.Step, BucketExists: store.BucketExists,
+		Prepull: runtime, Stopper: runtime}
 	if identities != nil {
 		sopts.Identity = identities
 	}
 	if co != nil {
 		// Rolling updates and status reports go through coordination.
-		sopts.Gate, sopts.Hooks.Deployments = co.coord, co.coord.DeploymentsChanged
+		sopts.Gate, sopts.Hooks.Deployments = coord, coord.DeploymentsChanged
 	}
 	rec, err := staticpod.New(sopts)
 	if err != nil {
@@ -163,122 +135,90 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	if opts.Once {
 		return runOnce(ctx, rec, log)
 	}
-	deployments := deploymentReports(rec, co)
-	health.SetDetail(deployments.detail)
-	m := newMetrics(cfg.NodeGroup, append([]metricSource{reconcileMetrics{rec}, deployments}, co.metricSources()...)...)
-	hs := &healthServer{addr: opts.HealthAddr, health: health, metrics: m}
-	lopts := staticpod.LoopOptions{Interval: opts.PollInterval, Health: health}
+	deployments := coordinator.NewDeploymentStatus(rec, co)
+	hl.SetDetail(deployments.Detail)
+	m := health.NewMetrics(cfg.NodeGroup, append([]health.Source{rec, deployments}, co.MetricSources()...)...)
+	hs := &health.Server{Addr: opts.HealthAddr, Health: hl, Metrics: m}
+	lopts := staticpod.LoopOptions{Interval: opts.PollInterval, Health: hl}
 	if co != nil {
 		// While the leader's hints arrive, polling is only a safety net.
-		lopts.Hinted, lopts.Vouched = co.coord.Hinted, co.coord.SafetyPoll
+		lopts.Hinted, lopts.Vouched = coord.Hinted, coord.SafetyPoll
 	}
 	loop := staticpod.NewLoop(rec, lopts)
-	d := &Daemon{
-		Serving:     []Component{hs},
-		Reconcilers: []Component{NewLoopComponent(staticpod.Component, loop.Run)},
-		Health:      health, TTLMargin: opts.TTLMargin, Log: log,
+
+	// The components. Serving ones start first, in order, and stop last:
+	// health, then (with coordination) Service DNS restored from the
+	// durable snapshot, the dataplane, the coordinator and the leader's
+	// discovery, then the registry. Reconcilers start after them and stop
+	// first on SIGTERM.
+	d := &daemon.Daemon{
+		Serving:     []daemon.Component{hs},
+		Reconcilers: []daemon.Component{daemon.Loop(staticpod.Component, loop.Run)},
+		Health:      hl, TTLMargin: opts.TTLMargin, Log: log,
 	}
 	if co != nil {
-		// Startup order: durable Service DNS is restored and served and
-		// the leader discovered before the NodeGroup is reconciled.
-		co.hint = loop.Hint
-		d.Serving = append(d.Serving, co.serving(health)...)
+		co.SetHint(loop.Hint)
+		d.Serving = append(d.Serving, co.Serving()...)
 	}
 	if identities != nil {
-		d.Reconcilers = append(d.Reconcilers, NewLoopComponent("workload", func(ctx context.Context) error {
+		d.Reconcilers = append(d.Reconcilers, daemon.Loop("workload", func(ctx context.Context) error {
 			return identities.Run(ctx, identityInterval, loop.IdentityChanged)
 		}))
 	}
 	// Container log export follows the published cluster configuration;
 	// its failures are named in /readyz and never hold Pods back.
-	le := newLogExport(cfg, opts, store, readers, identities, health, log)
-	d.Reconcilers = append(d.Reconcilers, NewLoopComponent(componentLogExport, le.run))
-	hs.routes = map[string]http.Handler{FluentBitConfigRoute: le}
+	le := telemetry.NewExport(telemetry.ExportOptions{Cluster: cfg.Cluster, NodeGroup: cfg.NodeGroup, NodeID: opts.NodeID,
+		Root: opts.Root, Local: localMode(cfg), Bucket: cfg.Bucket, Store: store, Readers: readers, Identities: identities,
+		Health: hl, Restart: opts.RestartFluentBit, CARefreshInterval: opts.CARefreshInterval, Interval: identityInterval, Log: log,
+		OpenBucket: func(ctx context.Context, name string) (objstore.Store, error) {
+			other := place
+			other.Bucket = name
+			return provider.OpenBucket(ctx, other)
+		}})
+	d.Reconcilers = append(d.Reconcilers, daemon.Loop(telemetry.Component, le.Run))
+	hs.Routes = map[string]http.Handler{telemetry.FluentBitConfigRoute: le}
 	if b, ok := store.(*localstore.Bucket); ok {
 		// A local bucket notifies its commits: reconcile within
 		// milliseconds, with the poll as the correctness path.
-		w := &IndexWatcher{Bucket: b.Dir(), Changed: loop.Trigger, Log: log.With("component", "index-watcher")}
-		d.Reconcilers = append(d.Reconcilers, NewLoopComponent("index-watcher", w.Run))
+		w := &staticpod.IndexWatcher{Bucket: b.Dir(), Changed: loop.Trigger, Log: log.With("component", "index-watcher")}
+		d.Reconcilers = append(d.Reconcilers, daemon.Loop("index-watcher", w.Run))
 	}
 	if rs != nil {
-		m.sources = append(m.sources, textMetrics{rs.handler})
+		m.Add(health.Text{Src: rs.Handler()})
 		d.Serving = append(d.Serving, rs)
 	}
-	if cfg.Provider != "local" || kubeletSocketExists(opts.Root) {
+	if kubelet {
 		// Local node mode watches a kubelet only when one serves its Pods
 		// API beneath the root at startup. The node is not ready while
 		// kubelet does not answer; Pods kubelet reports not ready are
 		// diagnosed, and a full disk is named.
-		health.Report(componentKubelet, errors.New("kubelet's Pods API has not answered yet"))
+		hl.Report(componentKubelet, errors.New("kubelet's Pods API has not answered yet"))
 		dopts := diagnose.Options{Root: opts.Root, Log: log.With("component", "diagnose"),
-			Disk: func(err error) { health.Report(componentDisk, err) }}
+			Disk: func(err error) { hl.Report(componentDisk, err) }}
 		if co != nil {
-			dopts.Findings = co.coord.PodFindings
+			dopts.Findings = coord.PodFindings
 		}
 		diag := diagnose.New(dopts)
-		d.Reconcilers = append(d.Reconcilers, kubeletWatcher(opts, co, health, diag, log), NewLoopComponent("diagnose", diag.Run))
+		// Each complete Pod set gives the coordinator this node's ready
+		// endpoints, hints the dataplane to refresh its interfaces and
+		// feeds the diagnoser.
+		kw := pods.NewKubelet(opts.Root, log, func(err error) { hl.Report(componentKubelet, err) },
+			func(ps []*corev1.Pod) { co.PodsChanged(ps); diag.Update(ps) }, co.KubeletLost)
+		d.Reconcilers = append(d.Reconcilers, daemon.Loop("pods", kw.Run), daemon.Loop("diagnose", diag.Run))
 	}
 	log.Info("podmin-agent starting", "root", opts.Root, "manifests", rec.ManifestsDir(), "health", opts.HealthAddr,
 		"poll_interval", opts.PollInterval.String())
-	d.Serving = append(d.Serving, &startedHook{fn: func() {
-		log.Info("serving health endpoints", "addr", hs.bound)
+	d.Serving = append(d.Serving, daemon.Hook("started", func() {
+		log.Info("serving health endpoints", "addr", hs.Bound())
 		if opts.Started != nil {
-			opts.Started(hs.bound)
+			opts.Started(hs.Bound())
 		}
-	}})
+	}))
 	return d.Run(ctx)
 }
 
-// identityInterval is how often the agent re-reads identity/ca.json and
-// checks its leaves for renewal.
-const identityInterval = 30 * time.Second
-
-// systemSecrets opens the provider's system secrets store, where setup
-// keeps the cluster CA and the workload CA key; nil when the local data
-// directory is unknown.
-func systemSecrets(ctx context.Context, cfg Config, opts Options) (identity.SecretReader, error) {
-	if localMode(cfg) {
-		if opts.DataDir == "" {
-			return nil, nil
-		}
-		return secretslocal.New(filepath.Join(opts.DataDir, "secrets")), nil
-	}
-	return awscloud.OpenSecrets(ctx, secrets.ParameterStore, awscloud.SecretsOptions{Region: cfg.Region})
-}
-
-// workloadIdentities returns the workload identity manager, reading the
-// workload CA key from r, the provider's system store. A cluster whose key
-// does not exist yet (podmin setup has not run) gets no identities: the
-// agent still publishes Pods and says how to fix it; every other failure
-// to read the key stops the agent.
-func workloadIdentities(ctx context.Context, cfg Config, opts Options, node string, r workload.KeyReader, store objstore.Store, leader workload.Leader, log *slog.Logger) (*workload.Manager, error) {
-	if r == nil {
-		log.Warn("workload identities disabled: the Podmin data directory holding the local secrets store is unknown; set XDG_DATA_HOME")
-		return nil, nil
-	}
-	key, err := workload.ReadKey(ctx, r, cfg.Cluster)
-	if errors.Is(err, secrets.ErrNotFound) {
-		log.Warn("workload identities disabled until the agent restarts: the cluster has no workload CA key yet", "err", err)
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if node == "" {
-		if node, err = os.Hostname(); err != nil {
-			return nil, fmt.Errorf("node ID: %w: set %s", err, EnvNodeID)
-		}
-	}
-	wopts := workload.Options{
-		Store: store, Cluster: cfg.Cluster, Root: opts.Root, Key: key,
-		Leader: leader, NodeGroup: cfg.NodeGroup, Node: node,
-		Log: log.With("component", "workload"),
-	}
-	if opts.RestartWindow != nil {
-		wopts.RestartWindow, wopts.NoRestartWindow = *opts.RestartWindow, *opts.RestartWindow == 0
-	}
-	return workload.New(wopts)
-}
+// localMode reports whether the agent runs in local node mode.
+func localMode(cfg Config) bool { return cfg.Provider == "local" }
 
 // runOnce is the one-shot mode: a single reconcile pass (restarted while
 // the index changes under it), then exit. It fails when anything, even one
@@ -293,100 +233,4 @@ func runOnce(ctx context.Context, rec *staticpod.Reconciler, log *slog.Logger) e
 	log.Info("one reconcile pass done", "manifests", rec.ManifestsDir(), "pods", res.Pods, "written", res.Written,
 		"removed", res.Removed, "etag", res.ETag)
 	return nil
-}
-
-// onceLeadership is the election of a one-shot pass, which takes no part
-// in coordination: the first time the workload CA asks whether it leads,
-// it campaigns once (election.Elector.Campaign: it takes the lease only
-// when it is missing, vacant or an earlier pass's own, never while another
-// agent leads), and it resigns when the pass ends. A pass that never
-// needs the CA never touches the lease.
-type onceLeadership struct {
-	ctx   context.Context
-	el    *election.Elector
-	log   *slog.Logger
-	once  sync.Once
-	leads bool
-}
-
-func newOnceLeadership(ctx context.Context, node string, store objstore.Bucket, log *slog.Logger) (*onceLeadership, error) {
-	if node == "" {
-		h, err := os.Hostname()
-		if err != nil {
-			return nil, fmt.Errorf("node ID: %w: set %s", err, EnvNodeID)
-		}
-		node = h
-	}
-	el, err := election.New(election.Options{ID: node, Store: store, Log: log.With("component", "election")})
-	if err != nil {
-		return nil, err
-	}
-	return &onceLeadership{ctx: ctx, el: el, log: log}, nil
-}
-
-// IsLeader implements workload.Leader.
-func (o *onceLeadership) IsLeader() bool {
-	o.once.Do(func() {
-		o.leads = o.el.Campaign(o.ctx)
-		if !o.leads {
-			o.log.Info("another agent leads, or the lease is unreadable: this pass does not create or rotate the workload CA")
-		}
-	})
-	return o.leads && o.el.IsLeader()
-}
-
-// end resigns the lease the pass won.
-func (o *onceLeadership) end() { o.el.Resign() }
-
-// startedHook reports that the serving components run.
-type startedHook struct{ fn func() }
-
-func (s *startedHook) Name() string                { return "started" }
-func (s *startedHook) Start(context.Context) error { s.fn(); return nil }
-func (s *startedHook) Stop(context.Context) error  { return nil }
-
-// kubeletSocketExists reports whether kubelet's Pods API socket exists
-// beneath root.
-func kubeletSocketExists(root string) bool {
-	fi, err := os.Stat(filepath.Join(root, filepath.FromSlash(pods.SocketPath)))
-	return err == nil && fi.Mode()&os.ModeSocket != 0
-}
-
-// Health components the kubelet watcher and the diagnoser report under.
-const (
-	componentKubelet = "kubelet"
-	componentDisk    = "disk"
-)
-
-// kubeletWatcher follows kubelet's Pods API: each complete Pod set gives
-// the coordinator this node's ready endpoints, hints the dataplane to
-// refresh its interfaces and feeds the diagnoser; a kubelet that stops
-// answering makes the node not ready until it answers again.
-func kubeletWatcher(opts Options, co *coordination, health *Health, diag *diagnose.Diagnoser, log *slog.Logger) Component {
-	wopts := pods.Options{
-		Socket: filepath.Join(opts.Root, filepath.FromSlash(pods.SocketPath)),
-		Log:    log.With("component", "pods"),
-		Refresh: func(ps []*corev1.Pod) {
-			ready := 0
-			for _, p := range ps {
-				if pods.IsReady(p) {
-					ready++
-				}
-			}
-			log.Debug("kubelet Pods refreshed", "pods", len(ps), "ready", ready)
-			health.Report(componentKubelet, nil)
-			if co != nil {
-				co.podsChanged(ps)
-			}
-			diag.Update(ps)
-		},
-		Lost: func(err error) {
-			health.Report(componentKubelet, fmt.Errorf("kubelet is down: its Pods API at %s does not answer: %w: check kubelet (systemctl status kubelet)",
-				pods.SocketPath, err))
-			if co != nil {
-				co.coord.KubeletLost(err) // readiness is unknown until kubelet answers again
-			}
-		},
-	}
-	return NewLoopComponent("pods", pods.New(wopts).Run)
 }

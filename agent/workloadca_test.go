@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"podmin.dev/podmin/agent/coordinator"
 	"podmin.dev/podmin/agent/coordinator/election"
 	"podmin.dev/podmin/internal/objstore"
 	localstore "podmin.dev/podmin/internal/objstore/local"
@@ -86,7 +87,7 @@ func TestOncePassCreatesTheWorkloadCAOnlyWhenElected(t *testing.T) {
 			t.Fatal(err)
 		}
 		logs := &logBuffer{}
-		err := Run(context.Background(), caConfig(b), Options{Root: filepath.Join(t.TempDir(), "root"), DataDir: data, Once: true, NodeID: "node-1",
+		err := Run(context.Background(), caConfig(b), Options{Root: filepath.Join(t.TempDir(), "root"), DataDir: data, Once: true, Settings: coordinator.Settings{NodeID: "node-1"},
 			Log: slog.New(slog.NewTextHandler(logs, nil))})
 		if err == nil || !strings.Contains(err.Error(), "the elected leader creates it") {
 			t.Fatalf("pass: %v, want the Pod held for want of the leader's CA\n%s", err, logs)
@@ -101,7 +102,7 @@ func TestOncePassCreatesTheWorkloadCAOnlyWhenElected(t *testing.T) {
 	t.Run("the lease is vacant", func(t *testing.T) {
 		b, data := caCluster(t)
 		root := filepath.Join(t.TempDir(), "root")
-		if err := Run(context.Background(), caConfig(b), Options{Root: root, DataDir: data, Once: true, NodeID: "node-1"}); err != nil {
+		if err := Run(context.Background(), caConfig(b), Options{Root: root, DataDir: data, Once: true, Settings: coordinator.Settings{NodeID: "node-1"}}); err != nil {
 			t.Fatal(err)
 		}
 		if !hasCA(t, b) || !fileContains(filepath.Join(root, "etc", "podmin", "manifests", "web.yaml"), "identity-revision") {

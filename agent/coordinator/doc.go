@@ -91,5 +91,17 @@
 //
 // It never writes desired state (deployments/index.json and payloads), only
 // the derived NodeGroup views and the NodeGroups' status objects, and does
-// not serve DNS or program the dataplane: it hands snapshots to them.
+// not serve DNS or program the dataplane: it hands snapshots to them.//
+// The agent's side (node.go, node_addrs.go, dataplane_feed.go): Node
+// assembles a node's share of coordination from NodeOptions, whose
+// Settings come from the agent's environment (SettingsFromEnv): the node's
+// mTLS identity from the cluster CA, the coordination API's listen and
+// advertised addresses (loopback ports in local node mode), the
+// Coordinator, Service DNS restored from the durable snapshot before it
+// serves, and the eBPF dataplane fed from the coordinator's view with the
+// VIPs, Service ports and ready backends, its lease renewed from the
+// leader's confirmations. Node.Serving lists them as components in start
+// order; their problems are /readyz reasons and never stop Pod
+// publication. DeploymentStatus serves the node's deployment reports as
+// metrics and /readyz?verbose lines.
 package coordinator

@@ -12,5 +12,7 @@
 // of the complete ready set, and after a disconnect the watcher relists
 // periodically until the stream is back, so correctness never depends on
 // seeing every event. It must not change Pods or talk to anything but
-// kubelet's socket.
+// kubelet's socket. NewKubelet is the agent's watcher of the node's
+// kubelet, reporting a kubelet that does not answer as the reason the node
+// is not ready.
 package pods

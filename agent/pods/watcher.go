@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -218,4 +220,37 @@ func (w *Watcher) relist(ctx context.Context, client podsapi.PodsClient) error {
 	w.mu.Unlock()
 	w.hint()
 	return nil
+}
+
+// SocketExists reports whether kubelet's Pods API socket exists beneath
+// root.
+func SocketExists(root string) bool {
+	fi, err := os.Stat(filepath.Join(root, filepath.FromSlash(SocketPath)))
+	return err == nil && fi.Mode()&os.ModeSocket != 0
+}
+
+// NewKubelet watches the Pods API of the kubelet beneath root for the
+// agent: report receives nil on every complete Pod set and, once kubelet
+// stops answering, why the node is not ready; refresh receives each Pod
+// set and lost the failure.
+func NewKubelet(root string, log *slog.Logger, report func(error), refresh func([]*corev1.Pod), lost func(error)) *Watcher {
+	return New(Options{
+		Socket: filepath.Join(root, filepath.FromSlash(SocketPath)),
+		Log:    log.With("component", "pods"),
+		Refresh: func(ps []*corev1.Pod) {
+			ready := 0
+			for _, p := range ps {
+				if IsReady(p) {
+					ready++
+				}
+			}
+			log.Debug("kubelet Pods refreshed", "pods", len(ps), "ready", ready)
+			report(nil)
+			refresh(ps)
+		},
+		Lost: func(err error) {
+			report(fmt.Errorf("kubelet is down: its Pods API at %s does not answer: %w: check kubelet (systemctl status kubelet)", SocketPath, err))
+			lost(err)
+		},
+	})
 }

@@ -31,6 +31,6 @@
 // It must not write to the bucket, list it, or keep any state besides the
 // index cache, the bounded sets of verified and refused blob versions and
 // its counters;
-// it has no discovery, search or garbage collection. The agent's
-// composition root starts it with Listen and Serve.
+// it has no discovery, search or garbage collection. Server is the
+// agent's component serving it on loopback (Listen and Serve).
 package registry

@@ -88,7 +88,10 @@
 // while the leader's index hints reach the node (Loop.Hint runs a pass at
 // once unless it names the applied version), or, after a clean pass, at
 // the slower pace LoopOptions.Vouched returns while the leader's
-// heartbeats name the index version it polled.
+// heartbeats name the index version it polled. On a local bucket an
+// IndexWatcher turns the operating system's notice of a commit into an
+// immediate pass (Loop.Trigger); the poll stays the correctness path. The
+// reconciler writes its own metric families (WriteMetrics).
 //
 // A Pod's workload directory (/run/podmin/workloads/<pod>: identity and
 // values) and everything the reconciler and the identity manager remember

@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"podmin.dev/podmin/internal/backoff"
 	"podmin.dev/podmin/internal/objstore"
 )
 
@@ -125,12 +126,7 @@ func (l *Loop) IdentityChanged() {
 // backoff is the wait after the n-th consecutive failure, jittered into
 // [d/2, d).
 func (l *Loop) backoff(n int) time.Duration {
-	d := l.opts.MinBackoff
-	for i := 1; i < n && d < l.opts.MaxBackoff; i++ {
-		d *= 2
-	}
-	d = min(d, l.opts.MaxBackoff)
-	return d/2 + time.Duration(l.opts.Rand()*float64(d/2))
+	return backoff.Policy{Min: l.opts.MinBackoff, Max: l.opts.MaxBackoff, Rand: l.opts.Rand}.Delay(n)
 }
 
 // Run reconciles until ctx ends, then returns nil: stopping the loop is the

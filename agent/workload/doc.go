@@ -21,5 +21,6 @@
 //
 // It must not write desired state or static Pod files: the static-Pod
 // reconciler asks it for a Pod's identity and annotates the Pod itself. No
-// private key leaves the node.
+// private key leaves the node. Open reads the workload CA key, or runs
+// the node without identities while the cluster has none.
 package workload

@@ -130,10 +130,10 @@ func (f *fleet) start(i int, behave func(revision string) podBehaviour) *fleetNo
 	cfg := agent.Config{Provider: "local", Bucket: f.bucket, Region: "local", Cluster: "demo", NodeGroup: "workers", IPv6Prefix: n.prefix}
 	started := make(chan string, 1)
 	opts := agent.Options{Root: n.root, HealthAddr: "127.0.0.1:0", PollInterval: 100 * time.Millisecond, TTLMargin: 10 * time.Millisecond,
-		DataDir: f.env.Dirs.Data, APIAddr: "[::1]:0", NodeID: n.id, Dataplane: agent.DataplaneOff, SlotTimeout: f.slotTimeout,
-		// A short drain: the rollouts here are about pacing, and still go
-		// through the confirmation and the drain.
-		Drain:   50 * time.Millisecond,
+		DataDir: f.env.Dirs.Data, Settings: coordinator.Settings{APIAddr: "[::1]:0", NodeID: n.id, Dataplane: agent.DataplaneOff, SlotTimeout: f.slotTimeout,
+			// A short drain: the rollouts here are about pacing, and still go
+			// through the confirmation and the drain.
+			Drain: 50 * time.Millisecond},
 		Log:     slog.New(slog.NewTextHandler(&n.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Started: func(addr string) { started <- addr }}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"podmin.dev/podmin/agent"
+	"podmin.dev/podmin/agent/cri"
 	"podmin.dev/podmin/internal/manifest"
 	localstore "podmin.dev/podmin/internal/objstore/local"
 	"podmin.dev/podmin/internal/state"
@@ -90,7 +90,7 @@ func TestHelp(t *testing.T) {
 			"/readyz", "/metrics", "default 5s", "PODMIN_AGENT_DNS_ADDR", "PODMIN_AGENT_API_ADDR", "PODMIN_AGENT_NODE_ID",
 			"PODMIN_AGENT_NODE_ADDR", "PODMIN_AGENT_DATAPLANE", "127.0.0.1:1053",
 			"PODMIN_AGENT_FLUENT_BIT_RESTART", "systemctl restart fluent-bit.service", "/etc/podmin/fluent-bit.yaml",
-			"/run/podmin/telemetry/ca.pem", agent.ContainerdSocket} {
+			"/run/podmin/telemetry/ca.pem", cri.ContainerdSocket} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("%s does not mention %q:\n%s", arg, want, out.String())
 			}

@@ -11,9 +11,11 @@ import (
 
 	"podmin.dev/podmin/agent"
 	"podmin.dev/podmin/agent/dataplane"
+	"podmin.dev/podmin/agent/health"
 	"podmin.dev/podmin/agent/pods"
 	"podmin.dev/podmin/agent/registry"
 	"podmin.dev/podmin/agent/service"
+	"podmin.dev/podmin/agent/telemetry"
 	"podmin.dev/podmin/internal/nodepod"
 )
 
@@ -156,10 +158,10 @@ Endpoints (loopback only):
              answers by response code; the dataplane's packets, drops by reason,
              NAT-port exhaustion and map memory; registry bytes served and
              refusals by reason
-`, agent.EnvRoot, agent.EnvOnce, agent.EnvPollInterval, agent.DefaultPollInterval, agent.EnvHealthAddr, agent.DefaultHealthAddr,
+`, agent.EnvRoot, agent.EnvOnce, agent.EnvPollInterval, agent.DefaultPollInterval, agent.EnvHealthAddr, health.DefaultAddr,
 		agent.EnvRegistryAddr, registry.DefaultAddress, agent.EnvTTLMargin, agent.DefaultTTLMargin,
 		nodepod.ManifestsDir, nodepod.WorkloadsDir, pods.SocketPath, "XDG_DATA_HOME, HOME", "AWS_*",
 		agent.EnvDNSAddr, service.DefaultAddr, agent.EnvAPIAddr, agent.EnvNodeID, agent.EnvNodeAddr, agent.EnvDataplane,
-		service.DefaultStatePath, agent.EnvFluentBitRestart, agent.DefaultFluentBitRestart,
-		agent.FluentBitConfigPath, agent.TelemetryDir, agent.EnvRestartWindow, dataplane.DefaultPinPath, service.DefaultZonePath, agent.EnvDrain)
+		service.DefaultStatePath, agent.EnvFluentBitRestart, telemetry.DefaultFluentBitRestart,
+		telemetry.FluentBitConfigPath, telemetry.Dir, agent.EnvRestartWindow, dataplane.DefaultPinPath, service.DefaultZonePath, agent.EnvDrain)
 }

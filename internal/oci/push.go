@@ -9,11 +9,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"podmin.dev/podmin/internal/backoff"
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/progress"
 	"podmin.dev/podmin/internal/state"
@@ -27,8 +29,8 @@ type PushOptions struct {
 	MaxAttempts int
 	// Progress, when set, is called after each blob with the running totals.
 	Progress func(PushProgress)
-	// Backoff returns the wait before CAS attempt n (n ≥ 1); nil waits
-	// a few milliseconds times n.
+	// Backoff returns the wait after CAS attempt n (n ≥ 1) lost; nil is
+	// defaultPushBackoff.
 	Backoff func(n int) time.Duration
 	// Sink, when set, shows the blob uploads (bytes, rate, time left)
 	// under Title.
@@ -221,6 +223,11 @@ func writeBlobObject(ctx context.Context, bucket objstore.Store, src Source, key
 	return err
 }
 
+// defaultPushBackoff spreads pushes that lost the index.json
+// compare-and-swap to the same repository: 5 ms doubling to 80 ms,
+// jittered so that they do not collide again.
+var defaultPushBackoff = backoff.Policy{Min: 5 * time.Millisecond, Max: 80 * time.Millisecond, Rand: rand.Float64}
+
 // publish merges tag → top (and the nested descriptors) into dst's
 // index.json with compare-and-swap, rereading and remerging on conflict.
 func publish(ctx context.Context, bucket objstore.Store, dst state.OCILayout, tag string, top v1.Descriptor, nested []v1.Descriptor, opts PushOptions) (bool, error) {
@@ -228,9 +235,9 @@ func publish(ctx context.Context, bucket objstore.Store, dst state.OCILayout, ta
 	if attempts <= 0 {
 		attempts = 10
 	}
-	backoff := opts.Backoff
-	if backoff == nil {
-		backoff = func(n int) time.Duration { return time.Duration(n) * 5 * time.Millisecond }
+	wait := opts.Backoff
+	if wait == nil {
+		wait = defaultPushBackoff.Delay
 	}
 	key := dst.IndexFile()
 	for n := 1; n <= attempts; n++ {
@@ -264,7 +271,7 @@ func publish(ctx context.Context, bucket objstore.Store, dst state.OCILayout, ta
 		default:
 			return false, fmt.Errorf("write %s: %w: run the push again", key, err)
 		}
-		t := time.NewTimer(backoff(n))
+		t := time.NewTimer(wait(n))
 		select {
 		case <-ctx.Done():
 			t.Stop()

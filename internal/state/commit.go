@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"podmin.dev/podmin/internal/backoff"
 	"podmin.dev/podmin/internal/clock"
 	"podmin.dev/podmin/internal/objstore"
 )
@@ -120,11 +121,7 @@ func (c *Committer) backoff(n int, slot time.Duration) time.Duration {
 	if d <= 0 {
 		d = max(slot*slotRounds, minSlot)
 	}
-	for i := 2; i < n && d < c.opts.MaxDelay; i++ {
-		d *= 2
-	}
-	d = min(d, c.opts.MaxDelay)
-	return d/2 + time.Duration(c.opts.Rand()*float64(d/2))
+	return backoff.Policy{Min: d, Max: c.opts.MaxDelay, Rand: c.opts.Rand}.Delay(n - 1)
 }
 
 // ReadIndex reads and decodes the index with its ETag. A missing index in a

@@ -39,5 +39,7 @@
 // RenewInterval.
 //
 // It must not decide anything but leadership: leader work runs in the
-// acquire callback's context, which ends when leadership ends.
+// acquire callback's context, which ends when leadership ends. Once is
+// the single campaign of a one-shot agent pass (the workload CA's leader
+// for that pass).
 package election

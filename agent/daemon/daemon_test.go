@@ -2,19 +2,18 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package agent
+package daemon
 
 import (
 	"context"
 	"errors"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"podmin.dev/podmin/agent/health"
 )
 
 type fakeComponent struct {
@@ -39,7 +38,7 @@ func TestDaemonShutdownOrder(t *testing.T) {
 	var log []string
 	var mu sync.Mutex
 	c := func(name string) fakeComponent { return fakeComponent{name: name, log: &log, mu: &mu} }
-	h := NewHealth()
+	h := health.NewHealth()
 	d := &Daemon{
 		Serving: []Component{c("health"), c("dns")}, Reconcilers: []Component{c("staticpod"), c("pods")},
 		Health: h, TTLMargin: 5 * time.Second,
@@ -100,7 +99,7 @@ func TestDaemonDrainsWithinTheTTLMargin(t *testing.T) {
 	var waited time.Duration
 	d := &Daemon{
 		Serving:     []Component{c("dns"), fakeDrainer{fakeComponent: c("coordinator"), took: 300 * time.Millisecond, deadline: &bound}},
-		Reconcilers: []Component{c("staticpod")}, Health: NewHealth(), TTLMargin: 5 * time.Second,
+		Reconcilers: []Component{c("staticpod")}, Health: health.NewHealth(), TTLMargin: 5 * time.Second,
 		Sleep: func(_ context.Context, dur time.Duration) error {
 			waited = dur
 			mu.Lock()
@@ -123,40 +122,5 @@ func TestDaemonDrainsWithinTheTTLMargin(t *testing.T) {
 	}
 	if waited < 4*time.Second || waited > 5*time.Second-300*time.Millisecond {
 		t.Errorf("waited %s after a 300ms drain, want the rest of the 5 s margin", waited)
-	}
-}
-
-func TestHealthEndpoints(t *testing.T) {
-	h := NewHealth("staticpod")
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-	get := func(path string) (int, string) {
-		resp, err := http.Get(srv.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
-	if code, body := get("/healthz"); code != 200 || body != "ok\n" {
-		t.Fatalf("healthz %d %q", code, body)
-	}
-	if code, body := get("/readyz"); code != 503 || !strings.Contains(body, "staticpod: starting: no result yet") {
-		t.Fatalf("readyz before the first pass: %d %q", code, body)
-	}
-	h.Report("staticpod", nil)
-	if code, body := get("/readyz"); code != 200 || body != "ready\n" {
-		t.Fatalf("readyz %d %q", code, body)
-	}
-	h.Report("staticpod", errors.New("payload does not match its digest"))
-	if code, body := get("/readyz"); code != 503 || !strings.Contains(body, "staticpod: payload does not match its digest") {
-		t.Fatalf("readyz %d %q", code, body)
-	}
-	if err := checkLoopback("health", "0.0.0.0:8082"); err == nil {
-		t.Fatal("accepted a non-loopback health address")
-	}
-	if err := checkLoopback("health", "[::1]:8082"); err != nil {
-		t.Fatal(err)
 	}
 }

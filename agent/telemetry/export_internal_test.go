@@ -2,12 +2,11 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package agent
+package telemetry
 
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -15,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"podmin.dev/podmin/agent/telemetry"
+	"podmin.dev/podmin/agent/health"
 	"podmin.dev/podmin/internal/otellogs"
 )
 
@@ -29,8 +28,8 @@ func TestRestartDoesNotBlockTheStartRequest(t *testing.T) {
 	}
 	var reads atomic.Int32
 	var srv *httptest.Server
-	l := newLogExport(Config{Provider: "local", Cluster: "demo", NodeGroup: "workers"}, Options{
-		RestartFluentBit: func(ctx context.Context) error {
+	l := NewExport(ExportOptions{Local: true, Cluster: "demo", NodeGroup: "workers", Health: health.NewHealth(),
+		Restart: func(ctx context.Context) error {
 			// What systemd does: run ExecStartPre, wait for it.
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+FluentBitConfigRoute, nil)
 			resp, err := http.DefaultClient.Do(req)
@@ -43,11 +42,11 @@ func TestRestartDoesNotBlockTheStartRequest(t *testing.T) {
 			}
 			return nil
 		},
-	}, nil, nil, nil, NewHealth(), slog.New(slog.DiscardHandler))
+	})
 	srv = httptest.NewServer(l)
 	defer srv.Close()
 	dir := t.TempDir()
-	l.setExport(telemetry.ConfigOptions{Options: o, Path: filepath.Join(dir, "fluent-bit.yaml"),
+	l.setExport(ConfigOptions{Options: o, Path: filepath.Join(dir, "fluent-bit.yaml"),
 		Node:  otellogs.Node{Cluster: "demo", NodeGroup: "workers", Hostname: "node-1"},
 		Paths: otellogs.Paths{StateDir: filepath.Join(dir, "state")},
 		Headers: func(context.Context) ([]byte, error) {

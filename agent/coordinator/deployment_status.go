@@ -2,38 +2,38 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package agent
+package coordinator
 
 import (
 	"fmt"
 	"strings"
 
 	pb "podmin.dev/podmin/agent/api/coordinationpb"
-	"podmin.dev/podmin/agent/coordinator"
+	"podmin.dev/podmin/agent/health"
 	"podmin.dev/podmin/agent/staticpod"
 )
 
-// deploymentStatus is what this node reports about its NodeGroup's
+// DeploymentStatus is what this node reports about its NodeGroup's
 // deployments (the coordinator's report to the leader), served as metrics
 // and as /readyz?verbose detail. Without coordination it has the
 // reconciler's view alone: readiness is unknown.
-type deploymentStatus struct {
+type DeploymentStatus struct {
 	rec interface {
 		Deployments() []staticpod.DeploymentState
 	}
-	coord *coordinator.Coordinator
+	coord *Coordinator
 }
 
-func deploymentReports(rec *staticpod.Reconciler, co *coordination) *deploymentStatus {
-	d := &deploymentStatus{rec: rec}
-	if co != nil {
-		d.coord = co.coord
-	}
-	return d
+// NewDeploymentStatus reports rec's deployments, through the node's
+// coordinator when it has one (n may be nil).
+func NewDeploymentStatus(rec interface {
+	Deployments() []staticpod.DeploymentState
+}, n *Node) *DeploymentStatus {
+	return &DeploymentStatus{rec: rec, coord: n.Coordinator()}
 }
 
 // reports returns one report per deployment, sorted by name.
-func (d *deploymentStatus) reports() []*pb.DeploymentReport {
+func (d *DeploymentStatus) reports() []*pb.DeploymentReport {
 	if d.coord != nil {
 		return d.coord.StatusReport().GetDeployments()
 	}
@@ -52,18 +52,18 @@ func (d *deploymentStatus) reports() []*pb.DeploymentReport {
 	return out
 }
 
-func (d *deploymentStatus) writeMetrics(w *promWriter) {
+func (d *DeploymentStatus) WriteMetrics(w *health.Writer) {
 	reps := d.reports()
 	families := []struct {
 		name, help string
-		value      func(r *pb.DeploymentReport) (float64, []labelPair)
+		value      func(r *pb.DeploymentReport) (float64, []health.LabelPair)
 	}{
 		{"podmin_agent_deployment_applied", "1 when the node's static Pod runs the revision the deployment index names, else 0.",
-			func(r *pb.DeploymentReport) (float64, []labelPair) {
+			func(r *pb.DeploymentReport) (float64, []health.LabelPair) {
 				return boolValue(r.Revision != "" && r.Revision == r.Desired), nil
 			}},
 		{"podmin_agent_deployment_ready", "Kubelet readiness of the Pod of the applied revision: 1 ready, 0 not ready, -1 unknown (no kubelet answers).",
-			func(r *pb.DeploymentReport) (float64, []labelPair) {
+			func(r *pb.DeploymentReport) (float64, []health.LabelPair) {
 				switch r.Readiness {
 				case pb.Readiness_READINESS_READY:
 					return 1, nil
@@ -73,24 +73,26 @@ func (d *deploymentStatus) writeMetrics(w *promWriter) {
 				return -1, nil
 			}},
 		{"podmin_agent_deployment_restarts", "Restarts of the containers of the Pod of the applied revision, as kubelet counts them.",
-			func(r *pb.DeploymentReport) (float64, []labelPair) { return float64(r.Restarts), nil }},
+			func(r *pb.DeploymentReport) (float64, []health.LabelPair) { return float64(r.Restarts), nil }},
 		{"podmin_agent_deployment_waiting", "1 while the node waits for a rollout slot to apply the deployment's new revision.",
-			func(r *pb.DeploymentReport) (float64, []labelPair) { return boolValue(r.Waiting != ""), nil }},
+			func(r *pb.DeploymentReport) (float64, []health.LabelPair) { return boolValue(r.Waiting != ""), nil }},
 		{"podmin_agent_deployment_error", "1 while the node reports an error for the deployment, labelled by kind (payload, secret, identity, file, kubelet).",
-			func(r *pb.DeploymentReport) (float64, []labelPair) {
+			func(r *pb.DeploymentReport) (float64, []health.LabelPair) {
 				if r.Error == nil {
-					return 0, []labelPair{label("kind", "")}
+					return 0, []health.LabelPair{health.Label("kind", "")}
 				}
-				return 1, []labelPair{label("kind", r.Error.Kind)}
+				return 1, []health.LabelPair{health.Label("kind", r.Error.Kind)}
 			}},
 		{"podmin_agent_deployment_applied_timestamp_seconds", "When the node wrote the static Pod of the applied revision, in seconds since the epoch (0: none).",
-			func(r *pb.DeploymentReport) (float64, []labelPair) { return float64(r.AppliedAtUnixMs) / 1000, nil }},
+			func(r *pb.DeploymentReport) (float64, []health.LabelPair) {
+				return float64(r.AppliedAtUnixMs) / 1000, nil
+			}},
 	}
 	for _, f := range families {
-		w.family(f.name, "gauge", f.help)
+		w.Family(f.name, "gauge", f.help)
 		for _, r := range reps {
 			v, extra := f.value(r)
-			w.sample(f.name, v, append([]labelPair{label("deployment", r.Name)}, extra...)...)
+			w.Sample(f.name, v, append([]health.LabelPair{health.Label("deployment", r.Name)}, extra...)...)
 		}
 	}
 }
@@ -102,8 +104,8 @@ func boolValue(b bool) float64 {
 	return 0
 }
 
-// detail is one line per deployment for /readyz?verbose.
-func (d *deploymentStatus) detail() []string {
+// Detail is one line per deployment for /readyz?verbose.
+func (d *DeploymentStatus) Detail() []string {
 	var out []string
 	for _, r := range d.reports() {
 		var b strings.Builder

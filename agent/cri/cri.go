@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package agent
+package cri
 
 import (
 	"context"
@@ -29,27 +29,27 @@ const ContainerdSocket = "/run/podmin/containerd/containerd.sock"
 // prepullConcurrency bounds the images pulled at once.
 const prepullConcurrency = 4
 
-// CRIRuntime is the reconciler's view of the container runtime over CRI.
+// Runtime is the reconciler's view of the container runtime over CRI.
 // As its staticpod.Prepuller it pulls images through the CRI image
 // service, exactly as kubelet pulls them (from the node registry), so that
 // a static Pod's restart onto a new version does not wait for its
 // download; as its staticpod.Stopper it tells when a replaced Pod's
 // sandbox stopped.
-type CRIRuntime struct {
+type Runtime struct {
 	// Socket is the CRI endpoint's unix socket.
 	Socket string
 	Log    *slog.Logger
 }
 
-// newCRIRuntime returns the node's CRI client.
-func newCRIRuntime(root string, log *slog.Logger) *CRIRuntime {
-	return &CRIRuntime{Socket: filepath.Join(root, filepath.FromSlash(ContainerdSocket)), Log: log.With("component", "cri")}
+// New returns the CRI client of the node beneath root.
+func New(root string, log *slog.Logger) *Runtime {
+	return &Runtime{Socket: filepath.Join(root, filepath.FromSlash(ContainerdSocket)), Log: log.With("component", "cri")}
 }
 
 // Prepull pulls every image, a few at a time, and returns each failure
 // by image. On a node without the runtime's socket (local node mode
 // without containerd) it pulls nothing and answers staticpod.ErrNoRuntime.
-func (p *CRIRuntime) Prepull(ctx context.Context, images []string) (map[string]error, error) {
+func (p *Runtime) Prepull(ctx context.Context, images []string) (map[string]error, error) {
 	conn, err := p.dial()
 	if err != nil {
 		return nil, err
@@ -88,14 +88,14 @@ func (p *CRIRuntime) Prepull(ctx context.Context, images []string) (map[string]e
 const stopPoll = 100 * time.Millisecond
 
 // CanTell implements staticpod.Stopper: the runtime's socket exists.
-func (p *CRIRuntime) CanTell() bool {
+func (p *Runtime) CanTell() bool {
 	fi, err := os.Stat(p.Socket)
 	return err == nil && fi.Mode()&os.ModeSocket != 0
 }
 
 // dial connects to the runtime's CRI socket; without the socket it
 // answers staticpod.ErrNoRuntime.
-func (p *CRIRuntime) dial() (*grpc.ClientConn, error) {
+func (p *Runtime) dial() (*grpc.ClientConn, error) {
 	if !p.CanTell() {
 		return nil, fmt.Errorf("%w: no socket at %s", staticpod.ErrNoRuntime, p.Socket)
 	}
@@ -110,7 +110,7 @@ func (p *CRIRuntime) dial() (*grpc.ClientConn, error) {
 // service every stopPoll for ready sandboxes of the Pod (kubelet names a
 // static Pod's sandbox <name>-<node> and gives it the Pod's annotations,
 // the revision among them) and returns once there is none.
-func (p *CRIRuntime) WaitStopped(ctx context.Context, namespace, name, revision string) error {
+func (p *Runtime) WaitStopped(ctx context.Context, namespace, name, revision string) error {
 	conn, err := p.dial()
 	if err != nil {
 		return err

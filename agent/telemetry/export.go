@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package agent
+package telemetry
 
 import (
 	"bytes"
@@ -18,47 +18,80 @@ import (
 	"sync"
 	"time"
 
+	"podmin.dev/podmin/agent/health"
 	"podmin.dev/podmin/agent/mounts"
-	"podmin.dev/podmin/agent/telemetry"
 	"podmin.dev/podmin/agent/workload"
+	"podmin.dev/podmin/internal/backoff"
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/otellogs"
-	"podmin.dev/podmin/internal/secrets"
 	"podmin.dev/podmin/internal/state"
 )
 
 // Container log export (setup --otel-logs): the node's Fluent Bit
 // configuration, the exporter's private CA bundle and its client leaf.
 const (
-	componentLogExport = "log-export"
+	// Component names log export in /readyz.
+	Component = "log-export"
 	// FluentBitConfigPath is the Fluent Bit configuration the agent
 	// renders (mode 0600: it may hold exporter headers).
 	FluentBitConfigPath = "/etc/podmin/fluent-bit.yaml"
-	// TelemetryDir is the telemetry-owned tmpfs subtree: the CA bundle and
-	// the client identity generations.
-	TelemetryDir = "/run/podmin/telemetry"
+	// Dir is the telemetry-owned tmpfs subtree: the CA bundle and the
+	// client identity generations.
+	Dir = "/run/podmin/telemetry"
 	// DefaultFluentBitRestart restarts Fluent Bit on a cloud node.
 	DefaultFluentBitRestart = "systemctl restart fluent-bit.service"
 )
 
-// readOtelLogs returns the cluster's --otel-logs value; a cluster without
+// ReadOtelLogs returns the cluster's --otel-logs value; a cluster without
 // a published configuration exports nothing.
-func readOtelLogs(ctx context.Context, store objstore.Store, cluster string) (string, error) {
+func ReadOtelLogs(ctx context.Context, store objstore.Store, cluster string) (string, error) {
 	s, _, err := state.ReadClusterSettings(ctx, store, cluster)
 	return s.OtelLogs, err
 }
 
-// logExport keeps the node's log export material current. None of its
+// ExportOptions are what log export needs of the node.
+type ExportOptions struct {
+	Cluster, NodeGroup string
+	// NodeID names the node in the client identity; empty means the
+	// host name.
+	NodeID string
+	// Root is the node root every host path hangs off.
+	Root string
+	// Local is set in local node mode: the headers secret is read from
+	// the local secrets store, and by default nothing restarts Fluent Bit.
+	Local bool
+	// Bucket is the cluster bucket's name; Store reads it.
+	Bucket string
+	Store  objstore.Store
+	// OpenBucket opens another bucket of the same provider, for a ca=
+	// object outside the cluster bucket.
+	OpenBucket func(ctx context.Context, name string) (objstore.Store, error)
+	// Readers are the secrets providers by name, as the agent opened them.
+	Readers map[string]mounts.Reader
+	// Identities issues the client identity with mtls=true; nil without
+	// the workload CA key.
+	Identities *workload.Manager
+	Health     *health.Health
+	// Restart restarts Fluent Bit onto a new configuration, CA bundle or
+	// identity; nil means DefaultFluentBitRestart on a cloud node and
+	// nothing in local node mode.
+	Restart func(ctx context.Context) error
+	// CARefreshInterval is how often the CA bundle is fetched again; zero
+	// means CARefreshInterval.
+	CARefreshInterval time.Duration
+	// Interval paces the configuration retries and the identity's
+	// maintenance; zero means 30 s.
+	Interval time.Duration
+	Log      *slog.Logger
+}
+
+// Export keeps the node's log export material current. None of its
 // failures stops Pod publication: they are logged and named in /readyz.
-type logExport struct {
-	cfg        Config
-	opts       Options
-	store      objstore.Bucket
-	readers    map[string]mounts.Reader // the secrets providers, as Run opened them
-	identities *workload.Manager        // nil without the workload CA key
-	health     *Health
-	log        *slog.Logger
-	restart    func(context.Context) error
+type Export struct {
+	opts    ExportOptions
+	health  *health.Health
+	log     *slog.Logger
+	restart func(context.Context) error
 
 	mu   sync.Mutex
 	errs map[string]error
@@ -70,7 +103,7 @@ type logExport struct {
 	// Fluent Bit not restarted; every pass retries.
 	failed bool
 	// export is set once log export is configured.
-	export *telemetry.ConfigOptions
+	export *ConfigOptions
 }
 
 // FluentBitConfigRoute is the loopback health-server route Fluent Bit's
@@ -82,7 +115,7 @@ const FluentBitConfigRoute = otellogs.FluentBitConfigRoute
 // ServeHTTP serves FluentBitConfigRoute. It answers 503 while log export
 // is not configured or the configuration cannot be written (so the unit
 // does not start on a stale one), with the scrubbed reason.
-func (l *logExport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (l *Export) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		http.Error(w, "POST to rewrite the Fluent Bit configuration", http.StatusMethodNotAllowed)
@@ -103,12 +136,12 @@ func (l *logExport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // write writes the configuration, reading the headers secret afresh.
 // The caller holds cfgMu.
-func (l *logExport) write(ctx context.Context) error {
+func (l *Export) write(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Dir(l.export.Path), 0o755); err != nil {
 		l.report("fluent-bit", err)
 		return err
 	}
-	if err := telemetry.WriteConfig(ctx, *l.export); err != nil {
+	if err := WriteConfig(ctx, *l.export); err != nil {
 		l.report("fluent-bit", err)
 		return err
 	}
@@ -117,23 +150,29 @@ func (l *logExport) write(ctx context.Context) error {
 
 // lastFailed reports whether the last configuration write or restart
 // failed.
-func (l *logExport) lastFailed() bool {
+func (l *Export) lastFailed() bool {
 	l.cfgMu.Lock()
 	defer l.cfgMu.Unlock()
 	return l.failed
 }
 
-func newLogExport(cfg Config, opts Options, store objstore.Bucket, readers map[string]mounts.Reader, identities *workload.Manager, health *Health, log *slog.Logger) *logExport {
-	l := &logExport{cfg: cfg, opts: opts, store: store, readers: readers, identities: identities, health: health,
-		log: log.With("component", componentLogExport), restart: opts.RestartFluentBit, errs: map[string]error{}}
-	if l.restart == nil && cfg.Provider != "local" {
-		l.restart = commandRestart(strings.Fields(DefaultFluentBitRestart))
+// NewExport returns the node's log export; Run starts it.
+func NewExport(opts ExportOptions) *Export {
+	if opts.Interval <= 0 {
+		opts.Interval = 30 * time.Second
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	l := &Export{opts: opts, health: opts.Health, log: opts.Log.With("component", Component), restart: opts.Restart, errs: map[string]error{}}
+	if l.restart == nil && !opts.Local {
+		l.restart = CommandRestart(strings.Fields(DefaultFluentBitRestart))
 	}
 	return l
 }
 
-// commandRestart runs argv to restart Fluent Bit.
-func commandRestart(argv []string) func(context.Context) error {
+// CommandRestart runs argv to restart Fluent Bit.
+func CommandRestart(argv []string) func(context.Context) error {
 	return func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
@@ -146,10 +185,10 @@ func commandRestart(argv []string) func(context.Context) error {
 }
 
 // path is a host path beneath the agent's root.
-func (l *logExport) path(p string) string { return filepath.Join(l.opts.Root, filepath.FromSlash(p)) }
+func (l *Export) path(p string) string { return filepath.Join(l.opts.Root, filepath.FromSlash(p)) }
 
 // report records one part's outcome and publishes them all to health.
-func (l *logExport) report(part string, err error) {
+func (l *Export) report(part string, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.errs[part] = err
@@ -159,17 +198,17 @@ func (l *logExport) report(part string, err error) {
 			all = append(all, l.errs[p])
 		}
 	}
-	l.health.Report(componentLogExport, errors.Join(all...))
+	l.health.Report(Component, errors.Join(all...))
 }
 
-// run reads the setting (retrying until it can), then keeps the CA
+// Run reads the setting (retrying until it can), then keeps the CA
 // bundle, the identity and the configuration current until ctx ends.
-func (l *logExport) run(ctx context.Context) error {
-	retry := time.NewTicker(identityInterval)
+func (l *Export) Run(ctx context.Context) error {
+	retry := time.NewTicker(l.opts.Interval)
 	var value string
 	for {
 		var err error
-		if value, err = readOtelLogs(ctx, l.store, l.cfg.Cluster); err == nil {
+		if value, err = ReadOtelLogs(ctx, l.opts.Store, l.opts.Cluster); err == nil {
 			break
 		}
 		l.log.Warn("container log export waits for the cluster configuration", "err", err)
@@ -199,9 +238,9 @@ func (l *logExport) run(ctx context.Context) error {
 		l.report("configuration", err)
 		return nil
 	}
-	var ca *telemetry.CABundle
+	var ca *CABundle
 	if bucket, key, ok := o.CABucketKey(); ok {
-		ca = telemetry.NewCABundle(telemetry.CABundleOptions{
+		ca = NewCABundle(CABundleOptions{
 			Fetch: l.fetchCA(bucket, key), Path: l.caFile(), Logger: l.log,
 		})
 		// The first configuration write below restarts Fluent Bit when
@@ -222,16 +261,17 @@ func (l *logExport) run(ctx context.Context) error {
 	}
 	caEvery := l.opts.CARefreshInterval
 	if caEvery <= 0 {
-		caEvery = telemetry.CARefreshInterval
+		caEvery = CARefreshInterval
 	}
 	caTick := time.NewTicker(caEvery)
 	defer caTick.Stop()
 	// The identity is maintained at once (a renewal restarts Fluent Bit
-	// through the hook), then every identityInterval; a failure, such as
+	// through the hook), then every l.opts.Interval; a failure, such as
 	// a workload CA not read yet, is retried sooner with backoff.
 	idTimer := time.NewTimer(0)
 	defer idTimer.Stop()
-	backoff := time.Duration(0)
+	idRetry := backoff.Policy{Min: 250 * time.Millisecond, Max: l.opts.Interval}
+	failures := 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -257,12 +297,12 @@ func (l *logExport) run(ctx context.Context) error {
 			if err == nil && l.lastFailed() {
 				_ = l.apply(ctx, true, "retrying the last failure")
 			}
-			next := identityInterval
+			next := l.opts.Interval
 			if err != nil {
-				backoff = min(max(2*backoff, 250*time.Millisecond), identityInterval)
-				next = backoff
+				failures++
+				next = idRetry.Delay(failures)
 			} else {
-				backoff = 0
+				failures = 0
 			}
 			idTimer.Reset(next)
 		}
@@ -271,7 +311,7 @@ func (l *logExport) run(ctx context.Context) error {
 
 // setup assembles the configuration inputs and, with mtls=true, the
 // telemetry identity.
-func (l *logExport) setup(ctx context.Context, o otellogs.Options) error {
+func (l *Export) setup(ctx context.Context, o otellogs.Options) error {
 	host, err := os.Hostname()
 	if err != nil {
 		return fmt.Errorf("node hostname: %w", err)
@@ -281,10 +321,10 @@ func (l *logExport) setup(ctx context.Context, o otellogs.Options) error {
 		nodeID = host
 	}
 	def := otellogs.DefaultPaths()
-	export := telemetry.ConfigOptions{
+	export := ConfigOptions{
 		Options: o,
-		Node:    otellogs.Node{Cluster: l.cfg.Cluster, NodeGroup: l.cfg.NodeGroup, Hostname: host},
-		Paths:   otellogs.Paths{StateDir: l.path(def.StateDir), CAFile: l.path(filepath.Join(TelemetryDir, "ca.pem"))},
+		Node:    otellogs.Node{Cluster: l.opts.Cluster, NodeGroup: l.opts.NodeGroup, Hostname: host},
+		Paths:   otellogs.Paths{StateDir: l.path(def.StateDir), CAFile: l.path(filepath.Join(Dir, "ca.pem"))},
 		Headers: l.readHeaders,
 		Path:    l.path(FluentBitConfigPath),
 		Logger:  l.log,
@@ -293,11 +333,11 @@ func (l *logExport) setup(ctx context.Context, o otellogs.Options) error {
 		l.setExport(export)
 		return nil
 	}
-	if l.identities == nil {
+	if l.opts.Identities == nil {
 		return errors.New("mtls=true needs the workload CA, which this agent has not got: run podmin setup, then restart the agent")
 	}
-	id, err := telemetry.NewIdentity(telemetry.IdentityOptions{
-		Dir: l.path(TelemetryDir), Cluster: l.cfg.Cluster, NodeID: nodeID, Issuer: l.identities,
+	id, err := NewIdentity(IdentityOptions{
+		Dir: l.path(Dir), Cluster: l.opts.Cluster, NodeID: nodeID, Issuer: l.opts.Identities,
 		UID: -1, GID: -1, Logger: l.log,
 		Restart: func(ctx context.Context) error { return l.apply(ctx, true, "telemetry identity renewed") },
 	})
@@ -309,110 +349,21 @@ func (l *logExport) setup(ctx context.Context, o otellogs.Options) error {
 	return nil
 }
 
-func (l *logExport) setExport(o telemetry.ConfigOptions) {
+func (l *Export) setExport(o ConfigOptions) {
 	l.cfgMu.Lock()
 	defer l.cfgMu.Unlock()
 	l.export = &o
 }
 
 // identity returns the telemetry identity, nil without mtls.
-func (l *logExport) identity() *telemetry.Identity {
+func (l *Export) identity() *Identity {
 	l.cfgMu.Lock()
 	defer l.cfgMu.Unlock()
 	return l.export.Identity
 }
 
-func (l *logExport) caFile() string {
+func (l *Export) caFile() string {
 	l.cfgMu.Lock()
 	defer l.cfgMu.Unlock()
 	return l.export.Paths.CAFile
-}
-
-// apply writes the configuration and restarts Fluent Bit when force is
-// set or the configuration changed.
-func (l *logExport) apply(ctx context.Context, force bool, why string) (err error) {
-	defer func() {
-		l.cfgMu.Lock()
-		l.failed = err != nil
-		l.cfgMu.Unlock()
-	}()
-	changed, err := l.rewrite(ctx)
-	if err != nil {
-		return err
-	}
-	if !force && !changed {
-		l.report("fluent-bit", nil)
-		return nil
-	}
-	if l.restart == nil {
-		l.log.Info("fluent-bit configuration current; no restart configured", "reason", why)
-		l.report("fluent-bit", nil)
-		return nil
-	}
-	// The restart runs without cfgMu: the unit's ExecStartPre asks this
-	// agent to write the configuration (ServeHTTP) while systemctl waits.
-	if err := l.restart(ctx); err != nil {
-		err = fmt.Errorf("restart Fluent Bit (%s): %w", why, err)
-		l.log.Error("fluent-bit not restarted", "err", err)
-		l.report("fluent-bit", err)
-		return err
-	}
-	l.log.Info("fluent-bit restarted", "reason", why)
-	l.report("fluent-bit", nil)
-	return nil
-}
-
-// rewrite writes the configuration and reports whether it changed.
-func (l *logExport) rewrite(ctx context.Context) (bool, error) {
-	l.cfgMu.Lock()
-	defer l.cfgMu.Unlock()
-	before, _ := os.ReadFile(l.export.Path)
-	if err := l.write(ctx); err != nil {
-		return false, err
-	}
-	after, _ := os.ReadFile(l.export.Path)
-	return !bytes.Equal(before, after), nil
-}
-
-// fetchCA reads the exact ca= object: from the cluster bucket itself when
-// it names it, otherwise from that bucket of the same provider.
-func (l *logExport) fetchCA(bucket, key string) func(context.Context) ([]byte, error) {
-	return func(ctx context.Context) ([]byte, error) {
-		var b objstore.Store = l.store
-		if bucket != l.cfg.Bucket {
-			c := l.cfg
-			c.Bucket = bucket
-			ob, err := openStore(ctx, c, l.opts)
-			if err != nil {
-				return nil, err
-			}
-			b = ob
-		}
-		return telemetry.FetchObject(b, key)(ctx)
-	}
-}
-
-// readHeaders reads /<cluster>/_system/otel-logs-headers: from the local
-// secrets store, or on AWS from Parameter Store and then Secrets Manager.
-func (l *logExport) readHeaders(ctx context.Context) ([]byte, error) {
-	name, err := secrets.SystemSecret(l.cfg.Cluster, secrets.OtelLogsHeaders)
-	if err != nil {
-		return nil, err
-	}
-	if l.cfg.Provider == "local" {
-		r, ok := l.readers[secrets.Local]
-		if !ok {
-			return nil, errors.New("the Podmin data directory holding the local secrets store is unknown; set XDG_DATA_HOME")
-		}
-		return r.Get(ctx, name.String())
-	}
-	var errs []error
-	for _, provider := range []string{secrets.ParameterStore, secrets.SecretsManager} {
-		v, err := l.readers[provider].Get(ctx, name.String())
-		if err == nil {
-			return v, nil
-		}
-		errs = append(errs, fmt.Errorf("%s: %w", provider, err))
-	}
-	return nil, errors.Join(errs...)
 }

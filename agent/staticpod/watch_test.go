@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package agent
+package staticpod_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"podmin.dev/podmin/agent/staticpod"
 	localstore "podmin.dev/podmin/internal/objstore/local"
 )
 
@@ -21,7 +22,7 @@ import (
 func TestIndexWatcherFollowsTheBucket(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "bucket")
 	var n atomic.Int64
-	w := &IndexWatcher{Bucket: dir, Changed: func() { n.Add(1) }, Retry: 10 * time.Millisecond}
+	w := &staticpod.IndexWatcher{Bucket: dir, Changed: func() { n.Add(1) }, Retry: 10 * time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
@@ -35,7 +36,7 @@ func TestIndexWatcherFollowsTheBucket(t *testing.T) {
 	// a new watch sends on its own is not taken for a commit's.
 	settle := func() {
 		last, since := n.Load(), time.Now()
-		waitFor(t, 20*time.Second, "notifications settle", func() bool {
+		waitUntil(t, 20*time.Second, "notifications settle", func() bool {
 			if cur := n.Load(); cur != last {
 				last, since = cur, time.Now()
 			}
@@ -47,14 +48,15 @@ func TestIndexWatcherFollowsTheBucket(t *testing.T) {
 		settle()
 		before := n.Load()
 		act()
-		waitFor(t, 20*time.Second, what+" notified", func() bool { return n.Load() > before })
+		waitUntil(t, 20*time.Second, what+" notified", func() bool { return n.Load() > before })
 	}
-	b := localstore.Open(dir)
+	f := &fixture{bucket: localstore.Open(dir)}
+	b := f.bucket
 	if err := b.CreateBucket(ctx); err != nil {
 		t.Fatal(err)
 	}
-	notified("first commit", func() { commit(t, b, "web", "web:v1", false) })
-	notified("second commit", func() { commit(t, b, "web", "web:v2", false) })
+	notified("first commit", func() { f.deploy(t, "workers", "web", "web:v1", false) })
+	notified("second commit", func() { f.deploy(t, "workers", "web", "web:v2", false) })
 	notified("bucket removed", func() {
 		if err := os.RemoveAll(dir); err != nil {
 			t.Fatal(err)
@@ -63,5 +65,17 @@ func TestIndexWatcherFollowsTheBucket(t *testing.T) {
 	if err := b.CreateBucket(ctx); err != nil {
 		t.Fatal(err)
 	}
-	notified("commit to the recreated bucket", func() { commit(t, b, "web", "web:v3", false) })
+	notified("commit to the recreated bucket", func() { f.deploy(t, "workers", "web", "web:v3", false) })
+}
+
+// waitUntil polls cond until it holds or the deadline passes.
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package agent
+package cri
 
 import (
 	"context"
@@ -69,11 +69,11 @@ func serveCRI(t *testing.T, root string, register func(*grpc.Server)) {
 	t.Cleanup(srv.Stop)
 }
 
-func TestCRIRuntimePullsEveryImage(t *testing.T) {
+func TestRuntimePullsEveryImage(t *testing.T) {
 	root := t.TempDir()
 	f := &fakeImageService{known: map[string]string{"r/a:v1": "sha256:a", "r/b:v1": "sha256:b"}}
 	serveImages(t, root, f)
-	p := newCRIRuntime(root, slog.New(slog.DiscardHandler))
+	p := New(root, slog.New(slog.DiscardHandler))
 	if failed, err := p.Prepull(context.Background(), []string{"r/a:v1", "r/b:v1"}); err != nil || len(failed) != 0 {
 		t.Fatal(failed, err)
 	}
@@ -87,19 +87,19 @@ func TestCRIRuntimePullsEveryImage(t *testing.T) {
 	}
 }
 
-func TestCRIRuntimeWithoutRuntimePullsNothing(t *testing.T) {
-	p := newCRIRuntime(t.TempDir(), slog.New(slog.DiscardHandler))
+func TestRuntimeWithoutRuntimePullsNothing(t *testing.T) {
+	p := New(t.TempDir(), slog.New(slog.DiscardHandler))
 	if _, err := p.Prepull(context.Background(), []string{"r/a:v1"}); !errors.Is(err, staticpod.ErrNoRuntime) {
 		t.Fatalf("no runtime socket: %v, want staticpod.ErrNoRuntime", err)
 	}
 }
 
-func TestCRIRuntimeStopsAtTheDeadline(t *testing.T) {
+func TestRuntimeStopsAtTheDeadline(t *testing.T) {
 	root := t.TempDir()
 	serveImages(t, root, &fakeImageService{known: map[string]string{"r/a:v1": "sha256:a"}})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	failed, _ := newCRIRuntime(root, slog.New(slog.DiscardHandler)).Prepull(ctx, []string{"r/a:v1"})
+	failed, _ := New(root, slog.New(slog.DiscardHandler)).Prepull(ctx, []string{"r/a:v1"})
 	err := failed["r/a:v1"]
 	if err == nil || !errors.Is(err, context.Canceled) && !strings.Contains(err.Error(), "code = Canceled") {
 		t.Fatalf("err = %v, want the cancellation", err)
@@ -156,7 +156,7 @@ func sandbox(namespace, name, revision string, state runtimeapi.PodSandboxState)
 // revision is left, whatever else runs: another revision's stopped
 // sandbox, another Pod whose name starts alike, the same name in another
 // namespace.
-func TestCRIWaitStoppedWaitsForTheRevisionsSandbox(t *testing.T) {
+func TestWaitStoppedWaitsForTheRevisionsSandbox(t *testing.T) {
 	root := t.TempDir()
 	f := &fakeRuntimeService{}
 	serveCRI(t, root, func(srv *grpc.Server) { runtimeapi.RegisterRuntimeServiceServer(srv, f) })
@@ -166,7 +166,7 @@ func TestCRIWaitStoppedWaitsForTheRevisionsSandbox(t *testing.T) {
 		sandbox("other", "web-node-1", "r1", runtimeapi.PodSandboxState_SANDBOX_READY),
 	}
 	f.set(append([]*runtimeapi.PodSandbox{sandbox("default", "web-node-1", "r1", runtimeapi.PodSandboxState_SANDBOX_READY)}, others...))
-	p := newCRIRuntime(root, slog.New(slog.DiscardHandler))
+	p := New(root, slog.New(slog.DiscardHandler))
 
 	done := make(chan error, 1)
 	go func() { done <- p.WaitStopped(context.Background(), "default", "web", "r1") }()
@@ -191,7 +191,7 @@ func TestCRIWaitStoppedWaitsForTheRevisionsSandbox(t *testing.T) {
 	if err := p.WaitStopped(ctx, "default", "web", "r2"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a sandbox that never stops: %v, want the deadline", err)
 	}
-	if err := newCRIRuntime(t.TempDir(), slog.New(slog.DiscardHandler)).WaitStopped(context.Background(), "default", "web", "r1"); !errors.Is(err, staticpod.ErrNoRuntime) {
+	if err := New(t.TempDir(), slog.New(slog.DiscardHandler)).WaitStopped(context.Background(), "default", "web", "r1"); !errors.Is(err, staticpod.ErrNoRuntime) {
 		t.Fatalf("no runtime socket: %v, want staticpod.ErrNoRuntime", err)
 	}
 }

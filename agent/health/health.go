@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package agent
+package health
 
 import (
 	"context"
@@ -17,8 +17,8 @@ import (
 	"time"
 )
 
-// DefaultHealthAddr is the loopback address of /healthz and /readyz.
-const DefaultHealthAddr = "127.0.0.1:8082"
+// DefaultAddr is the loopback address of /healthz and /readyz.
+const DefaultAddr = "127.0.0.1:8082"
 
 // Health collects the readiness of the agent's components. A component is
 // not ready until it first reports success.
@@ -115,22 +115,26 @@ func (h *Health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// healthServer serves Health on a loopback address.
-type healthServer struct {
-	addr   string
-	health *Health
-	// metrics, when set, serves /metrics beside the health endpoints.
-	metrics http.Handler
-	// routes are further loopback-only handlers by path.
-	routes map[string]http.Handler
+// Server serves a Health, and /metrics and further routes beside it, on
+// a loopback address; it is one of the agent's serving components.
+type Server struct {
+	Addr   string
+	Health *Health
+	// Metrics, when set, serves /metrics beside the health endpoints.
+	Metrics http.Handler
+	// Routes are further loopback-only handlers by path.
+	Routes map[string]http.Handler
 	srv    *http.Server
 	done   chan error
 	bound  string
 }
 
-// checkLoopback accepts only host:port with a loopback IP; what names the
+// Bound is the address the server listens on once started.
+func (s *Server) Bound() string { return s.bound }
+
+// CheckLoopback accepts only host:port with a loopback IP; what names the
 // endpoint in the error ("health", "registry").
-func checkLoopback(what, addr string) error {
+func CheckLoopback(what, addr string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("%s address %q: %w: use 127.0.0.1:<port>", what, addr, err)
@@ -142,27 +146,27 @@ func checkLoopback(what, addr string) error {
 	return nil
 }
 
-func (s *healthServer) Name() string { return "health" }
+func (s *Server) Name() string { return "health" }
 
-func (s *healthServer) Start(ctx context.Context) error {
-	if err := checkLoopback("health", s.addr); err != nil {
+func (s *Server) Start(ctx context.Context) error {
+	if err := CheckLoopback("health", s.Addr); err != nil {
 		return err
 	}
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", s.addr)
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", s.Addr)
 	if err != nil {
-		return fmt.Errorf("serve health endpoints on %s: %w: stop whatever uses the port or set PODMIN_AGENT_HEALTH_ADDR", s.addr, err)
+		return fmt.Errorf("serve health endpoints on %s: %w: stop whatever uses the port or set PODMIN_AGENT_HEALTH_ADDR", s.Addr, err)
 	}
 	s.bound = ln.Addr().String()
-	var h http.Handler = s.health
-	if s.metrics != nil || len(s.routes) > 0 {
+	var h http.Handler = s.Health
+	if s.Metrics != nil || len(s.Routes) > 0 {
 		mux := http.NewServeMux()
-		if s.metrics != nil {
-			mux.Handle("/metrics", s.metrics)
+		if s.Metrics != nil {
+			mux.Handle("/metrics", s.Metrics)
 		}
-		for path, route := range s.routes {
+		for path, route := range s.Routes {
 			mux.Handle(path, route)
 		}
-		mux.Handle("/", s.health)
+		mux.Handle("/", s.Health)
 		h = mux
 	}
 	s.srv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
@@ -171,7 +175,7 @@ func (s *healthServer) Start(ctx context.Context) error {
 	return nil
 }
 
-func (s *healthServer) Stop(ctx context.Context) error {
+func (s *Server) Stop(ctx context.Context) error {
 	if s.srv == nil {
 		return nil
 	}

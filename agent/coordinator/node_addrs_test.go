@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package agent
+package coordinator
 
 import (
 	"context"
@@ -24,9 +24,7 @@ func TestLocalNodeAPIAddresses(t *testing.T) {
 	} else {
 		l.Close()
 	}
-	local := Config{Provider: "local"}
-
-	lis, adv, id, dial, err := coordinationAddrs(local, Options{APIAddr: "[::1]:0"})
+	lis, adv, id, dial, err := listenAPI(NodeOptions{Local: true, Settings: Settings{APIAddr: "[::1]:0"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +49,7 @@ func TestLocalNodeAPIAddresses(t *testing.T) {
 	lis.Close()
 
 	node := netip.MustParseAddr("2001:db8:0:e2e::11")
-	lis, adv, id, dial, err = coordinationAddrs(local, Options{APIAddr: "[::]:0", NodeAddr: node})
+	lis, adv, id, dial, err = listenAPI(NodeOptions{Local: true, Settings: Settings{APIAddr: "[::]:0", NodeAddr: node}})
 	if err != nil {
 		t.Fatalf("a non-loopback API address in local node mode: %v", err)
 	}
@@ -68,7 +66,7 @@ func TestLocalNodeAPIAddresses(t *testing.T) {
 	}
 
 	// A wildcard listen address names no address peers could reach.
-	if _, _, _, _, err := coordinationAddrs(local, Options{APIAddr: "[::]:0"}); err == nil || !strings.Contains(err.Error(), EnvNodeAddr) {
+	if _, _, _, _, err := listenAPI(NodeOptions{Local: true, Settings: Settings{APIAddr: "[::]:0"}}); err == nil || !strings.Contains(err.Error(), EnvNodeAddr) {
 		t.Errorf("[::] without a node address: %v, want an error naming %s", err, EnvNodeAddr)
 	}
 }

@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package agent
+package daemon
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"time"
 
+	"podmin.dev/podmin/agent/health"
 	"podmin.dev/podmin/internal/clock"
 )
 
@@ -33,7 +34,7 @@ type Daemon struct {
 	Serving     []Component
 	Reconcilers []Component
 	// Health is marked draining when shutdown begins.
-	Health *Health
+	Health *health.Health
 	// TTLMargin is the wait between stopping reconciliation and stopping
 	// the serving components.
 	TTLMargin time.Duration
@@ -141,9 +142,9 @@ type loop struct {
 	done   chan error
 }
 
-// NewLoopComponent returns a Component that runs run in a goroutine from
-// Start until Stop cancels it.
-func NewLoopComponent(name string, run func(ctx context.Context) error) Component {
+// Loop returns a Component that runs run in a goroutine from Start until
+// Stop cancels it.
+func Loop(name string, run func(ctx context.Context) error) Component {
 	return &loop{name: name, run: run}
 }
 
@@ -168,3 +169,17 @@ func (l *loop) Stop(ctx context.Context) error {
 		return fmt.Errorf("%s did not stop in time: %w", l.name, ctx.Err())
 	}
 }
+
+// hook is a Component that only calls a function when it starts.
+type hook struct {
+	name string
+	fn   func()
+}
+
+// Hook returns a Component that calls fn when it starts, after every
+// component listed before it started.
+func Hook(name string, fn func()) Component { return &hook{name: name, fn: fn} }
+
+func (h *hook) Name() string                { return h.name }
+func (h *hook) Start(context.Context) error { h.fn(); return nil }
+func (h *hook) Stop(context.Context) error  { return nil }
