@@ -361,7 +361,9 @@ func TestInheritedDataplaneReleasedWhenLeaseEnds(t *testing.T) {
 	rec := &recordingDataplane{inherited: true, inheritedUntil: time.Now().Add(50 * time.Millisecond)}
 	h := startFeed(t, rec)
 	h.f.setView(webView(), true)
-	waitFor(t, 10*time.Second, "the restored view applied once the inherited lease ended", func() bool { return rec.applies() == 1 })
+	// The lease's end and the view's kick may each apply it: the same
+	// view twice when the view came first.
+	waitFor(t, 10*time.Second, "the restored view applied once the inherited lease ended", func() bool { return rec.applies() >= 1 })
 	if got := rec.last(); len(got) != 1 || len(got[0].Backends) != 0 {
 		t.Fatalf("applied %+v, want web without backends", got)
 	}
