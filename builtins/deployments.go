@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/ids"
 	"podmin.dev/podmin/internal/manifest"
 	"podmin.dev/podmin/internal/nodepod"
@@ -365,31 +364,4 @@ func fillFromPod(ctx context.Context, store objstore.Store, pc state.PayloadCach
 	if o := pod.Annotations[OriginAnnotation]; knownOrigins[o] {
 		le.Origin = o
 	}
-}
-
-// clusterCache is the payload cache seen from the cluster's bucket: bytes
-// are shared by every bucket (they are named by their digest), but the
-// stamps that prove an object intact without reading it are kept per
-// bucket, so one bucket's objects never vouch for another's.
-func (e *Env) clusterCache(c contexts.Context) state.PayloadCache {
-	pc := e.payloadCache()
-	if nc, ok := pc.(state.NotedCache); ok {
-		return state.ScopedCache(nc, strings.Join([]string{c.Provider, c.Region, c.Bucket}, "\n"))
-	}
-	return pc
-}
-
-// clusterCommitOptions are the index commit settings with the cluster's
-// payload cache.
-//
-// Every commit refuses a lost index (state.ErrIndexMissing): an index
-// this creates over the desired state of a lost one would stop every
-// other deployment's Pods on every node.
-func (e *Env) clusterCommitOptions(c contexts.Context) state.CommitOptions {
-	o := e.Commit
-	if o.Cache == nil {
-		o.Cache = e.clusterCache(c)
-	}
-	o.RefuseLostIndex = true
-	return o
 }

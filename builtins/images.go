@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"runtime"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -71,11 +70,6 @@ type PushOptions struct {
 	Destination string `json:"destination,omitempty"`
 	// Pull refreshes the local copy from the source registry first.
 	Pull bool `json:"pull,omitempty"`
-}
-
-// imageStore is the local image store under the cache directory.
-func (e *Env) imageStore() *oci.Store {
-	return oci.NewStore(filepath.Join(e.Dirs.Cache, "images"))
 }
 
 // CheckBuild applies the rules of build that need nothing but its options

@@ -20,29 +20,6 @@ import (
 	"podmin.dev/podmin/internal/state"
 )
 
-// PinnedImage is an upstream multi-platform image Podmin installs at one
-// exact index digest; the tag only names it in the mirror.
-type PinnedImage struct {
-	// Platform is the manifest.PlatformImages entry it belongs to.
-	Platform manifest.PlatformImage
-	// Tag is the upstream tag the digest was taken from.
-	Tag string
-	// Digest is the image index digest, "sha256:<hex>".
-	Digest string
-}
-
-// upstream splits Platform.Source into its registry host and repository.
-func (p PinnedImage) upstream() (registry, repository string) {
-	registry, repository, _ = strings.Cut(p.Platform.Source, "/")
-	return registry, repository
-}
-
-// Reference is the digest-pinned reference a Pod carries,
-// registry.podmin.internal/mirror/<upstream>/<repository>:<tag>@<digest>.
-func (p PinnedImage) Reference() string {
-	return p.Platform.Repository() + ":" + p.Tag + "@" + p.Digest
-}
-
 // platformImage returns the PlatformImages entry called n; a missing one
 // is a programming error caught by the tests.
 func platformImage(n string) manifest.PlatformImage {
@@ -72,7 +49,7 @@ type MirrorResult struct {
 // upstreamRef is where the pinned digest is fetched from: its own
 // registry, or the replacement UpstreamRegistries names for it.
 func (e *Env) upstreamRef(p PinnedImage) (name.Reference, error) {
-	registry, repository := p.upstream()
+	registry, repository := p.Upstream()
 	if alt, ok := e.UpstreamRegistries[registry]; ok {
 		registry = alt
 	}
@@ -86,7 +63,7 @@ func (e *Env) upstreamRef(p PinnedImage) (name.Reference, error) {
 // the local image cache, or the upstream registry when the cache lacks it,
 // and is pushed blobs first, index.json last.
 func (e *Env) mirrorPinned(ctx context.Context, bucket objstore.Store, p PinnedImage) (MirrorResult, error) {
-	registry, repository := p.upstream()
+	registry, repository := p.Upstream()
 	layout, err := state.MirrorLayout(registry, repository)
 	if err != nil {
 		return MirrorResult{}, err

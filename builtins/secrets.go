@@ -6,7 +6,6 @@ package builtins
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -253,46 +252,4 @@ func checkSecretsProviderName(name string) error {
 		return InvalidArgument(fmt.Errorf("unknown secrets provider %s: use one of %q", scrub.Quote(name), manifest.SecretsProviders()))
 	}
 	return nil
-}
-
-// ErrNoSecrets reports an Env without a secrets factory.
-var ErrNoSecrets = errors.New("no secrets providers are configured")
-
-// openSecrets resolves the secrets provider (the option, else the
-// context's default), checks that the context's provider allows it and
-// opens it.
-func (e *Env) openSecrets(ctx context.Context, c contexts.Context, name string) (secrets.Store, error) {
-	name, err := e.secretsProvider(c, name)
-	if err != nil {
-		return nil, err
-	}
-	s, err := e.Secrets(ctx, c, name)
-	if err != nil {
-		return nil, fmt.Errorf("open secrets provider %s: %w", name, err)
-	}
-	return s, nil
-}
-
-// secretsProvider resolves and checks the secrets provider's name.
-func (e *Env) secretsProvider(c contexts.Context, name string) (string, error) {
-	p, err := e.provider(c.Provider)
-	if err != nil {
-		return "", fmt.Errorf("context %s: %w", c.Cluster, err)
-	}
-	allowed := p.SecretsProviders()
-	if name == "" {
-		name = c.SecretsProvider
-	}
-	if name == "" {
-		name = allowed[0]
-	}
-	switch {
-	case !slices.Contains(manifest.SecretsProviders(), name):
-		return "", fmt.Errorf("unknown secrets provider %s: use one of %q", scrub.Quote(name), allowed)
-	case !slices.Contains(allowed, name):
-		return "", fmt.Errorf("secrets provider %s cannot be used with cluster %s on provider %s: use one of %q", scrub.Quote(name), c.Cluster, p.Name(), allowed)
-	case e.Secrets == nil:
-		return "", fmt.Errorf("%w: this build cannot open %s", ErrNoSecrets, name)
-	}
-	return name, nil
 }

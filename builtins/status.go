@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"podmin.dev/podmin/internal/clock"
 	"podmin.dev/podmin/internal/ids"
 	"podmin.dev/podmin/internal/nodepod"
 	"podmin.dev/podmin/internal/objstore"
@@ -146,21 +145,6 @@ type NodeDeployment struct {
 	Retiring   string     `json:"retiring,omitempty"`
 	AppliedAt  *time.Time `json:"appliedAt"`
 	ReportedAt *time.Time `json:"reportedAt"`
-}
-
-// now and sleep are the Env's clock (Now and Sleep), real by default.
-func (e *Env) now() time.Time {
-	if e.Now != nil {
-		return e.Now()
-	}
-	return time.Now()
-}
-
-func (e *Env) sleep(ctx context.Context, d time.Duration) error {
-	if e.Sleep != nil {
-		return e.Sleep(ctx, d)
-	}
-	return clock.Sleep(ctx, d)
 }
 
 // Status reports what the nodes observe of the selected deployments: per

@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package openv
 
 import (
 	"context"
@@ -102,9 +102,9 @@ func (d *deadlineStore) List(ctx context.Context, prefix string, opts objstore.L
 	return p, d.annotate(ctx, "LIST", prefix, err)
 }
 
-// explain adds what to check to an error from the cluster bucket of
+// Explain adds what to check to an error from the cluster bucket of
 // context c.
-func (e *Env) explain(c contexts.Context, err error) error {
+func (e *Env) Explain(c contexts.Context, err error) error {
 	if err == nil {
 		return nil
 	}

@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package openv
 
 import (
 	"errors"
@@ -59,10 +59,10 @@ type ReadJail interface {
 	ReadPath(path string) (string, error)
 }
 
-// readPath returns the path a read of path uses: path itself, unless the
+// ReadPath returns the path a read of path uses: path itself, unless the
 // Files boundary is a ReadJail.
-func (e *Env) readPath(path string) (string, error) {
-	if j, ok := e.files().(ReadJail); ok {
+func (e *Env) ReadPath(path string) (string, error) {
+	if j, ok := e.LocalFiles().(ReadJail); ok {
 		return j.ReadPath(path)
 	}
 	return path, nil
@@ -72,7 +72,7 @@ func (e *Env) readPath(path string) (string, error) {
 // relative to WorkDir, through the Files boundary; a file longer than
 // limit bytes is an error.
 func (e *Env) ReadUserFile(name string, limit int64) ([]byte, error) {
-	f, err := e.files().Open(e.path(name))
+	f, err := e.LocalFiles().Open(e.Path(name))
 	if err != nil {
 		return nil, err
 	}
@@ -87,25 +87,25 @@ func (e *Env) ReadUserFile(name string, limit int64) ([]byte, error) {
 	return data, nil
 }
 
-// contextsFile returns the contexts boundary.
-func (e *Env) contextsFile() ContextsFile {
+// SavedContexts returns the contexts boundary: Contexts, else the file in Dirs.Config.
+func (e *Env) SavedContexts() ContextsFile {
 	if e.Contexts != nil {
 		return e.Contexts
 	}
 	return ConfigContexts{Dir: e.Dirs.Config}
 }
 
-// files returns the local files boundary.
-func (e *Env) files() Files {
+// LocalFiles returns the local files boundary: Files, else the real file system.
+func (e *Env) LocalFiles() Files {
 	if e.Files != nil {
 		return e.Files
 	}
 	return OSFiles{}
 }
 
-// remoteOptions reach registries with the operator's docker credentials,
+// RemoteOptions reach registries with the operator's docker credentials,
 // through Transport when one is set.
-func (e *Env) remoteOptions() []remote.Option {
+func (e *Env) RemoteOptions() []remote.Option {
 	opts := []remote.Option{remote.WithAuthFromKeychain(authn.DefaultKeychain)}
 	if e.Transport != nil {
 		opts = append(opts, remote.WithTransport(e.Transport))

@@ -2,9 +2,18 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package openv
 
-import "podmin.dev/podmin/builtins/lifecycle"
+import (
+	"errors"
+
+	"podmin.dev/podmin/builtins/lifecycle"
+)
+
+// ErrNotConfirmed reports a destructive operation that was not confirmed:
+// no --yes/-y, no confirm = in a script, and no terminal to ask on. The CLI
+// exits with status 4 on it.
+var ErrNotConfirmed = errors.New("destructive operation not confirmed")
 
 // ErrNotOwned reports an operation refused because Podmin cannot prove
 // that the cluster owns what it would change or delete (an untagged

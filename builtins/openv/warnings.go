@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package openv
 
 import "podmin.dev/podmin/internal/manifest"
 
@@ -28,9 +28,9 @@ const (
 	CheckSecret    = "secret"
 )
 
-// manifestWarnings are an extraction's warnings as an operation reports
+// ManifestWarnings are an extraction's warnings as an operation reports
 // them.
-func manifestWarnings(ws []manifest.Warning) []Warning {
+func ManifestWarnings(ws []manifest.Warning) []Warning {
 	out := make([]Warning, 0, len(ws))
 	for _, w := range ws {
 		out = append(out, Warning{Check: CheckManifest, Subject: w.Field, Message: w.String()})
@@ -38,15 +38,11 @@ func manifestWarnings(ws []manifest.Warning) []Warning {
 	return out
 }
 
-// ManifestWarnings are a validated deployment's warnings as operations
-// report them.
-func ManifestWarnings(ex *Extracted) []Warning { return manifestWarnings(ex.Warnings) }
-
-// warn shows each warning on the progress lines (standard error), where a
+// Warn shows each warning on the progress lines (standard error), where a
 // recipe's and a dry run's appear too, and returns them.
-func (e *Env) warn(ws []Warning) []Warning {
+func (e *Env) Warn(ws []Warning) []Warning {
 	for _, w := range ws {
-		e.progress("warning: %s", w.Message)
+		e.Progressf("warning: %s", w.Message)
 	}
 	return ws
 }

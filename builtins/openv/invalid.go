@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package openv
 
 import "errors"
 
