@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package contexts
 
 import (
 	"context"
@@ -12,27 +12,12 @@ import (
 	"strings"
 	"testing"
 
-	"podmin.dev/podmin/internal/cloud"
-	"podmin.dev/podmin/internal/cloud/aws"
-	"podmin.dev/podmin/internal/cloud/local"
+	"podmin.dev/podmin/builtins/openv/openvtest"
 	"podmin.dev/podmin/internal/objstore"
 	localstore "podmin.dev/podmin/internal/objstore/local"
 	"podmin.dev/podmin/internal/objstore/objstoretest"
 	"podmin.dev/podmin/internal/objstore/s3store"
-	"podmin.dev/podmin/internal/paths"
 )
-
-func testEnv(t *testing.T) *Env {
-	root := t.TempDir()
-	dirs := paths.Dirs{
-		Config: filepath.Join(root, "config"), Cache: filepath.Join(root, "cache"),
-		Data: filepath.Join(root, "data"), Runtime: filepath.Join(root, "run"),
-	}
-	return &Env{Dirs: dirs, Providers: map[string]cloud.Provider{
-		"aws":   aws.Provider{},
-		"local": local.New(dirs.Data),
-	}}
-}
 
 // useVersityGW points the AWS provider's standard configuration at a real
 // S3-compatible server through the environment, as an operator would.
@@ -49,9 +34,9 @@ func rawBucket(t *testing.T, srv *objstoretest.S3Server, name string) *s3store.B
 func TestConnectAWSAgainstVersityGW(t *testing.T) {
 	srv := useVersityGW(t)
 	ctx := context.Background()
-	env := testEnv(t)
+	env := openvtest.NewEnv(t)
 
-	res, err := env.Connect(ctx, ConnectOptions{Cluster: "prod", Provider: "aws", Bucket: "prod-state"})
+	res, err := Connect(ctx, env, ConnectOptions{Cluster: "prod", Provider: "aws", Bucket: "prod-state"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,17 +53,17 @@ func TestConnectAWSAgainstVersityGW(t *testing.T) {
 		t.Fatalf("bucket holds %v after connect (%v)", objs, err)
 	}
 	// Reconnecting is idempotent.
-	if res, err = env.Connect(ctx, ConnectOptions{Cluster: "prod", Provider: "aws", Bucket: "prod-state"}); err != nil || res.BucketCreated || !res.Replaced {
+	if res, err = Connect(ctx, env, ConnectOptions{Cluster: "prod", Provider: "aws", Bucket: "prod-state"}); err != nil || res.BucketCreated || !res.Replaced {
 		t.Fatalf("reconnect %+v %v", res, err)
 	}
 
 	// Another operator's cluster cannot take the bucket over.
-	other := testEnv(t)
-	_, err = other.Connect(ctx, ConnectOptions{Cluster: "staging", Provider: "aws", Bucket: "prod-state"})
+	other := openvtest.NewEnv(t)
+	_, err = Connect(ctx, other, ConnectOptions{Cluster: "staging", Provider: "aws", Bucket: "prod-state"})
 	if !errors.Is(err, ErrForeignBucket) || !strings.Contains(err.Error(), "tagged podmin:cluster=prod, not staging") {
 		t.Fatalf("foreign bucket: %v", err)
 	}
-	if list, _ := other.ListContexts(); len(list) != 0 {
+	if list, _ := ListContexts(other); len(list) != 0 {
 		t.Fatalf("a refused connect saved %v", list)
 	}
 
@@ -87,7 +72,7 @@ func TestConnectAWSAgainstVersityGW(t *testing.T) {
 	if err := pre.CreateBucket(ctx); err != nil {
 		t.Fatal(err)
 	}
-	res, err = other.Connect(ctx, ConnectOptions{Cluster: "staging", Provider: "aws", Bucket: "handmade"})
+	res, err = Connect(ctx, other, ConnectOptions{Cluster: "staging", Provider: "aws", Bucket: "handmade"})
 	if err != nil || res.BucketCreated || res.BucketOwned {
 		t.Fatalf("untagged bucket: %+v %v", res, err)
 	}
@@ -98,13 +83,13 @@ func TestConnectAWSAgainstVersityGW(t *testing.T) {
 
 func TestConnectLocalOwnership(t *testing.T) {
 	ctx := context.Background()
-	env := testEnv(t)
+	env := openvtest.NewEnv(t)
 	dir := filepath.Join(t.TempDir(), "bucket")
-	if _, err := env.Connect(ctx, ConnectOptions{Cluster: "one", Provider: "local", Bucket: dir}); err != nil {
+	if _, err := Connect(ctx, env, ConnectOptions{Cluster: "one", Provider: "local", Bucket: dir}); err != nil {
 		t.Fatal(err)
 	}
-	other := testEnv(t)
-	if _, err := other.Connect(ctx, ConnectOptions{Cluster: "two", Provider: "local", Bucket: dir}); !errors.Is(err, ErrForeignBucket) {
+	other := openvtest.NewEnv(t)
+	if _, err := Connect(ctx, other, ConnectOptions{Cluster: "two", Provider: "local", Bucket: dir}); !errors.Is(err, ErrForeignBucket) {
 		t.Fatalf("err = %v", err)
 	}
 	c, err := env.CurrentContext()
@@ -117,12 +102,12 @@ func TestConnectLocalOwnership(t *testing.T) {
 // directory without .podmin a bucket, but does not claim it.
 func TestConnectLocalAdoptsDirectory(t *testing.T) {
 	ctx := context.Background()
-	env := testEnv(t)
+	env := openvtest.NewEnv(t)
 	dir := filepath.Join(t.TempDir(), "handmade")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	res, err := env.Connect(ctx, ConnectOptions{Cluster: "one", Provider: "local", Bucket: dir})
+	res, err := Connect(ctx, env, ConnectOptions{Cluster: "one", Provider: "local", Bucket: dir})
 	if err != nil || res.BucketCreated || res.BucketOwned {
 		t.Fatalf("connect to an existing directory: %+v %v; want used, neither created nor owned", res, err)
 	}
@@ -135,9 +120,9 @@ func TestConnectLocalAdoptsDirectory(t *testing.T) {
 // Disconnect forgets the cluster's generated module with its context;
 // another cluster's module stays.
 func TestDisconnectRemovesTheGeneratedModule(t *testing.T) {
-	env := testEnv(t)
+	env := openvtest.NewEnv(t)
 	ctx := context.Background()
-	if _, err := env.Connect(ctx, ConnectOptions{Cluster: "demo", Provider: "local", Bucket: "demo"}); err != nil {
+	if _, err := Connect(ctx, env, ConnectOptions{Cluster: "demo", Provider: "local", Bucket: "demo"}); err != nil {
 		t.Fatal(err)
 	}
 	mine, other := filepath.Join(env.Dirs.Cache, "infrastructure", "demo"), filepath.Join(env.Dirs.Cache, "infrastructure", "prod")
@@ -149,7 +134,7 @@ func TestDisconnectRemovesTheGeneratedModule(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := env.Disconnect(DisconnectOptions{Cluster: "demo"}); err != nil {
+	if _, err := Disconnect(env, DisconnectOptions{Cluster: "demo"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(mine); !errors.Is(err, os.ErrNotExist) {
@@ -159,7 +144,7 @@ func TestDisconnectRemovesTheGeneratedModule(t *testing.T) {
 		t.Fatalf("another cluster's module was removed: %v", err)
 	}
 	// Disconnecting again is the usual unknown-context error.
-	if _, err := env.Disconnect(DisconnectOptions{Cluster: "demo"}); err == nil {
+	if _, err := Disconnect(env, DisconnectOptions{Cluster: "demo"}); err == nil {
 		t.Fatal("a second disconnect succeeded")
 	}
 }

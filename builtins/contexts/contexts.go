@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package contexts
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"slices"
 
 	"podmin.dev/podmin/builtins/infra"
+	"podmin.dev/podmin/builtins/openv"
 	"podmin.dev/podmin/internal/cloud"
 	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/ids"
@@ -68,16 +69,16 @@ type ConnectResult struct {
 
 // validateConnect checks every input that needs no network, so bad input
 // fails before anything is created.
-func (e *Env) validateConnect(opts *ConnectOptions) (cloud.Provider, error) {
+func validateConnect(e *openv.Env, opts *ConnectOptions) (cloud.Provider, error) {
 	if err := ids.ValidateCluster(opts.Cluster); err != nil {
-		return nil, InvalidArgument(err)
+		return nil, openv.InvalidArgument(err)
 	}
-	p, err := e.provider(opts.Provider)
+	p, err := e.Provider(opts.Provider)
 	if err != nil {
-		return nil, InvalidArgument(err)
+		return nil, openv.InvalidArgument(err)
 	}
 	if opts.SecretsProvider != "" && !slices.Contains(manifest.SecretsProviders(), opts.SecretsProvider) {
-		return nil, InvalidArgument(fmt.Errorf("unknown secrets provider %s: use one of %q", scrub.Quote(opts.SecretsProvider), manifest.SecretsProviders()))
+		return nil, openv.InvalidArgument(fmt.Errorf("unknown secrets provider %s: use one of %q", scrub.Quote(opts.SecretsProvider), manifest.SecretsProviders()))
 	}
 	if opts.Bucket == "" {
 		return nil, errors.New("no bucket given: pass --bucket with the name of the cluster's object storage bucket (it is created when absent)")
@@ -96,16 +97,16 @@ func (e *Env) validateConnect(opts *ConnectOptions) (cloud.Provider, error) {
 
 // Connect verifies (creating when absent) the cluster bucket, then saves the
 // context and selects it. Nothing is saved unless every check passed.
-func (e *Env) Connect(ctx context.Context, opts ConnectOptions) (ConnectResult, error) {
-	p, err := e.validateConnect(&opts)
+func Connect(ctx context.Context, e *openv.Env, opts ConnectOptions) (ConnectResult, error) {
+	p, err := validateConnect(e, &opts)
 	if err != nil {
 		return ConnectResult{}, err
 	}
 	// Fail on an unwritable config directory before touching the bucket.
-	if err := e.contextsFile().Update(func(*contexts.File) error { return errDryRun }); err != nil && !errors.Is(err, errDryRun) {
+	if err := e.SavedContexts().Update(func(*contexts.File) error { return errDryRun }); err != nil && !errors.Is(err, errDryRun) {
 		return ConnectResult{}, err
 	}
-	existing, err := e.contextsFile().Load()
+	existing, err := e.SavedContexts().Load()
 	if err != nil {
 		return ConnectResult{}, err
 	}
@@ -148,7 +149,7 @@ func (e *Env) Connect(ctx context.Context, opts ConnectOptions) (ConnectResult, 
 		// proof of the ones this context created.
 		res.Context.CANonce = prev.CANonce
 	}
-	if res.BucketCreated, res.Context.BucketNonce, err = e.ensureBucket(ctx, b, opts.Cluster, opts.Bucket, region, proof); err != nil {
+	if res.BucketCreated, res.Context.BucketNonce, err = ensureBucket(ctx, e, b, opts.Cluster, opts.Bucket, region, proof); err != nil {
 		return ConnectResult{}, err
 	}
 	res.BucketOwned = res.Context.BucketNonce != ""
@@ -165,7 +166,7 @@ func (e *Env) Connect(ctx context.Context, opts ConnectOptions) (ConnectResult, 
 	if err := probeBucket(ctx, b, opts.Bucket); err != nil {
 		return ConnectResult{}, err
 	}
-	err = e.contextsFile().Update(func(f *contexts.File) error {
+	err = e.SavedContexts().Update(func(f *contexts.File) error {
 		var cur contexts.Context
 		cur, res.Replaced = f.Contexts[opts.Cluster]
 		if res.Replaced != hadPrev || cur.Provider != prev.Provider || cur.Bucket != prev.Bucket {
@@ -188,13 +189,13 @@ var errDryRun = errors.New("dry run")
 // the nonce that proves Podmin created the bucket for this context: the
 // fresh one, or proof (what the saved context holds) when the bucket still
 // carries it; empty for a bucket Podmin did not create.
-func (e *Env) ensureBucket(ctx context.Context, b objstore.Bucket, cluster, name, region, proof string) (created bool, nonce string, err error) {
+func ensureBucket(ctx context.Context, e *openv.Env, b objstore.Bucket, cluster, name, region, proof string) (created bool, nonce string, err error) {
 	exists, err := b.BucketExists(ctx)
 	if err != nil {
 		return false, "", fmt.Errorf("check bucket %q: %w", name, err)
 	}
 	if !exists {
-		e.progress("creating bucket %s in %s", name, region)
+		e.Progressf("creating bucket %s in %s", name, region)
 		// Drawn before the create request, so only this request's bucket
 		// can carry it.
 		fresh := contexts.NewNonce()
@@ -268,8 +269,8 @@ type ContextEntry struct {
 }
 
 // ListContexts returns the saved contexts in name order.
-func (e *Env) ListContexts() ([]ContextEntry, error) {
-	f, err := e.contextsFile().Load()
+func ListContexts(e *openv.Env) ([]ContextEntry, error) {
+	f, err := e.SavedContexts().Load()
 	if err != nil {
 		return nil, err
 	}
@@ -286,9 +287,9 @@ type UseOptions struct {
 }
 
 // Use selects a saved context.
-func (e *Env) Use(opts UseOptions) (contexts.Context, error) {
+func Use(e *openv.Env, opts UseOptions) (contexts.Context, error) {
 	var c contexts.Context
-	err := e.contextsFile().Update(func(f *contexts.File) error {
+	err := e.SavedContexts().Update(func(f *contexts.File) error {
 		var err error
 		if c, err = f.Lookup(opts.Cluster); err != nil {
 			return err
@@ -316,9 +317,9 @@ type DisconnectResult struct {
 // and the cluster's generated OpenTofu/Terraform module under
 // <cache>/infrastructure/<cluster>. The bucket and everything in the cloud
 // stay as they are, and setup regenerates the module from any machine.
-func (e *Env) Disconnect(opts DisconnectOptions) (DisconnectResult, error) {
+func Disconnect(e *openv.Env, opts DisconnectOptions) (DisconnectResult, error) {
 	var res DisconnectResult
-	err := e.contextsFile().Update(func(f *contexts.File) error {
+	err := e.SavedContexts().Update(func(f *contexts.File) error {
 		c, err := f.Lookup(opts.Cluster)
 		if err != nil {
 			return err
@@ -337,7 +338,7 @@ func (e *Env) Disconnect(opts DisconnectOptions) (DisconnectResult, error) {
 	// stays below the cache.
 	if ids.ValidateCluster(opts.Cluster) == nil {
 		dir := infra.ModuleDir(e.Dirs.Cache, opts.Cluster)
-		if err := e.files().RemoveAll(dir); err != nil {
+		if err := e.LocalFiles().RemoveAll(dir); err != nil {
 			return res, fmt.Errorf("context %s is removed, but its generated module %s could not be: %w: remove it yourself", opts.Cluster, dir, err)
 		}
 	}
