@@ -8,7 +8,9 @@ import (
 	"context"
 
 	ctxops "podmin.dev/podmin/builtins/contexts"
+	secretops "podmin.dev/podmin/builtins/secrets"
 	"podmin.dev/podmin/internal/contexts"
+	"podmin.dev/podmin/internal/secrets"
 )
 
 // Every operation of every family, as a method of Env and with its options
@@ -52,3 +54,69 @@ func (e *Env) ListContexts() ([]ContextEntry, error) { return ctxops.ListContext
 
 // Use runs ctxops.Use in e.
 func (e *Env) Use(opts UseOptions) (contexts.Context, error) { return ctxops.Use(e.op(), opts) }
+
+// The secrets family (builtins/secrets).
+type (
+	CASecretsOptions     = secretops.CASecretsOptions
+	DestroySecretOptions = secretops.DestroySecretOptions
+	ListSecretsOptions   = secretops.ListSecretsOptions
+	SecretList           = secretops.SecretList
+	SecretOptions        = secretops.SecretOptions
+	SecretResult         = secretops.SecretResult
+	SecretValueOptions   = secretops.SecretValueOptions
+)
+
+// CheckListSecrets is secretops.CheckListSecrets.
+func CheckListSecrets(opts ListSecretsOptions) error {
+	return secretops.CheckListSecrets(opts)
+}
+
+// CheckSecretAddress is secretops.CheckSecretAddress.
+func CheckSecretAddress(opts SecretOptions) error {
+	return secretops.CheckSecretAddress(opts)
+}
+
+// CheckSecret runs secretops.CheckSecret in e.
+func (e *Env) CheckSecret(opts SecretOptions) error {
+	return secretops.CheckSecret(e.op(), opts)
+}
+
+// CreateSecret runs secretops.CreateSecret in e.
+func (e *Env) CreateSecret(ctx context.Context, opts SecretValueOptions) (SecretResult, error) {
+	return secretops.CreateSecret(ctx, e.op(), opts)
+}
+
+// DeleteSecret runs secretops.DeleteSecret in e.
+func (e *Env) DeleteSecret(ctx context.Context, opts SecretOptions) (SecretResult, error) {
+	return secretops.DeleteSecret(ctx, e.op(), opts)
+}
+
+// DestroySecret runs secretops.DestroySecret in e.
+func (e *Env) DestroySecret(ctx context.Context, opts DestroySecretOptions) (SecretResult, error) {
+	return secretops.DestroySecret(ctx, e.op(), opts)
+}
+
+// EnsureCASecrets runs secretops.EnsureCASecrets in e.
+func (e *Env) EnsureCASecrets(ctx context.Context, opts CASecretsOptions) (secretops.CASecretsResult, error) {
+	return secretops.EnsureCASecrets(ctx, e.op(), opts)
+}
+
+// ListSecrets runs secretops.ListSecrets in e.
+func (e *Env) ListSecrets(ctx context.Context, opts ListSecretsOptions) (SecretList, error) {
+	return secretops.ListSecrets(ctx, e.op(), opts)
+}
+
+// ReadSecret runs secretops.ReadSecret in e.
+func (e *Env) ReadSecret(ctx context.Context, opts SecretOptions) (secrets.Value, SecretResult, error) {
+	return secretops.ReadSecret(ctx, e.op(), opts)
+}
+
+// RestoreSecret runs secretops.RestoreSecret in e.
+func (e *Env) RestoreSecret(ctx context.Context, opts SecretOptions) (SecretResult, error) {
+	return secretops.RestoreSecret(ctx, e.op(), opts)
+}
+
+// UpdateSecret runs secretops.UpdateSecret in e.
+func (e *Env) UpdateSecret(ctx context.Context, opts SecretValueOptions) (SecretResult, error) {
+	return secretops.UpdateSecret(ctx, e.op(), opts)
+}

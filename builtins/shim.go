@@ -11,7 +11,10 @@ import (
 	"context"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
 	"podmin.dev/podmin/builtins/openv"
+	secretops "podmin.dev/podmin/builtins/secrets"
 	"podmin.dev/podmin/internal/cloud"
 	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/manifest"
@@ -19,8 +22,6 @@ import (
 	"podmin.dev/podmin/internal/oci"
 	"podmin.dev/podmin/internal/secrets"
 	"podmin.dev/podmin/internal/state"
-
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
 func (e *Env) path(p string) string                               { return e.op().Path(p) }
@@ -52,3 +53,5 @@ func (e *Env) secretsProvider(c contexts.Context, n string) (string, error) {
 	return e.op().SecretsProvider(c, n)
 }
 func manifestWarnings(ws []manifest.Warning) []Warning { return openv.ManifestWarnings(ws) }
+
+func checkSecretsProviderName(n string) error { return secretops.CheckProviderName(n) }

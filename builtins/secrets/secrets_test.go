@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package secrets
 
 import (
 	"context"
@@ -17,6 +17,9 @@ import (
 	sm "github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
+	ctxops "podmin.dev/podmin/builtins/contexts"
+	"podmin.dev/podmin/builtins/openv"
+	"podmin.dev/podmin/builtins/openv/openvtest"
 	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/secrets"
 	localsecrets "podmin.dev/podmin/internal/secrets/local"
@@ -28,7 +31,7 @@ import (
 // secretsEnv is a connected local cluster "demo" whose secrets factory
 // opens the local store and the real AWS clients pointed at fakes.
 type secretsEnv struct {
-	*Env
+	*openv.Env
 	ssm    *secretstest.FakeSSM
 	sm     *secretstest.FakeSecretsManager
 	opened []string
@@ -36,8 +39,8 @@ type secretsEnv struct {
 
 func newSecretsEnv(t *testing.T) *secretsEnv {
 	t.Helper()
-	se := &secretsEnv{Env: testEnv(t), ssm: secretstest.NewFakeSSM(t), sm: secretstest.NewFakeSecretsManager(t)}
-	if _, err := se.Connect(t.Context(), ConnectOptions{Cluster: "demo", Provider: "local", Bucket: "demo-bucket"}); err != nil {
+	se := &secretsEnv{Env: openvtest.NewEnv(t), ssm: secretstest.NewFakeSSM(t), sm: secretstest.NewFakeSecretsManager(t)}
+	if _, err := ctxops.Connect(t.Context(), se.Env, ctxops.ConnectOptions{Cluster: "demo", Provider: "local", Bucket: "demo-bucket"}); err != nil {
 		t.Fatal(err)
 	}
 	creds := credentials.NewStaticCredentialsProvider("AKIDFAKE", "fake-secret-key", "")
@@ -62,35 +65,35 @@ func TestSecretLifecycle(t *testing.T) {
 			env, ctx := newSecretsEnv(t), t.Context()
 			const v1, v2 = "lifecycle-s3cret-1", "lifecycle-s3cret-2"
 			at := SecretOptions{Key: "db-password", For: "web", Namespace: "product", Provider: provider}
-			res, err := env.CreateSecret(ctx, SecretValueOptions{SecretOptions: at, Value: secrets.Value(v1)})
+			res, err := CreateSecret(ctx, env.Env, SecretValueOptions{SecretOptions: at, Value: secrets.Value(v1)})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if res != (SecretResult{Cluster: "demo", Provider: provider, Name: "/demo/product/web/db-password", Action: "created"}) {
 				t.Errorf("create = %+v", res)
 			}
-			_, err = env.CreateSecret(ctx, SecretValueOptions{SecretOptions: at, Value: secrets.Value(v2)})
+			_, err = CreateSecret(ctx, env.Env, SecretValueOptions{SecretOptions: at, Value: secrets.Value(v2)})
 			if !errors.Is(err, secrets.ErrExists) {
 				t.Errorf("second create = %v, want ErrExists", err)
 			}
-			if _, err := env.UpdateSecret(ctx, SecretValueOptions{SecretOptions: at, Value: secrets.Value(v2)}); err != nil {
+			if _, err := UpdateSecret(ctx, env.Env, SecretValueOptions{SecretOptions: at, Value: secrets.Value(v2)}); err != nil {
 				t.Fatal(err)
 			}
-			list, err := env.ListSecrets(ctx, ListSecretsOptions{For: "web", Namespace: "product", Provider: provider})
+			list, err := ListSecrets(ctx, env.Env, ListSecretsOptions{For: "web", Namespace: "product", Provider: provider})
 			if err != nil || len(list.Secrets) != 1 || list.Secrets[0].Name != "/demo/product/web/db-password" || list.Provider != provider {
 				t.Errorf("list = %+v, %v", list, err)
 			}
 			if s := fmt.Sprintf("%+v", list); strings.Contains(s, v1) || strings.Contains(s, v2) {
 				t.Errorf("list shows a value: %s", s)
 			}
-			_, err = env.DestroySecret(ctx, DestroySecretOptions{SecretOptions: at, Confirm: "other"})
+			_, err = DestroySecret(ctx, env.Env, DestroySecretOptions{SecretOptions: at, Confirm: "other"})
 			if err == nil || !strings.Contains(err.Error(), `needs confirmation: confirm with the cluster ID "demo"`) {
 				t.Errorf("destroy without confirmation = %v", err)
 			}
-			if res, err := env.DestroySecret(ctx, DestroySecretOptions{SecretOptions: at, Confirm: "demo"}); err != nil || res.Action != "destroyed" {
+			if res, err := DestroySecret(ctx, env.Env, DestroySecretOptions{SecretOptions: at, Confirm: "demo"}); err != nil || res.Action != "destroyed" {
 				t.Fatalf("destroy = %+v, %v", res, err)
 			}
-			if list, _ := env.ListSecrets(ctx, ListSecretsOptions{Provider: provider}); len(list.Secrets) != 0 {
+			if list, _ := ListSecrets(ctx, env.Env, ListSecretsOptions{Provider: provider}); len(list.Secrets) != 0 {
 				t.Errorf("after destroy: %+v", list.Secrets)
 			}
 		})
@@ -99,7 +102,7 @@ func TestSecretLifecycle(t *testing.T) {
 
 func TestSecretProviderDefaultsToContext(t *testing.T) {
 	env := newSecretsEnv(t)
-	res, err := env.CreateSecret(t.Context(), SecretValueOptions{SecretOptions: SecretOptions{Key: "k", For: "web"}, Value: secrets.Value("v")})
+	res, err := CreateSecret(t.Context(), env.Env, SecretValueOptions{SecretOptions: SecretOptions{Key: "k", For: "web"}, Value: secrets.Value("v")})
 	if err != nil || res.Provider != secrets.Local || res.Name != "/demo/default/web/k" {
 		t.Fatalf("create = %+v, %v; want the context's local provider and namespace default", res, err)
 	}
@@ -108,27 +111,27 @@ func TestSecretProviderDefaultsToContext(t *testing.T) {
 func TestSecretDeleteRestore(t *testing.T) {
 	env, ctx := newSecretsEnv(t), t.Context()
 	at := SecretOptions{Key: "token", For: "web", Provider: secrets.SecretsManager}
-	if _, err := env.CreateSecret(ctx, SecretValueOptions{SecretOptions: at, Value: secrets.Value("v")}); err != nil {
+	if _, err := CreateSecret(ctx, env.Env, SecretValueOptions{SecretOptions: at, Value: secrets.Value("v")}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := env.DeleteSecret(ctx, at)
+	res, err := DeleteSecret(ctx, env.Env, at)
 	if err != nil || res.Action != "scheduled-for-deletion" || res.RecoveryWindowDays != 30 {
 		t.Fatalf("delete = %+v, %v", res, err)
 	}
-	list, _ := env.ListSecrets(ctx, ListSecretsOptions{Provider: secrets.SecretsManager})
+	list, _ := ListSecrets(ctx, env.Env, ListSecretsOptions{Provider: secrets.SecretsManager})
 	if len(list.Secrets) != 1 || list.Secrets[0].DeletionScheduled.IsZero() {
 		t.Errorf("list after delete = %+v", list.Secrets)
 	}
-	if res, err := env.RestoreSecret(ctx, at); err != nil || res.Action != "restored" {
+	if res, err := RestoreSecret(ctx, env.Env, at); err != nil || res.Action != "restored" {
 		t.Fatalf("restore = %+v, %v", res, err)
 	}
 	for _, provider := range []string{secrets.ParameterStore, secrets.Local} {
 		at.Provider = provider
 		want := provider + " has no delete/restore: use destroy to delete permanently"
-		if _, err := env.DeleteSecret(ctx, at); !errors.Is(err, secrets.ErrUnsupported) || !strings.Contains(err.Error(), want) {
+		if _, err := DeleteSecret(ctx, env.Env, at); !errors.Is(err, secrets.ErrUnsupported) || !strings.Contains(err.Error(), want) {
 			t.Errorf("delete on %s = %v, want %q", provider, err, want)
 		}
-		if _, err := env.RestoreSecret(ctx, at); !errors.Is(err, secrets.ErrUnsupported) || !strings.Contains(err.Error(), want) {
+		if _, err := RestoreSecret(ctx, env.Env, at); !errors.Is(err, secrets.ErrUnsupported) || !strings.Contains(err.Error(), want) {
 			t.Errorf("restore on %s = %v, want %q", provider, err, want)
 		}
 	}
@@ -142,7 +145,7 @@ func TestSecretBadInputMakesNoCalls(t *testing.T) {
 	big := func(n int) secrets.Value { return secrets.Value(strings.Repeat("s", n)) }
 	tests := []struct {
 		name, want string
-		call       func(*Env) error
+		call       func(*openv.Env) error
 	}{
 		{"key with slash", `"a/b" is not a safe key`, create(SecretOptions{Key: "a/b", For: "web"}, secrets.Value(secret))},
 		{"key dot-dot", `".." is not a safe key`, create(SecretOptions{Key: "..", For: "web"}, secrets.Value(secret))},
@@ -162,29 +165,29 @@ func TestSecretBadInputMakesNoCalls(t *testing.T) {
 		{"parameter store not UTF-8", "the value is not valid UTF-8, which aws-parameter-store requires",
 			create(SecretOptions{Key: "k", For: "web", Provider: secrets.ParameterStore}, secrets.Value("\xff"+secret))},
 		{"update not UTF-8", "the value is not valid UTF-8",
-			func(e *Env) error {
-				_, err := e.UpdateSecret(context.Background(), SecretValueOptions{SecretOptions: SecretOptions{Key: "k", For: "web", Provider: secrets.ParameterStore}, Value: secrets.Value("\xfe" + secret)})
+			func(e *openv.Env) error {
+				_, err := UpdateSecret(context.Background(), e, SecretValueOptions{SecretOptions: SecretOptions{Key: "k", For: "web", Provider: secrets.ParameterStore}, Value: secrets.Value("\xfe" + secret)})
 				return err
 			}},
 		{"empty value", "the value is empty", create(SecretOptions{Key: "k", For: "web", Provider: secrets.SecretsManager}, nil)},
 		{"unsupported delete", "aws-parameter-store has no delete/restore: use destroy to delete permanently",
-			func(e *Env) error {
-				_, err := e.DeleteSecret(context.Background(), SecretOptions{Key: "k", For: "web", Provider: secrets.ParameterStore})
+			func(e *openv.Env) error {
+				_, err := DeleteSecret(context.Background(), e, SecretOptions{Key: "k", For: "web", Provider: secrets.ParameterStore})
 				return err
 			}},
 		{"destroy unconfirmed", `confirm with the cluster ID "demo"`,
-			func(e *Env) error {
-				_, err := e.DestroySecret(context.Background(), DestroySecretOptions{SecretOptions: SecretOptions{Key: "k", For: "web", Provider: secrets.SecretsManager}})
+			func(e *openv.Env) error {
+				_, err := DestroySecret(context.Background(), e, DestroySecretOptions{SecretOptions: SecretOptions{Key: "k", For: "web", Provider: secrets.SecretsManager}})
 				return err
 			}},
 		{"list bad namespace", `"Bad" is not a valid namespace`,
-			func(e *Env) error {
-				_, err := e.ListSecrets(context.Background(), ListSecretsOptions{Namespace: "Bad", Provider: secrets.ParameterStore})
+			func(e *openv.Env) error {
+				_, err := ListSecrets(context.Background(), e, ListSecretsOptions{Namespace: "Bad", Provider: secrets.ParameterStore})
 				return err
 			}},
 		{"list system with pod", "omit --for and --namespace with --system",
-			func(e *Env) error {
-				_, err := e.ListSecrets(context.Background(), ListSecretsOptions{For: "web", System: true, Provider: secrets.SecretsManager})
+			func(e *openv.Env) error {
+				_, err := ListSecrets(context.Background(), e, ListSecretsOptions{For: "web", System: true, Provider: secrets.SecretsManager})
 				return err
 			}},
 	}
@@ -205,9 +208,9 @@ func TestSecretBadInputMakesNoCalls(t *testing.T) {
 	}
 }
 
-func create(opts SecretOptions, v secrets.Value) func(*Env) error {
-	return func(e *Env) error {
-		_, err := e.CreateSecret(context.Background(), SecretValueOptions{SecretOptions: opts, Value: v})
+func create(opts SecretOptions, v secrets.Value) func(*openv.Env) error {
+	return func(e *openv.Env) error {
+		_, err := CreateSecret(context.Background(), e, SecretValueOptions{SecretOptions: opts, Value: v})
 		return err
 	}
 }
@@ -215,9 +218,9 @@ func create(opts SecretOptions, v secrets.Value) func(*Env) error {
 func TestSecretsNeedAFactory(t *testing.T) {
 	env := newSecretsEnv(t)
 	env.Secrets = nil
-	err := env.CheckSecret(SecretOptions{Key: "k", For: "web"})
-	if !errors.Is(err, ErrNoSecrets) {
-		t.Errorf("CheckSecret without a factory = %v, want ErrNoSecrets", err)
+	err := CheckSecret(env.Env, SecretOptions{Key: "k", For: "web"})
+	if !errors.Is(err, openv.ErrNoSecrets) {
+		t.Errorf("CheckSecret without a factory = %v, want openv.ErrNoSecrets", err)
 	}
 }
 

@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package secrets
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"io"
 	"time"
 
+	"podmin.dev/podmin/builtins/openv"
 	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/pki"
 	"podmin.dev/podmin/internal/secrets"
@@ -46,24 +47,24 @@ type CASecretsResult struct {
 // /<cluster>/_system/workload-ca-key and the separate coordination CA
 // certificate and key at /<cluster>/_system/cluster-ca. An existing value
 // is never overwritten; it is checked and reported as existing.
-func (e *Env) EnsureCASecrets(ctx context.Context, opts CASecretsOptions) (CASecretsResult, error) {
+func EnsureCASecrets(ctx context.Context, e *openv.Env, opts CASecretsOptions) (CASecretsResult, error) {
 	c, err := e.CurrentContext()
 	if err != nil {
 		return CASecretsResult{}, err
 	}
 	provider := opts.Provider
 	if provider == "" {
-		p, err := e.provider(c.Provider)
+		p, err := e.Provider(c.Provider)
 		if err != nil {
 			return CASecretsResult{}, fmt.Errorf("context %s: %w", c.Cluster, err)
 		}
 		provider = p.SecretsProviders()[0]
 	}
-	s, err := e.openSecrets(ctx, c, provider)
+	s, err := e.OpenSecrets(ctx, c, provider)
 	if err != nil {
 		return CASecretsResult{}, err
 	}
-	nonce, err := e.caNonce(c)
+	nonce, err := caNonce(e, c)
 	if err != nil {
 		return CASecretsResult{}, err
 	}
@@ -78,12 +79,12 @@ func (e *Env) EnsureCASecrets(ctx context.Context, opts CASecretsOptions) (CASec
 // caNonce returns the context's CA nonce, drawing one and recording it in
 // the contexts file first when the context has none: the record exists
 // before any create request can carry the nonce.
-func (e *Env) caNonce(c contexts.Context) (string, error) {
+func caNonce(e *openv.Env, c contexts.Context) (string, error) {
 	if c.CANonce != "" {
 		return c.CANonce, nil
 	}
 	fresh := contexts.NewNonce()
-	err := e.contextsFile().Update(func(f *contexts.File) error {
+	err := e.SavedContexts().Update(func(f *contexts.File) error {
 		cur, ok := f.Contexts[c.Cluster]
 		if !ok || cur.Provider != c.Provider || cur.Bucket != c.Bucket {
 			return fmt.Errorf("context %s changed while setup ran: run setup again", c.Cluster)

@@ -2,13 +2,14 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package secrets
 
 import (
 	"context"
 	"fmt"
 	"slices"
 
+	"podmin.dev/podmin/builtins/openv"
 	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/manifest"
 	"podmin.dev/podmin/internal/scrub"
@@ -72,17 +73,17 @@ type SecretList struct {
 }
 
 // CreateSecret stores a new secret; it fails when the secret exists.
-func (e *Env) CreateSecret(ctx context.Context, opts SecretValueOptions) (SecretResult, error) {
+func CreateSecret(ctx context.Context, e *openv.Env, opts SecretValueOptions) (SecretResult, error) {
 	e.Scrub.Add(opts.Key, opts.Value)
-	return e.secretOp(ctx, opts.SecretOptions, "created", func(s secrets.Store, n secrets.Name) error {
+	return secretOp(ctx, e, opts.SecretOptions, "created", func(s secrets.Store, n secrets.Name) error {
 		return s.Create(ctx, n, opts.Value)
 	})
 }
 
 // UpdateSecret replaces an existing secret's value.
-func (e *Env) UpdateSecret(ctx context.Context, opts SecretValueOptions) (SecretResult, error) {
+func UpdateSecret(ctx context.Context, e *openv.Env, opts SecretValueOptions) (SecretResult, error) {
 	e.Scrub.Add(opts.Key, opts.Value)
-	return e.secretOp(ctx, opts.SecretOptions, "updated", func(s secrets.Store, n secrets.Name) error {
+	return secretOp(ctx, e, opts.SecretOptions, "updated", func(s secrets.Store, n secrets.Name) error {
 		return s.Update(ctx, n, opts.Value)
 	})
 }
@@ -90,9 +91,9 @@ func (e *Env) UpdateSecret(ctx context.Context, opts SecretValueOptions) (Secret
 // ReadSecret returns a secret's current value, registered with Env.Scrub
 // before it is returned. No command prints it: the CLI never shows values,
 // and scripts receive it as an opaque secret.
-func (e *Env) ReadSecret(ctx context.Context, opts SecretOptions) (secrets.Value, SecretResult, error) {
+func ReadSecret(ctx context.Context, e *openv.Env, opts SecretOptions) (secrets.Value, SecretResult, error) {
 	var v secrets.Value
-	res, err := e.secretOp(ctx, opts, "read", func(s secrets.Store, n secrets.Name) error {
+	res, err := secretOp(ctx, e, opts, "read", func(s secrets.Store, n secrets.Name) error {
 		var err error
 		v, err = s.Read(ctx, n)
 		e.Scrub.Add(opts.Key, v)
@@ -103,23 +104,23 @@ func (e *Env) ReadSecret(ctx context.Context, opts SecretOptions) (secrets.Value
 
 // DeleteSecret schedules a recoverable deletion on providers that have one
 // (aws-secrets-manager) and fails on the others, naming destroy.
-func (e *Env) DeleteSecret(ctx context.Context, opts SecretOptions) (SecretResult, error) {
-	return e.secretOp(ctx, opts, "scheduled-for-deletion", func(s secrets.Store, n secrets.Name) error {
+func DeleteSecret(ctx context.Context, e *openv.Env, opts SecretOptions) (SecretResult, error) {
+	return secretOp(ctx, e, opts, "scheduled-for-deletion", func(s secrets.Store, n secrets.Name) error {
 		return s.Delete(ctx, n)
 	})
 }
 
 // RestoreSecret cancels a scheduled deletion.
-func (e *Env) RestoreSecret(ctx context.Context, opts SecretOptions) (SecretResult, error) {
-	return e.secretOp(ctx, opts, "restored", func(s secrets.Store, n secrets.Name) error {
+func RestoreSecret(ctx context.Context, e *openv.Env, opts SecretOptions) (SecretResult, error) {
+	return secretOp(ctx, e, opts, "restored", func(s secrets.Store, n secrets.Name) error {
 		return s.Restore(ctx, n)
 	})
 }
 
 // DestroySecret deletes a secret permanently once Confirm equals the
 // cluster ID.
-func (e *Env) DestroySecret(ctx context.Context, opts DestroySecretOptions) (SecretResult, error) {
-	return e.secretOp(ctx, opts.SecretOptions, "destroyed", func(s secrets.Store, n secrets.Name) error {
+func DestroySecret(ctx context.Context, e *openv.Env, opts DestroySecretOptions) (SecretResult, error) {
+	return secretOp(ctx, e, opts.SecretOptions, "destroyed", func(s secrets.Store, n secrets.Name) error {
 		if opts.Confirm != n.Cluster() {
 			return fmt.Errorf("destroying %s is permanent and needs confirmation: confirm with the cluster ID %q (podmin secret destroy asks for it; --yes gives it)", n, n.Cluster())
 		}
@@ -129,11 +130,11 @@ func (e *Env) DestroySecret(ctx context.Context, opts DestroySecretOptions) (Sec
 
 // ListSecrets lists secret names and metadata, never values. Podmin's
 // internal system keys are never listed.
-func (e *Env) ListSecrets(ctx context.Context, opts ListSecretsOptions) (SecretList, error) {
+func ListSecrets(ctx context.Context, e *openv.Env, opts ListSecretsOptions) (SecretList, error) {
 	if err := CheckListSecrets(opts); err != nil {
-		return SecretList{}, InvalidArgument(err)
+		return SecretList{}, openv.InvalidArgument(err)
 	}
-	if err := checkSecretsProviderName(opts.Provider); err != nil {
+	if err := CheckProviderName(opts.Provider); err != nil {
 		return SecretList{}, err
 	}
 	c, err := e.CurrentContext()
@@ -144,7 +145,7 @@ func (e *Env) ListSecrets(ctx context.Context, opts ListSecretsOptions) (SecretL
 	if err := secrets.CheckFilter(c.Cluster, f); err != nil {
 		return SecretList{}, err
 	}
-	s, err := e.openSecrets(ctx, c, opts.Provider)
+	s, err := e.OpenSecrets(ctx, c, opts.Provider)
 	if err != nil {
 		return SecretList{}, err
 	}
@@ -161,7 +162,7 @@ func (e *Env) ListSecrets(ctx context.Context, opts ListSecretsOptions) (SecretL
 // CheckSecret validates the options of a secret operation without calling
 // the provider, so the CLI can refuse a bad name before it prompts for a
 // value.
-func (e *Env) CheckSecret(opts SecretOptions) error {
+func CheckSecret(e *openv.Env, opts SecretOptions) error {
 	c, err := e.CurrentContext()
 	if err != nil {
 		return err
@@ -169,17 +170,17 @@ func (e *Env) CheckSecret(opts SecretOptions) error {
 	if _, err := secretName(c, opts); err != nil {
 		return err
 	}
-	_, err = e.secretsProvider(c, opts.Provider)
+	_, err = e.SecretsProvider(c, opts.Provider)
 	return err
 }
 
 // secretOp validates everything that needs no provider call, opens the
 // provider and runs op.
-func (e *Env) secretOp(ctx context.Context, opts SecretOptions, action string, op func(secrets.Store, secrets.Name) error) (SecretResult, error) {
+func secretOp(ctx context.Context, e *openv.Env, opts SecretOptions, action string, op func(secrets.Store, secrets.Name) error) (SecretResult, error) {
 	if err := CheckSecretAddress(opts); err != nil {
-		return SecretResult{}, InvalidArgument(err)
+		return SecretResult{}, openv.InvalidArgument(err)
 	}
-	if err := checkSecretsProviderName(opts.Provider); err != nil {
+	if err := CheckProviderName(opts.Provider); err != nil {
 		return SecretResult{}, err
 	}
 	c, err := e.CurrentContext()
@@ -190,7 +191,7 @@ func (e *Env) secretOp(ctx context.Context, opts SecretOptions, action string, o
 	if err != nil {
 		return SecretResult{}, err
 	}
-	s, err := e.openSecrets(ctx, c, opts.Provider)
+	s, err := e.OpenSecrets(ctx, c, opts.Provider)
 	if err != nil {
 		return SecretResult{}, err
 	}
@@ -244,12 +245,12 @@ func secretName(c contexts.Context, opts SecretOptions) (secrets.Name, error) {
 	return secrets.PodSecret(c.Cluster, opts.Namespace, opts.For, opts.Key)
 }
 
-// checkSecretsProviderName refuses a secrets provider name no build knows
-// (ErrInvalidArgument); "" means the context's default. Whether the
+// CheckProviderName refuses a secrets provider name no build knows
+// (openv.ErrInvalidArgument); "" means the context's default. Whether the
 // context's provider allows it is checked once the context is read.
-func checkSecretsProviderName(name string) error {
+func CheckProviderName(name string) error {
 	if name != "" && !slices.Contains(manifest.SecretsProviders(), name) {
-		return InvalidArgument(fmt.Errorf("unknown secrets provider %s: use one of %q", scrub.Quote(name), manifest.SecretsProviders()))
+		return openv.InvalidArgument(fmt.Errorf("unknown secrets provider %s: use one of %q", scrub.Quote(name), manifest.SecretsProviders()))
 	}
 	return nil
 }

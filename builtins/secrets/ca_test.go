@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package secrets
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"podmin.dev/podmin/builtins/openv"
 	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/pki"
 	"podmin.dev/podmin/internal/secrets"
@@ -21,7 +22,7 @@ func TestEnsureCASecretsEveryProvider(t *testing.T) {
 	for _, provider := range []string{secrets.Local, secrets.ParameterStore, secrets.SecretsManager} {
 		t.Run(provider, func(t *testing.T) {
 			env, ctx := newSecretsEnv(t), t.Context()
-			res, err := env.EnsureCASecrets(ctx, CASecretsOptions{Provider: provider})
+			res, err := EnsureCASecrets(ctx, env.Env, CASecretsOptions{Provider: provider})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -47,7 +48,7 @@ func TestEnsureCASecretsEveryProvider(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Setup again: nothing is overwritten.
-			res, err = env.EnsureCASecrets(ctx, CASecretsOptions{Provider: provider})
+			res, err = EnsureCASecrets(ctx, env.Env, CASecretsOptions{Provider: provider})
 			if err != nil || res.Secrets[0].Action != "existing" || res.Secrets[1].Action != "existing" {
 				t.Fatalf("second ensure = %+v, %v", res, err)
 			}
@@ -57,7 +58,7 @@ func TestEnsureCASecretsEveryProvider(t *testing.T) {
 				t.Fatal("a CA secret was overwritten")
 			}
 			// Internal keys stay out of listings.
-			list, err := env.ListSecrets(ctx, ListSecretsOptions{Provider: provider, System: true})
+			list, err := ListSecrets(ctx, env.Env, ListSecretsOptions{Provider: provider, System: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -70,7 +71,7 @@ func TestEnsureCASecretsEveryProvider(t *testing.T) {
 	}
 }
 
-func mustContext(t *testing.T, e *Env) contexts.Context {
+func mustContext(t *testing.T, e *openv.Env) contexts.Context {
 	t.Helper()
 	c, err := e.CurrentContext()
 	if err != nil {
@@ -129,7 +130,7 @@ func TestEnsureCASecretsAmbiguousCreate(t *testing.T) {
 	// Without a provider the CA secrets go to the system store of the
 	// context's cloud provider: local for a local context.
 	fourth := newSecretsEnv(t)
-	if res, err := fourth.EnsureCASecrets(ctx, CASecretsOptions{}); err != nil || res.Provider != secrets.Local {
+	if res, err := EnsureCASecrets(ctx, fourth.Env, CASecretsOptions{}); err != nil || res.Provider != secrets.Local {
 		t.Fatalf("default provider: %+v %v", res, err)
 	}
 	// A wrong-size stored key is reported, never replaced.
@@ -138,7 +139,7 @@ func TestEnsureCASecretsAmbiguousCreate(t *testing.T) {
 	if err := thirdBase.Create(ctx, keyName, secrets.Value("AAAA")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := third.EnsureCASecrets(ctx, CASecretsOptions{}); err == nil || !strings.Contains(err.Error(), "not 32") {
+	if _, err := EnsureCASecrets(ctx, third.Env, CASecretsOptions{}); err == nil || !strings.Contains(err.Error(), "not 32") {
 		t.Fatalf("wrong-size key: %v", err)
 	}
 }
