@@ -8,6 +8,7 @@ import (
 	"context"
 
 	ctxops "podmin.dev/podmin/builtins/contexts"
+	"podmin.dev/podmin/builtins/manifests"
 	secretops "podmin.dev/podmin/builtins/secrets"
 	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/secrets"
@@ -119,4 +120,34 @@ func (e *Env) RestoreSecret(ctx context.Context, opts SecretOptions) (SecretResu
 // UpdateSecret runs secretops.UpdateSecret in e.
 func (e *Env) UpdateSecret(ctx context.Context, opts SecretValueOptions) (SecretResult, error) {
 	return secretops.UpdateSecret(ctx, e.op(), opts)
+}
+
+// The manifests family (builtins/manifests).
+type (
+	Extracted       = manifests.Extracted
+	InitOptions     = manifests.InitOptions
+	InitResult      = manifests.InitResult
+	ManifestOptions = manifests.ManifestOptions
+	ValidateOptions = manifests.ValidateOptions
+)
+
+// Constants of the family above.
+const (
+	DefaultManifestFile = manifests.DefaultManifestFile
+	InitCreated         = manifests.InitCreated
+	InitReplaced        = manifests.InitReplaced
+	InitUnchanged       = manifests.InitUnchanged
+)
+
+// CheckInit runs manifests.CheckInit in e.
+func (e *Env) CheckInit(opts InitOptions) error { return manifests.CheckInit(e.op(), opts) }
+
+// Init runs manifests.Init in e.
+func (e *Env) Init(opts InitOptions) (InitResult, error) {
+	return manifests.Init(e.op(), opts)
+}
+
+// Validate runs manifests.Validate in e.
+func (e *Env) Validate(opts ValidateOptions) (*Extracted, error) {
+	return manifests.Validate(e.op(), opts)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"podmin.dev/podmin/builtins/manifests"
 	"podmin.dev/podmin/builtins/openv"
 	secretops "podmin.dev/podmin/builtins/secrets"
 	"podmin.dev/podmin/internal/cloud"
@@ -55,3 +56,11 @@ func (e *Env) secretsProvider(c contexts.Context, n string) (string, error) {
 func manifestWarnings(ws []manifest.Warning) []Warning { return openv.ManifestWarnings(ws) }
 
 func checkSecretsProviderName(n string) error { return secretops.CheckProviderName(n) }
+
+func (e *Env) buildManifest(o ManifestOptions) ([]byte, *manifest.Result, error) {
+	return manifests.BuildManifest(e.op(), o)
+}
+func (e *Env) readFile(n string) ([]byte, error) { return manifests.ReadFile(e.op(), n) }
+func (e *Env) checkManifestOptions(o ManifestOptions) error {
+	return manifests.CheckManifestOptions(e.op(), o)
+}

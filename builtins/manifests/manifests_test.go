@@ -2,22 +2,24 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package manifests
 
 import (
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"podmin.dev/podmin/builtins/openv/openvtest"
 )
 
 func TestInitIsIdempotent(t *testing.T) {
-	env := testEnv(t)
+	env := openvtest.NewEnv(t)
 	env.WorkDir = t.TempDir()
 	opts := InitOptions{ManifestOptions: ManifestOptions{Name: "web", NodeGroup: "workers", Images: []string{"hello:v1"}, Service: true}, File: "web.yaml"}
 	path := filepath.Join(env.WorkDir, "web.yaml")
 
-	res, err := env.Init(opts)
+	res, err := Init(env, opts)
 	if err != nil || res.Action != InitCreated || res.File != "web.yaml" {
 		t.Fatalf("first init = %+v, %v", res, err)
 	}
@@ -30,7 +32,7 @@ func TestInitIsIdempotent(t *testing.T) {
 	}
 	before, _ := os.Stat(path)
 
-	res, err = env.Init(opts)
+	res, err = Init(env, opts)
 	if err != nil || res.Action != InitUnchanged {
 		t.Fatalf("second init = %+v, %v", res, err)
 	}
@@ -40,7 +42,7 @@ func TestInitIsIdempotent(t *testing.T) {
 
 	other := opts
 	other.Images = []string{"hello:v2"}
-	_, err = env.Init(other)
+	_, err = Init(env, other)
 	want := path + ` already exists and holds a different manifest: init left it as it is; compare it with "podmin validate -f web.yaml", then remove it, pass --force to replace it, or pass --file with another path`
 	if err == nil || err.Error() != want {
 		t.Fatalf("init with other options: %v\nwant %s", err, want)
@@ -53,12 +55,12 @@ func TestInitIsIdempotent(t *testing.T) {
 	if err := os.WriteFile(path, append(first, "# note\n"...), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.Init(opts); err == nil || !strings.Contains(err.Error(), "holds a different manifest") {
+	if _, err := Init(env, opts); err == nil || !strings.Contains(err.Error(), "holds a different manifest") {
 		t.Fatalf("init over a longer file: %v", err)
 	}
 
 	other.Force = true
-	res, err = env.Init(other)
+	res, err = Init(env, other)
 	if err != nil || res.Action != InitReplaced {
 		t.Fatalf("init --force = %+v, %v", res, err)
 	}
@@ -68,7 +70,7 @@ func TestInitIsIdempotent(t *testing.T) {
 }
 
 func TestInitRefusesWhatIsNotAFile(t *testing.T) {
-	env := testEnv(t)
+	env := openvtest.NewEnv(t)
 	env.WorkDir = t.TempDir()
 	if err := os.Mkdir(filepath.Join(env.WorkDir, "dir.yaml"), 0o755); err != nil {
 		t.Fatal(err)
@@ -79,7 +81,7 @@ func TestInitRefusesWhatIsNotAFile(t *testing.T) {
 	}
 	for _, file := range []string{"dir.yaml", "link.yaml"} {
 		opts := InitOptions{ManifestOptions: ManifestOptions{Name: "web", NodeGroup: "workers", Images: []string{"hello:v1"}}, File: file, Force: true}
-		_, err := env.Init(opts)
+		_, err := Init(env, opts)
 		if err == nil || !strings.Contains(err.Error(), "is not a regular file: init left it as it is") {
 			t.Errorf("init -f %s: %v", file, err)
 		}

@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package manifests
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 
+	"podmin.dev/podmin/builtins/openv"
 	"podmin.dev/podmin/internal/ids"
 	"podmin.dev/podmin/internal/manifest"
 )
@@ -61,13 +62,13 @@ type InitResult struct {
 	// this manifest, so nothing was written) or InitReplaced (Force).
 	Action string `json:"action"`
 	// Warnings are the manifest's privileged settings and host access.
-	Warnings []Warning `json:"warnings"`
+	Warnings []openv.Warning `json:"warnings"`
 }
 
-// buildManifest renders the built-in DaemonSet with the current context's
+// BuildManifest renders the built-in DaemonSet with the current context's
 // default secrets provider, and returns it extracted as deploy and init
 // would extract it (manifest.BuildExtracted: one extraction, not two).
-func (e *Env) buildManifest(o ManifestOptions) ([]byte, *manifest.Result, error) {
+func BuildManifest(e *openv.Env, o ManifestOptions) ([]byte, *manifest.Result, error) {
 	if err := ids.ValidateNodeGroup(o.NodeGroup); err != nil {
 		return nil, nil, fmt.Errorf("--nodegroup: %w", err)
 	}
@@ -82,18 +83,20 @@ func (e *Env) buildManifest(o ManifestOptions) ([]byte, *manifest.Result, error)
 	return manifest.BuildExtracted(manifest.BuildOptions{
 		Name: o.Name, NodeGroup: o.NodeGroup, Namespace: o.Namespace, Images: o.Images,
 		Service: o.Service, Ports: o.Ports, CPU: o.CPU, Memory: o.Memory,
-		Env: o.Env, LookupEnv: e.lookupEnv, Secrets: o.Secrets, SecretsProvider: secretsProvider,
+		Env: o.Env, LookupEnv: e.Getenv, Secrets: o.Secrets, SecretsProvider: secretsProvider,
 	})
 }
 
 // CheckInit applies the rules of init that need nothing but its options
 // (and the environment, for --env KEY): the CLI reports them as bad usage
 // before it reads a context or a file.
-func (e *Env) CheckInit(opts InitOptions) error { return e.checkManifestOptions(opts.ManifestOptions) }
+func CheckInit(e *openv.Env, opts InitOptions) error {
+	return CheckManifestOptions(e, opts.ManifestOptions)
+}
 
-// checkManifestOptions renders the built-in manifest without a context:
+// CheckManifestOptions renders the built-in manifest without a context:
 // the secrets provider only names the annotation, so any will do.
-func (e *Env) checkManifestOptions(o ManifestOptions) error {
+func CheckManifestOptions(e *openv.Env, o ManifestOptions) error {
 	if err := ids.ValidateNodeGroup(o.NodeGroup); err != nil {
 		return fmt.Errorf("--nodegroup: %w", err)
 	}
@@ -104,7 +107,7 @@ func (e *Env) checkManifestOptions(o ManifestOptions) error {
 	_, err := manifest.Build(manifest.BuildOptions{
 		Name: o.Name, NodeGroup: o.NodeGroup, Namespace: o.Namespace, Images: o.Images,
 		Service: o.Service, Ports: o.Ports, CPU: o.CPU, Memory: o.Memory,
-		Env: o.Env, LookupEnv: e.lookupEnv, Secrets: o.Secrets, SecretsProvider: provider,
+		Env: o.Env, LookupEnv: e.Getenv, Secrets: o.Secrets, SecretsProvider: provider,
 	})
 	return err
 }
@@ -113,11 +116,11 @@ func (e *Env) checkManifestOptions(o ManifestOptions) error {
 // idempotent: an existing file that already holds exactly this manifest is
 // reported unchanged and not written. An existing file holding anything
 // else is an error and stays as it was, unless Force replaces it.
-func (e *Env) Init(opts InitOptions) (InitResult, error) {
-	if err := e.CheckInit(opts); err != nil {
-		return InitResult{}, InvalidArgument(err)
+func Init(e *openv.Env, opts InitOptions) (InitResult, error) {
+	if err := CheckInit(e, opts); err != nil {
+		return InitResult{}, openv.InvalidArgument(err)
 	}
-	data, res, err := e.buildManifest(opts.ManifestOptions)
+	data, res, err := BuildManifest(e, opts.ManifestOptions)
 	if err != nil {
 		return InitResult{}, err
 	}
@@ -126,12 +129,12 @@ func (e *Env) Init(opts InitOptions) (InitResult, error) {
 		file = DefaultManifestFile
 	}
 	out := InitResult{File: file, Name: res.Name, Namespace: res.Namespace, NodeGroup: res.NodeGroup, Service: res.Service != nil,
-		Warnings: e.warn(manifestWarnings(res.Warnings))}
-	path := e.path(file)
-	existing, err := e.readExisting(path, len(data))
+		Warnings: e.Warn(openv.ManifestWarnings(res.Warnings))}
+	path := e.Path(file)
+	existing, err := readExisting(e, path, len(data))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		if err := e.writeNewFile(path, data); err != nil {
+		if err := writeNewFile(e, path, data); err != nil {
 			return InitResult{}, err
 		}
 		out.Action = InitCreated
@@ -142,7 +145,7 @@ func (e *Env) Init(opts InitOptions) (InitResult, error) {
 	case !opts.Force:
 		return InitResult{}, fmt.Errorf("%s already exists and holds a different manifest: init left it as it is; compare it with \"podmin validate -f %s\", then remove it, pass --force to replace it, or pass --file with another path", path, file)
 	default:
-		if err := e.files().WriteFile(path, data, 0o644); err != nil {
+		if err := e.LocalFiles().WriteFile(path, data, 0o644); err != nil {
 			return InitResult{}, fmt.Errorf("replace %s: %w", path, err)
 		}
 		out.Action = InitReplaced
@@ -152,7 +155,7 @@ func (e *Env) Init(opts InitOptions) (InitResult, error) {
 
 // readExisting reads the regular file at path, or reports fs.ErrNotExist.
 // It reads at most one byte more than want: a longer file differs anyway.
-func (e *Env) readExisting(path string, want int) ([]byte, error) {
+func readExisting(e *openv.Env, path string, want int) ([]byte, error) {
 	if e.Files == nil {
 		fi, err := os.Lstat(path)
 		if err != nil {
@@ -165,7 +168,7 @@ func (e *Env) readExisting(path string, want int) ([]byte, error) {
 			return nil, fmt.Errorf("%s already exists and is not a regular file: init left it as it is; remove it or pass --file with another path", path)
 		}
 	}
-	f, err := e.files().Open(path)
+	f, err := e.LocalFiles().Open(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, err
@@ -182,8 +185,8 @@ func (e *Env) readExisting(path string, want int) ([]byte, error) {
 
 // writeNewFile creates path with data, failing if it exists. The content
 // appears complete or not at all.
-func (e *Env) writeNewFile(path string, data []byte) error {
-	err := e.files().CreateNew(path, data, 0o644)
+func writeNewFile(e *openv.Env, path string, data []byte) error {
+	err := e.LocalFiles().CreateNew(path, data, 0o644)
 	if errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("%s already exists: init left it as it is; pass --force to replace it or --file with another path", path)
 	}
@@ -206,14 +209,14 @@ type Extracted = manifest.Result
 // Validate runs deploy's extraction and validation without writing. The
 // manifest's warnings are shown on the progress lines and returned in
 // the result (ManifestWarnings converts them).
-func (e *Env) Validate(opts ValidateOptions) (*Extracted, error) {
+func Validate(e *openv.Env, opts ValidateOptions) (*Extracted, error) {
 	if opts.File == "" {
-		return nil, InvalidArgument(errors.New("validate needs --file: pass the manifest to check (or - for standard input)"))
+		return nil, openv.InvalidArgument(errors.New("validate needs --file: pass the manifest to check (or - for standard input)"))
 	}
 	if err := manifest.CheckImageValues(opts.Images); err != nil {
-		return nil, InvalidArgument(err)
+		return nil, openv.InvalidArgument(err)
 	}
-	data, err := e.readFile(opts.File)
+	data, err := ReadFile(e, opts.File)
 	if err != nil {
 		return nil, err
 	}
@@ -221,12 +224,12 @@ func (e *Env) Validate(opts ValidateOptions) (*Extracted, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.warn(manifestWarnings(ex.Warnings))
+	e.Warn(openv.ManifestWarnings(ex.Warnings))
 	return ex, nil
 }
 
-// readFile reads a user-supplied manifest, or standard input for "-".
-func (e *Env) readFile(name string) ([]byte, error) {
+// ReadFile reads a user-supplied manifest, or standard input for "-".
+func ReadFile(e *openv.Env, name string) ([]byte, error) {
 	const limit = 4 << 20
 	var r io.Reader
 	if name == "-" {
@@ -235,7 +238,7 @@ func (e *Env) readFile(name string) ([]byte, error) {
 		}
 		r = e.Stdin
 	} else {
-		f, err := e.files().Open(e.path(name))
+		f, err := e.LocalFiles().Open(e.Path(name))
 		if err != nil {
 			return nil, fmt.Errorf("read manifest: %w", err)
 		}
