@@ -8,6 +8,7 @@ import (
 	"context"
 
 	ctxops "podmin.dev/podmin/builtins/contexts"
+	"podmin.dev/podmin/builtins/images"
 	"podmin.dev/podmin/builtins/manifests"
 	secretops "podmin.dev/podmin/builtins/secrets"
 	"podmin.dev/podmin/internal/contexts"
@@ -150,4 +151,31 @@ func (e *Env) Init(opts InitOptions) (InitResult, error) {
 // Validate runs manifests.Validate in e.
 func (e *Env) Validate(opts ValidateOptions) (*Extracted, error) {
 	return manifests.Validate(e.op(), opts)
+}
+
+// The images family (builtins/images).
+type (
+	BuildOptions = images.BuildOptions
+	ImageResult  = images.ImageResult
+	PullOptions  = images.PullOptions
+	PushOptions  = images.PushOptions
+	PushResult   = images.PushResult
+)
+
+// CheckBuild is images.CheckBuild.
+func CheckBuild(opts BuildOptions) error { return images.CheckBuild(opts) }
+
+// Build runs images.Build in e.
+func (e *Env) Build(ctx context.Context, opts BuildOptions) (ImageResult, error) {
+	return images.Build(ctx, e.op(), opts)
+}
+
+// Pull runs images.Pull in e.
+func (e *Env) Pull(ctx context.Context, opts PullOptions) (ImageResult, error) {
+	return images.Pull(ctx, e.op(), opts)
+}
+
+// Push runs images.Push in e.
+func (e *Env) Push(ctx context.Context, opts PushOptions) (PushResult, error) {
+	return images.Push(ctx, e.op(), opts)
 }

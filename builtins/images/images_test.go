@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package images
 
 import (
 	"context"
@@ -21,6 +21,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	ctxops "podmin.dev/podmin/builtins/contexts"
+	"podmin.dev/podmin/builtins/openv/openvtest"
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/objstore/faultstore"
 	"podmin.dev/podmin/internal/oci"
@@ -44,14 +46,14 @@ func imageContext(t *testing.T) string {
 
 func TestBuildAndPush(t *testing.T) {
 	ctx := context.Background()
-	env := testEnv(t)
+	env := openvtest.NewEnv(t)
 	var counts *faultstore.Store
 	env.WrapStore = func(s objstore.Store) objstore.Store { counts = faultstore.New(s); return counts }
-	if _, err := env.Connect(ctx, ConnectOptions{Cluster: "demo", Provider: "local", Bucket: filepath.Join(t.TempDir(), "bucket")}); err != nil {
+	if _, err := ctxops.Connect(ctx, env, ctxops.ConnectOptions{Cluster: "demo", Provider: "local", Bucket: filepath.Join(t.TempDir(), "bucket")}); err != nil {
 		t.Fatal(err)
 	}
 	env.WorkDir = imageContext(t)
-	built, err := env.Build(ctx, BuildOptions{Tag: []string{"hello:v1", "hello:latest"}, Platform: []string{"linux/amd64", "linux/arm64"}})
+	built, err := Build(ctx, env, BuildOptions{Tag: []string{"hello:v1", "hello:latest"}, Platform: []string{"linux/amd64", "linux/arm64"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +61,7 @@ func TestBuildAndPush(t *testing.T) {
 		strings.Join(built.Platforms, " ") != "linux/amd64 linux/arm64" {
 		t.Fatalf("build result %+v", built)
 	}
-	res, err := env.Push(ctx, PushOptions{Source: "hello:v1"})
+	res, err := Push(ctx, env, PushOptions{Source: "hello:v1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,10 +69,10 @@ func TestBuildAndPush(t *testing.T) {
 		t.Fatalf("push result %+v", res)
 	}
 	counts.ResetCounts()
-	if res, err = env.Push(ctx, PushOptions{Source: "hello:v1"}); err != nil || res.Uploaded != 0 || counts.Counts().Writes() != 0 {
+	if res, err = Push(ctx, env, PushOptions{Source: "hello:v1"}); err != nil || res.Uploaded != 0 || counts.Counts().Writes() != 0 {
 		t.Fatalf("re-push %+v %v, requests %+v", res, err, counts.Counts())
 	}
-	if res, err = env.Push(ctx, PushOptions{Source: "hello:v1", Destination: "team/hello:stable"}); err != nil || res.References[0] != "registry.podmin.internal/apps/team/hello:stable" {
+	if res, err = Push(ctx, env, PushOptions{Source: "hello:v1", Destination: "team/hello:stable"}); err != nil || res.References[0] != "registry.podmin.internal/apps/team/hello:stable" {
 		t.Fatalf("push to a destination %+v %v", res, err)
 	}
 	for _, tc := range []struct {
@@ -80,14 +82,14 @@ func TestBuildAndPush(t *testing.T) {
 		{PushOptions{Source: "hello:v1", Destination: "mirror/pause"}, "mirror/ is reserved"},
 		{PushOptions{Source: "registry.podmin.internal/apps/missing:v1"}, `registry.podmin.internal/apps/missing:v1 is not in the local image store: run "podmin build -t registry.podmin.internal/apps/missing:v1" first`},
 	} {
-		if _, err := env.Push(ctx, tc.opts); err == nil || !strings.Contains(err.Error(), tc.err) {
+		if _, err := Push(ctx, env, tc.opts); err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("Push(%+v) error = %v, want %q", tc.opts, err, tc.err)
 		}
 	}
-	if _, err := env.Build(ctx, BuildOptions{Tag: []string{"hello:v2"}, Platform: []string{"linux"}}); err == nil || !strings.Contains(err.Error(), `platform "linux" must be OS/ARCH`) {
+	if _, err := Build(ctx, env, BuildOptions{Tag: []string{"hello:v2"}, Platform: []string{"linux"}}); err == nil || !strings.Contains(err.Error(), `platform "linux" must be OS/ARCH`) {
 		t.Errorf("bad platform error = %v", err)
 	}
-	if _, err := env.Build(ctx, BuildOptions{}); err == nil || !strings.Contains(err.Error(), "--tag") {
+	if _, err := Build(ctx, env, BuildOptions{}); err == nil || !strings.Contains(err.Error(), "--tag") {
 		t.Errorf("no tag error = %v", err)
 	}
 }
@@ -107,23 +109,23 @@ func TestPullAndPushFromARegistry(t *testing.T) {
 	}
 	want, _ := idx.Digest()
 
-	env := testEnv(t)
-	res, err := env.Pull(ctx, PullOptions{Source: host + "/example/web:v1"})
+	env := openvtest.NewEnv(t)
+	res, err := Pull(ctx, env, PullOptions{Source: host + "/example/web:v1"})
 	if err != nil || res.Digest != want.String() || res.References[0] != host+"/example/web:v1" {
 		t.Fatalf("pull %+v, %v", res, err)
 	}
-	if _, err := env.Connect(ctx, ConnectOptions{Cluster: "demo", Provider: "local", Bucket: filepath.Join(t.TempDir(), "bucket")}); err != nil {
+	if _, err := ctxops.Connect(ctx, env, ctxops.ConnectOptions{Cluster: "demo", Provider: "local", Bucket: filepath.Join(t.TempDir(), "bucket")}); err != nil {
 		t.Fatal(err)
 	}
 	// Push pulls what is missing and keeps repository and tag beneath apps/.
-	pushed, err := env.Push(ctx, PushOptions{Source: host + "/example/other:v1", Destination: ""})
+	pushed, err := Push(ctx, env, PushOptions{Source: host + "/example/other:v1", Destination: ""})
 	if err == nil {
 		t.Fatalf("push of a missing remote image succeeded: %+v", pushed)
 	}
 	if err := remote.WriteIndex(must(name.ParseReference(host+"/example/other:v1")), idx); err != nil {
 		t.Fatal(err)
 	}
-	pushed, err = env.Push(ctx, PushOptions{Source: host + "/example/other:v1"})
+	pushed, err = Push(ctx, env, PushOptions{Source: host + "/example/other:v1"})
 	if err != nil || pushed.References[0] != "registry.podmin.internal/apps/example/other:v1" || pushed.Digest != want.String() {
 		t.Fatalf("push %+v, %v", pushed, err)
 	}

@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package images
 
 import (
 	"context"
@@ -18,6 +18,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	ctxops "podmin.dev/podmin/builtins/contexts"
+	"podmin.dev/podmin/builtins/openv/openvtest"
 	"podmin.dev/podmin/internal/progress/progresstest"
 )
 
@@ -26,10 +28,10 @@ import (
 // share: each transfer ends, and the bytes moved add up.
 func TestTransfersReportProgress(t *testing.T) {
 	ctx := context.Background()
-	env := testEnv(t)
+	env := openvtest.NewEnv(t)
 	sink := &progresstest.Recorder{}
 	env.Transfers = sink
-	if _, err := env.Connect(ctx, ConnectOptions{Cluster: "demo", Provider: "local", Bucket: filepath.Join(t.TempDir(), "bucket")}); err != nil {
+	if _, err := ctxops.Connect(ctx, env, ctxops.ConnectOptions{Cluster: "demo", Provider: "local", Bucket: filepath.Join(t.TempDir(), "bucket")}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -44,7 +46,7 @@ func TestTransfersReportProgress(t *testing.T) {
 	if err := remote.WriteIndex(ref, idx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.Pull(ctx, PullOptions{Source: host + "/team/app:v1"}); err != nil {
+	if _, err := Pull(ctx, env, PullOptions{Source: host + "/team/app:v1"}); err != nil {
 		t.Fatal(err)
 	}
 	pull := sink.Transfers()[0]
@@ -54,7 +56,7 @@ func TestTransfersReportProgress(t *testing.T) {
 	}
 
 	env.WorkDir = imageContext(t)
-	if _, err := env.Build(ctx, BuildOptions{Tag: []string{"hello:v1"}, Platform: []string{"linux/amd64", "linux/arm64"}}); err != nil {
+	if _, err := Build(ctx, env, BuildOptions{Tag: []string{"hello:v1"}, Platform: []string{"linux/amd64", "linux/arm64"}}); err != nil {
 		t.Fatal(err)
 	}
 	build := sink.Transfers()[1]
@@ -62,7 +64,7 @@ func TestTransfersReportProgress(t *testing.T) {
 		t.Fatalf("build reported:\n%s", sink)
 	}
 
-	res, err := env.Push(ctx, PushOptions{Source: "hello:v1"})
+	res, err := Push(ctx, env, PushOptions{Source: "hello:v1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +76,7 @@ func TestTransfersReportProgress(t *testing.T) {
 		t.Errorf("push announced %d bytes and uploaded %d", push.Total, res.UploadedBytes)
 	}
 	// Pushing again moves nothing: every blob is skipped.
-	if _, err := env.Push(ctx, PushOptions{Source: "hello:v1"}); err != nil {
+	if _, err := Push(ctx, env, PushOptions{Source: "hello:v1"}); err != nil {
 		t.Fatal(err)
 	}
 	again := sink.Transfers()[3]

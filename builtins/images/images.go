@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package images
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"podmin.dev/podmin/builtins/openv"
 	"podmin.dev/podmin/internal/oci"
 	"podmin.dev/podmin/internal/oci/build"
 	ociremote "podmin.dev/podmin/internal/oci/remote"
@@ -97,10 +98,10 @@ func buildTargets(opts BuildOptions) ([]oci.LocalRef, []v1.Platform, error) {
 }
 
 // Build builds the Containerfile subset into the local image store.
-func (e *Env) Build(ctx context.Context, opts BuildOptions) (ImageResult, error) {
+func Build(ctx context.Context, e *openv.Env, opts BuildOptions) (ImageResult, error) {
 	refs, platforms, err := buildTargets(opts)
 	if err != nil {
-		return ImageResult{}, InvalidArgument(err)
+		return ImageResult{}, openv.InvalidArgument(err)
 	}
 	dir := opts.Path
 	if dir == "" {
@@ -108,19 +109,19 @@ func (e *Env) Build(ctx context.Context, opts BuildOptions) (ImageResult, error)
 	}
 	file := opts.File
 	if file != "" {
-		if file, err = e.readPath(e.path(file)); err != nil {
+		if file, err = e.ReadPath(e.Path(file)); err != nil {
 			return ImageResult{}, fmt.Errorf("build: %w", err)
 		}
 	}
-	contextDir, err := e.readPath(e.path(dir))
+	contextDir, err := e.ReadPath(e.Path(dir))
 	if err != nil {
 		return ImageResult{}, fmt.Errorf("build: %w", err)
 	}
-	store := e.imageStore().WithProgress(e.Transfers, "build "+refs[0].String())
-	e.progress("building %d platform(s) from %s", len(platforms), dir)
+	store := e.ImageStore().WithProgress(e.Transfers, "build "+refs[0].String())
+	e.Progressf("building %d platform(s) from %s", len(platforms), dir)
 	idx, err := build.Build(ctx, build.Options{
 		ContextDir: contextDir, File: file, Platforms: platforms,
-		Base:  build.StoreBase(store, opts.Pull, e.remoteOptions()...),
+		Base:  build.StoreBase(store, opts.Pull, e.RemoteOptions()...),
 		Store: store, Repository: refs[0].Repo,
 	})
 	if err != nil {
@@ -141,18 +142,18 @@ func (e *Env) Build(ctx context.Context, opts BuildOptions) (ImageResult, error)
 }
 
 // Pull imports a complete remote index into the local image store.
-func (e *Env) Pull(ctx context.Context, opts PullOptions) (ImageResult, error) {
+func Pull(ctx context.Context, e *openv.Env, opts PullOptions) (ImageResult, error) {
 	r, err := oci.RemoteRef(opts.Source)
 	if err != nil {
-		return ImageResult{}, InvalidArgument(err)
+		return ImageResult{}, openv.InvalidArgument(err)
 	}
-	return e.pull(ctx, r)
+	return pull(ctx, e, r)
 }
 
-func (e *Env) pull(ctx context.Context, r oci.LocalRef) (ImageResult, error) {
-	e.progress("pulling %s", r.Remote)
-	store := e.imageStore().WithProgress(e.Transfers, "pull "+r.Remote.String())
-	d, err := ociremote.Pull(ctx, store, r.Remote, r.Repo, r.Tag, e.remoteOptions()...)
+func pull(ctx context.Context, e *openv.Env, r oci.LocalRef) (ImageResult, error) {
+	e.Progressf("pulling %s", r.Remote)
+	store := e.ImageStore().WithProgress(e.Transfers, "pull "+r.Remote.String())
+	d, err := ociremote.Pull(ctx, store, r.Remote, r.Repo, r.Tag, e.RemoteOptions()...)
 	if err != nil {
 		return ImageResult{}, err
 	}
@@ -166,16 +167,16 @@ func (e *Env) pull(ctx context.Context, r oci.LocalRef) (ImageResult, error) {
 
 // Push uploads a local image (pulling it when absent, or always with
 // Pull) into the cluster bucket and returns its cluster reference.
-func (e *Env) Push(ctx context.Context, opts PushOptions) (PushResult, error) {
+func Push(ctx context.Context, e *openv.Env, opts PushOptions) (PushResult, error) {
 	dst, err := oci.Destination(opts.Source, opts.Destination)
 	if err != nil {
-		return PushResult{}, InvalidArgument(err)
+		return PushResult{}, openv.InvalidArgument(err)
 	}
 	candidates, err := oci.SourceRefs(opts.Source)
 	if err != nil {
-		return PushResult{}, InvalidArgument(err)
+		return PushResult{}, openv.InvalidArgument(err)
 	}
-	store := e.imageStore()
+	store := e.ImageStore()
 	var src oci.LocalRef
 	var top v1.Descriptor
 	for _, c := range candidates {
@@ -194,7 +195,7 @@ func (e *Env) Push(ctx context.Context, opts PushOptions) (PushResult, error) {
 		if last.Remote == nil {
 			return PushResult{}, fmt.Errorf("%s is not in the local image store: run \"podmin build -t %s\" first", last, opts.Source)
 		}
-		if _, err := e.pull(ctx, last); err != nil {
+		if _, err := pull(ctx, e, last); err != nil {
 			return PushResult{}, err
 		}
 		if top, err = store.Lookup(last.Repo, last.Tag); err != nil {
@@ -202,7 +203,7 @@ func (e *Env) Push(ctx context.Context, opts PushOptions) (PushResult, error) {
 		}
 		src = last
 	}
-	c, bucket, err := e.openCluster(ctx)
+	c, bucket, err := e.OpenCluster(ctx)
 	if err != nil {
 		return PushResult{}, err
 	}
