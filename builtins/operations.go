@@ -8,6 +8,7 @@ import (
 	"context"
 
 	ctxops "podmin.dev/podmin/builtins/contexts"
+	"podmin.dev/podmin/builtins/deployments"
 	"podmin.dev/podmin/builtins/images"
 	"podmin.dev/podmin/builtins/manifests"
 	secretops "podmin.dev/podmin/builtins/secrets"
@@ -178,4 +179,83 @@ func (e *Env) Pull(ctx context.Context, opts PullOptions) (ImageResult, error) {
 // Push runs images.Push in e.
 func (e *Env) Push(ctx context.Context, opts PushOptions) (PushResult, error) {
 	return images.Push(ctx, e.op(), opts)
+}
+
+// The deployments family (builtins/deployments).
+type (
+	DeleteOptions       = deployments.DeleteOptions
+	DeleteResult        = deployments.DeleteResult
+	DeployOptions       = deployments.DeployOptions
+	DeployResult        = deployments.DeployResult
+	DeploymentStatus    = deployments.DeploymentStatus
+	IndexRebuildOptions = deployments.IndexRebuildOptions
+	IndexRebuildResult  = deployments.IndexRebuildResult
+	ListEntry           = deployments.ListEntry
+	NodeGroupStatus     = deployments.NodeGroupStatus
+	NodeSummary         = deployments.NodeSummary
+	PreviewOptions      = deployments.PreviewOptions
+	PreviewResult       = deployments.PreviewResult
+	StatusOptions       = deployments.StatusOptions
+	StatusResult        = deployments.StatusResult
+	WaitOptions         = deployments.WaitOptions
+	WaitResult          = deployments.WaitResult
+	WaitTimeoutError    = deployments.WaitTimeoutError
+)
+
+// Constants of the family above.
+const (
+	StateFailed      = deployments.StateFailed
+	StateProgressing = deployments.StateProgressing
+	StateReady       = deployments.StateReady
+	StateUnknown     = deployments.StateUnknown
+	UntilApplied     = deployments.UntilApplied
+	UntilReady       = deployments.UntilReady
+)
+
+// Errors of the family above.
+var (
+	ErrDeployChecks = deployments.ErrDeployChecks
+	ErrNoDeployment = deployments.ErrNoDeployment
+	ErrNodeError    = deployments.ErrNodeError
+	ErrSuperseded   = deployments.ErrSuperseded
+)
+
+// CheckDeploy runs deployments.CheckDeploy in e.
+func (e *Env) CheckDeploy(opts DeployOptions) error {
+	return deployments.CheckDeploy(e.op(), opts)
+}
+
+// Delete runs deployments.Delete in e.
+func (e *Env) Delete(ctx context.Context, opts DeleteOptions) (DeleteResult, error) {
+	return deployments.Delete(ctx, e.op(), opts)
+}
+
+// Deploy runs deployments.Deploy in e.
+func (e *Env) Deploy(ctx context.Context, opts DeployOptions) (DeployResult, error) {
+	return deployments.Deploy(ctx, e.op(), opts)
+}
+
+// List runs deployments.List in e.
+func (e *Env) List(ctx context.Context) ([]ListEntry, error) {
+	return deployments.List(ctx, e.op())
+}
+
+// Preview runs deployments.Preview in e.
+func (e *Env) Preview(ctx context.Context, opts PreviewOptions) (PreviewResult, error) {
+	return deployments.Preview(ctx, e.op(), opts)
+}
+
+// RebuildIndex runs deployments.RebuildIndex in e.
+func (e *Env) RebuildIndex(ctx context.Context, opts IndexRebuildOptions) (IndexRebuildResult, error) {
+	return deployments.RebuildIndex(ctx, e.op(), opts)
+}
+
+// Status runs deployments.Status in e.
+func (e *Env) Status(ctx context.Context, opts StatusOptions) (StatusResult, error) {
+	return deployments.Status(ctx, e.op(), opts)
+}
+
+// Wait runs deployments.Wait in e.
+func (e *Env) Wait(ctx context.Context, opts WaitOptions) (WaitResult, error) {
+	return deployments.Wait(ctx, e.op(), opts)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"podmin.dev/podmin/builtins/deployments"
 	"podmin.dev/podmin/builtins/manifests"
 	"podmin.dev/podmin/builtins/openv"
 	secretops "podmin.dev/podmin/builtins/secrets"
@@ -64,3 +65,5 @@ func (e *Env) readFile(n string) ([]byte, error) { return manifests.ReadFile(e.o
 func (e *Env) checkManifestOptions(o ManifestOptions) error {
 	return manifests.CheckManifestOptions(e.op(), o)
 }
+
+const OriginAnnotation = deployments.OriginAnnotation

@@ -2,13 +2,14 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package deployments
 
 import (
 	"context"
 	"fmt"
 	"path/filepath"
 
+	"podmin.dev/podmin/builtins/openv"
 	"podmin.dev/podmin/internal/ids"
 	"podmin.dev/podmin/internal/nodepod"
 	"podmin.dev/podmin/internal/state"
@@ -63,24 +64,24 @@ type PreviewResult struct {
 // not match its digest, fails the preview naming it, as it would keep a
 // node on its last good state. Secret values are never read, only their
 // mount paths shown.
-func (e *Env) Preview(ctx context.Context, opts PreviewOptions) (PreviewResult, error) {
+func Preview(ctx context.Context, e *openv.Env, opts PreviewOptions) (PreviewResult, error) {
 	if err := ids.ValidateNodeGroup(opts.NodeGroup); err != nil {
-		return PreviewResult{}, InvalidArgument(fmt.Errorf("--nodegroup: %w", err))
+		return PreviewResult{}, openv.InvalidArgument(fmt.Errorf("--nodegroup: %w", err))
 	}
-	c, store, err := e.openCluster(ctx)
+	c, store, err := e.OpenCluster(ctx)
 	if err != nil {
 		return PreviewResult{}, err
 	}
 	ix, _, err := state.ReadDesiredIndex(ctx, store)
 	if err != nil {
-		return PreviewResult{}, e.explain(c, err)
+		return PreviewResult{}, e.Explain(c, err)
 	}
 	items := ix.NodeGroup(opts.NodeGroup)
 	listing, err := state.ListPayloads(ctx, store, state.PayloadPrefixes(items))
 	if err != nil {
-		return PreviewResult{}, e.explain(c, err)
+		return PreviewResult{}, e.Explain(c, err)
 	}
-	pc := e.clusterCache(c)
+	pc := e.ClusterCache(c)
 	res := PreviewResult{NodeGroup: opts.NodeGroup, Dir: nodepod.ManifestsDir, Files: []PreviewFile{}}
 	for _, it := range items {
 		data, err := state.ReadListed(ctx, store, pc, listing, it.Entry.Pod)
@@ -88,7 +89,7 @@ func (e *Env) Preview(ctx context.Context, opts PreviewOptions) (PreviewResult, 
 			err = state.VerifyListed(ctx, store, pc, listing, it.Entry.Service)
 		}
 		if err != nil {
-			return PreviewResult{}, e.explain(c, fmt.Errorf("deployment %s: %w", it.Key, err))
+			return PreviewResult{}, e.Explain(c, fmt.Errorf("deployment %s: %w", it.Key, err))
 		}
 		p, err := nodepod.Transform(it.Key, it.Entry, data)
 		if err != nil {
@@ -103,17 +104,17 @@ func (e *Env) Preview(ctx context.Context, opts PreviewOptions) (PreviewResult, 
 	if opts.Out == "" {
 		return res, nil
 	}
-	dir := e.path(opts.Out)
-	if err := e.files().MkdirAll(dir, 0o755); err != nil {
+	dir := e.Path(opts.Out)
+	if err := e.LocalFiles().MkdirAll(dir, 0o755); err != nil {
 		return PreviewResult{}, fmt.Errorf("create --out directory %s: %w", dir, err)
 	}
 	for i := range res.Files {
 		f := &res.Files[i]
 		f.Path = filepath.Join(dir, f.File)
-		if err := e.files().WriteFile(f.Path, []byte(f.YAML), 0o644); err != nil {
+		if err := e.LocalFiles().WriteFile(f.Path, []byte(f.YAML), 0o644); err != nil {
 			return PreviewResult{}, err
 		}
-		e.progress("wrote %s", f.Path)
+		e.Progressf("wrote %s", f.Path)
 	}
 	return res, nil
 }

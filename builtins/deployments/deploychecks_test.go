@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package deployments
 
 import (
 	"context"
@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 
+	"podmin.dev/podmin/builtins/manifests"
+	"podmin.dev/podmin/builtins/openv"
+	"podmin.dev/podmin/builtins/openv/openvtest"
 	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/objstore/faultstore"
@@ -23,7 +26,7 @@ import (
 // checksEnv is a connected local cluster "demo" with the local secrets
 // store and a counter of every bucket request.
 type checksEnv struct {
-	*Env
+	*openv.Env
 	counts *requestCounter
 	bucket objstore.Store
 	store  *localsecrets.Store
@@ -31,11 +34,11 @@ type checksEnv struct {
 
 func newChecksEnv(t *testing.T) *checksEnv {
 	t.Helper()
-	ce := &checksEnv{Env: testEnv(t)}
+	ce := &checksEnv{Env: openvtest.NewEnv(t)}
 	ce.store = localsecrets.New(filepath.Join(ce.Dirs.Data, "secrets"))
 	ce.Secrets = func(context.Context, contexts.Context, string) (secrets.Store, error) { return ce.store, nil }
 	ce.counts = connectCounting(t, ce.Env, "local")
-	_, b, err := ce.openCluster(t.Context())
+	_, b, err := ce.OpenCluster(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +70,7 @@ func (ce *checksEnv) setUp(t *testing.T) {
 
 const helloDigest = "sha256:" + "ab0c1d2e3f405162738495a6b7c8d9e0f1a2b3c4d5e6f708192a3b4c5d6e7f80"
 
-func messages(ws []Warning) []string {
+func messages(ws []openv.Warning) []string {
 	out := make([]string, len(ws))
 	for i, w := range ws {
 		out[i] = w.Check + " " + w.Subject + ": " + w.Message
@@ -81,11 +84,11 @@ func messages(ws []Warning) []string {
 func TestDeployWarnsAboutWhatCanNeverRun(t *testing.T) {
 	ce := newChecksEnv(t)
 	ctx := t.Context()
-	opts := DeployOptions{ManifestOptions: ManifestOptions{Name: "web", NodeGroup: "workers", Images: []string{"hello:v1"}, Secrets: []string{"db-url"}}}
+	opts := DeployOptions{ManifestOptions: manifests.ManifestOptions{Name: "web", NodeGroup: "workers", Images: []string{"hello:v1"}, Secrets: []string{"db-url"}}}
 	strict := opts
 	strict.Strict = true
 	ce.counts.ResetCounts()
-	_, err := ce.Deploy(ctx, strict)
+	_, err := Deploy(ctx, ce.Env, strict)
 	if !errors.Is(err, ErrDeployChecks) {
 		t.Fatalf("strict deploy: %v, want ErrDeployChecks", err)
 	}
@@ -103,7 +106,7 @@ func TestDeployWarnsAboutWhatCanNeverRun(t *testing.T) {
 		t.Errorf("strict deploy made requests %+v, want the configuration and the image index read, nothing written", c)
 	}
 
-	res, err := ce.Deploy(ctx, opts)
+	res, err := Deploy(ctx, ce.Env, opts)
 	if err != nil || res.Action != "created" {
 		t.Fatalf("deploy: %+v %v", res, err)
 	}
@@ -120,7 +123,7 @@ func TestDeployWarnsAboutWhatCanNeverRun(t *testing.T) {
 	// with one read for each check.
 	ce.setUp(t)
 	ce.counts.ResetCounts()
-	res, err = ce.Deploy(ctx, strict)
+	res, err = Deploy(ctx, ce.Env, strict)
 	if err != nil || res.Action != "unchanged" || len(res.Warnings) != 0 {
 		t.Fatalf("deploy after setup: %+v %v", res, err)
 	}
@@ -134,17 +137,17 @@ func TestDeployWarnsAboutWhatCanNeverRun(t *testing.T) {
 		check string
 		want  string
 	}{
-		{"a NodeGroup setup never configured", DeployOptions{ManifestOptions: ManifestOptions{Name: "web", NodeGroup: "wrokers", Images: []string{"hello:v1"}}},
+		{"a NodeGroup setup never configured", DeployOptions{ManifestOptions: manifests.ManifestOptions{Name: "web", NodeGroup: "wrokers", Images: []string{"hello:v1"}}},
 			"nodegroup", `NodeGroup wrokers is not configured in cluster demo (its NodeGroups are workers), so no node runs it: check the name, or run "podmin setup" with --nodegroup wrokers`},
-		{"a tag never pushed", DeployOptions{ManifestOptions: ManifestOptions{Name: "web", NodeGroup: "workers", Images: []string{"hello:v2"}}},
+		{"a tag never pushed", DeployOptions{ManifestOptions: manifests.ManifestOptions{Name: "web", NodeGroup: "workers", Images: []string{"hello:v2"}}},
 			"image", `image registry.podmin.internal/apps/hello:v2 is not in the cluster registry (apps/hello/index.json names no tag v2), so nodes cannot pull it: run "podmin push hello:v2" for an image built with "podmin build -t hello:v2", or "podmin push SOURCE hello:v2" to copy one from another registry`},
-		{"a digest never pushed", DeployOptions{ManifestOptions: ManifestOptions{Name: "web", NodeGroup: "workers", Images: []string{"hello@sha256:" + strings.Repeat("1", 64)}}},
+		{"a digest never pushed", DeployOptions{ManifestOptions: manifests.ManifestOptions{Name: "web", NodeGroup: "workers", Images: []string{"hello@sha256:" + strings.Repeat("1", 64)}}},
 			"image", `image registry.podmin.internal/apps/hello@sha256:` + strings.Repeat("1", 64) + ` is not in the cluster registry (apps/hello/index.json names no digest sha256:` + strings.Repeat("1", 64) + `), so nodes cannot pull it: push the image with that digest first ("podmin push SOURCE hello")`},
-		{"a platform image never mirrored", DeployOptions{ManifestOptions: ManifestOptions{Name: "web", NodeGroup: "workers", Images: []string{"registry.podmin.internal/mirror/docker.io/cloudflare/cloudflared:2025.1.0"}}},
+		{"a platform image never mirrored", DeployOptions{ManifestOptions: manifests.ManifestOptions{Name: "web", NodeGroup: "workers", Images: []string{"registry.podmin.internal/mirror/docker.io/cloudflare/cloudflared:2025.1.0"}}},
 			"image", `image registry.podmin.internal/mirror/docker.io/cloudflare/cloudflared:2025.1.0 is not in the cluster registry (the bucket has no mirror/docker.io/cloudflare/cloudflared/index.json), so nodes cannot pull it: Podmin mirrors its platform images itself: run "podmin setup" (the pause image) or "podmin install cloudflared"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := ce.Deploy(ctx, tc.opts)
+			res, err := Deploy(ctx, ce.Env, tc.opts)
 			if err != nil || len(res.Warnings) != 1 || res.Warnings[0].Check != tc.check || res.Warnings[0].Message != tc.want {
 				t.Fatalf("deploy: %+v %v\nwant one %s warning: %s", res.Warnings, err, tc.check, tc.want)
 			}
@@ -152,7 +155,7 @@ func TestDeployWarnsAboutWhatCanNeverRun(t *testing.T) {
 	}
 	// A digest that was pushed passes, by itself and with its tag.
 	for _, img := range []string{"hello@" + helloDigest, "hello:v1@" + helloDigest} {
-		if res, err := ce.Deploy(ctx, DeployOptions{ManifestOptions: ManifestOptions{Name: "web", NodeGroup: "workers", Images: []string{img}}}); err != nil || len(res.Warnings) != 0 {
+		if res, err := Deploy(ctx, ce.Env, DeployOptions{ManifestOptions: manifests.ManifestOptions{Name: "web", NodeGroup: "workers", Images: []string{img}}}); err != nil || len(res.Warnings) != 0 {
 			t.Fatalf("deploy %s: %+v %v", img, res.Warnings, err)
 		}
 	}
@@ -170,8 +173,8 @@ func TestDeployChecksThatCannotReadSayUnknown(t *testing.T) {
 		return faultstore.New(s, faultstore.WithRules(faultstore.Rule{Action: faultstore.Fail, Ops: []faultstore.Op{faultstore.OpGet}, Prefix: state.TFVarsPath, Err: boom}))
 	}
 	ce.Secrets = func(context.Context, contexts.Context, string) (secrets.Store, error) { return nil, boom }
-	opts := DeployOptions{ManifestOptions: ManifestOptions{Name: "web", NodeGroup: "workers", Images: []string{"hello:v1"}, Secrets: []string{"db-url"}}}
-	res, err := ce.Deploy(ctx, opts)
+	opts := DeployOptions{ManifestOptions: manifests.ManifestOptions{Name: "web", NodeGroup: "workers", Images: []string{"hello:v1"}, Secrets: []string{"db-url"}}}
+	res, err := Deploy(ctx, ce.Env, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +186,7 @@ func TestDeployChecksThatCannotReadSayUnknown(t *testing.T) {
 		t.Fatalf("warnings:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	opts.Strict = true
-	if _, err := ce.Deploy(ctx, opts); !errors.Is(err, ErrDeployChecks) || !strings.Contains(err.Error(), "2 checks failed") {
+	if _, err := Deploy(ctx, ce.Env, opts); !errors.Is(err, ErrDeployChecks) || !strings.Contains(err.Error(), "2 checks failed") {
 		t.Fatalf("strict deploy with unknown checks: %v", err)
 	}
 }

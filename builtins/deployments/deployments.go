@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package deployments
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"podmin.dev/podmin/builtins/manifests"
+	"podmin.dev/podmin/builtins/openv"
 	"podmin.dev/podmin/internal/ids"
 	"podmin.dev/podmin/internal/manifest"
 	"podmin.dev/podmin/internal/nodepod"
@@ -22,10 +24,10 @@ import (
 )
 
 // DeployOptions are the inputs of deploy. Without File the built-in minimal
-// DaemonSet is used, shaped by the ManifestOptions; with File only Images
+// DaemonSet is used, shaped by the manifests.ManifestOptions; with File only Images
 // and Service apply.
 type DeployOptions struct {
-	ManifestOptions
+	manifests.ManifestOptions
 	// File is an explicit manifest ("-" reads standard input).
 	File string
 	// Wait, when set (UntilApplied or UntilReady), waits after the commit
@@ -68,25 +70,25 @@ type DeployResult struct {
 	// Warnings are the manifest's privileged settings and host access,
 	// then what the deploy checks found would keep the deployment from
 	// running; the deployment was committed anyway (without Strict).
-	Warnings []Warning `json:"warnings"`
+	Warnings []openv.Warning `json:"warnings"`
 }
 
 // deployManifest returns the manifest bytes and the image overrides that
 // Extract must still apply.
-func (e *Env) deployManifest(opts DeployOptions) (*manifest.Result, error) {
+func deployManifest(e *openv.Env, opts DeployOptions) (*manifest.Result, error) {
 	if opts.File == "" {
 		if len(opts.Images) == 0 {
 			return nil, errDeployNeedsImage
 		}
 		// The built-in manifest comes extracted with deploy's own
 		// options: its name and NodeGroup, no overrides, no assertion.
-		_, ex, err := e.buildManifest(opts.ManifestOptions)
+		_, ex, err := manifests.BuildManifest(e, opts.ManifestOptions)
 		return ex, err
 	}
 	if err := builtInOnly(opts.ManifestOptions); err != nil {
 		return nil, err
 	}
-	data, err := e.readFile(opts.File)
+	data, err := manifests.ReadFile(e, opts.File)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +101,7 @@ var errDeployNeedsImage = errors.New("deploy needs --image for the built-in mani
 
 // builtInOnly refuses the options that shape the built-in manifest when a
 // manifest file is deployed.
-func builtInOnly(o ManifestOptions) error {
+func builtInOnly(o manifests.ManifestOptions) error {
 	for _, f := range []struct {
 		flag string
 		set  bool
@@ -117,7 +119,7 @@ func builtInOnly(o ManifestOptions) error {
 // CheckDeploy applies the rules of deploy that need nothing but its
 // options (and the environment, for --env KEY): the CLI reports them as
 // bad usage before it reads a context, a file or the bucket.
-func (e *Env) CheckDeploy(opts DeployOptions) error {
+func CheckDeploy(e *openv.Env, opts DeployOptions) error {
 	if _, err := state.NewKey(opts.NodeGroup, opts.Name); err != nil {
 		return err
 	}
@@ -130,7 +132,7 @@ func (e *Env) CheckDeploy(opts DeployOptions) error {
 	if len(opts.Images) == 0 {
 		return errDeployNeedsImage
 	}
-	return e.checkManifestOptions(opts.ManifestOptions)
+	return manifests.CheckManifestOptions(e, opts.ManifestOptions)
 }
 
 // Deploy validates the deployment exactly as validate does and commits it to
@@ -138,32 +140,32 @@ func (e *Env) CheckDeploy(opts DeployOptions) error {
 // committed; nodes reconcile it asynchronously. A missing index in a bucket
 // that holds desired state is refused before anything is written, with an
 // error wrapping state.ErrIndexMissing: "podmin index rebuild" restores it.
-func (e *Env) Deploy(ctx context.Context, opts DeployOptions) (DeployResult, error) {
+func Deploy(ctx context.Context, e *openv.Env, opts DeployOptions) (DeployResult, error) {
 	if err := ids.ValidateNodeGroup(opts.NodeGroup); err != nil {
-		return DeployResult{}, InvalidArgument(fmt.Errorf("--nodegroup: %w", err))
+		return DeployResult{}, openv.InvalidArgument(fmt.Errorf("--nodegroup: %w", err))
 	}
-	if err := e.CheckDeploy(opts); err != nil {
-		return DeployResult{}, InvalidArgument(err)
+	if err := CheckDeploy(e, opts); err != nil {
+		return DeployResult{}, openv.InvalidArgument(err)
 	}
 	key, err := state.NewKey(opts.NodeGroup, opts.Name)
 	if err != nil {
-		return DeployResult{}, InvalidArgument(err)
+		return DeployResult{}, openv.InvalidArgument(err)
 	}
 	wopts := WaitOptions{Name: opts.Name, NodeGroup: opts.NodeGroup, Until: opts.Wait}
 	if opts.Wait != "" {
 		if err := checkWait(&wopts); err != nil {
-			return DeployResult{}, InvalidArgument(err)
+			return DeployResult{}, openv.InvalidArgument(err)
 		}
 	}
-	ex, err := e.deployManifest(opts)
+	ex, err := deployManifest(e, opts)
 	if err != nil {
 		return DeployResult{}, err
 	}
-	c, store, err := e.openCluster(ctx)
+	c, store, err := e.OpenCluster(ctx)
 	if err != nil {
 		return DeployResult{}, err
 	}
-	checks := e.deployChecks(ctx, c, store, ex)
+	checks := deployChecks(ctx, e, c, store, ex)
 	if opts.Strict && len(checks) > 0 {
 		msgs := make([]string, len(checks))
 		for i, w := range checks {
@@ -172,21 +174,21 @@ func (e *Env) Deploy(ctx context.Context, opts DeployOptions) (DeployResult, err
 		return DeployResult{}, fmt.Errorf("%w: strict deploy refused %s: nothing was written: %d checks failed: %s", ErrDeployChecks, key, len(checks), strings.Join(msgs, "; "))
 	}
 	// Shown before the commit and any wait, which may take minutes.
-	warnings := e.warn(append(manifestWarnings(ex.Warnings), checks...))
+	warnings := e.Warn(append(openv.ManifestWarnings(ex.Warnings), checks...))
 	d := state.Deployment{Key: key, Namespace: ex.Namespace, Pod: ex.PodYAML}
 	if ex.Service != nil {
 		d.ServiceName, d.Service = ex.Service.Name, ex.ServiceYAML
 	}
-	r, err := state.NewCommitter(store, e.clusterCommitOptions(c)).Deploy(ctx, d)
+	r, err := state.NewCommitter(store, e.ClusterCommitOptions(c)).Deploy(ctx, d)
 	if err != nil {
-		return DeployResult{}, e.explain(c, err)
+		return DeployResult{}, e.Explain(c, err)
 	}
 	// Said once the outcome is known: an unchanged deploy commits nothing.
 	if r.Outcome != state.Unchanged {
-		e.progress("committed %s to bucket %s (%s)", key, c.Bucket, r.Outcome)
+		e.Progressf("committed %s to bucket %s (%s)", key, c.Bucket, r.Outcome)
 	}
 	if r.LostReply {
-		e.progress("the reply to the index write was lost, but the index already holds %s as deployed: nothing more was written", key)
+		e.Progressf("the reply to the index write was lost, but the index already holds %s as deployed: nothing more was written", key)
 	}
 	res := DeployResult{
 		Name: ex.Name, NodeGroup: ex.NodeGroup, Namespace: ex.Namespace, Service: d.ServiceName,
@@ -201,10 +203,10 @@ func (e *Env) Deploy(ctx context.Context, opts DeployOptions) (DeployResult, err
 		// The commit stands whatever the wait finds: the error says so.
 		wopts.Revision = res.Revision
 		wopts.newRevision = r.Outcome == state.Created || r.Outcome == state.Updated
-		w, err := e.wait(ctx, store, wopts)
+		w, err := wait(ctx, e, store, wopts)
 		res.Wait = &w
 		if err != nil {
-			return res, fmt.Errorf("%s %s (revision %s committed), but the wait failed: %w", key, res.Action, short(res.Revision), e.waitError(c, err))
+			return res, fmt.Errorf("%s %s (revision %s committed), but the wait failed: %w", key, res.Action, short(res.Revision), waitError(e, c, err))
 		}
 	}
 	return res, nil
@@ -230,21 +232,21 @@ type DeleteResult struct {
 // immutable and invisible once no entry references them. A missing index
 // in a bucket that holds desired state is refused (state.ErrIndexMissing):
 // whether the deployment exists is then unknown, not absent.
-func (e *Env) Delete(ctx context.Context, opts DeleteOptions) (DeleteResult, error) {
+func Delete(ctx context.Context, e *openv.Env, opts DeleteOptions) (DeleteResult, error) {
 	if err := ids.ValidateNodeGroup(opts.NodeGroup); err != nil {
-		return DeleteResult{}, InvalidArgument(fmt.Errorf("--nodegroup: %w", err))
+		return DeleteResult{}, openv.InvalidArgument(fmt.Errorf("--nodegroup: %w", err))
 	}
 	key, err := state.NewKey(opts.NodeGroup, opts.Name)
 	if err != nil {
-		return DeleteResult{}, InvalidArgument(err)
+		return DeleteResult{}, openv.InvalidArgument(err)
 	}
-	c, store, err := e.openCluster(ctx)
+	c, store, err := e.OpenCluster(ctx)
 	if err != nil {
 		return DeleteResult{}, err
 	}
-	r, err := state.NewCommitter(store, e.clusterCommitOptions(c)).Delete(ctx, key)
+	r, err := state.NewCommitter(store, e.ClusterCommitOptions(c)).Delete(ctx, key)
 	if err != nil {
-		return DeleteResult{}, e.explain(c, err)
+		return DeleteResult{}, e.Explain(c, err)
 	}
 	action := string(r.Outcome)
 	if r.LostReply {
@@ -252,7 +254,7 @@ func (e *Env) Delete(ctx context.Context, opts DeleteOptions) (DeleteResult, err
 		// whether this write or another writer's removed it cannot be
 		// proven, but the deployment is deleted either way.
 		action = string(state.Deleted)
-		e.progress("the reply to the index write was lost; reading the index back cannot prove whose write removed %s, but %s is no longer in the index: it is deleted, and nothing more was written", key, key)
+		e.Progressf("the reply to the index write was lost; reading the index back cannot prove whose write removed %s, but %s is no longer in the index: it is deleted, and nothing more was written", key, key)
 	}
 	return DeleteResult{Name: key.Name, NodeGroup: key.NodeGroup, Action: action}, nil
 }
@@ -292,21 +294,21 @@ const listConcurrency = 16
 // the cache recorded when it verified the bytes is served from the cache;
 // any other is read and verified. A payload that is missing, or cannot be
 // read or verified, is reported on its row, not hidden.
-func (e *Env) List(ctx context.Context) ([]ListEntry, error) {
-	c, store, err := e.openCluster(ctx)
+func List(ctx context.Context, e *openv.Env) ([]ListEntry, error) {
+	c, store, err := e.OpenCluster(ctx)
 	if err != nil {
 		return nil, err
 	}
 	ix, _, err := state.ReadDesiredIndex(ctx, store)
 	if err != nil {
-		return nil, e.explain(c, err)
+		return nil, e.Explain(c, err)
 	}
 	items := ix.Items()
 	listing, err := state.ListPayloads(ctx, store, state.PayloadPrefixes(items))
 	if err != nil {
-		return nil, e.explain(c, err)
+		return nil, e.Explain(c, err)
 	}
-	pc := e.clusterCache(c)
+	pc := e.ClusterCache(c)
 	out := make([]ListEntry, len(items))
 	sem := make(chan struct{}, listConcurrency)
 	var wg sync.WaitGroup
@@ -335,7 +337,7 @@ func (e *Env) List(ctx context.Context) ([]ListEntry, error) {
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
-		return out, e.explain(c, err)
+		return out, e.Explain(c, err)
 	}
 	return out, nil
 }

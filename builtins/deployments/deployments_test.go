@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package deployments
 
 import (
 	"context"
@@ -13,8 +13,13 @@ import (
 	"strings"
 	"testing"
 
+	ctxops "podmin.dev/podmin/builtins/contexts"
+	"podmin.dev/podmin/builtins/manifests"
+	"podmin.dev/podmin/builtins/openv"
+	"podmin.dev/podmin/builtins/openv/openvtest"
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/objstore/faultstore"
+	"podmin.dev/podmin/internal/objstore/objstoretest"
 )
 
 // requestCounter counts the requests of the last operation: every
@@ -32,7 +37,7 @@ func (r *requestCounter) Counts() faultstore.Counts {
 
 // connectCounting connects env to a fresh bucket of provider and returns
 // the request counter every later operation goes through.
-func connectCounting(t *testing.T, env *Env, provider string) *requestCounter {
+func connectCounting(t *testing.T, env *openv.Env, provider string) *requestCounter {
 	t.Helper()
 	counts := &requestCounter{}
 	env.WrapStore = func(s objstore.Store) objstore.Store { counts.last = faultstore.New(s); return counts.last }
@@ -40,20 +45,22 @@ func connectCounting(t *testing.T, env *Env, provider string) *requestCounter {
 	if provider == "local" {
 		bucket = filepath.Join(t.TempDir(), "bucket")
 	}
-	if _, err := env.Connect(context.Background(), ConnectOptions{Cluster: "demo", Provider: provider, Bucket: bucket}); err != nil {
+	if _, err := ctxops.Connect(context.Background(), env, ctxops.ConnectOptions{Cluster: "demo", Provider: provider, Bucket: bucket}); err != nil {
 		t.Fatal(err)
 	}
 	return counts
 }
 
-func TestControlPathRequestsLocal(t *testing.T) { testControlPathRequests(t, testEnv(t), "local") }
+func TestControlPathRequestsLocal(t *testing.T) {
+	testControlPathRequests(t, openvtest.NewEnv(t), "local")
+}
 
 func TestControlPathRequestsVersityGW(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a versitygw server: run without -short")
 	}
-	useVersityGW(t)
-	testControlPathRequests(t, testEnv(t), "aws")
+	objstoretest.UseVersityGW(t)
+	testControlPathRequests(t, openvtest.NewEnv(t), "aws")
 }
 
 // testControlPathRequests counts the requests of deploy and list through
@@ -62,14 +69,14 @@ func TestControlPathRequestsVersityGW(t *testing.T) {
 // (the cluster configuration and the image's repository index), and a
 // list is the index read and one LIST per NodeGroup (and one of the
 // Service payloads).
-func testControlPathRequests(t *testing.T, env *Env, provider string) {
+func testControlPathRequests(t *testing.T, env *openv.Env, provider string) {
 	ctx := context.Background()
 	counts := connectCounting(t, env, provider)
 	const n = 5
 	const checks = 2 // the cluster configuration, the image's repository index
 	deploy := func(i int, image string) DeployResult {
 		t.Helper()
-		res, err := env.Deploy(ctx, DeployOptions{ManifestOptions: ManifestOptions{
+		res, err := Deploy(ctx, env, DeployOptions{ManifestOptions: manifests.ManifestOptions{
 			Name: fmt.Sprintf("app%d", i), NodeGroup: "workers", Images: []string{image}, Service: i == 0,
 		}})
 		if err != nil {
@@ -110,7 +117,7 @@ func testControlPathRequests(t *testing.T, env *Env, provider string) {
 	list := func() []ListEntry {
 		t.Helper()
 		counts.ResetCounts()
-		l, err := env.List(ctx)
+		l, err := List(ctx, env)
 		if err != nil || len(l) != n {
 			t.Fatalf("list: %+v, %v", l, err)
 		}
@@ -140,11 +147,11 @@ func testControlPathRequests(t *testing.T, env *Env, provider string) {
 		t.Errorf("list after the cache warmed: requests %+v, want %+v", c, warm)
 	}
 	// A second NodeGroup costs one more LIST.
-	if _, err := env.Deploy(ctx, DeployOptions{ManifestOptions: ManifestOptions{Name: "edge", NodeGroup: "edge", Images: []string{"hello:v1"}}}); err != nil {
+	if _, err := Deploy(ctx, env, DeployOptions{ManifestOptions: manifests.ManifestOptions{Name: "edge", NodeGroup: "edge", Images: []string{"hello:v1"}}}); err != nil {
 		t.Fatal(err)
 	}
 	counts.ResetCounts()
-	if l, err := env.List(ctx); err != nil || len(l) != n+1 {
+	if l, err := List(ctx, env); err != nil || len(l) != n+1 {
 		t.Fatalf("list: %+v, %v", l, err)
 	}
 	if c := counts.Counts(); c != (faultstore.Counts{Get: 1, List: 3}) {
@@ -153,38 +160,38 @@ func testControlPathRequests(t *testing.T, env *Env, provider string) {
 }
 
 func TestMissingOrChangedPayloadsLocal(t *testing.T) {
-	testMissingOrChangedPayloads(t, testEnv(t), "local")
+	testMissingOrChangedPayloads(t, openvtest.NewEnv(t), "local")
 }
 
 func TestMissingOrChangedPayloadsVersityGW(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a versitygw server: run without -short")
 	}
-	useVersityGW(t)
-	testMissingOrChangedPayloads(t, testEnv(t), "aws")
+	objstoretest.UseVersityGW(t)
+	testMissingOrChangedPayloads(t, openvtest.NewEnv(t), "aws")
 }
 
 // testMissingOrChangedPayloads removes and damages payloads in the bucket
 // behind a warm cache: list and preview report them (the cache vouches
 // only for objects still carrying the stamp it verified), and an
 // identical re-deploy repairs them instead of reporting unchanged.
-func testMissingOrChangedPayloads(t *testing.T, env *Env, provider string) {
+func testMissingOrChangedPayloads(t *testing.T, env *openv.Env, provider string) {
 	ctx := context.Background()
 	connectCounting(t, env, provider)
-	web, err := env.Deploy(ctx, DeployOptions{ManifestOptions: ManifestOptions{Name: "web", NodeGroup: "workers", Images: []string{"hello:v1"}, Service: true}})
+	web, err := Deploy(ctx, env, DeployOptions{ManifestOptions: manifests.ManifestOptions{Name: "web", NodeGroup: "workers", Images: []string{"hello:v1"}, Service: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.Deploy(ctx, DeployOptions{ManifestOptions: ManifestOptions{Name: "api", NodeGroup: "workers", Images: []string{"hello:v1"}}}); err != nil {
+	if _, err := Deploy(ctx, env, DeployOptions{ManifestOptions: manifests.ManifestOptions{Name: "api", NodeGroup: "workers", Images: []string{"hello:v1"}}}); err != nil {
 		t.Fatal(err)
 	}
-	_, store, err := env.openCluster(ctx)
+	_, store, err := env.OpenCluster(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rowErrors := func() map[string]string {
 		t.Helper()
-		l, err := env.List(ctx)
+		l, err := List(ctx, env)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -199,7 +206,7 @@ func testMissingOrChangedPayloads(t *testing.T, env *Env, provider string) {
 	}
 	redeploy := func(want string, repaired ...string) {
 		t.Helper()
-		res, err := env.Deploy(ctx, DeployOptions{ManifestOptions: ManifestOptions{Name: "web", NodeGroup: "workers", Images: []string{"hello:v1"}, Service: true}})
+		res, err := Deploy(ctx, env, DeployOptions{ManifestOptions: manifests.ManifestOptions{Name: "web", NodeGroup: "workers", Images: []string{"hello:v1"}, Service: true}})
 		if err != nil || res.Action != want || !slices.Equal(res.Repaired, repaired) {
 			t.Fatalf("re-deploy: %+v, %v; want %s repairing %q", res, err, want, repaired)
 		}
@@ -221,14 +228,14 @@ func testMissingOrChangedPayloads(t *testing.T, env *Env, provider string) {
 			if !strings.Contains(errs["web"], damage.path) || !strings.Contains(errs["web"], damage.want) || errs["api"] != "" {
 				t.Errorf("list after %s: %v", damage.name, errs)
 			}
-			if _, err := env.Preview(ctx, PreviewOptions{NodeGroup: "workers"}); err == nil || !strings.Contains(err.Error(), damage.want) {
+			if _, err := Preview(ctx, env, PreviewOptions{NodeGroup: "workers"}); err == nil || !strings.Contains(err.Error(), damage.want) {
 				t.Errorf("preview after %s: %v", damage.name, err)
 			}
 			redeploy("repaired", damage.path)
 			if errs := rowErrors(); errs["web"] != "" {
 				t.Errorf("list after the repair: %v", errs)
 			}
-			if _, err := env.Preview(ctx, PreviewOptions{NodeGroup: "workers"}); err != nil {
+			if _, err := Preview(ctx, env, PreviewOptions{NodeGroup: "workers"}); err != nil {
 				t.Errorf("preview after the repair: %v", err)
 			}
 			redeploy("unchanged")

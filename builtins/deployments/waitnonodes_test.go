@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package deployments
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"podmin.dev/podmin/builtins/manifests"
+	"podmin.dev/podmin/builtins/openv/openvtest"
 	"podmin.dev/podmin/internal/state"
 )
 
@@ -21,15 +23,15 @@ import (
 func TestWaitFailsAtOnceWhenNoNodeEverReported(t *testing.T) {
 	for _, via := range []string{"wait", "deploy --wait"} {
 		t.Run(via, func(t *testing.T) {
-			env := testEnv(t)
+			env := openvtest.NewEnv(t)
 			connectedLocal(t, env)
 			deployBuiltIn(t, env, "web", "hello:v1")
 			env.Sleep = func(context.Context, time.Duration) error { return errors.New("the wait polled again") }
 			var err error
 			if via == "wait" {
-				_, err = env.Wait(t.Context(), WaitOptions{Name: "web", NodeGroup: "workers", Timeout: time.Hour})
+				_, err = Wait(t.Context(), env, WaitOptions{Name: "web", NodeGroup: "workers", Timeout: time.Hour})
 			} else {
-				_, err = env.Deploy(t.Context(), DeployOptions{ManifestOptions: ManifestOptions{Name: "web", NodeGroup: "workers", Images: []string{"hello:v2"}}, Wait: UntilApplied})
+				_, err = Deploy(t.Context(), env, DeployOptions{ManifestOptions: manifests.ManifestOptions{Name: "web", NodeGroup: "workers", Images: []string{"hello:v2"}}, Wait: UntilApplied})
 			}
 			if !errors.Is(err, ErrNoNodes) {
 				t.Fatalf("err %v, want ErrNoNodes", err)
@@ -47,7 +49,7 @@ func TestWaitFailsAtOnceWhenNoNodeEverReported(t *testing.T) {
 // the wait goes on (until its timeout here), with the reason in its
 // summary.
 func TestWaitGoesOnWhileNodesMayStart(t *testing.T) {
-	env := testEnv(t)
+	env := openvtest.NewEnv(t)
 	b := connectedLocal(t, env)
 	deployBuiltIn(t, env, "web", "hello:v1")
 	if _, err := b.Put(t.Context(), state.TFVarsPath, []byte(`{"cluster": "demo", "nodegroups": [{"name": "workers", "size": 1}]}`)); err != nil {
@@ -61,7 +63,7 @@ func TestWaitGoesOnWhileNodesMayStart(t *testing.T) {
 		now = now.Add(d)
 		return ctx.Err()
 	}
-	_, err := env.Wait(t.Context(), WaitOptions{Name: "web", NodeGroup: "workers", Timeout: time.Minute})
+	_, err := Wait(t.Context(), env, WaitOptions{Name: "web", NodeGroup: "workers", Timeout: time.Minute})
 	var te *WaitTimeoutError
 	if !errors.As(err, &te) || polls == 0 || !strings.Contains(err.Error(), "no agent takes part in coordination yet") {
 		t.Fatalf("after %d polls: %v, want a timeout", polls, err)

@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package deployments
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strings"
 
+	"podmin.dev/podmin/builtins/openv"
 	"podmin.dev/podmin/internal/state"
 )
 
@@ -103,39 +104,39 @@ func (r IndexRebuildResult) Diff() string {
 // allow more than one index it writes nothing and says which picks settle
 // it. A valid index is refused: rebuilding it from the payloads would
 // bring back deployments that were deleted.
-func (e *Env) RebuildIndex(ctx context.Context, opts IndexRebuildOptions) (IndexRebuildResult, error) {
+func RebuildIndex(ctx context.Context, e *openv.Env, opts IndexRebuildOptions) (IndexRebuildResult, error) {
 	var picks []state.Pick
 	for _, s := range opts.Pick {
 		p, err := state.ParsePick(s)
 		if err != nil {
-			return IndexRebuildResult{}, InvalidArgument(fmt.Errorf("--pick: %w", err))
+			return IndexRebuildResult{}, openv.InvalidArgument(fmt.Errorf("--pick: %w", err))
 		}
 		picks = append(picks, p)
 	}
-	c, store, err := e.openCluster(ctx)
+	c, store, err := e.OpenCluster(ctx)
 	if err != nil {
 		return IndexRebuildResult{}, err
 	}
-	e.progress("reading deployments/index.json and every payload in bucket %s", c.Bucket)
-	plan, err := state.PlanRebuild(ctx, store, e.clusterCache(c), picks)
+	e.Progressf("reading deployments/index.json and every payload in bucket %s", c.Bucket)
+	plan, err := state.PlanRebuild(ctx, store, e.ClusterCache(c), picks)
 	var res IndexRebuildResult
 	if plan != nil {
 		res = rebuildResult(c.Bucket, plan)
 	}
 	var amb *state.AmbiguousError
 	if errors.As(err, &amb) {
-		e.progress("%s", res.Diff())
+		e.Progressf("%s", res.Diff())
 	}
 	if err != nil {
-		return res, e.explain(c, err)
+		return res, e.Explain(c, err)
 	}
 	if opts.Confirm != nil {
 		if err := opts.Confirm(res); err != nil {
 			return res, err
 		}
 	}
-	if err := state.NewCommitter(store, e.clusterCommitOptions(c)).WriteRebuild(ctx, plan); err != nil {
-		return res, e.explain(c, err)
+	if err := state.NewCommitter(store, e.ClusterCommitOptions(c)).WriteRebuild(ctx, plan); err != nil {
+		return res, e.Explain(c, err)
 	}
 	res.Written = true
 	return res, nil

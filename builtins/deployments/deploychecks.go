@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package deployments
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"podmin.dev/podmin/builtins/openv"
 	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/manifest"
 	"podmin.dev/podmin/internal/objstore"
@@ -34,17 +35,17 @@ var ErrDeployChecks = errors.New("the deployment may not run as committed")
 // per repository), a secret missing from its provider (one listing per
 // provider). A check whose read fails proves nothing either way: it says
 // it could not check.
-func (e *Env) deployChecks(ctx context.Context, c contexts.Context, store objstore.Store, ex *manifest.Result) []Warning {
-	var out []Warning
+func deployChecks(ctx context.Context, e *openv.Env, c contexts.Context, store objstore.Store, ex *manifest.Result) []openv.Warning {
+	var out []openv.Warning
 	if w, ok := checkNodeGroup(ctx, c, store, ex.NodeGroup); !ok {
 		out = append(out, w)
 	}
 	out = append(out, checkImages(ctx, store, ex)...)
-	return append(out, e.checkSecrets(ctx, c, ex)...)
+	return append(out, checkSecrets(ctx, e, c, ex)...)
 }
 
-func checkNodeGroup(ctx context.Context, c contexts.Context, store objstore.Store, ng string) (Warning, bool) {
-	w := Warning{Check: CheckNodeGroup, Subject: ng}
+func checkNodeGroup(ctx context.Context, c contexts.Context, store objstore.Store, ng string) (openv.Warning, bool) {
+	w := openv.Warning{Check: openv.CheckNodeGroup, Subject: ng}
 	obj, err := store.Get(ctx, state.TFVarsPath, objstore.GetOptions{})
 	if errors.Is(err, objstore.ErrNotFound) {
 		w.Message = fmt.Sprintf("cluster %s has no configuration (%s) in its bucket: setup never ran, so no node runs NodeGroup %s: run \"podmin setup\" with --nodegroup %s", c.Cluster, state.TFVarsPath, ng, ng)
@@ -92,7 +93,7 @@ type clusterImage struct {
 
 // checkImages reads the index of each repository the Pod's images are in,
 // once, and checks that it names each image's digest, else its tag.
-func checkImages(ctx context.Context, store objstore.Store, ex *manifest.Result) []Warning {
+func checkImages(ctx context.Context, store objstore.Store, ex *manifest.Result) []openv.Warning {
 	var images []clusterImage
 	for _, ct := range slices.Concat(ex.Pod.Spec.InitContainers, ex.Pod.Spec.Containers) {
 		if slices.ContainsFunc(images, func(i clusterImage) bool { return i.ref == ct.Image }) {
@@ -110,14 +111,14 @@ func checkImages(ctx context.Context, store objstore.Store, ex *manifest.Result)
 	}
 	indexes := map[string]*v1.IndexManifest{}
 	problems := map[string]error{}
-	var out []Warning
+	var out []openv.Warning
 	for _, img := range images {
 		root := img.layout.Root()
 		if _, ok := indexes[root]; !ok && problems[root] == nil {
 			indexes[root], problems[root] = readImageIndex(ctx, store, img.layout)
 		}
 		if msg := imageProblem(img, indexes[root], problems[root]); msg != "" {
-			out = append(out, Warning{Check: CheckImage, Subject: img.ref, Message: msg})
+			out = append(out, openv.Warning{Check: openv.CheckImage, Subject: img.ref, Message: msg})
 		}
 	}
 	return out
@@ -199,8 +200,8 @@ func pushAdvice(r manifest.ImageRef) string {
 // checkSecrets lists, once per provider, the secrets of the Pod that its
 // podmin.dev/<provider> annotations name, and reports each one missing or
 // scheduled for deletion.
-func (e *Env) checkSecrets(ctx context.Context, c contexts.Context, ex *manifest.Result) []Warning {
-	var out []Warning
+func checkSecrets(ctx context.Context, e *openv.Env, c contexts.Context, ex *manifest.Result) []openv.Warning {
+	var out []openv.Warning
 	pod := ex.Pod
 	for _, provider := range manifest.SecretsProviders() {
 		value, ok := pod.Annotations["podmin.dev/"+provider]
@@ -211,13 +212,13 @@ func (e *Env) checkSecrets(ctx context.Context, c contexts.Context, ex *manifest
 		if err != nil {
 			continue // extraction refused it already
 		}
-		found, err := e.podSecrets(ctx, c, provider, pod.Namespace, pod.Name)
+		found, err := podSecrets(ctx, e, c, provider, pod.Namespace, pod.Name)
 		for _, k := range keys {
 			n, nerr := secrets.PodSecret(c.Cluster, pod.Namespace, pod.Name, k)
 			if nerr != nil {
 				continue
 			}
-			w := Warning{Check: CheckSecret, Subject: provider + ":" + n.String()}
+			w := openv.Warning{Check: openv.CheckSecret, Subject: provider + ":" + n.String()}
 			entry, exists := found[k]
 			switch {
 			case err != nil:
@@ -236,8 +237,8 @@ func (e *Env) checkSecrets(ctx context.Context, c contexts.Context, ex *manifest
 }
 
 // podSecrets lists the secrets of one Pod in a provider, by key.
-func (e *Env) podSecrets(ctx context.Context, c contexts.Context, provider, namespace, pod string) (map[string]secrets.Entry, error) {
-	s, err := e.openSecrets(ctx, c, provider)
+func podSecrets(ctx context.Context, e *openv.Env, c contexts.Context, provider, namespace, pod string) (map[string]secrets.Entry, error) {
+	s, err := e.OpenSecrets(ctx, c, provider)
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package deployments
 
 import (
 	"cmp"
@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"podmin.dev/podmin/builtins/openv"
 	"podmin.dev/podmin/internal/ids"
 	"podmin.dev/podmin/internal/nodepod"
 	"podmin.dev/podmin/internal/objstore"
@@ -155,30 +156,30 @@ type NodeDeployment struct {
 // cannot be proven current is reported as unknown, with the reason. A
 // missing index in a bucket that holds desired state returns a result
 // with IndexMissing set and an error wrapping state.ErrIndexMissing.
-func (e *Env) Status(ctx context.Context, opts StatusOptions) (StatusResult, error) {
+func Status(ctx context.Context, e *openv.Env, opts StatusOptions) (StatusResult, error) {
 	if opts.NodeGroup != "" {
 		if err := ids.ValidateNodeGroup(opts.NodeGroup); err != nil {
-			return StatusResult{}, InvalidArgument(fmt.Errorf("--nodegroup: %w", err))
+			return StatusResult{}, openv.InvalidArgument(fmt.Errorf("--nodegroup: %w", err))
 		}
 	}
 	if opts.Name != "" && opts.NodeGroup == "" {
-		return StatusResult{}, InvalidArgument(errors.New("a deployment name needs its NodeGroup: pass --nodegroup"))
+		return StatusResult{}, openv.InvalidArgument(errors.New("a deployment name needs its NodeGroup: pass --nodegroup"))
 	}
 	if opts.Name != "" {
 		if _, err := state.NewKey(opts.NodeGroup, opts.Name); err != nil {
-			return StatusResult{}, InvalidArgument(err)
+			return StatusResult{}, openv.InvalidArgument(err)
 		}
 	}
-	c, store, err := e.openCluster(ctx)
+	c, store, err := e.OpenCluster(ctx)
 	if err != nil {
 		return StatusResult{}, err
 	}
 	ix, _, err := state.ReadDesiredIndex(ctx, store)
 	if errors.Is(err, state.ErrIndexMissing) {
-		return StatusResult{Bucket: c.Bucket, CheckedAt: e.now().UTC(), NodeGroups: []NodeGroupStatus{}, IndexMissing: true}, err
+		return StatusResult{Bucket: c.Bucket, CheckedAt: e.CurrentTime().UTC(), NodeGroups: []NodeGroupStatus{}, IndexMissing: true}, err
 	}
 	if err != nil {
-		return StatusResult{}, e.explain(c, err)
+		return StatusResult{}, e.Explain(c, err)
 	}
 	items := ix.Items()
 	if opts.NodeGroup != "" {
@@ -196,9 +197,9 @@ func (e *Env) Status(ctx context.Context, opts StatusOptions) (StatusResult, err
 		items = []state.Item{{Key: k, Entry: entry}}
 	}
 	r := statusReader{store: store}
-	res, err := r.status(ctx, e.now(), items, opts.NodeGroup)
+	res, err := r.status(ctx, e.CurrentTime(), items, opts.NodeGroup)
 	if err != nil {
-		return StatusResult{}, e.explain(c, err)
+		return StatusResult{}, e.Explain(c, err)
 	}
 	res.Bucket = c.Bucket
 	return res, nil

@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package deployments
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"podmin.dev/podmin/builtins/openv"
 	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/ids"
 	"podmin.dev/podmin/internal/nodepod"
@@ -84,7 +85,7 @@ type WaitResult struct {
 }
 
 // WaitTimeoutError is a wait that ran out of time; it says what was
-// still missing. It matches ErrTimeout and context.DeadlineExceeded.
+// still missing. It matches openv.ErrTimeout and context.DeadlineExceeded.
 type WaitTimeoutError struct {
 	Key    string
 	Until  string
@@ -97,11 +98,13 @@ func (e *WaitTimeoutError) Error() string {
 	if e.Last.Revision != "" {
 		what = "revision " + short(e.Last.Revision)
 	}
-	return fmt.Sprintf("%v after %s waiting for %s %s to be %s: %s", ErrTimeout, e.Waited.Round(time.Second), e.Key, what, e.Until, e.Last.Summary)
+	return fmt.Sprintf("%v after %s waiting for %s %s to be %s: %s", openv.ErrTimeout, e.Waited.Round(time.Second), e.Key, what, e.Until, e.Last.Summary)
 }
 
-// Unwrap makes the error match ErrTimeout and context.DeadlineExceeded.
-func (e *WaitTimeoutError) Unwrap() []error { return []error{ErrTimeout, context.DeadlineExceeded} }
+// Unwrap makes the error match openv.ErrTimeout and context.DeadlineExceeded.
+func (e *WaitTimeoutError) Unwrap() []error {
+	return []error{openv.ErrTimeout, context.DeadlineExceeded}
+}
 
 func short(rev string) string {
 	if len(rev) > 12 {
@@ -148,32 +151,32 @@ func checkWait(opts *WaitOptions) error {
 // Progress whenever the summary changes. Each poll costs one conditional
 // read of the index, one read of the lease and one conditional read of
 // the NodeGroup's status object.
-func (e *Env) Wait(ctx context.Context, opts WaitOptions) (WaitResult, error) {
+func Wait(ctx context.Context, e *openv.Env, opts WaitOptions) (WaitResult, error) {
 	if err := checkWait(&opts); err != nil {
-		return WaitResult{}, InvalidArgument(err)
+		return WaitResult{}, openv.InvalidArgument(err)
 	}
-	c, store, err := e.openCluster(ctx)
+	c, store, err := e.OpenCluster(ctx)
 	if err != nil {
 		return WaitResult{}, err
 	}
-	res, err := e.wait(ctx, store, opts)
-	return res, e.waitError(c, err)
+	res, err := wait(ctx, e, store, opts)
+	return res, waitError(e, c, err)
 }
 
 // waitError explains a bucket error of a wait; its own errors stay as
 // they are.
-func (e *Env) waitError(c contexts.Context, err error) error {
+func waitError(e *openv.Env, c contexts.Context, err error) error {
 	var te *WaitTimeoutError
 	if err == nil || errors.As(err, &te) || errors.Is(err, ErrNodeError) || errors.Is(err, ErrSuperseded) ||
 		errors.Is(err, ErrReadinessUnknowable) || errors.Is(err, ErrNoDeployment) || errors.Is(err, ErrNoNodes) {
 		return err
 	}
-	return e.explain(c, err)
+	return e.Explain(c, err)
 }
 
-func (e *Env) wait(ctx context.Context, store objstore.Store, opts WaitOptions) (WaitResult, error) {
+func wait(ctx context.Context, e *openv.Env, store objstore.Store, opts WaitOptions) (WaitResult, error) {
 	key, _ := state.NewKey(opts.NodeGroup, opts.Name)
-	start := e.now()
+	start := e.CurrentTime()
 	var deadline time.Time
 	if opts.Timeout > 0 {
 		deadline = start.Add(opts.Timeout)
@@ -184,7 +187,7 @@ func (e *Env) wait(ctx context.Context, store objstore.Store, opts WaitOptions) 
 	res.Name, res.NodeGroup, res.Revision, res.State = key.Name, key.NodeGroup, opts.Revision, StateUnknown
 	res.Summary = "nothing read yet"
 	timeout := func() (WaitResult, error) {
-		waited := e.now().Sub(start)
+		waited := e.CurrentTime().Sub(start)
 		res.WaitedSeconds = waited.Seconds()
 		return res, &WaitTimeoutError{Key: key.String(), Until: opts.Until, Waited: waited, Last: res.DeploymentStatus}
 	}
@@ -211,7 +214,7 @@ func (e *Env) wait(ctx context.Context, store objstore.Store, opts WaitOptions) 
 		if opts.Revision != "" && rev != opts.Revision {
 			return res, fmt.Errorf("%w: %s is now at revision %s, not %s: stop waiting for a revision that will not run", ErrSuperseded, key, short(rev), short(opts.Revision))
 		}
-		st, err := sr.status(ctx, e.now(), []state.Item{{Key: key, Entry: entry}}, "")
+		st, err := sr.status(ctx, e.CurrentTime(), []state.Item{{Key: key, Entry: entry}}, "")
 		if err != nil {
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				return timeout()
@@ -224,7 +227,7 @@ func (e *Env) wait(ctx context.Context, store objstore.Store, opts WaitOptions) 
 				return res, err
 			}
 		}
-		waited := e.now().Sub(start)
+		waited := e.CurrentTime().Sub(start)
 		res.WaitedSeconds = waited.Seconds()
 		if earlier == nil {
 			earlier = map[string]NodeError{}
@@ -238,20 +241,20 @@ func (e *Env) wait(ctx context.Context, store objstore.Store, opts WaitOptions) 
 			line += fmt.Sprintf(" (the error of %s was reported before the wait began: it ends the wait if the node reports another, or still reports it %s after the wait began)", strings.Join(held, ", "), StaleErrorGrace)
 		}
 		if line != lastLine {
-			e.progress("%s", line)
+			e.Progressf("%s", line)
 			lastLine = line
 		}
 		if done, err := reached(decide, opts.Until, st.NodeGroups[0]); done || err != nil {
 			return res, err
 		}
-		if !deadline.IsZero() && !e.now().Before(deadline) {
+		if !deadline.IsZero() && !e.CurrentTime().Before(deadline) {
 			return timeout()
 		}
 		pause := opts.Poll
 		if !deadline.IsZero() {
-			pause = min(pause, deadline.Sub(e.now()))
+			pause = min(pause, deadline.Sub(e.CurrentTime()))
 		}
-		if err := e.sleep(ctx, pause); err != nil {
+		if err := e.Pause(ctx, pause); err != nil {
 			if errors.Is(err, context.DeadlineExceeded) {
 				return timeout()
 			}

@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package deployments
 
 import (
 	"context"
@@ -11,35 +11,38 @@ import (
 	"strings"
 	"testing"
 
+	ctxops "podmin.dev/podmin/builtins/contexts"
+	"podmin.dev/podmin/builtins/manifests"
+	"podmin.dev/podmin/builtins/openv/openvtest"
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/objstore/faultstore"
 )
 
 func TestPreviewRendersTheNodeGroupsStaticPods(t *testing.T) {
 	ctx := context.Background()
-	env := testEnv(t)
+	env := openvtest.NewEnv(t)
 	var counts *faultstore.Store
 	env.WrapStore = func(s objstore.Store) objstore.Store { counts = faultstore.New(s); return counts }
 	bucket := filepath.Join(t.TempDir(), "bucket")
-	if _, err := env.Connect(ctx, ConnectOptions{Cluster: "demo", Provider: "local", Bucket: bucket, SecretsProvider: "local"}); err != nil {
+	if _, err := ctxops.Connect(ctx, env, ctxops.ConnectOptions{Cluster: "demo", Provider: "local", Bucket: bucket, SecretsProvider: "local"}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := env.Preview(ctx, PreviewOptions{NodeGroup: "workers"})
+	res, err := Preview(ctx, env, PreviewOptions{NodeGroup: "workers"})
 	if err != nil || len(res.Files) != 0 {
 		t.Fatalf("empty cluster: %+v, %v", res, err)
 	}
 	for _, d := range []DeployOptions{
-		{ManifestOptions: ManifestOptions{Name: "web", NodeGroup: "workers", Images: []string{"hello:v1"}, Service: true, Secrets: []string{"token", "db-url"}}},
-		{ManifestOptions: ManifestOptions{Name: "api", NodeGroup: "workers", Images: []string{"api:v1"}}},
-		{ManifestOptions: ManifestOptions{Name: "proxy", NodeGroup: "edge", Images: []string{"proxy:v1"}}},
+		{ManifestOptions: manifests.ManifestOptions{Name: "web", NodeGroup: "workers", Images: []string{"hello:v1"}, Service: true, Secrets: []string{"token", "db-url"}}},
+		{ManifestOptions: manifests.ManifestOptions{Name: "api", NodeGroup: "workers", Images: []string{"api:v1"}}},
+		{ManifestOptions: manifests.ManifestOptions{Name: "proxy", NodeGroup: "edge", Images: []string{"proxy:v1"}}},
 	} {
-		if _, err := env.Deploy(ctx, d); err != nil {
+		if _, err := Deploy(ctx, env, d); err != nil {
 			t.Fatal(err)
 		}
 	}
 	out := filepath.Join(t.TempDir(), "out")
 	counts.ResetCounts()
-	res, err = env.Preview(ctx, PreviewOptions{NodeGroup: "workers", Out: out})
+	res, err = Preview(ctx, env, PreviewOptions{NodeGroup: "workers", Out: out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +56,7 @@ func TestPreviewRendersTheNodeGroupsStaticPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	counts.ResetCounts()
-	if _, err := env.Preview(ctx, PreviewOptions{NodeGroup: "workers"}); err != nil {
+	if _, err := Preview(ctx, env, PreviewOptions{NodeGroup: "workers"}); err != nil {
 		t.Fatal(err)
 	}
 	if c := counts.Counts(); c != (faultstore.Counts{Get: 4, List: 2}) {
@@ -78,7 +81,7 @@ func TestPreviewRendersTheNodeGroupsStaticPods(t *testing.T) {
 			t.Fatalf("%s: %v", f.File, err)
 		}
 	}
-	if _, err := env.Preview(ctx, PreviewOptions{NodeGroup: "Bad"}); err == nil || !strings.Contains(err.Error(), "--nodegroup: invalid NodeGroup ID") {
+	if _, err := Preview(ctx, env, PreviewOptions{NodeGroup: "Bad"}); err == nil || !strings.Contains(err.Error(), "--nodegroup: invalid NodeGroup ID") {
 		t.Fatalf("bad NodeGroup: %v", err)
 	}
 }

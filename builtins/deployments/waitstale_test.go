@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package deployments
 
 import (
 	"context"
@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"podmin.dev/podmin/builtins/manifests"
+	"podmin.dev/podmin/builtins/openv"
+	"podmin.dev/podmin/builtins/openv/openvtest"
 	"podmin.dev/podmin/internal/nodepod"
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/state"
@@ -26,7 +29,7 @@ type leaderWriter struct {
 	now   time.Time
 }
 
-func newLeaderWriter(t *testing.T, env *Env, store objstore.Store) *leaderWriter {
+func newLeaderWriter(t *testing.T, env *openv.Env, store objstore.Store) *leaderWriter {
 	lw := &leaderWriter{t: t, store: store, now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	env.Now = func() time.Time { return lw.now }
 	lw.renew()
@@ -122,7 +125,7 @@ func TestWaitAfterAFixOutsideThePayload(t *testing.T) {
 	} {
 		for _, via := range []string{"status --wait", "deploy --wait"} {
 			t.Run(tc.name+"/"+via, func(t *testing.T) {
-				env := testEnv(t)
+				env := openvtest.NewEnv(t)
 				b := connectedLocal(t, env)
 				deployBuiltIn(t, env, "web", "hello:v1")
 				lw := newLeaderWriter(t, env, b)
@@ -142,10 +145,10 @@ func TestWaitAfterAFixOutsideThePayload(t *testing.T) {
 				var w WaitResult
 				var err error
 				if via == "status --wait" {
-					w, err = env.Wait(t.Context(), WaitOptions{Name: "web", NodeGroup: "workers"})
+					w, err = Wait(t.Context(), env, WaitOptions{Name: "web", NodeGroup: "workers"})
 				} else {
 					var res DeployResult
-					res, err = env.Deploy(t.Context(), DeployOptions{ManifestOptions: ManifestOptions{Name: "web", NodeGroup: "workers", Images: []string{"hello:v1"}}, Wait: UntilReady})
+					res, err = Deploy(t.Context(), env, DeployOptions{ManifestOptions: manifests.ManifestOptions{Name: "web", NodeGroup: "workers", Images: []string{"hello:v1"}}, Wait: UntilReady})
 					if res.Action != "unchanged" || res.Wait == nil {
 						t.Fatalf("deploy: %+v, %v", res, err)
 					}
@@ -169,7 +172,7 @@ func TestWaitAfterAFixOutsideThePayload(t *testing.T) {
 // committed was never reported on before, so a node's error for it ends
 // the wait at the first read.
 func TestDeployWaitFailsAtOnceOnItsNewRevision(t *testing.T) {
-	env := testEnv(t)
+	env := openvtest.NewEnv(t)
 	b := connectedLocal(t, env)
 	deployBuiltIn(t, env, "web", "hello:v1")
 	lw := newLeaderWriter(t, env, b)
@@ -183,7 +186,7 @@ func TestDeployWaitFailsAtOnceOnItsNewRevision(t *testing.T) {
 		}}
 	}
 	env.Sleep = func(context.Context, time.Duration) error { return errors.New("the wait polled again") }
-	res, err := env.Deploy(t.Context(), DeployOptions{ManifestOptions: ManifestOptions{Name: "web", NodeGroup: "workers", Images: []string{"hello:v2"}}, Wait: UntilReady})
+	res, err := Deploy(t.Context(), env, DeployOptions{ManifestOptions: manifests.ManifestOptions{Name: "web", NodeGroup: "workers", Images: []string{"hello:v2"}}, Wait: UntilReady})
 	if res.Action != "updated" || !errors.Is(err, ErrNodeError) || !strings.Contains(err.Error(), "ImagePullBackOff") {
 		t.Fatalf("deploy --wait of a failing new revision: %+v, %v", res, err)
 	}
@@ -208,7 +211,7 @@ func (s beforeStatusRead) Get(ctx context.Context, key string, opts objstore.Get
 // crashed, and has not read the rollback yet) is not an error of the
 // commit: status does not call the deployment failed and a wait goes on.
 func TestErrorFromBeforeTheNodeKnewTheRevision(t *testing.T) {
-	env := testEnv(t)
+	env := openvtest.NewEnv(t)
 	b := connectedLocal(t, env)
 	deployBuiltIn(t, env, "web", "hello:v1")
 	lw := newLeaderWriter(t, env, b)
@@ -216,7 +219,7 @@ func TestErrorFromBeforeTheNodeKnewTheRevision(t *testing.T) {
 	old := failing(rev, state.ErrorKubelet, "container web: CrashLoopBackOff")
 	old.Desired = strings.Repeat("0", len(rev)) // the revision the node last read
 	lw.publish(old)
-	res, err := env.Status(t.Context(), StatusOptions{NodeGroup: "workers", Name: "web"})
+	res, err := Status(t.Context(), env, StatusOptions{NodeGroup: "workers", Name: "web"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,14 +232,14 @@ func TestErrorFromBeforeTheNodeKnewTheRevision(t *testing.T) {
 // TestStatusSaysEachNodeErrorOnce: kubelet's problem is both a node's
 // reason and its error; the summary says it once.
 func TestStatusSaysEachNodeErrorOnce(t *testing.T) {
-	env := testEnv(t)
+	env := openvtest.NewEnv(t)
 	b := connectedLocal(t, env)
 	deployBuiltIn(t, env, "web", "hello:v1")
 	lw := newLeaderWriter(t, env, b)
 	rev := lw.revision("web")
 	const msg = "container web: CrashLoopBackOff (back-off 40s restarting failed container)"
 	lw.publish(ready(rev), failing(rev, state.ErrorKubelet, msg), failing(rev, state.ErrorSecret, "value token: not found"))
-	res, err := env.Status(t.Context(), StatusOptions{})
+	res, err := Status(t.Context(), env, StatusOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +262,7 @@ func TestStatusSaysEachNodeErrorOnce(t *testing.T) {
 // (state unknown, the reason in the summary) instead of progress, a wait
 // for readiness goes on, and a wait for the revision to be applied ends.
 func TestKubeletDownIsUnknownNotProgress(t *testing.T) {
-	env := testEnv(t)
+	env := openvtest.NewEnv(t)
 	b := connectedLocal(t, env)
 	deployBuiltIn(t, env, "web", "hello:v1")
 	lw := newLeaderWriter(t, env, b)
@@ -267,7 +270,7 @@ func TestKubeletDownIsUnknownNotProgress(t *testing.T) {
 	const why = "kubelet is down: its Pods API does not answer (connection refused): check kubelet on the node (systemctl status kubelet)"
 	down := state.DeploymentReport{Name: "web", Revision: rev, Desired: rev, Readiness: state.Unknown, Reason: why}
 	lw.publish(ready(rev), down)
-	res, err := env.Status(t.Context(), StatusOptions{NodeGroup: "workers", Name: "web"})
+	res, err := Status(t.Context(), env, StatusOptions{NodeGroup: "workers", Name: "web"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,13 +278,13 @@ func TestKubeletDownIsUnknownNotProgress(t *testing.T) {
 	if d.State != StateUnknown || !strings.Contains(d.Summary, "readiness unknown: node-1 ("+why+")") {
 		t.Fatalf("status with a kubelet down: %s: %s", d.State, d.Summary)
 	}
-	applied, err := env.Wait(t.Context(), WaitOptions{NodeGroup: "workers", Name: "web", Until: UntilApplied, Timeout: time.Second})
+	applied, err := Wait(t.Context(), env, WaitOptions{NodeGroup: "workers", Name: "web", Until: UntilApplied, Timeout: time.Second})
 	if err != nil || applied.Applied != 2 {
 		t.Fatalf("wait until applied: %+v, %v", applied, err)
 	}
 	// The wait's sleeps move the virtual clock (the lease stays live).
 	env.Sleep = func(context.Context, time.Duration) error { lw.advance(10 * time.Second); return nil }
-	_, err = env.Wait(t.Context(), WaitOptions{NodeGroup: "workers", Name: "web", Until: UntilReady, Timeout: time.Minute, Poll: 10 * time.Second})
+	_, err = Wait(t.Context(), env, WaitOptions{NodeGroup: "workers", Name: "web", Until: UntilReady, Timeout: time.Minute, Poll: 10 * time.Second})
 	var te *WaitTimeoutError
 	if !errors.As(err, &te) || !strings.Contains(err.Error(), "kubelet is down") {
 		t.Fatalf("wait until ready with a kubelet down: %v, want its timeout naming kubelet", err)
@@ -291,7 +294,7 @@ func TestKubeletDownIsUnknownNotProgress(t *testing.T) {
 // TestStatusNamesMissingNodes: a node the leader no longer hears from is
 // named in the summary, not only counted.
 func TestStatusNamesMissingNodes(t *testing.T) {
-	env := testEnv(t)
+	env := openvtest.NewEnv(t)
 	b := connectedLocal(t, env)
 	deployBuiltIn(t, env, "web", "hello:v1")
 	lw := newLeaderWriter(t, env, b)
@@ -312,7 +315,7 @@ func TestStatusNamesMissingNodes(t *testing.T) {
 	if _, err := b.Put(t.Context(), state.NodeGroupStatusPrefix+"workers.json", data); err != nil {
 		t.Fatal(err)
 	}
-	res, err := env.Status(t.Context(), StatusOptions{NodeGroup: "workers", Name: "web"})
+	res, err := Status(t.Context(), env, StatusOptions{NodeGroup: "workers", Name: "web"})
 	if err != nil {
 		t.Fatal(err)
 	}
