@@ -10,7 +10,9 @@ import (
 	ctxops "podmin.dev/podmin/builtins/contexts"
 	"podmin.dev/podmin/builtins/deployments"
 	"podmin.dev/podmin/builtins/images"
+	"podmin.dev/podmin/builtins/install"
 	"podmin.dev/podmin/builtins/manifests"
+	"podmin.dev/podmin/builtins/openv"
 	secretops "podmin.dev/podmin/builtins/secrets"
 	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/secrets"
@@ -258,4 +260,29 @@ func (e *Env) Status(ctx context.Context, opts StatusOptions) (StatusResult, err
 // Wait runs deployments.Wait in e.
 func (e *Env) Wait(ctx context.Context, opts WaitOptions) (WaitResult, error) {
 	return deployments.Wait(ctx, e.op(), opts)
+}
+
+// The install family (builtins/install).
+type (
+	InstallCloudflaredOptions   = install.InstallCloudflaredOptions
+	InstallResult               = install.InstallResult
+	UninstallCloudflaredOptions = install.UninstallCloudflaredOptions
+)
+
+// Errors of the family above.
+var (
+	ErrNotInstalled = install.ErrNotInstalled
+)
+
+// Cloudflared is install.Cloudflared.
+func Cloudflared() openv.PinnedImage { return install.Cloudflared() }
+
+// InstallCloudflared runs install.InstallCloudflared in e.
+func (e *Env) InstallCloudflared(ctx context.Context, opts InstallCloudflaredOptions) (InstallResult, error) {
+	return install.InstallCloudflared(ctx, e.op(), opts)
+}
+
+// UninstallCloudflared runs install.UninstallCloudflared in e.
+func (e *Env) UninstallCloudflared(ctx context.Context, opts UninstallCloudflaredOptions) (DeleteResult, error) {
+	return install.UninstallCloudflared(ctx, e.op(), opts)
 }

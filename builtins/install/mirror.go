@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package install
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"podmin.dev/podmin/builtins/openv"
 	"podmin.dev/podmin/internal/manifest"
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/oci"
@@ -48,7 +49,7 @@ type MirrorResult struct {
 
 // upstreamRef is where the pinned digest is fetched from: its own
 // registry, or the replacement UpstreamRegistries names for it.
-func (e *Env) upstreamRef(p PinnedImage) (name.Reference, error) {
+func upstreamRef(e *openv.Env, p openv.PinnedImage) (name.Reference, error) {
 	registry, repository := p.Upstream()
 	if alt, ok := e.UpstreamRegistries[registry]; ok {
 		registry = alt
@@ -62,7 +63,7 @@ func (e *Env) upstreamRef(p PinnedImage) (name.Reference, error) {
 // verified, one Head for every other blob); otherwise the image comes from
 // the local image cache, or the upstream registry when the cache lacks it,
 // and is pushed blobs first, index.json last.
-func (e *Env) mirrorPinned(ctx context.Context, bucket objstore.Store, p PinnedImage) (MirrorResult, error) {
+func mirrorPinned(ctx context.Context, e *openv.Env, bucket objstore.Store, p openv.PinnedImage) (MirrorResult, error) {
 	registry, repository := p.Upstream()
 	layout, err := state.MirrorLayout(registry, repository)
 	if err != nil {
@@ -91,22 +92,22 @@ func (e *Env) mirrorPinned(ctx context.Context, bucket objstore.Store, p PinnedI
 				res.Action = "reused"
 				return res, nil
 			}
-			e.progress("mirror %s tags %s, but %s: mirroring it again", layout.Root(), p.Digest, joinProblems(problems))
+			e.Progressf("mirror %s tags %s, but %s: mirroring it again", layout.Root(), p.Digest, joinProblems(problems))
 			repair = true
 		}
 	case !errors.Is(err, objstore.ErrNotFound):
 		return res, fmt.Errorf("read %s: %w", layout.IndexFile(), err)
 	}
-	store := e.imageStore()
+	store := e.ImageStore()
 	local := registry + "/" + repository
 	top, err := store.Lookup(local, p.Tag)
 	if err != nil || top.Digest != want {
-		ref, err := e.upstreamRef(p)
+		ref, err := upstreamRef(e, p)
 		if err != nil {
 			return res, err
 		}
-		e.progress("pulling %s", ref)
-		if top, err = ociremote.Pull(ctx, store, ref, local, p.Tag, e.remoteOptions()...); err != nil {
+		e.Progressf("pulling %s", ref)
+		if top, err = ociremote.Pull(ctx, store, ref, local, p.Tag, e.RemoteOptions()...); err != nil {
 			return res, err
 		}
 		if top.Digest != want {
@@ -119,7 +120,7 @@ func (e *Env) mirrorPinned(ctx context.Context, bucket objstore.Store, p PinnedI
 	}
 	pr, err := oci.Push(ctx, bucket, src, top, layout, p.Tag, oci.PushOptions{
 		Progress: func(pp oci.PushProgress) {
-			e.progress("mirroring %s: %d/%d blobs, %d uploaded (%d bytes)", p.Platform.Source, pp.Done, pp.Total, pp.Uploaded, pp.Bytes)
+			e.Progressf("mirroring %s: %d/%d blobs, %d uploaded (%d bytes)", p.Platform.Source, pp.Done, pp.Total, pp.Uploaded, pp.Bytes)
 		},
 	})
 	if err != nil {

@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package install
 
 import (
 	"context"
@@ -23,6 +23,7 @@ import (
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	sm "github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
@@ -35,6 +36,12 @@ import (
 
 	"podmin.dev/podmin/agent/mounts"
 	"podmin.dev/podmin/agent/staticpod"
+	ctxops "podmin.dev/podmin/builtins/contexts"
+	"podmin.dev/podmin/builtins/deployments"
+	"podmin.dev/podmin/builtins/manifests"
+	"podmin.dev/podmin/builtins/openv"
+	"podmin.dev/podmin/builtins/openv/openvtest"
+	secretops "podmin.dev/podmin/builtins/secrets"
 	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/objstore/faultstore"
@@ -43,6 +50,7 @@ import (
 	"podmin.dev/podmin/internal/secrets"
 	localsecrets "podmin.dev/podmin/internal/secrets/local"
 	"podmin.dev/podmin/internal/secrets/parameterstore"
+	"podmin.dev/podmin/internal/secrets/secretsmanager"
 	"podmin.dev/podmin/internal/secrets/secretstest"
 	"podmin.dev/podmin/internal/state"
 )
@@ -52,7 +60,7 @@ import (
 type fakeUpstream struct {
 	host     string
 	requests atomic.Int64
-	pin      PinnedImage
+	pin      openv.PinnedImage
 }
 
 func startFakeUpstream(t *testing.T) *fakeUpstream {
@@ -86,7 +94,7 @@ func startFakeUpstream(t *testing.T) *fakeUpstream {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.pin = PinnedImage{Platform: platformImage("cloudflared"), Tag: "2025.11.1", Digest: d.String()}
+	f.pin = openv.PinnedImage{Platform: platformImage("cloudflared"), Tag: "2025.11.1", Digest: d.String()}
 	f.requests.Store(0)
 	return f
 }
@@ -114,9 +122,9 @@ func TestPinnedCloudflaredIsAPlatformImage(t *testing.T) {
 
 // localEnv connects a local cluster "demo" whose only secrets provider is
 // the local store.
-func localEnv(t *testing.T) *Env {
-	env := testEnv(t)
-	if _, err := env.Connect(t.Context(), ConnectOptions{Cluster: "demo", Provider: "local", Bucket: filepath.Join(t.TempDir(), "bucket"), SecretsProvider: "local"}); err != nil {
+func localEnv(t *testing.T) *openv.Env {
+	env := openvtest.NewEnv(t)
+	if _, err := ctxops.Connect(t.Context(), env, ctxops.ConnectOptions{Cluster: "demo", Provider: "local", Bucket: filepath.Join(t.TempDir(), "bucket"), SecretsProvider: "local"}); err != nil {
 		t.Fatal(err)
 	}
 	env.Secrets = func(_ context.Context, _ contexts.Context, provider string) (secrets.Store, error) {
@@ -129,8 +137,8 @@ func localEnv(t *testing.T) *Env {
 }
 
 // storeTunnelToken stores the cloudflared tunnel token install looks for.
-func storeTunnelToken(t *testing.T, env *Env) {
-	if _, err := env.CreateSecret(t.Context(), SecretValueOptions{SecretOptions: SecretOptions{Key: "tunnel-token", For: "cloudflared", Namespace: "platform-cloudflared"}, Value: secrets.Value("t")}); err != nil {
+func storeTunnelToken(t *testing.T, env *openv.Env) {
+	if _, err := secretops.CreateSecret(t.Context(), env, secretops.SecretValueOptions{SecretOptions: secretops.SecretOptions{Key: "tunnel-token", For: "cloudflared", Namespace: "platform-cloudflared"}, Value: secrets.Value("t")}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -140,10 +148,10 @@ func TestInstallCloudflaredLocal(t *testing.T) {
 }
 
 func TestInstallCloudflaredVersityGW(t *testing.T) {
-	srv := useVersityGW(t)
-	env := testEnv(t)
+	srv := objstoretest.UseVersityGW(t)
+	env := openvtest.NewEnv(t)
 	ctx := t.Context()
-	if _, err := env.Connect(ctx, ConnectOptions{Cluster: "demo", Provider: "aws", Bucket: "demo-state", Region: srv.Region}); err != nil {
+	if _, err := ctxops.Connect(ctx, env, ctxops.ConnectOptions{Cluster: "demo", Provider: "aws", Bucket: "demo-state", Region: srv.Region}); err != nil {
 		t.Fatal(err)
 	}
 	fake := secretstest.NewFakeSSM(t)
@@ -159,7 +167,7 @@ func TestInstallCloudflaredVersityGW(t *testing.T) {
 
 // runInstallScenario installs cloudflared twice on a connected cluster
 // whose secrets provider is provider, then uninstalls it.
-func runInstallScenario(t *testing.T, env *Env, provider string) {
+func runInstallScenario(t *testing.T, env *openv.Env, provider string) {
 	ctx := t.Context()
 	up := startFakeUpstream(t)
 	env.UpstreamRegistries = map[string]string{"docker.io": up.host}
@@ -187,7 +195,7 @@ func runInstallScenario(t *testing.T, env *Env, provider string) {
 	}
 
 	// No token: refused before any bucket or registry request.
-	_, err := env.installCloudflared(ctx, opts, up.pin)
+	_, err := installCloudflared(ctx, env, opts, up.pin)
 	wantCmd := "podmin secret create tunnel-token --for cloudflared -n platform-cloudflared --provider " + provider
 	if !errors.Is(err, ErrTokenMissing) || !strings.Contains(err.Error(), wantCmd) || !strings.Contains(err.Error(), "/demo/platform-cloudflared/cloudflared/tunnel-token") {
 		t.Fatalf("install without a token: %v", err)
@@ -195,14 +203,14 @@ func runInstallScenario(t *testing.T, env *Env, provider string) {
 	if counts != nil || up.requests.Load() != 0 {
 		t.Fatalf("install without a token made requests: bucket %v, registry %d", counts, up.requests.Load())
 	}
-	if _, err := env.CreateSecret(ctx, SecretValueOptions{
-		SecretOptions: SecretOptions{Key: "tunnel-token", For: "cloudflared", Namespace: "platform-cloudflared"},
+	if _, err := secretops.CreateSecret(ctx, env, secretops.SecretValueOptions{
+		SecretOptions: secretops.SecretOptions{Key: "tunnel-token", For: "cloudflared", Namespace: "platform-cloudflared"},
 		Value:         secrets.Value("eyJhIjoidG9rZW4ifQ"),
 	}); err != nil {
 		t.Fatal(err)
 	}
 
-	first, err := env.installCloudflared(ctx, opts, up.pin)
+	first, err := installCloudflared(ctx, env, opts, up.pin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +243,7 @@ func runInstallScenario(t *testing.T, env *Env, provider string) {
 	// no request upstream.
 	counts.ResetCounts()
 	up.requests.Store(0)
-	second, err := env.installCloudflared(ctx, opts, up.pin)
+	second, err := installCloudflared(ctx, env, opts, up.pin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +273,7 @@ func runInstallScenario(t *testing.T, env *Env, provider string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, err := env.installCloudflared(ctx, opts, up.pin)
+		again, err := installCloudflared(ctx, env, opts, up.pin)
 		if err != nil {
 			t.Fatalf("install after the payload was %s: %v", damage, err)
 		}
@@ -313,7 +321,7 @@ func runInstallScenario(t *testing.T, env *Env, provider string) {
 			t.Fatal(err)
 		}
 		up.requests.Store(0)
-		again, err := env.installCloudflared(ctx, opts, up.pin)
+		again, err := installCloudflared(ctx, env, opts, up.pin)
 		if err != nil {
 			t.Fatalf("install after %s: %v", damage.what, err)
 		}
@@ -323,17 +331,17 @@ func runInstallScenario(t *testing.T, env *Env, provider string) {
 		if problems, err := oci.CheckPublished(ctx, counts, layout, topDesc); err != nil || len(problems) != 0 {
 			t.Fatalf("mirror after the install that found %s: %q, %v", damage.what, problems, err)
 		}
-		if next, err := env.installCloudflared(ctx, opts, up.pin); err != nil || next.Mirror.Action != "reused" {
+		if next, err := installCloudflared(ctx, env, opts, up.pin); err != nil || next.Mirror.Action != "reused" {
 			t.Fatalf("install after the repair of %s: %+v, %v", damage.what, next, err)
 		}
 	}
 
-	list, err := env.List(ctx)
+	list, err := deployments.List(ctx, env)
 	if err != nil || len(list) != 1 || list[0].Origin != "cloudflared" || list[0].Namespace != "platform-cloudflared" || list[0].NodeGroup != "edge" {
 		t.Fatalf("list %+v, %v", list, err)
 	}
 
-	pv, err := env.Preview(ctx, PreviewOptions{NodeGroup: "edge"})
+	pv, err := deployments.Preview(ctx, env, deployments.PreviewOptions{NodeGroup: "edge"})
 	if err != nil || len(pv.Files) != 1 {
 		t.Fatalf("preview %+v, %v", pv, err)
 	}
@@ -356,14 +364,14 @@ func runInstallScenario(t *testing.T, env *Env, provider string) {
 	}
 	agentWritesHardenedPod(t, env, counts, provider, f.YAML)
 
-	del, err := env.UninstallCloudflared(ctx, UninstallCloudflaredOptions{NodeGroup: "edge"})
+	del, err := UninstallCloudflared(ctx, env, UninstallCloudflaredOptions{NodeGroup: "edge"})
 	if err != nil || del.Action != "deleted" {
 		t.Fatalf("uninstall %+v, %v", del, err)
 	}
-	if list, _ := env.List(ctx); len(list) != 0 {
+	if list, _ := deployments.List(ctx, env); len(list) != 0 {
 		t.Fatalf("after uninstall: %+v", list)
 	}
-	if del, err := env.UninstallCloudflared(ctx, UninstallCloudflaredOptions{NodeGroup: "edge"}); err != nil || del.Action != "absent" {
+	if del, err := UninstallCloudflared(ctx, env, UninstallCloudflaredOptions{NodeGroup: "edge"}); err != nil || del.Action != "absent" {
 		t.Fatalf("second uninstall %+v, %v", del, err)
 	}
 }
@@ -371,7 +379,7 @@ func runInstallScenario(t *testing.T, env *Env, provider string) {
 // agentWritesHardenedPod runs the node's static-Pod reconciler against the
 // bucket and checks the file it writes: preview's, with the token mounted
 // from the secrets provider.
-func agentWritesHardenedPod(t *testing.T, env *Env, store objstore.Store, provider, preview string) {
+func agentWritesHardenedPod(t *testing.T, env *openv.Env, store objstore.Store, provider, preview string) {
 	t.Helper()
 	ctx := t.Context()
 	s, err := env.Secrets(ctx, contexts.Context{}, provider)
@@ -407,23 +415,23 @@ func agentWritesHardenedPod(t *testing.T, env *Env, store objstore.Store, provid
 func TestCloudflaredLeavesAUsersDeploymentAlone(t *testing.T) {
 	env := localEnv(t)
 	ctx := t.Context()
-	if _, err := env.Deploy(ctx, DeployOptions{ManifestOptions: ManifestOptions{Name: "cloudflared", NodeGroup: "edge", Images: []string{"mine:v1"}}}); err != nil {
+	if _, err := deployments.Deploy(ctx, env, deployments.DeployOptions{ManifestOptions: manifests.ManifestOptions{Name: "cloudflared", NodeGroup: "edge", Images: []string{"mine:v1"}}}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := env.UninstallCloudflared(ctx, UninstallCloudflaredOptions{NodeGroup: "edge"})
+	_, err := UninstallCloudflared(ctx, env, UninstallCloudflaredOptions{NodeGroup: "edge"})
 	if !errors.Is(err, ErrNotInstalled) || !strings.Contains(err.Error(), `was not created by "podmin install cloudflared"`) {
 		t.Fatalf("uninstall of a user's deployment: %v", err)
 	}
 	storeTunnelToken(t, env)
 	up := startFakeUpstream(t)
 	env.UpstreamRegistries = map[string]string{"docker.io": up.host}
-	if _, err := env.installCloudflared(ctx, InstallCloudflaredOptions{NodeGroup: "edge"}, up.pin); !errors.Is(err, ErrNotInstalled) {
+	if _, err := installCloudflared(ctx, env, InstallCloudflaredOptions{NodeGroup: "edge"}, up.pin); !errors.Is(err, ErrNotInstalled) {
 		t.Fatalf("install over a user's deployment: %v", err)
 	}
 	if up.requests.Load() != 0 {
 		t.Fatal("a refused install mirrored the image first")
 	}
-	if list, _ := env.List(ctx); len(list) != 1 {
+	if list, _ := deployments.List(ctx, env); len(list) != 1 {
 		t.Fatalf("the user's deployment was removed: %+v", list)
 	}
 }
@@ -436,10 +444,10 @@ func TestInstallCloudflaredRefusesAWrongUpstreamDigest(t *testing.T) {
 	env.UpstreamRegistries = map[string]string{"docker.io": up.host}
 	pin := up.pin
 	pin.Digest = "sha256:" + strings.Repeat("0", 64)
-	if _, err := env.installCloudflared(ctx, InstallCloudflaredOptions{NodeGroup: "edge"}, pin); err == nil {
+	if _, err := installCloudflared(ctx, env, InstallCloudflaredOptions{NodeGroup: "edge"}, pin); err == nil {
 		t.Fatal("an upstream without the pinned digest was mirrored")
 	}
-	if list, _ := env.List(ctx); len(list) != 0 {
+	if list, _ := deployments.List(ctx, env); len(list) != 0 {
 		t.Fatalf("a failed mirror committed %+v", list)
 	}
 }
@@ -447,16 +455,16 @@ func TestInstallCloudflaredRefusesAWrongUpstreamDigest(t *testing.T) {
 func TestInstallCloudflaredRefusesATokenScheduledForDeletion(t *testing.T) {
 	se := newSecretsEnv(t)
 	ctx := t.Context()
-	opts := SecretOptions{Key: "tunnel-token", For: "cloudflared", Namespace: "platform-cloudflared", Provider: secrets.SecretsManager}
-	if _, err := se.CreateSecret(ctx, SecretValueOptions{SecretOptions: opts, Value: secrets.Value("token-value")}); err != nil {
+	opts := secretops.SecretOptions{Key: "tunnel-token", For: "cloudflared", Namespace: "platform-cloudflared", Provider: secrets.SecretsManager}
+	if _, err := secretops.CreateSecret(ctx, se, secretops.SecretValueOptions{SecretOptions: opts, Value: secrets.Value("token-value")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := se.DeleteSecret(ctx, opts); err != nil {
+	if _, err := secretops.DeleteSecret(ctx, se, opts); err != nil {
 		t.Fatal(err)
 	}
 	var requests int
 	se.WrapStore = func(s objstore.Store) objstore.Store { requests++; return s }
-	_, err := se.InstallCloudflared(ctx, InstallCloudflaredOptions{NodeGroup: "edge", Provider: secrets.SecretsManager})
+	_, err := InstallCloudflared(ctx, se, InstallCloudflaredOptions{NodeGroup: "edge", Provider: secrets.SecretsManager})
 	if !errors.Is(err, ErrTokenMissing) || !strings.Contains(err.Error(), "podmin secret restore tunnel-token --for cloudflared -n platform-cloudflared --provider aws-secrets-manager") {
 		t.Fatalf("install with a token scheduled for deletion: %v", err)
 	}
@@ -500,17 +508,17 @@ func TestInstallCloudflaredSaysWhenTheMirrorStaysDamaged(t *testing.T) {
 	up := startFakeUpstream(t)
 	env.UpstreamRegistries = map[string]string{"docker.io": up.host}
 	env.WrapStore = objstoretest.WithoutContentDigests
-	if _, err := env.CreateSecret(ctx, SecretValueOptions{
-		SecretOptions: SecretOptions{Key: "tunnel-token", For: "cloudflared", Namespace: "platform-cloudflared"},
+	if _, err := secretops.CreateSecret(ctx, env, secretops.SecretValueOptions{
+		SecretOptions: secretops.SecretOptions{Key: "tunnel-token", For: "cloudflared", Namespace: "platform-cloudflared"},
 		Value:         secrets.Value("eyJhIjoidG9rZW4ifQ"),
 	}); err != nil {
 		t.Fatal(err)
 	}
 	opts := InstallCloudflaredOptions{NodeGroup: "edge"}
-	if _, err := env.installCloudflared(ctx, opts, up.pin); err != nil {
+	if _, err := installCloudflared(ctx, env, opts, up.pin); err != nil {
 		t.Fatal(err)
 	}
-	_, store, err := env.openCluster(ctx)
+	_, store, err := env.OpenCluster(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -530,8 +538,31 @@ func TestInstallCloudflaredSaysWhenTheMirrorStaysDamaged(t *testing.T) {
 	if _, err := store.Put(ctx, key, data); err != nil {
 		t.Fatal(err)
 	}
-	_, err = env.installCloudflared(ctx, opts, up.pin)
+	_, err = installCloudflared(ctx, env, opts, up.pin)
 	if err == nil || !strings.Contains(err.Error(), "still cannot serve") || !strings.Contains(err.Error(), image.Manifests[0].Digest.String()+" does not match its digest") {
 		t.Fatalf("install over a manifest the push cannot see is damaged: %v", err)
 	}
+}
+
+// newSecretsEnv is a connected local cluster "demo" whose secrets factory
+// opens the local store and the real AWS Secrets Manager client pointed at
+// a fake.
+func newSecretsEnv(t *testing.T) *openv.Env {
+	t.Helper()
+	env := openvtest.NewEnv(t)
+	if _, err := ctxops.Connect(t.Context(), env, ctxops.ConnectOptions{Cluster: "demo", Provider: "local", Bucket: "demo-bucket"}); err != nil {
+		t.Fatal(err)
+	}
+	fake := secretstest.NewFakeSecretsManager(t)
+	creds := credentials.NewStaticCredentialsProvider("AKIDFAKE", "fake-secret-key", "")
+	env.Secrets = func(_ context.Context, c contexts.Context, provider string) (secrets.Store, error) {
+		switch provider {
+		case secrets.Local:
+			return localsecrets.New(filepath.Join(env.Dirs.Data, "secrets")), nil
+		case secrets.SecretsManager:
+			return secretsmanager.New(sm.New(sm.Options{Region: "us-east-1", BaseEndpoint: awssdk.String(fake.URL()), Credentials: creds})), nil
+		}
+		return nil, fmt.Errorf("test factory: no provider %q", provider)
+	}
+	return env
 }

@@ -2,7 +2,7 @@
 // Copyright The Podmin Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package builtins
+package install
 
 import (
 	"context"
@@ -15,6 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"podmin.dev/podmin/builtins/deployments"
+	"podmin.dev/podmin/builtins/openv"
+	secretops "podmin.dev/podmin/builtins/secrets"
 	"podmin.dev/podmin/internal/ids"
 	"podmin.dev/podmin/internal/manifest"
 	"podmin.dev/podmin/internal/objstore"
@@ -26,8 +29,8 @@ import (
 // Cloudflared returns the cloudflared image install cloudflared mirrors
 // and runs: the one place its version is pinned. The digest is the
 // upstream multi-platform image index (linux/amd64 and linux/arm64).
-func Cloudflared() PinnedImage {
-	return PinnedImage{
+func Cloudflared() openv.PinnedImage {
+	return openv.PinnedImage{
 		Platform: platformImage("cloudflared"),
 		Tag:      "2025.11.1",
 		Digest:   "sha256:89ee50efb1e9cb2ae30281a8a404fed95eb8f02f0a972617526f8c5b417acae2",
@@ -79,21 +82,21 @@ var ErrTokenMissing = errors.New("cloudflared tunnel token not found")
 // written before the token check passes; a repeated install checks the
 // Pod payload, writes nothing and reports unchanged, or rewrites a missing
 // or damaged payload and reports repaired.
-func (e *Env) InstallCloudflared(ctx context.Context, opts InstallCloudflaredOptions) (InstallResult, error) {
+func InstallCloudflared(ctx context.Context, e *openv.Env, opts InstallCloudflaredOptions) (InstallResult, error) {
 	pin := Cloudflared()
 	if e.CloudflaredImage != nil {
 		pin = *e.CloudflaredImage
 	}
-	return e.installCloudflared(ctx, opts, pin)
+	return installCloudflared(ctx, e, opts, pin)
 }
 
 // installCloudflared installs pin; tests pin an image their own registry
 // serves.
-func (e *Env) installCloudflared(ctx context.Context, opts InstallCloudflaredOptions, pin PinnedImage) (InstallResult, error) {
+func installCloudflared(ctx context.Context, e *openv.Env, opts InstallCloudflaredOptions, pin openv.PinnedImage) (InstallResult, error) {
 	if err := ids.ValidateNodeGroup(opts.NodeGroup); err != nil {
-		return InstallResult{}, InvalidArgument(fmt.Errorf("--nodegroup: %w", err))
+		return InstallResult{}, openv.InvalidArgument(fmt.Errorf("--nodegroup: %w", err))
 	}
-	if err := checkSecretsProviderName(opts.Provider); err != nil {
+	if err := secretops.CheckProviderName(opts.Provider); err != nil {
 		return InstallResult{}, err
 	}
 	key, err := state.NewKey(opts.NodeGroup, CloudflaredName)
@@ -104,7 +107,7 @@ func (e *Env) installCloudflared(ctx context.Context, opts InstallCloudflaredOpt
 	if err != nil {
 		return InstallResult{}, err
 	}
-	s, err := e.openSecrets(ctx, c, opts.Provider)
+	s, err := e.OpenSecrets(ctx, c, opts.Provider)
 	if err != nil {
 		return InstallResult{}, err
 	}
@@ -121,11 +124,11 @@ func (e *Env) installCloudflared(ctx context.Context, opts InstallCloudflaredOpt
 	}
 	// The origin is set on the extracted Pod, after validation, because a
 	// user's manifest may not claim it.
-	ex.Pod.Annotations[OriginAnnotation] = "cloudflared"
+	ex.Pod.Annotations[deployments.OriginAnnotation] = "cloudflared"
 	if ex.PodYAML, err = manifest.CanonicalYAML(ex.Pod); err != nil {
 		return InstallResult{}, err
 	}
-	_, store, err := e.openCluster(ctx)
+	_, store, err := e.OpenCluster(ctx)
 	if err != nil {
 		return InstallResult{}, err
 	}
@@ -148,24 +151,24 @@ func (e *Env) installCloudflared(ctx context.Context, opts InstallCloudflaredOpt
 			return InstallResult{}, err
 		}
 	}
-	if res.Mirror, err = e.mirrorPinned(ctx, store, pin); err != nil {
+	if res.Mirror, err = mirrorPinned(ctx, e, store, pin); err != nil {
 		return InstallResult{}, err
 	}
 	// An index that already holds exactly this Pod is not proof that its
 	// payload is still there and intact: the commit checks it (one Head
 	// with a warm cache), rewrites it when it is missing or damaged
 	// (Repaired) and writes no index then.
-	r, err := state.NewCommitter(store, e.clusterCommitOptions(c)).Deploy(ctx, state.Deployment{Key: key, Namespace: ex.Namespace, Pod: ex.PodYAML})
+	r, err := state.NewCommitter(store, e.ClusterCommitOptions(c)).Deploy(ctx, state.Deployment{Key: key, Namespace: ex.Namespace, Pod: ex.PodYAML})
 	if err != nil {
-		return InstallResult{}, e.explain(c, err)
+		return InstallResult{}, e.Explain(c, err)
 	}
 	// Said once the outcome is known, as deploy says it: an unchanged
 	// install commits nothing.
 	if r.Outcome != state.Unchanged {
-		e.progress("committed %s to bucket %s (%s)", key, c.Bucket, r.Outcome)
+		e.Progressf("committed %s to bucket %s (%s)", key, c.Bucket, r.Outcome)
 	}
 	if r.LostReply {
-		e.progress("the reply to the index write was lost, but the index already holds %s as installed: nothing more was written", key)
+		e.Progressf("the reply to the index write was lost, but the index already holds %s as installed: nothing more was written", key)
 	}
 	res.Action, res.Pod = string(r.Outcome), r.Entry.Pod
 	return res, nil
@@ -205,7 +208,7 @@ func CloudflaredManifest(nodegroup, provider string) ([]byte, error) {
 	return cloudflaredManifest(nodegroup, provider, Cloudflared())
 }
 
-func cloudflaredManifest(nodegroup, provider string, pin PinnedImage) ([]byte, error) {
+func cloudflaredManifest(nodegroup, provider string, pin openv.PinnedImage) ([]byte, error) {
 	if !manifestProvider(provider) {
 		return nil, fmt.Errorf("secrets provider %s cannot mount into Pods: use one of %q", scrub.Quote(provider), manifest.SecretsProviders())
 	}
@@ -280,30 +283,30 @@ type UninstallCloudflaredOptions struct {
 // not create, so a user's own "cloudflared" deployment is never removed by
 // it. The mirrored image and the token stay: other NodeGroups may use the
 // image, and the token belongs to its operator.
-func (e *Env) UninstallCloudflared(ctx context.Context, opts UninstallCloudflaredOptions) (DeleteResult, error) {
+func UninstallCloudflared(ctx context.Context, e *openv.Env, opts UninstallCloudflaredOptions) (deployments.DeleteResult, error) {
 	if err := ids.ValidateNodeGroup(opts.NodeGroup); err != nil {
-		return DeleteResult{}, InvalidArgument(fmt.Errorf("--nodegroup: %w", err))
+		return deployments.DeleteResult{}, openv.InvalidArgument(fmt.Errorf("--nodegroup: %w", err))
 	}
 	key, err := state.NewKey(opts.NodeGroup, CloudflaredName)
 	if err != nil {
-		return DeleteResult{}, err
+		return deployments.DeleteResult{}, err
 	}
-	_, store, err := e.openCluster(ctx)
+	_, store, err := e.OpenCluster(ctx)
 	if err != nil {
-		return DeleteResult{}, err
+		return deployments.DeleteResult{}, err
 	}
 	ix, _, err := state.ReadDesiredIndex(ctx, store)
 	if err != nil {
-		return DeleteResult{}, err
+		return deployments.DeleteResult{}, err
 	}
 	cur, ok := ix.Lookup(key)
 	if !ok {
-		return DeleteResult{Name: CloudflaredName, NodeGroup: opts.NodeGroup, Action: "absent"}, nil
+		return deployments.DeleteResult{Name: CloudflaredName, NodeGroup: opts.NodeGroup, Action: "absent"}, nil
 	}
 	if err := checkInstalled(ctx, store, key, cur); err != nil {
-		return DeleteResult{}, err
+		return deployments.DeleteResult{}, err
 	}
-	return e.Delete(ctx, DeleteOptions{Name: CloudflaredName, NodeGroup: opts.NodeGroup})
+	return deployments.Delete(ctx, e, deployments.DeleteOptions{Name: CloudflaredName, NodeGroup: opts.NodeGroup})
 }
 
 // checkInstalled fails unless the entry's Pod carries the cloudflared
@@ -318,7 +321,7 @@ func checkInstalled(ctx context.Context, store objstore.Store, key state.Key, en
 	if err := yaml.Unmarshal(data, &pod); err != nil {
 		return fmt.Errorf("%s: decode Pod payload %s: %w: nothing was changed", key, entry.Pod, err)
 	}
-	if pod.Annotations[OriginAnnotation] != "cloudflared" {
+	if pod.Annotations[deployments.OriginAnnotation] != "cloudflared" {
 		return fmt.Errorf("%w: deployment %s was not created by \"podmin install cloudflared\": nothing was changed; remove it with \"podmin delete %s -g %s\" first if it should go",
 			ErrNotInstalled, key, key.Name, key.NodeGroup)
 	}
