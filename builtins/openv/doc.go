@@ -10,7 +10,8 @@
 // payload cache, and what all families report alike (ErrInvalidArgument,
 // ErrNotConfirmed, ErrNotOwned, ErrTimeout, Warning).
 //
-// It holds no operation. It must not import builtins or any operation
-// family (they import it), starlark or cmd, and must not print, prompt or
-// parse flags.
+// It holds no operation. It must not import builtins or the families that
+// build on it (contexts, secrets, manifests, images, deployments,
+// install), starlark or cmd; of the lifecycle it knows only the names Env
+// carries (Infra, ErrNotOwned). It must not print, prompt or parse flags.
 package openv
