@@ -52,7 +52,7 @@ func CheckSetupSyntax(opts SetupOptions) error { return lifecycle.CheckSetupSynt
 // applies the infrastructure (lifecycle.Setup).
 func (e *Env) Setup(ctx context.Context, opts SetupOptions) (SetupResult, error) {
 	if opts.AgentSource != "" {
-		opts.AgentSource = e.path(opts.AgentSource)
+		opts.AgentSource = e.op().Path(opts.AgentSource)
 	}
 	return lifecycle.Setup(ctx, e.lifecycleHost(), opts)
 }
@@ -79,11 +79,11 @@ type lifecycleHost struct{ e *Env }
 func (h lifecycleHost) CurrentContext() (contexts.Context, error) { return h.e.CurrentContext() }
 
 func (h lifecycleHost) OpenCluster(ctx context.Context) (contexts.Context, objstore.Store, error) {
-	return h.e.openCluster(ctx)
+	return h.e.op().OpenCluster(ctx)
 }
 
 func (h lifecycleHost) OpenBucket(ctx context.Context, c contexts.Context) (objstore.Bucket, error) {
-	p, err := h.e.provider(c.Provider)
+	p, err := h.e.op().Provider(c.Provider)
 	if err != nil {
 		return nil, fmt.Errorf("context %s: %w", c.Cluster, err)
 	}
@@ -95,7 +95,7 @@ func (h lifecycleHost) OpenBucket(ctx context.Context, c contexts.Context) (objs
 }
 
 func (h lifecycleHost) AgentBucket(c contexts.Context) string {
-	if p, err := h.e.provider(c.Provider); err == nil {
+	if p, err := h.e.op().Provider(c.Provider); err == nil {
 		if d, ok := p.(interface{ Dir(string) string }); ok {
 			return d.Dir(c.Bucket)
 		}
@@ -128,7 +128,7 @@ func (h lifecycleHost) Secrets(ctx context.Context, c contexts.Context, provider
 }
 
 func (h lifecycleHost) SecretsProviders(c contexts.Context) []string {
-	p, err := h.e.provider(c.Provider)
+	p, err := h.e.op().Provider(c.Provider)
 	if err != nil {
 		// The context names no provider of this build: its secrets are
 		// where the context says.
@@ -138,7 +138,7 @@ func (h lifecycleHost) SecretsProviders(c contexts.Context) []string {
 }
 
 func (h lifecycleHost) RemoveContext(cluster string) error {
-	return h.e.contextsFile().Update(func(f *contexts.File) error {
+	return h.e.op().SavedContexts().Update(func(f *contexts.File) error {
 		if _, ok := f.Contexts[cluster]; !ok {
 			return nil
 		}
@@ -174,5 +174,5 @@ func (h lifecycleHost) Transfers() progress.Sink { return h.e.Transfers }
 func (h lifecycleHost) Transport() http.RoundTripper { return h.e.Transport }
 
 func (h lifecycleHost) ImageMirror() *deps.OCIMirror {
-	return &deps.OCIMirror{Local: h.e.imageStore().WithProgress(h.e.Transfers, "mirror node images"), Remote: h.e.remoteOptions()}
+	return &deps.OCIMirror{Local: h.e.op().ImageStore().WithProgress(h.e.Transfers, "mirror node images"), Remote: h.e.op().RemoteOptions()}
 }

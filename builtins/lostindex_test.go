@@ -124,20 +124,3 @@ func TestLostIndexRefusedByEveryBuiltIn(t *testing.T) {
 		t.Fatalf("rebuild of a valid index: %v, want ErrIndexValid", err)
 	}
 }
-
-// TestLostIndexWhileWaiting: an index that vanishes during a wait is lost,
-// not the deployment deleted.
-func TestLostIndexWhileWaiting(t *testing.T) {
-	env := testEnv(t)
-	b := connectedLocal(t, env)
-	deployBuiltIn(t, env, "web", "hello:v1")
-	lw := newLeaderWriter(t, env, b)
-	env.Sleep = func(ctx context.Context, _ time.Duration) error {
-		lw.advance(time.Second)
-		return b.Delete(ctx, state.IndexPath, "")
-	}
-	_, err := env.Wait(t.Context(), WaitOptions{Name: "web", NodeGroup: "workers"})
-	if !errors.Is(err, state.ErrIndexMissing) || errors.Is(err, ErrNoDeployment) {
-		t.Fatalf("wait while the index vanished: %v, want ErrIndexMissing", err)
-	}
-}

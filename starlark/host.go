@@ -20,6 +20,7 @@ import (
 
 	"podmin.dev/podmin/builtins"
 	"podmin.dev/podmin/builtins/dryrun"
+	"podmin.dev/podmin/builtins/openv"
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/scrub"
 )
@@ -130,8 +131,13 @@ func New(opts Options) *Host {
 		env, ok := opts.Ops.(*builtins.Env)
 		if !ok {
 			h.err = fmt.Errorf("a dry run needs the builtins environment, not %T (a Podmin bug)", opts.Ops)
-		} else if h.rec, h.ops, h.err = dryrun.New(env); h.err != nil {
-			h.err = fmt.Errorf("prepare the dry run: %w", h.err)
+		} else {
+			var denv *openv.Env
+			if h.rec, denv, h.err = dryrun.New((*openv.Env)(env)); h.err != nil {
+				h.err = fmt.Errorf("prepare the dry run: %w", h.err)
+			} else {
+				h.ops = (*builtins.Env)(denv)
+			}
 		}
 	}
 	h.loader = newLoader(h)

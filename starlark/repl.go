@@ -14,14 +14,17 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/chzyer/readline"
 	star "go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 )
 
-// LineReader is where the REPL reads input: *readline.Instance in a
-// terminal, a scripted reader in tests. Readline returns io.EOF for Ctrl-D
-// and readline.ErrInterrupt for Ctrl-C.
+// ErrInterrupt is what a LineReader returns for Ctrl-C while a line is
+// typed: the input so far is discarded and the session goes on.
+var ErrInterrupt = errors.New("interrupted")
+
+// LineReader is where the REPL reads input: a line editor on a terminal,
+// lines of standard input otherwise, a scripted reader in tests. Readline
+// returns io.EOF for Ctrl-D and ErrInterrupt for Ctrl-C.
 type LineReader interface {
 	Readline() (string, error)
 	SetPrompt(prompt string)
@@ -39,7 +42,7 @@ type REPL struct {
 // SetHistory makes the session record its inputs in hist after each one
 // is evaluated (so values it registered are already known), and offer the
 // lines it keeps to the reader's own in-memory history when the reader has
-// one (SaveHistory, as *readline.Instance does).
+// one (SaveHistory, as the CLI's terminal editor does).
 func (r *REPL) SetHistory(hist *History) { r.history = hist }
 
 // historySaver is a LineReader with in-memory history.
@@ -96,7 +99,7 @@ func (r *REPL) Loop(ctx context.Context, in LineReader, interrupts <-chan struct
 		switch {
 		case errors.Is(err, io.EOF):
 			return nil
-		case errors.Is(err, readline.ErrInterrupt):
+		case errors.Is(err, ErrInterrupt):
 			continue
 		case err != nil:
 			return err
@@ -202,8 +205,9 @@ func (r *REPL) printError(err error) {
 	fmt.Fprintln(r.h.stderr, (&ScriptError{r.h.scrub.Error(err)}).Error())
 }
 
-// Do implements readline.AutoCompleter: globals and builtins for a bare
-// name, attributes (AttrNames) after "x.".
+// Do completes the word before pos: globals and builtins for a bare name,
+// attributes (AttrNames) after "x.". It returns what each candidate adds
+// after the word and the length of the word, as line editors take them.
 func (r *REPL) Do(line []rune, pos int) ([][]rune, int) {
 	start := pos
 	for start > 0 && isIdentRune(line[start-1]) {

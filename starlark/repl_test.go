@@ -13,13 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chzyer/readline"
 	star "go.starlark.net/starlark"
 )
 
 // scriptedReader feeds the REPL lines (or errors) and records prompts.
 type scriptedReader struct {
-	items   []any // string, or an error such as io.EOF / readline.ErrInterrupt
+	items   []any // string, or an error such as io.EOF / ErrInterrupt
 	prompts []string
 	prompt  string
 }
@@ -63,7 +62,7 @@ func TestREPLLoop(t *testing.T) {
 		"    return n * 10",
 		"",
 		"f(4)",
-		"half = ", readline.ErrInterrupt, // Ctrl-C while typing discards the input
+		"half = ", ErrInterrupt, // Ctrl-C while typing discards the input
 		"help(podmin.deployments.delete)",
 		"help(podmin.contexts)",
 		"def spin():",

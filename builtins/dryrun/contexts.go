@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"sync"
 
-	"podmin.dev/podmin/builtins"
+	"podmin.dev/podmin/builtins/openv"
 	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/objstore/overlay"
 )
@@ -19,7 +19,7 @@ import (
 // contextsFile records contexts changes in memory.
 type contextsFile struct {
 	seq  *overlay.Sequence
-	real builtins.ContextsFile
+	real openv.ContextsFile
 
 	mu   sync.Mutex
 	cur  *contexts.File // nil until the first change
@@ -34,7 +34,7 @@ func cloneContexts(f *contexts.File) *contexts.File {
 	return c
 }
 
-// Load implements builtins.ContextsFile.
+// Load implements openv.ContextsFile.
 func (c *contextsFile) Load() (*contexts.File, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -48,7 +48,7 @@ func (c *contextsFile) load() (*contexts.File, error) {
 	return c.real.Load()
 }
 
-// Update implements builtins.ContextsFile.
+// Update implements openv.ContextsFile.
 func (c *contextsFile) Update(fn func(*contexts.File) error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -76,7 +76,7 @@ func (c *contextsFile) Update(fn func(*contexts.File) error) error {
 // realExists reports whether the real contexts file exists; a boundary
 // other than the config directory's file always counts as existing.
 func (c *contextsFile) realExists() bool {
-	cc, ok := c.real.(builtins.ConfigContexts)
+	cc, ok := c.real.(openv.ConfigContexts)
 	if !ok {
 		return true
 	}

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"sync"
 
-	"podmin.dev/podmin/builtins"
+	"podmin.dev/podmin/builtins/openv"
 	"podmin.dev/podmin/internal/objstore/overlay"
 )
 
@@ -22,7 +22,7 @@ import (
 // them, the real path is never touched.
 type fileLayer struct {
 	seq  *overlay.Sequence
-	real builtins.Files
+	real openv.Files
 	// cache maps a path below the dry run's scratch cache to the real
 	// cache it stands for; nil maps nothing.
 	cache func(string) string
@@ -40,7 +40,7 @@ func clean(p string) string {
 	return filepath.Clean(p)
 }
 
-// Open implements builtins.Files.
+// Open implements openv.Files.
 func (l *fileLayer) Open(path string) (io.ReadCloser, error) {
 	l.mu.Lock()
 	data, ok := l.files[clean(path)]
@@ -100,17 +100,17 @@ func (l *fileLayer) dirExists(dir string) bool {
 	return err == nil && st.IsDir()
 }
 
-// CreateNew implements builtins.Files.
+// CreateNew implements openv.Files.
 func (l *fileLayer) CreateNew(path string, data []byte, _ fs.FileMode) error {
 	return l.write(path, data, true)
 }
 
-// WriteFile implements builtins.Files.
+// WriteFile implements openv.Files.
 func (l *fileLayer) WriteFile(path string, data []byte, _ fs.FileMode) error {
 	return l.write(path, data, false)
 }
 
-// MkdirAll implements builtins.Files: missing directories are recorded.
+// MkdirAll implements openv.Files: missing directories are recorded.
 func (l *fileLayer) MkdirAll(path string, _ fs.FileMode) error {
 	p := clean(path)
 	l.mu.Lock()
@@ -136,7 +136,7 @@ func (l *fileLayer) MkdirAll(path string, _ fs.FileMode) error {
 	return nil
 }
 
-// RemoveAll implements builtins.Files: an existing directory's removal
+// RemoveAll implements openv.Files: an existing directory's removal
 // is recorded, and the layer forgets what it wrote below it; the real
 // tree stays.
 func (l *fileLayer) RemoveAll(path string) error {

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"sync"
 
-	"podmin.dev/podmin/builtins"
 	"podmin.dev/podmin/builtins/infra"
 	"podmin.dev/podmin/builtins/lifecycle"
 	"podmin.dev/podmin/internal/contexts"
@@ -26,8 +25,8 @@ type infraSource struct {
 	recs []record
 }
 
-func (s *infraSource) wrap(real func(context.Context, lifecycle.Host, contexts.Context) (builtins.ClusterInfra, error)) func(context.Context, lifecycle.Host, contexts.Context) (builtins.ClusterInfra, error) {
-	return func(ctx context.Context, h lifecycle.Host, c contexts.Context) (builtins.ClusterInfra, error) {
+func (s *infraSource) wrap(real func(context.Context, lifecycle.Host, contexts.Context) (lifecycle.Infra, error)) func(context.Context, lifecycle.Host, contexts.Context) (lifecycle.Infra, error) {
+	return func(ctx context.Context, h lifecycle.Host, c contexts.Context) (lifecycle.Infra, error) {
 		inf, err := real(ctx, h, c)
 		if err != nil {
 			return nil, err
@@ -37,7 +36,7 @@ func (s *infraSource) wrap(real func(context.Context, lifecycle.Host, contexts.C
 			r.NoLock = true
 			a.Runner = &r
 		}
-		return &recordingInfra{ClusterInfra: inf, s: s, cluster: c.Cluster}, nil
+		return &recordingInfra{Infra: inf, s: s, cluster: c.Cluster}, nil
 	}
 }
 
@@ -55,25 +54,25 @@ func (s *infraSource) records() []record {
 
 // recordingInfra records what Apply and Destroy would change.
 type recordingInfra struct {
-	builtins.ClusterInfra
+	lifecycle.Infra
 	s       *infraSource
 	cluster string
-	plan    builtins.PlanSummary
+	plan    lifecycle.PlanSummary
 }
 
-func (i *recordingInfra) Plan(ctx context.Context, cl infra.Cluster) (builtins.PlanSummary, error) {
-	p, err := i.ClusterInfra.Plan(ctx, cl)
+func (i *recordingInfra) Plan(ctx context.Context, cl infra.Cluster) (lifecycle.PlanSummary, error) {
+	p, err := i.Infra.Plan(ctx, cl)
 	i.plan = p
 	return p, err
 }
 
-func (i *recordingInfra) PlanDestroy(ctx context.Context, c contexts.Context) (builtins.PlanSummary, error) {
-	p, err := i.ClusterInfra.PlanDestroy(ctx, c)
+func (i *recordingInfra) PlanDestroy(ctx context.Context, c contexts.Context) (lifecycle.PlanSummary, error) {
+	p, err := i.Infra.PlanDestroy(ctx, c)
 	i.plan = p
 	return p, err
 }
 
-func summary(p builtins.PlanSummary) []byte {
+func summary(p lifecycle.PlanSummary) []byte {
 	return fmt.Appendf(nil, "%d to add, %d to change, %d to destroy\n", p.Add, p.Change, p.Destroy)
 }
 

@@ -22,7 +22,6 @@ import (
 	"podmin.dev/podmin/builtins"
 	"podmin.dev/podmin/builtins/deps"
 	"podmin.dev/podmin/builtins/deps/depstest"
-	"podmin.dev/podmin/builtins/dryrun"
 	"podmin.dev/podmin/builtins/infra"
 	"podmin.dev/podmin/builtins/infra/ec2test"
 	"podmin.dev/podmin/builtins/lifecycle"
@@ -89,7 +88,7 @@ func TestAWSSetupDryRunPlansAndNeverApplies(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	rec, denv, err := dryrun.New(env)
+	rec, denv, err := dryRun(env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +144,7 @@ func TestAWSSetupDryRunPlansAndNeverApplies(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, cached := up.Downloaded(), cacheFiles(t, deps.CacheDir(env.Dirs.Cache))
-	rec2, denv2, err := dryrun.New(env)
+	rec2, denv2, err := dryRun(env)
 	if err != nil {
 		t.Fatal(err)
 	}

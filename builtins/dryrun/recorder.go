@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"podmin.dev/podmin/builtins"
+	"podmin.dev/podmin/builtins/openv"
 	"podmin.dev/podmin/internal/cache"
 	"podmin.dev/podmin/internal/cloud"
 	"podmin.dev/podmin/internal/objstore/overlay"
@@ -84,7 +84,7 @@ type source interface {
 // Recorder owns the recording boundaries of one dry run.
 type Recorder struct {
 	seq  overlay.Sequence
-	real *builtins.Env
+	real *openv.Env
 	now  func() time.Time
 
 	mu      sync.Mutex
@@ -96,17 +96,17 @@ type Recorder struct {
 
 // New returns a Recorder and the Env to run operations with: env's
 // configuration over recording boundaries. Close the Recorder when done.
-func New(env *builtins.Env) (*Recorder, *builtins.Env, error) {
+func New(env *openv.Env) (*Recorder, *openv.Env, error) {
 	r := &Recorder{real: env, now: time.Now, buckets: map[string]*bucketSource{}, secrets: map[string]*secretStore{}}
 	e := *env
 	ctxs := &contextsFile{seq: &r.seq, real: env.Contexts}
 	if ctxs.real == nil {
-		ctxs.real = builtins.ConfigContexts{Dir: env.Dirs.Config}
+		ctxs.real = openv.ConfigContexts{Dir: env.Dirs.Config}
 	}
 	e.Contexts = ctxs
 	files := &fileLayer{seq: &r.seq, real: env.Files}
 	if files.real == nil {
-		files.real = builtins.OSFiles{}
+		files.real = openv.OSFiles{}
 	}
 	e.Files = files
 	r.sources = append(r.sources, ctxs, files)

@@ -16,6 +16,7 @@ import (
 
 	"podmin.dev/podmin/builtins"
 	"podmin.dev/podmin/builtins/dryrun"
+	"podmin.dev/podmin/builtins/openv"
 	"podmin.dev/podmin/internal/cloud"
 	"podmin.dev/podmin/internal/cloud/local"
 	"podmin.dev/podmin/internal/paths"
@@ -45,7 +46,7 @@ func summary(cs []dryrun.Change) []string {
 // change.
 func TestConnectIsRecordedNotPerformed(t *testing.T) {
 	env := newEnv(t)
-	rec, denv, err := dryrun.New(env)
+	rec, denv, err := dryRun(env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +85,7 @@ func TestFilesAreRecordedNotWritten(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(env.WorkDir, "taken.yaml"), []byte("real"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rec, denv, err := dryrun.New(env)
+	rec, denv, err := dryRun(env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +155,7 @@ func TestDryRunDisconnectKeepsTheModule(t *testing.T) {
 	if err := os.MkdirAll(module, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	rec, denv, err := dryrun.New(env)
+	rec, denv, err := dryRun(env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,4 +170,11 @@ func TestDryRunDisconnectKeepsTheModule(t *testing.T) {
 	if !slices.Contains(got, "deleted directory "+module) {
 		t.Fatalf("changes %q lack the module's removal", got)
 	}
+}
+
+// dryRun is dryrun.New over the composed environment the operations run
+// in.
+func dryRun(env *builtins.Env) (*dryrun.Recorder, *builtins.Env, error) {
+	rec, denv, err := dryrun.New((*openv.Env)(env))
+	return rec, (*builtins.Env)(denv), err
 }

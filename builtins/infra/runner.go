@@ -14,9 +14,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
+
+	"golang.org/x/mod/semver"
 
 	"podmin.dev/podmin/internal/state"
 	"podmin.dev/podmin/internal/syncio"
@@ -176,7 +177,10 @@ func (r *Runner) failure(step, out string, code int) error {
 	return fmt.Errorf("%w: %s exited with status %d (its output is above; the module is in %s)", ErrTool, step, code, r.Dir)
 }
 
-var versionRE = regexp.MustCompile(`^(\d+)\.(\d+)`)
+// minVersion is the oldest OpenTofu/Terraform the module supports; its
+// pre-releases count as that version, as they did when the module was
+// tested against them.
+const minVersion = "v1.11"
 
 // CheckVersion requires OpenTofu/Terraform 1.11 or newer.
 func (r *Runner) CheckVersion(ctx context.Context) error {
@@ -193,13 +197,11 @@ func (r *Runner) CheckVersion(ctx context.Context) error {
 	if err := json.Unmarshal([]byte(res.stdout), &v); err != nil {
 		return fmt.Errorf("OpenTofu/Terraform printed no version (%w): its output is above", err)
 	}
-	m := versionRE.FindStringSubmatch(v.Version)
-	if m == nil {
+	sv := "v" + strings.TrimPrefix(v.Version, "v")
+	if !semver.IsValid(sv) {
 		return fmt.Errorf("OpenTofu/Terraform version %q is not understood: install 1.11 or newer", v.Version)
 	}
-	major, _ := strconv.Atoi(m[1])
-	minor, _ := strconv.Atoi(m[2])
-	if major < 1 || (major == 1 && minor < 11) {
+	if semver.Compare(semver.MajorMinor(sv), minVersion) < 0 {
 		return fmt.Errorf("OpenTofu/Terraform %s is too old: install 1.11 or newer", v.Version)
 	}
 	return nil

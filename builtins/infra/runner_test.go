@@ -277,3 +277,34 @@ func TestRunnerVersionAndExecutable(t *testing.T) {
 		t.Fatalf("PODMIN_TF_CMD wins: %s", p)
 	}
 }
+
+// TestRunnerVersionRule checks the version rule on the versions OpenTofu and
+// Terraform print: releases and pre-releases of 1.11 and later pass, older
+// ones are too old, and anything that is not a version is not guessed at.
+func TestRunnerVersionRule(t *testing.T) {
+	for _, tc := range []struct{ version, want string }{
+		{"1.11.0", ""},
+		{"1.11.0-rc1", ""},
+		{"1.12.2", ""},
+		{"1.100.0", ""},
+		{"2.0.0", ""},
+		{"1.10.9", "OpenTofu/Terraform 1.10.9 is too old: install 1.11 or newer"},
+		{"0.15.5", "OpenTofu/Terraform 0.15.5 is too old: install 1.11 or newer"},
+		{"1.11-dev", `OpenTofu/Terraform version "1.11-dev" is not understood: install 1.11 or newer`},
+		{"1.11.0.1", `OpenTofu/Terraform version "1.11.0.1" is not understood: install 1.11 or newer`},
+		{"latest", `OpenTofu/Terraform version "latest" is not understood: install 1.11 or newer`},
+	} {
+		t.Run(tc.version, func(t *testing.T) {
+			f := newFakeTool(t)
+			r, _ := f.runner(t, map[string]string{"FAKE_TF_VERSION": tc.version})
+			err := r.CheckVersion(context.Background())
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tc.want {
+				t.Fatalf("version %s: error %q, want %q", tc.version, got, tc.want)
+			}
+		})
+	}
+}

@@ -5,11 +5,15 @@
 package main
 
 import (
+	"bufio"
+	"errors"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 
-	"github.com/chzyer/readline"
+	"github.com/peterh/liner"
+	"golang.org/x/term"
 
 	"podmin.dev/podmin/builtins"
 	"podmin.dev/podmin/internal/paths"
@@ -19,11 +23,19 @@ import (
 // replHistoryFile is the REPL history's name in the Podmin data directory.
 const replHistoryFile = "repl_history"
 
-// newReplReader returns the REPL's line editor. The history file is not
-// readline's: Podmin writes it (mode 0600, no line with a secret value)
-// and only seeds readline's in-memory history from it. On a terminal, a
+// replReader is the REPL's line reader; Close gives the terminal back.
+type replReader interface {
+	pstar.LineReader
+	Close() error
+}
+
+// newReplReader returns the REPL's line reader: a line editor with history
+// and Tab completion when standard input and output are a terminal, else
+// the lines of standard input, without prompts. The history file is not
+// the editor's: Podmin writes it (mode 0600, no line with a secret value)
+// and only seeds the editor's in-memory history from it. On a terminal, a
 // destructive call without confirm = asks through the same editor.
-func newReplReader(env *builtins.Env, h *pstar.Host, r *pstar.REPL, stdout, stderr io.Writer) (*readline.Instance, error) {
+func newReplReader(env *builtins.Env, h *pstar.Host, r *pstar.REPL, stdout, stderr io.Writer) (replReader, error) {
 	if err := paths.EnsureDir(env.Dirs.Data); err != nil {
 		return nil, err
 	}
@@ -31,81 +43,136 @@ func newReplReader(env *builtins.Env, h *pstar.Host, r *pstar.REPL, stdout, stde
 	if err != nil {
 		return nil, err
 	}
-	lister := &listingCompleter{r: r}
-	rl, err := readline.NewEx(&readline.Config{
-		Prompt:                 ">>> ",
-		AutoComplete:           lister,
-		DisableAutoSaveHistory: true,
-		Stdin:                  readlineStdin(env),
-		Stdout:                 stdout,
-		Stderr:                 stderr,
-	})
-	if err != nil {
-		return nil, err
-	}
-	lister.out = rl.Stdout()
-	for _, l := range hist.Lines() {
-		_ = rl.SaveHistory(l)
-	}
 	r.SetHistory(hist)
-	if terminal(env) != nil {
-		// As on the command line, the operator types the cluster ID.
-		h.SetConfirm(func(question string) (string, error) {
-			rl.SetPrompt(question)
-			defer rl.SetPrompt(">>> ")
-			return rl.Readline()
-		})
+	// The editor reads and draws on the process's own standard input and
+	// output: only when both are the terminal.
+	if terminal(env) != os.Stdin || !term.IsTerminal(int(os.Stdout.Fd())) {
+		pr := &plainReader{in: bufio.NewReader(stdinOf(env))}
+		if terminal(env) != nil {
+			// Output goes elsewhere, but the operator is at the terminal:
+			// ask there, on standard error.
+			h.SetConfirm(func(question string) (string, error) {
+				_, _ = io.WriteString(stderr, question)
+				flush(stderr)
+				return pr.Readline()
+			})
+		}
+		return pr, nil
 	}
-	return rl, nil
+	ed := &lineEditor{State: liner.NewLiner(), prompt: ">>> "}
+	ed.SetCtrlCAborts(true)
+	ed.SetWordCompleter((&listingCompleter{r: r, out: stdout}).complete)
+	for _, l := range hist.Lines() {
+		ed.AppendHistory(l)
+	}
+	// As on the command line, the operator types the cluster ID.
+	h.SetConfirm(func(question string) (string, error) { return ed.Prompt(question) })
+	return ed, nil
 }
 
-// readlineStdin is the REPL's input: env.Stdin when set, else readline's
-// default (the process's standard input).
-func readlineStdin(env *builtins.Env) io.ReadCloser {
-	if env.Stdin == nil {
-		return nil
+// flush writes out what a scrubbing writer held back: a prompt or a list
+// that does not end a line of output.
+func flush(w io.Writer) {
+	if f, ok := w.(interface{ Flush() error }); ok {
+		_ = f.Flush()
 	}
-	if rc, ok := env.Stdin.(io.ReadCloser); ok {
-		return rc
-	}
-	return io.NopCloser(env.Stdin)
 }
+
+// stdinOf is the REPL's input when it is not a terminal.
+func stdinOf(env *builtins.Env) io.Reader {
+	if env.Stdin == nil {
+		return strings.NewReader("")
+	}
+	return env.Stdin
+}
+
+// lineEditor is liner's editor as the REPL's LineReader.
+type lineEditor struct {
+	*liner.State
+	prompt string
+}
+
+// Readline implements pstar.LineReader.
+func (e *lineEditor) Readline() (string, error) {
+	line, err := e.Prompt(e.prompt)
+	if errors.Is(err, liner.ErrPromptAborted) {
+		return "", pstar.ErrInterrupt
+	}
+	return line, err
+}
+
+// SetPrompt implements pstar.LineReader.
+func (e *lineEditor) SetPrompt(p string) { e.prompt = p }
+
+// SaveHistory offers a kept line to the editor's in-memory history.
+func (e *lineEditor) SaveHistory(line string) error {
+	e.AppendHistory(line)
+	return nil
+}
+
+// plainReader reads the lines of a non-terminal input: nothing to edit,
+// no prompt to show.
+type plainReader struct{ in *bufio.Reader }
+
+// Readline implements pstar.LineReader; a last line without a newline
+// still counts.
+func (p *plainReader) Readline() (string, error) {
+	line, err := p.in.ReadString('\n')
+	if err != nil && (line == "" || !errors.Is(err, io.EOF)) {
+		return "", err
+	}
+	return strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r"), nil
+}
+
+// SetPrompt implements pstar.LineReader: there is nobody to prompt.
+func (*plainReader) SetPrompt(string) {}
+
+// Close implements replReader.
+func (*plainReader) Close() error { return nil }
 
 // listingCompleter completes like bash: Tab completes what all candidates
 // share, and a second Tab on the same input lists them once above the
-// prompt. Readline's own list mode draws the list, then redraws it with
-// the prompt, which a terminal that does not move the cursor shows twice
-// or more.
+// prompt, which the editor then draws again below the list.
 type listingCompleter struct {
 	r    *pstar.REPL
-	out  io.Writer // above the prompt: the line editor redraws it below
+	out  io.Writer // standard output, the terminal
 	last string    // the input of the Tab before, "" after anything else
 }
 
-// Do implements readline.AutoCompleter.
-func (c *listingCompleter) Do(line []rune, pos int) ([][]rune, int) {
+// complete implements liner.WordCompleter: it returns what comes before
+// the word, the word's replacements (at most one, so the editor never
+// cycles or lists on its own), and what comes after the cursor.
+func (c *listingCompleter) complete(text string, pos int) (string, []string, string) {
+	line := []rune(text)
 	cands, n := c.r.Do(line, pos)
+	head, typed, tail := string(line[:pos-n]), string(line[pos-n:pos]), string(line[pos:])
 	input := string(line[:pos])
-	if len(cands) <= 1 {
+	switch {
+	case len(cands) == 0:
 		c.last = ""
-		return cands, n
+		return head, nil, tail
+	case len(cands) == 1:
+		c.last = ""
+		return head, []string{typed + string(cands[0])}, tail
 	}
 	if same := sharedPrefix(cands); len(same) > 0 {
 		c.last = input + string(same) // the next Tab lists what is left
-		return [][]rune{same}, n
+		return head, []string{typed + string(same)}, tail
 	}
-	if c.last != input || c.out == nil {
+	if c.last != input {
 		c.last = input
-		return nil, 0
+		return head, nil, tail
 	}
 	c.last = ""
-	typed := string(line[pos-n : pos])
 	names := make([]string, len(cands))
 	for i, cand := range cands {
 		names[i] = typed + string(cand)
 	}
-	_, _ = io.WriteString(c.out, columns(names, 80))
-	return nil, 0
+	_, _ = io.WriteString(c.out, "\n"+columns(names, 80))
+	flush(c.out) // before the editor draws the prompt below it
+	// The word itself as the one completion makes the editor redraw the
+	// prompt and the line below the list.
+	return head, []string{typed}, tail
 }
 
 // sharedPrefix is the longest prefix all candidates share.
