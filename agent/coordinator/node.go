@@ -116,7 +116,7 @@ func NewNode(ctx context.Context, opts NodeOptions) (*Node, error) {
 		OnSlotFreed:     func() { c.hint("") },
 		SlotTimeout:     opts.SlotTimeout, ProbelessHold: opts.ProbelessHold, Drain: opts.Drain,
 		Kubelet: opts.Kubelet, NodeRegistry: opts.NodeRegistry,
-		Log:     clog, Dial: dial,
+		Log: clog, Dial: dial,
 	}
 	c.coord, err = New(copts)
 	if err != nil {
