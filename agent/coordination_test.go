@@ -13,9 +13,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +21,7 @@ import (
 
 	"podmin.dev/podmin/agent/coordinator"
 	"podmin.dev/podmin/agent/dataplane"
+	"podmin.dev/podmin/agent/dataplane/dataplanetest"
 	"podmin.dev/podmin/agent/service"
 	localstore "podmin.dev/podmin/internal/objstore/local"
 	"podmin.dev/podmin/internal/pki"
@@ -214,87 +213,6 @@ func TestDataplaneLoadFailureInReadyz(t *testing.T) {
 	}
 }
 
-// recordingDataplane stands in for the kernel dataplane.
-type recordingDataplane struct {
-	mu       sync.Mutex
-	applied  [][]dataplane.Service
-	refresh  int
-	detached bool
-	// inherited is what Inherited reports; renewed records Renew.
-	inherited      bool
-	inheritedUntil time.Time
-	renewed        []time.Time
-	pinProblem     error
-	// fail, when set, is what Apply returns.
-	fail error
-}
-
-func (r *recordingDataplane) Renew(until time.Time) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.renewed = append(r.renewed, until)
-	return nil
-}
-
-func (r *recordingDataplane) Inherited() (time.Time, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.inheritedUntil, r.inherited
-}
-
-func (r *recordingDataplane) PinProblem() error { return r.pinProblem }
-
-func (r *recordingDataplane) applies() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.applied)
-}
-
-func (r *recordingDataplane) renewals() []time.Time {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.renewed)
-}
-
-func (r *recordingDataplane) Run(ctx context.Context) error {
-	<-ctx.Done()
-	r.mu.Lock()
-	r.detached = true
-	r.mu.Unlock()
-	return nil
-}
-
-func (r *recordingDataplane) Apply(_ context.Context, s []dataplane.Service) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.fail != nil {
-		return r.fail
-	}
-	r.applied = append(r.applied, s)
-	return nil
-}
-
-func (r *recordingDataplane) setFail(err error) {
-	r.mu.Lock()
-	r.fail = err
-	r.mu.Unlock()
-}
-
-func (r *recordingDataplane) Refresh() {
-	r.mu.Lock()
-	r.refresh++
-	r.mu.Unlock()
-}
-
-func (r *recordingDataplane) last() []dataplane.Service {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.applied) == 0 {
-		return nil
-	}
-	return r.applied[len(r.applied)-1]
-}
-
 // The dataplane is programmed from the coordinator's view (the VIP and
 // ports of every Service) and detached on SIGTERM only after the DNS TTL
 // margin, once the coordinator has resigned.
@@ -304,7 +222,7 @@ func TestDataplaneFedFromViewAndDetachedLast(t *testing.T) {
 	} else {
 		l.Close()
 	}
-	rec := &recordingDataplane{}
+	rec := &dataplanetest.Recording{}
 	load := func(cfg dataplane.Config) (coordinator.Dataplane, error) {
 		if cfg.PodPrefix != netip.MustParsePrefix("2001:db8:abc:de00:1234::/80") {
 			t.Errorf("dataplane Pod prefix %s", cfg.PodPrefix)
@@ -320,7 +238,7 @@ func TestDataplaneFedFromViewAndDetachedLast(t *testing.T) {
 	commit(t, a.bucket, "web", "hello:v1", true)
 	vip := service.Identity("demo", "default", "web").VIP
 	waitFor(t, 20*time.Second, "web programmed", func() bool {
-		s := rec.last()
+		s := rec.Last()
 		return len(s) == 1 && s[0].Name == "web" && s[0].VIP == vip && len(s[0].Ports) > 0 && len(s[0].Backends) == 0
 	})
 	waitFor(t, 10*time.Second, "readiness", func() bool { code, _ := a.get(t, "/readyz"); return code == http.StatusOK })
@@ -339,9 +257,7 @@ func TestDataplaneFedFromViewAndDetachedLast(t *testing.T) {
 	if margin < 0 || !(margin < resigned && resigned < coord && coord < dp && dp < dnsStop) {
 		t.Fatalf("shutdown order: margin %d, resigned %d, coordinator %d, dataplane %d, DNS %d\n%s", margin, resigned, coord, dp, dnsStop, logs)
 	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if !rec.detached {
+	if !rec.Detached() {
 		t.Fatal("the dataplane was not stopped")
 	}
 }
@@ -359,7 +275,7 @@ func TestLocalDataplaneNodeAddress(t *testing.T) {
 	got := make(chan netip.Addr, 1)
 	load := func(cfg dataplane.Config) (coordinator.Dataplane, error) {
 		got <- cfg.NodeAddr
-		return &recordingDataplane{}, nil
+		return &dataplanetest.Recording{}, nil
 	}
 	a := startLocalAgent(t, 20*time.Millisecond, func(o *Options) {
 		o.NewDataplane = load

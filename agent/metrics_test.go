@@ -17,11 +17,12 @@ import (
 
 	"podmin.dev/podmin/agent/coordinator"
 	"podmin.dev/podmin/agent/dataplane"
+	"podmin.dev/podmin/agent/dataplane/dataplanetest"
 )
 
 // statsDataplane is a recording dataplane that also reports counters, as
 // the kernel dataplane does.
-type statsDataplane struct{ recordingDataplane }
+type statsDataplane struct{ dataplanetest.Recording }
 
 func (s *statsDataplane) Stats() (dataplane.Stats, error) {
 	return dataplane.Stats{
@@ -96,7 +97,7 @@ func TestMetricsCoverEverySubsystem(t *testing.T) {
 	waitFor(t, 20*time.Second, "ready and leading with web in the snapshot", func() bool {
 		code, _ := a.get(t, "/readyz")
 		m := scrape(t, a)
-		return code == 200 && m["podmin_agent_leader"][`nodegroup="workers"`] == 1 && len(dp.last()) == 1
+		return code == 200 && m["podmin_agent_leader"][`nodegroup="workers"`] == 1 && len(dp.Last()) == 1
 	})
 	dnsAddr := dnsServingRE.FindStringSubmatch(a.logs.String())[1]
 	aaaa(t, dnsAddr, "web.default.svc.cluster.local.")

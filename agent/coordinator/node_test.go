@@ -20,6 +20,7 @@ import (
 
 	pb "podmin.dev/podmin/agent/api/coordinationpb"
 	"podmin.dev/podmin/agent/dataplane"
+	"podmin.dev/podmin/agent/dataplane/dataplanetest"
 	"podmin.dev/podmin/agent/health"
 	"podmin.dev/podmin/agent/service"
 	"podmin.dev/podmin/internal/manifest"
@@ -145,7 +146,7 @@ func TestOneBadServicePayloadNeverBlocksTheDataplane(t *testing.T) {
 	commitPorts(t, b, "api", "80:8080")
 	hl := health.NewHealth()
 	f := newDataplaneFeed(NodeOptions{Cluster: "demo", Local: true, Store: b, Health: hl, Settings: Settings{Dataplane: DataplaneOff}}, netip.Addr{}, slog.New(slog.DiscardHandler))
-	rec := &recordingDataplane{}
+	rec := &dataplanetest.Recording{}
 	f.dp = rec
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -166,7 +167,7 @@ func TestOneBadServicePayloadNeverBlocksTheDataplane(t *testing.T) {
 		return out
 	}
 	f.setView(view("web", "api"), false)
-	waitFor(t, 10*time.Second, "web and api programmed", func() bool { return len(rec.last()) == 2 })
+	waitFor(t, 10*time.Second, "web and api programmed", func() bool { return len(rec.Last()) == 2 })
 
 	// api's new payload is corrupt; db's only payload is too.
 	corrupt := func(e state.Entry) {
@@ -178,8 +179,8 @@ func TestOneBadServicePayloadNeverBlocksTheDataplane(t *testing.T) {
 	corrupt(commitPorts(t, b, "db", "5432:5432"))
 	commitPorts(t, b, "web", "444:8444")
 	f.setView(view("web", "api", "db"), false)
-	waitFor(t, 10*time.Second, "web's new port programmed beside the bad Services", func() bool { return ports(rec.last())["web"] == 444 })
-	got := ports(rec.last())
+	waitFor(t, 10*time.Second, "web's new port programmed beside the bad Services", func() bool { return ports(rec.Last())["web"] == 444 })
+	got := ports(rec.Last())
 	if len(got) != 2 || got["api"] != 80 {
 		t.Fatalf("programmed %v, want web on its new port and api on its last good one, db left out", got)
 	}
@@ -190,99 +191,18 @@ func TestOneBadServicePayloadNeverBlocksTheDataplane(t *testing.T) {
 	}
 }
 
-// recordingDataplane stands in for the kernel dataplane.
-type recordingDataplane struct {
-	mu       sync.Mutex
-	applied  [][]dataplane.Service
-	refresh  int
-	detached bool
-	// inherited is what Inherited reports; renewed records Renew.
-	inherited      bool
-	inheritedUntil time.Time
-	renewed        []time.Time
-	pinProblem     error
-	// fail, when set, is what Apply returns.
-	fail error
-}
-
-func (r *recordingDataplane) Renew(until time.Time) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.renewed = append(r.renewed, until)
-	return nil
-}
-
-func (r *recordingDataplane) Inherited() (time.Time, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.inheritedUntil, r.inherited
-}
-
-func (r *recordingDataplane) PinProblem() error { return r.pinProblem }
-
-func (r *recordingDataplane) applies() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.applied)
-}
-
-func (r *recordingDataplane) renewals() []time.Time {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.renewed)
-}
-
-func (r *recordingDataplane) Run(ctx context.Context) error {
-	<-ctx.Done()
-	r.mu.Lock()
-	r.detached = true
-	r.mu.Unlock()
-	return nil
-}
-
-func (r *recordingDataplane) Apply(_ context.Context, s []dataplane.Service) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.fail != nil {
-		return r.fail
-	}
-	r.applied = append(r.applied, s)
-	return nil
-}
-
-func (r *recordingDataplane) setFail(err error) {
-	r.mu.Lock()
-	r.fail = err
-	r.mu.Unlock()
-}
-
-func (r *recordingDataplane) Refresh() {
-	r.mu.Lock()
-	r.refresh++
-	r.mu.Unlock()
-}
-
-func (r *recordingDataplane) last() []dataplane.Service {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.applied) == 0 {
-		return nil
-	}
-	return r.applied[len(r.applied)-1]
-}
-
 // feedHarness runs a dataplane feed over rec with web committed, a
 // logger the test reads and a confirmation time the test sets.
 type feedHarness struct {
 	f    *dataplaneFeed
-	rec  *recordingDataplane
+	rec  *dataplanetest.Recording
 	logs *logBuffer
 
 	mu        sync.Mutex
 	confirmed time.Time
 }
 
-func startFeed(t *testing.T, rec *recordingDataplane) *feedHarness {
+func startFeed(t *testing.T, rec *dataplanetest.Recording) *feedHarness {
 	t.Helper()
 	b := localstore.Open(filepath.Join(t.TempDir(), "bucket"))
 	if err := b.CreateBucket(context.Background()); err != nil {
@@ -326,27 +246,27 @@ func webView(backends ...string) *pb.ServiceSnapshot {
 // over it; the first leader's snapshot is, with the lease renewed first
 // from the leader's confirmation.
 func TestInheritedDataplaneKeptUntilLiveSnapshot(t *testing.T) {
-	rec := &recordingDataplane{inherited: true, inheritedUntil: time.Now().Add(time.Hour)}
+	rec := &dataplanetest.Recording{Inherit: true, InheritedUntil: time.Now().Add(time.Hour)}
 	h := startFeed(t, rec)
 	h.f.setView(webView(), true)
 	waitFor(t, 10*time.Second, "the restored view held back", func() bool {
 		return strings.Contains(h.logs.String(), "the inherited dataplane keeps forwarding until a leader's snapshot")
 	})
-	if n := rec.applies(); n != 0 {
+	if n := rec.Applies(); n != 0 {
 		t.Fatalf("the restored view was applied over the inherited dataplane (%d applies)", n)
 	}
-	if r := rec.renewals(); len(r) != 0 {
+	if r := rec.Renewals(); len(r) != 0 {
 		t.Fatalf("the inherited lease was renewed without a leader: %v", r)
 	}
 
 	at := time.Now()
 	h.confirm(at)
 	h.f.setView(webView("2001:db8:0:1:1::5"), false)
-	waitFor(t, 10*time.Second, "the leader's view applied", func() bool { return rec.applies() == 1 })
-	if got := rec.last(); len(got) != 1 || len(got[0].Backends) != 1 {
+	waitFor(t, 10*time.Second, "the leader's view applied", func() bool { return rec.Applies() == 1 })
+	if got := rec.Last(); len(got) != 1 || len(got[0].Backends) != 1 {
 		t.Fatalf("applied %+v, want web with the leader's backend", got)
 	}
-	if r := rec.renewals(); len(r) == 0 || !r[0].Equal(at.Add(Retention)) {
+	if r := rec.Renewals(); len(r) == 0 || !r[0].Equal(at.Add(Retention)) {
 		t.Fatalf("renewals %v, want the first at the confirmation plus %v", r, Retention)
 	}
 	if !strings.Contains(h.logs.String(), "a leader's snapshot arrived: programming it over the inherited dataplane") {
@@ -358,19 +278,19 @@ func TestInheritedDataplaneKeptUntilLiveSnapshot(t *testing.T) {
 // lasts; then the current view (identities, no backends) is applied and
 // nothing renews the lease.
 func TestInheritedDataplaneReleasedWhenLeaseEnds(t *testing.T) {
-	rec := &recordingDataplane{inherited: true, inheritedUntil: time.Now().Add(50 * time.Millisecond)}
+	rec := &dataplanetest.Recording{Inherit: true, InheritedUntil: time.Now().Add(50 * time.Millisecond)}
 	h := startFeed(t, rec)
 	h.f.setView(webView(), true)
 	// The lease's end and the view's kick may each apply it: the same
 	// view twice when the view came first.
-	waitFor(t, 10*time.Second, "the restored view applied once the inherited lease ended", func() bool { return rec.applies() >= 1 })
-	if got := rec.last(); len(got) != 1 || len(got[0].Backends) != 0 {
+	waitFor(t, 10*time.Second, "the restored view applied once the inherited lease ended", func() bool { return rec.Applies() >= 1 })
+	if got := rec.Last(); len(got) != 1 || len(got[0].Backends) != 0 {
 		t.Fatalf("applied %+v, want web without backends", got)
 	}
 	if !strings.Contains(h.logs.String(), "the inherited dataplane's lease ended without a leader's snapshot") {
 		t.Errorf("the release is not logged:\n%s", h.logs)
 	}
-	if r := rec.renewals(); len(r) != 0 {
+	if r := rec.Renewals(); len(r) != 0 {
 		t.Fatalf("the lease was renewed without a leader: %v", r)
 	}
 }
@@ -378,25 +298,25 @@ func TestInheritedDataplaneReleasedWhenLeaseEnds(t *testing.T) {
 // The lease follows the coordinator's confirmations: Retention after the
 // last one, renewed while the agent runs.
 func TestDataplaneLeaseFollowsConfirmations(t *testing.T) {
-	rec := &recordingDataplane{}
+	rec := &dataplanetest.Recording{}
 	h := startFeed(t, rec)
 	h.f.setView(webView(), true)
-	waitFor(t, 10*time.Second, "the restored view applied", func() bool { return rec.applies() == 1 })
-	if r := rec.renewals(); len(r) != 0 {
+	waitFor(t, 10*time.Second, "the restored view applied", func() bool { return rec.Applies() == 1 })
+	if r := rec.Renewals(); len(r) != 0 {
 		t.Fatalf("renewed %v before any leader confirmed a snapshot", r)
 	}
 	t1 := time.Now()
 	h.confirm(t1)
 	h.f.setView(webView("2001:db8:0:1:1::5"), false)
-	waitFor(t, 10*time.Second, "the leader's view applied", func() bool { return rec.applies() == 2 })
-	if r := rec.renewals(); len(r) != 1 || !r[0].Equal(t1.Add(Retention)) {
+	waitFor(t, 10*time.Second, "the leader's view applied", func() bool { return rec.Applies() == 2 })
+	if r := rec.Renewals(); len(r) != 1 || !r[0].Equal(t1.Add(Retention)) {
 		t.Fatalf("renewals %v, want one at the confirmation plus %v", r, Retention)
 	}
 	// A later confirmation without a new view: the periodic renewal.
 	t2 := t1.Add(3 * time.Second)
 	h.confirm(t2)
 	waitFor(t, 10*time.Second, "the lease renewed from the later confirmation", func() bool {
-		r := rec.renewals()
+		r := rec.Renewals()
 		return len(r) > 0 && r[len(r)-1].Equal(t2.Add(Retention))
 	})
 }
@@ -439,7 +359,7 @@ func TestDataplanePinningProblemInReadyz(t *testing.T) {
 	var got dataplane.Config
 	load := func(cfg dataplane.Config) (Dataplane, error) {
 		got = cfg
-		return &recordingDataplane{pinProblem: errors.New("the dataplane is not pinned, so an agent restart interrupts Service traffic: mount -t bpf bpf /sys/fs/bpf")}, nil
+		return &dataplanetest.Recording{PinErr: errors.New("the dataplane is not pinned, so an agent restart interrupts Service traffic: mount -t bpf bpf /sys/fs/bpf")}, nil
 	}
 	hl := health.NewHealth()
 	f := newDataplaneFeed(NodeOptions{Cluster: "demo", Root: root, Health: hl, Settings: Settings{Dataplane: DataplaneOn, NewDataplane: load}},
@@ -493,7 +413,7 @@ func TestUnpersistedDNSInReadyz(t *testing.T) {
 // node did) once the dataplane holds it: a view the dataplane refused is
 // not confirmed until a retry at the next renewal programs it.
 func TestDataplaneConfirmsOnlyAppliedViews(t *testing.T) {
-	rec := &recordingDataplane{}
+	rec := &dataplanetest.Recording{}
 	h := startFeed(t, rec)
 	var mu sync.Mutex
 	var confirmed []*pb.ServiceSnapshot
@@ -502,7 +422,7 @@ func TestDataplaneConfirmsOnlyAppliedViews(t *testing.T) {
 		confirmed = append(confirmed, s)
 		mu.Unlock()
 	}
-	rec.setFail(errors.New("map update: no space left"))
+	rec.SetFail(errors.New("map update: no space left"))
 	v1 := webView("2001:db8:0:1:1::5")
 	v1.Term, v1.Generation, v1.Revision = 3, 1, 7
 	h.f.setView(v1, false)
@@ -515,7 +435,7 @@ func TestDataplaneConfirmsOnlyAppliedViews(t *testing.T) {
 	}
 	// The failure passes: the same view is programmed again without a
 	// new one, and confirmed.
-	rec.setFail(nil)
+	rec.SetFail(nil)
 	waitFor(t, 10*time.Second, "the view retried and confirmed", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
