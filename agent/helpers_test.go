@@ -17,11 +17,11 @@ import (
 	"testing"
 	"time"
 
-	"podmin.dev/podmin/internal/manifest"
 	"podmin.dev/podmin/internal/objstore"
 	localstore "podmin.dev/podmin/internal/objstore/local"
 	"podmin.dev/podmin/internal/pki"
 	"podmin.dev/podmin/internal/state"
+	"podmin.dev/podmin/internal/state/statetest"
 	"podmin.dev/podmin/internal/syncio"
 )
 
@@ -32,24 +32,7 @@ type logBuffer = syncio.Buffer
 // the bucket, as podmin deploy does.
 func commit(t testing.TB, b objstore.Store, name, image string, service bool) state.Entry {
 	t.Helper()
-	data, err := manifest.Build(manifest.BuildOptions{Name: name, NodeGroup: "workers", Images: []string{image}, Service: service})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ex, err := manifest.Extract(data, manifest.ExtractOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, _ := state.NewKey("workers", name)
-	d := state.Deployment{Key: k, Namespace: ex.Namespace, Pod: ex.PodYAML}
-	if ex.Service != nil {
-		d.ServiceName, d.Service = ex.Service.Name, ex.ServiceYAML
-	}
-	res, err := state.NewCommitter(b, state.CommitOptions{}).Deploy(context.Background(), d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.Entry
+	return statetest.Commit(t, b, "workers", name, image, service)
 }
 
 // localAgent is agent.Run on a local bucket in a sandbox root.
