@@ -75,6 +75,10 @@ type Resolver struct {
 	Kernels map[Arch]string
 	// MaxPages bounds release listing pagination; zero is 10.
 	MaxPages int
+	// Mirror, when set, is the base URL every request goes to instead of
+	// the publishers (see MirrorEnv); ParseMirror makes one from a
+	// directory or URL.
+	Mirror string
 }
 
 // ghRelease and ghAsset are the fields Podmin reads from GitHub's
@@ -207,12 +211,34 @@ func (r *Resolver) agentRelease(ctx context.Context, dep Dependency) (ghRelease,
 	if !semver.IsValid(v) {
 		return ghRelease{}, "", fmt.Errorf("%s: this podmin is version %q, which has no published agent: pass --agent-source with a Podmin checkout", dep.Key, r.AgentVersion)
 	}
+	if r.Mirror != "" {
+		return r.mirroredRelease(dep, strings.TrimPrefix(v, "v")), strings.TrimPrefix(v, "v"), nil
+	}
 	var rel ghRelease
 	url := fmt.Sprintf("%s/repos/%s/releases/tags/%s%s", r.api(), dep.Source.Repo, dep.Source.TagPrefix, strings.TrimPrefix(v, "v"))
 	if err := r.getJSON(ctx, url, &rel); err != nil {
 		return ghRelease{}, "", fmt.Errorf("%s: release %s: %w", dep.Key, v, err)
 	}
 	return rel, strings.TrimPrefix(v, "v"), nil
+}
+
+// mirroredRelease is the release of version in a mirror, laid out as
+// make release builds it: <mirror>/podmin/v<version>/<asset>, the checksum
+// file beside the assets. Nothing is listed: a missing file fails its
+// download, and every asset is checked against the checksum file.
+func (r *Resolver) mirroredRelease(dep Dependency, version string) ghRelease {
+	base := r.Mirror + "/podmin/" + dep.Source.TagPrefix + version + "/"
+	rel := ghRelease{TagName: dep.Source.TagPrefix + version}
+	names := []string{dep.Digest.Checksums}
+	for _, a := range Archs {
+		if name, ok := dep.ArchNames[a]; ok {
+			names = append(names, expander{version: version, arch: name, podarch: string(a)}.expand(dep.Asset))
+		}
+	}
+	for _, n := range names {
+		rel.Assets = append(rel.Assets, ghAsset{Name: n, URL: base + n})
+	}
+	return rel
 }
 
 // file builds dep's file for arch from release rel.
@@ -331,6 +357,9 @@ func (r *Resolver) sidecar(ctx context.Context, url, alg, name string) (string, 
 
 // host returns the base URL of h without a trailing slash.
 func (r *Resolver) host(h DownloadHost) string {
+	if r.Mirror != "" {
+		return r.Mirror + "/" + mirrorHosts[h]
+	}
 	base, ok := r.Hosts[h]
 	if !ok {
 		base = DefaultHosts[h]
@@ -339,6 +368,9 @@ func (r *Resolver) host(h DownloadHost) string {
 }
 
 func (r *Resolver) api() string {
+	if r.Mirror != "" {
+		return r.Mirror + "/api"
+	}
 	if r.GitHubAPI != "" {
 		return strings.TrimSuffix(r.GitHubAPI, "/")
 	}
@@ -346,10 +378,7 @@ func (r *Resolver) api() string {
 }
 
 func (r *Resolver) client() *http.Client {
-	if r.Client != nil {
-		return r.Client
-	}
-	return http.DefaultClient
+	return withFiles(r.Client)
 }
 
 func (r *Resolver) getJSON(ctx context.Context, url string, v any) error {
