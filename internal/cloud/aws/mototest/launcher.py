@@ -48,6 +48,7 @@ os.environ["MOTO_AMIS_PATH"] = amis_path
 import moto.server  # noqa: E402
 import moto.ec2.models.elastic_network_interfaces as enis  # noqa: E402
 from moto.ec2.models.subnets import Subnet, SubnetBackend  # noqa: E402
+from moto.ec2.models.vpcs import VPCBackend  # noqa: E402
 from moto.ec2.models.launch_templates import LaunchTemplateBackend  # noqa: E402
 from moto.ec2.responses.subnets import Subnets  # noqa: E402
 from moto.ec2.responses.vpcs import VPCs  # noqa: E402
@@ -175,5 +176,28 @@ def _create_vpc_endpoint_with_ip_address_type(self):
 
 
 VPCs.create_vpc_endpoint = _create_vpc_endpoint_with_ip_address_type
+
+
+# ModifyVpcEndpoint adds and removes a gateway endpoint's route tables
+# without their routes to the service's prefix list, so a route table
+# added after creation (a NodeGroup added by a later setup) has none, and
+# DeleteVpcEndpoints then fails with InvalidRoute.NotFound on it.
+_modify_vpc_endpoint = VPCBackend.modify_vpc_endpoint
+
+
+def _modify_vpc_endpoint_with_routes(self, vpc_id, **kwargs):
+    endpoint = self.describe_vpc_endpoints(vpc_end_point_ids=[vpc_id])[0]
+    before = set(endpoint.route_table_ids or [])
+    _modify_vpc_endpoint(self, vpc_id, **kwargs)
+    prefix_list = endpoint.destination_prefix_list_id
+    if prefix_list:
+        after = set(endpoint.route_table_ids or [])
+        for rt in sorted(after - before):
+            self.create_route(rt, None, gateway_id=endpoint.id, destination_prefix_list_id=prefix_list)
+        for rt in sorted(before - after):
+            self.delete_route(rt, None, destination_prefix_list_id=prefix_list)
+
+
+VPCBackend.modify_vpc_endpoint = _modify_vpc_endpoint_with_routes
 
 moto.server.main(["-H", "127.0.0.1", "-p", port])

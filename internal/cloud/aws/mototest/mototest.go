@@ -14,6 +14,8 @@ package mototest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -283,4 +285,90 @@ func (l *logBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
+}
+
+// JSON calls an action of an AWS JSON-protocol service (ssm,
+// secretsmanager) on s: target is "<prefix>.<Action>", for example
+// "AmazonSSM.PutParameter". It returns the response body.
+func (s *Server) JSON(ctx context.Context, service, target string, body any) ([]byte, error) {
+	in, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/", bytes.NewReader(in))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/x-amz-json-1.1")
+	req.Header.Set("X-Amz-Target", target)
+	req.Header.Set("Authorization", fmt.Sprintf("AWS4-HMAC-SHA256 Credential=testing/20260101/%s/%s/aws4_request, SignedHeaders=host, Signature=0", Region, service))
+	return s.do(req, target)
+}
+
+// S3 sends an S3 REST request for path ("/bucket" or "/bucket/key") and
+// returns the status code; a transport error is an error, a status is not.
+func (s *Server) S3(ctx context.Context, method, path string, body []byte) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, method, s.URL+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", fmt.Sprintf("AWS4-HMAC-SHA256 Credential=testing/20260101/%s/s3/aws4_request, SignedHeaders=host, Signature=0", Region))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, nil
+}
+
+// CreateBucket makes bucket in Region, as a user would before connecting.
+func (s *Server) CreateBucket(ctx context.Context, bucket string) error {
+	conf := `<CreateBucketConfiguration><LocationConstraint>` + Region + `</LocationConstraint></CreateBucketConfiguration>`
+	code, err := s.S3(ctx, http.MethodPut, "/"+bucket, []byte(conf))
+	if err == nil && code != http.StatusOK {
+		err = fmt.Errorf("create bucket %s: HTTP %d", bucket, code)
+	}
+	return err
+}
+
+// Parameters lists the Parameter Store names beginning with prefix.
+func (s *Server) Parameters(ctx context.Context, prefix string) ([]string, error) {
+	body, err := s.JSON(ctx, "ssm", "AmazonSSM.DescribeParameters", map[string]any{"MaxResults": 50})
+	if err != nil {
+		return nil, err
+	}
+	var out struct {
+		Parameters []struct{ Name string }
+		NextToken  string
+	}
+	if err := json.Unmarshal(body, &out); err != nil {
+		return nil, err
+	}
+	if out.NextToken != "" {
+		return nil, errors.New("DescribeParameters: more than one page of parameters")
+	}
+	var names []string
+	for _, p := range out.Parameters {
+		if strings.HasPrefix(p.Name, prefix) {
+			names = append(names, p.Name)
+		}
+	}
+	return names, nil
+}
+
+func (s *Server) do(req *http.Request, what string) ([]byte, error) {
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s: %s", what, resp.Status, b)
+	}
+	return b, nil
 }
