@@ -18,14 +18,16 @@ import (
 // upstream publishers, so a machine without internet access can stage the
 // agent and its dependencies. Below it the resolver reads:
 //
-//	podmin/v<version>/        a Podmin release as make release builds it
-//	api/repos/<owner>/<name>/ GitHub's releases API (releases, releases/tags/<tag>)
-//	k8s/ gvisor/ fluentbit/ debian/
-//	                          dl.k8s.io, storage.googleapis.com/gvisor,
-//	                          packages.fluentbit.io, deb.debian.org
+//	podmin/v<version>/                     a Podmin release as make release builds it
+//	api/repos/<owner>/<name>/releases      GitHub's releases listing of a project
+//	k8s/ gvisor/ fluentbit/ debian/        dl.k8s.io, storage.googleapis.com/gvisor,
+//	                                       packages.fluentbit.io, deb.debian.org
 //
-// Every digest is still checked against what the mirror publishes beside
-// the file, exactly as upstream.
+// A directory serves each URL's path as a file (a query is ignored), so a
+// releases listing is one file holding all of a project's releases. The
+// assets a listing names are fetched from the URLs it gives. Every digest
+// is still checked against what the mirror publishes beside the file,
+// exactly as upstream.
 const MirrorEnv = "PODMIN_DEPENDENCY_MIRROR"
 
 // DefaultPodminReleases is where GitHub serves the files of Podmin's
@@ -94,4 +96,23 @@ func (t fileTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		next = http.DefaultTransport
 	}
 	return next.RoundTrip(req)
+}
+
+// mirroredRelease is the release of version in a mirror, laid out as
+// make release builds it: <mirror>/podmin/v<version>/<asset>, the checksum
+// file beside the assets. Nothing is listed: a missing file fails its
+// download, and every asset is checked against the checksum file.
+func (r *Resolver) mirroredRelease(dep Dependency, version string) ghRelease {
+	base := r.Mirror + "/podmin/" + dep.Source.TagPrefix + version + "/"
+	rel := ghRelease{TagName: dep.Source.TagPrefix + version}
+	names := []string{dep.Digest.Checksums}
+	for _, a := range Archs {
+		if name, ok := dep.ArchNames[a]; ok {
+			names = append(names, expander{version: version, arch: name, podarch: string(a)}.expand(dep.Asset))
+		}
+	}
+	for _, n := range names {
+		rel.Assets = append(rel.Assets, ghAsset{Name: n, URL: base + n})
+	}
+	return rel
 }

@@ -222,25 +222,6 @@ func (r *Resolver) agentRelease(ctx context.Context, dep Dependency) (ghRelease,
 	return rel, strings.TrimPrefix(v, "v"), nil
 }
 
-// mirroredRelease is the release of version in a mirror, laid out as
-// make release builds it: <mirror>/podmin/v<version>/<asset>, the checksum
-// file beside the assets. Nothing is listed: a missing file fails its
-// download, and every asset is checked against the checksum file.
-func (r *Resolver) mirroredRelease(dep Dependency, version string) ghRelease {
-	base := r.Mirror + "/podmin/" + dep.Source.TagPrefix + version + "/"
-	rel := ghRelease{TagName: dep.Source.TagPrefix + version}
-	names := []string{dep.Digest.Checksums}
-	for _, a := range Archs {
-		if name, ok := dep.ArchNames[a]; ok {
-			names = append(names, expander{version: version, arch: name, podarch: string(a)}.expand(dep.Asset))
-		}
-	}
-	for _, n := range names {
-		rel.Assets = append(rel.Assets, ghAsset{Name: n, URL: base + n})
-	}
-	return rel
-}
-
 // file builds dep's file for arch from release rel.
 func (r *Resolver) file(ctx context.Context, dep Dependency, rel ghRelease, version string, a Arch) (File, error) {
 	name, ok := dep.ArchNames[a]
