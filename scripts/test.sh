@@ -60,7 +60,7 @@ fi
 # Where moto is installed (CI installs it) it must have run and passed.
 moto_tests='TestModuleAgainstMoto|TestLifecycleAgainstMoto'
 if grep -qE "^\s*--- (PASS|FAIL): (${moto_tests})" "$log"; then
-  grep -E '^\s+moto(_test|lifecycle_test)?\.go:[0-9]+: moto ' "$log" | sed 's/^ *[a-z_]*\.go:[0-9]*: /moto tier: /' || true
+  grep -E '^\s+moto(_test|lifecycle_test)?\.go:[0-9]+: moto ' "$log" | sed 's/^ *[a-z_]*\.go:[0-9]*: moto /moto tier: /' || true
 fi
 for t in TestModuleAgainstMoto TestLifecycleAgainstMoto; do
   if grep -qE "^\s*--- PASS: ${t}\b" "$log"; then

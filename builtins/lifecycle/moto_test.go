@@ -134,7 +134,9 @@ func newMotoCLI(t *testing.T, bin string, srv *mototest.Server, tf tftest.Terraf
 // change is the module's.
 func noChange(t *testing.T, what string, res setupOut) {
 	t.Helper()
-	if p := res.Plan; p.Add != 0 || p.Change != 0 || p.Destroy != 0 {
+	p := res.Plan
+	t.Logf("moto lifecycle: %s: plan %d to add, %d to change, %d to destroy", what, p.Add, p.Change, p.Destroy)
+	if p.Add != 0 || p.Change != 0 || p.Destroy != 0 {
 		t.Errorf("%s: the plan is %d to add, %d to change, %d to destroy, want none:\n%s", what, p.Add, p.Change, p.Destroy, strings.Join(p.Steps, "\n"))
 	}
 }
@@ -184,6 +186,8 @@ func TestLifecycleAgainstMoto(t *testing.T) {
 		t.Logf("moto lifecycle: %s %.1f s", what, time.Since(start).Seconds())
 	}
 
+	begin := time.Now()
+	defer func() { t.Logf("moto lifecycle: all steps %.1f s", time.Since(begin).Seconds()) }()
 	c := newMotoCLI(t, bin, srv, tf, up.Server.URL)
 	c.run("connect", "demo", "--provider", "aws", "--bucket", "demo-state", "--region", region)
 	ng := "default,size=1,instance-type=t4g.small,zone=us-west-2a"
