@@ -250,7 +250,9 @@ func TestLifecycleAgainstMoto(t *testing.T) {
 			t.Fatalf("setup on a reused VPC: applied %v, plan %+v", res.Applied, res.Plan)
 		}
 	})
-	timed("setup again, reused VPC", func() { noChange(t, "setup again on a reused VPC", r.setup("--vpc-cidr", "10.1.0.0/16", "--nodegroup", rng)) })
+	timed("setup again, reused VPC", func() {
+		noChange(t, "setup again on a reused VPC", r.setup("--vpc-cidr", "10.1.0.0/16", "--nodegroup", rng))
+	})
 	kept := func(when string, wantParams int) {
 		t.Helper()
 		if code, err := srv.S3(ctx, "HEAD", "/reuse-state", nil); err != nil || code != 200 {
