@@ -45,7 +45,7 @@ NODE := $(BIN)/tools
 NODE_TOOLS := $(NODE)/kubelet $(NODE)/containerd $(NODE)/ctr $(NODE)/runsc $(NODE)/containerd-shim-runsc-v1 \
 	$(NODE)/cni/ptp $(NODE)/cni/host-local $(NODE)/cni/loopback
 
-.PHONY: help build size-check test lint bench generate clean quickstart tools node-tools prereqs bpf e2e e2e-cluster
+.PHONY: help build release size-check test lint bench generate clean quickstart tools node-tools prereqs bpf e2e e2e-cluster
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -53,6 +53,14 @@ help: ## list the targets
 build: bpf ## build static, stripped bin/podmin and bin/podmin-agent with version metadata
 	CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -ldflags '$(LDFLAGS)' -o $(BIN)/podmin ./cmd/podmin
 	CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -ldflags '$(LDFLAGS)' -o $(BIN)/podmin-agent ./cmd/podmin-agent
+
+# make release VERSION=1.2.3 builds dist/v1.2.3/: podmin and podmin-agent
+# for linux/amd64 and linux/arm64, static and stripped, the eBPF object
+# embedded, with SHA256SUMS and SHA512SUMS. arm64 is cross-compiled (CGO
+# off), so one machine builds both. The CI workflow publishes it on a tag.
+DIST ?= dist
+release: bpf ## build a versioned release (VERSION=1.2.3) for linux/amd64 and arm64 with checksums into dist/v$(VERSION)/
+	scripts/release.sh '$(VERSION)' '$(DIST)' '$(COMMIT)' '$(DATE)'
 
 size-check: build ## check the release binaries: static, stripped, within their size limits, version metadata
 	scripts/size-check.sh $(BIN) $(MAX_PODMIN) $(MAX_AGENT) '$(VERSION)' '$(COMMIT)' '$(DATE)'

@@ -7,7 +7,8 @@
 # package results and a summary, and fails unless the object-store
 # conformance suite ran against the local store, a real S3 server and the
 # dry run's copy-on-write overlay. It reports whether the real Terraform
-# checks of the AWS module ran.
+# checks of the AWS module ran, and the moto tier's figures; where moto is
+# installed, the moto tier must have run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -54,6 +55,30 @@ else
   echo "terraform module: validate and test did NOT pass (see $log)" >&2
   status=1
 fi
+# The moto tier: the module applied, re-planned and destroyed for real,
+# and setup/destroy through the podmin binary, against moto's server.
+# Where moto is installed (CI installs it) it must have run and passed.
+moto_tests='TestModuleAgainstMoto|TestLifecycleAgainstMoto'
+if grep -qE "^\s*--- (PASS|FAIL): (${moto_tests})" "$log"; then
+  grep -E '^\s+moto(_test|lifecycle_test)?\.go:[0-9]+: moto ' "$log" | sed 's/^ *[a-z_]*\.go:[0-9]*: moto /moto tier: /' || true
+fi
+for t in TestModuleAgainstMoto TestLifecycleAgainstMoto; do
+  if grep -qE "^\s*--- PASS: ${t}\b" "$log"; then
+    echo "moto tier: ${t} passed"
+  elif grep -qE "^\s*--- SKIP: ${t}\b" "$log"; then
+    reason=$(grep -A1 -E "^\s*--- SKIP: ${t}\b" "$log" | tail -n 1 | sed 's/^ *//')
+    echo "moto tier: ${t} skipped: ${reason}"
+    # Skipped for want of Terraform is reported above; for want of moto
+    # where moto_server is installed, the machine is broken.
+    if command -v moto_server >/dev/null && [[ $reason == *moto* ]]; then
+      echo "moto tier: moto_server is installed, so ${t} must run (see $log)" >&2
+      status=1
+    fi
+  else
+    echo "moto tier: ${t} did NOT pass (see $log)" >&2
+    status=1
+  fi
+done
 if ((skipped)); then
   echo "skipped tests:"
   grep -E '^\s*--- SKIP' "$log" || true

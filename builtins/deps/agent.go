@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/sha512"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -27,11 +28,35 @@ const AgentPackage = "./cmd/podmin-agent"
 // downloads.
 var AgentBuildArgs = []string{"-trimpath", "-tags", "grpcnotrace", "-ldflags", "-s -w"}
 
+// AgentDataplaneObject is the compiled eBPF program inside a checkout,
+// which the agent embeds (bpf/object.go): build output of make bpf, so a
+// checkout where clang never ran lacks it.
+const AgentDataplaneObject = "bpf/obj/vip_bpfel.o"
+
+// ErrNoDataplane reports a checkout whose agent would have no eBPF
+// dataplane: it would build, and every node would run without Service
+// VIPs.
+var ErrNoDataplane = errors.New("the agent would have no eBPF dataplane")
+
+// CheckAgentSource refuses a checkout without the compiled eBPF program,
+// which an agent built from it would silently lack.
+func CheckAgentSource(source string) error {
+	p := filepath.Join(source, filepath.FromSlash(AgentDataplaneObject))
+	if st, err := os.Stat(p); err != nil || st.Size() == 0 {
+		return fmt.Errorf("%w: %s has no %s: run \"make bpf\" there (it needs clang: apt-get install -y clang llvm libbpf-dev linux-libc-dev), then run this again", ErrNoDataplane, source, AgentDataplaneObject)
+	}
+	return nil
+}
+
 // BuildAgent cross-compiles podmin-agent for arch from the Podmin checkout
-// at source (--agent-source) into the cache. Its version is a development
+// at source (--agent-source) into the cache; a checkout without the
+// compiled eBPF program is refused (CheckAgentSource). Its version is a development
 // version carrying the binary's digest, so every distinct build gets its
 // own object path and never replaces a published agent.
 func BuildAgent(ctx context.Context, source string, arch Arch, cache *Cache) (File, error) {
+	if err := CheckAgentSource(source); err != nil {
+		return File{}, err
+	}
 	dir := filepath.Join(cache.Dir, "podmin-agent")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return File{}, err

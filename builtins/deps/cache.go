@@ -171,11 +171,7 @@ func (c *Cache) download(ctx context.Context, f File, tr progress.Transfer) (n i
 	if err != nil {
 		return 0, err
 	}
-	client := c.Client
-	if client == nil {
-		client = http.DefaultClient
-	}
-	resp, err := client.Do(req)
+	resp, err := withFiles(c.Client).Do(req)
 	if err != nil {
 		return 0, fmt.Errorf("download %s: %w", f.URL, err)
 	}

@@ -97,7 +97,11 @@ func Fetch(ctx context.Context, opts FetchOptions) (FetchResult, error) {
 	}
 	r := opts.Resolver
 	if r == nil {
-		r = &Resolver{Client: opts.Client, AgentVersion: version.Version}
+		mirror, err := MirrorFromEnv()
+		if err != nil {
+			return FetchResult{}, err
+		}
+		r = &Resolver{Client: opts.Client, AgentVersion: version.Version, Mirror: mirror}
 	}
 	cache := &Cache{Dir: CacheDir(opts.CacheDir), Client: opts.Client, Concurrency: opts.Concurrency, Progress: opts.Progress}
 	var features []Feature

@@ -8,6 +8,7 @@ import (
 	"context"
 	"debug/buildinfo"
 	"debug/elf"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,6 +68,15 @@ func TestFetchAgentSourceCrossCompiles(t *testing.T) {
 	os.WriteFile(filepath.Join(src, "go.mod"), []byte("module example.com/checkout\n\ngo 1.22\n"), 0o644)
 	os.WriteFile(filepath.Join(src, "cmd", "podmin-agent", "main.go"), []byte("package main\n\nfunc main() {}\n"), 0o644)
 	u := newFakeUpstream(t)
+	// Without the compiled eBPF program the agent would build and ship
+	// without its dataplane: refused before anything is built.
+	_, err := Fetch(context.Background(), FetchOptions{Arch: []string{"arm64"}, CacheDir: t.TempDir(),
+		Resolver: u.resolver(), Client: u.Server.Client(), AgentSource: src})
+	if !errors.Is(err, ErrNoDataplane) || !strings.Contains(err.Error(), `has no bpf/obj/vip_bpfel.o: run "make bpf" there`) {
+		t.Fatalf("a checkout without the eBPF object: %v", err)
+	}
+	os.MkdirAll(filepath.Join(src, "bpf", "obj"), 0o755)
+	os.WriteFile(filepath.Join(src, "bpf", "obj", "vip_bpfel.o"), []byte("\x7fELF"), 0o644)
 	res, err := Fetch(context.Background(), FetchOptions{Arch: []string{"arm64"}, CacheDir: t.TempDir(),
 		Resolver: u.resolver(), Client: u.Server.Client(), AgentSource: src})
 	if err != nil {

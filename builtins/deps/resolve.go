@@ -75,6 +75,10 @@ type Resolver struct {
 	Kernels map[Arch]string
 	// MaxPages bounds release listing pagination; zero is 10.
 	MaxPages int
+	// Mirror, when set, is the base URL every request goes to instead of
+	// the publishers (see MirrorEnv); ParseMirror makes one from a
+	// directory or URL.
+	Mirror string
 }
 
 // ghRelease and ghAsset are the fields Podmin reads from GitHub's
@@ -207,6 +211,9 @@ func (r *Resolver) agentRelease(ctx context.Context, dep Dependency) (ghRelease,
 	if !semver.IsValid(v) {
 		return ghRelease{}, "", fmt.Errorf("%s: this podmin is version %q, which has no published agent: pass --agent-source with a Podmin checkout", dep.Key, r.AgentVersion)
 	}
+	if r.Mirror != "" {
+		return r.mirroredRelease(dep, strings.TrimPrefix(v, "v")), strings.TrimPrefix(v, "v"), nil
+	}
 	var rel ghRelease
 	url := fmt.Sprintf("%s/repos/%s/releases/tags/%s%s", r.api(), dep.Source.Repo, dep.Source.TagPrefix, strings.TrimPrefix(v, "v"))
 	if err := r.getJSON(ctx, url, &rel); err != nil {
@@ -331,6 +338,9 @@ func (r *Resolver) sidecar(ctx context.Context, url, alg, name string) (string, 
 
 // host returns the base URL of h without a trailing slash.
 func (r *Resolver) host(h DownloadHost) string {
+	if r.Mirror != "" {
+		return r.Mirror + "/" + mirrorHosts[h]
+	}
 	base, ok := r.Hosts[h]
 	if !ok {
 		base = DefaultHosts[h]
@@ -339,6 +349,9 @@ func (r *Resolver) host(h DownloadHost) string {
 }
 
 func (r *Resolver) api() string {
+	if r.Mirror != "" {
+		return r.Mirror + "/api"
+	}
 	if r.GitHubAPI != "" {
 		return strings.TrimSuffix(r.GitHubAPI, "/")
 	}
@@ -346,10 +359,7 @@ func (r *Resolver) api() string {
 }
 
 func (r *Resolver) client() *http.Client {
-	if r.Client != nil {
-		return r.Client
-	}
-	return http.DefaultClient
+	return withFiles(r.Client)
 }
 
 func (r *Resolver) getJSON(ctx context.Context, url string, v any) error {

@@ -246,7 +246,9 @@ type VPCChoice struct {
 // none means create one; one carrying this cluster's create nonce (from
 // prev, the variables the last setup published; zero before the first) is
 // the cluster's own; one untagged compatible VPC is reused; anything else
-// fails, listing every change it needs, before OpenTofu/Terraform runs.
+// fails, listing every change it needs, before OpenTofu/Terraform runs. In
+// a reused VPC the subnets carrying this cluster's tag and create nonce
+// are what an earlier apply created, so they never count as taken.
 func SelectVPC(ctx context.Context, api EC2API, c Cluster, prev Vars) (VPCChoice, error) {
 	proof := prev.CreateNonce
 	out, err := api.DescribeVpcs(ctx, &ec2.DescribeVpcsInput{Filters: []types.Filter{
@@ -307,7 +309,13 @@ func SelectVPC(ctx context.Context, api EC2API, c Cluster, prev Vars) (VPCChoice
 			break
 		}
 	}
-	taken, err := vpcSubnets(ctx, api, id)
+	// The subnets an earlier apply created here for this cluster are its
+	// own: the state manages them, so they never block the next setup.
+	taken, err := vpcSubnets(ctx, api, id, func(tags []types.Tag) bool {
+		owner, _ := tagValue(tags, ClusterTag)
+		nonce, _ := tagValue(tags, NonceTag)
+		return owner == c.ID && contexts.ProvenBy(proof, nonce)
+	})
 	if err != nil {
 		return VPCChoice{}, err
 	}
@@ -400,8 +408,9 @@ type subnetV4 struct {
 	id     string
 }
 
-// vpcSubnets lists the subnets of vpc.
-func vpcSubnets(ctx context.Context, api EC2API, vpc string) (subnets, error) {
+// vpcSubnets lists the subnets of vpc, leaving out those whose tags own
+// accepts.
+func vpcSubnets(ctx context.Context, api EC2API, vpc string, own func([]types.Tag) bool) (subnets, error) {
 	out := subnets{v6: map[netip.Prefix]string{}}
 	in := &ec2.DescribeSubnetsInput{Filters: []types.Filter{{Name: aws.String("vpc-id"), Values: []string{vpc}}}}
 	for page := 0; page < 1000; page++ {
@@ -410,6 +419,9 @@ func vpcSubnets(ctx context.Context, api EC2API, vpc string) (subnets, error) {
 			return subnets{}, fmt.Errorf("list the subnets of VPC %s: %w", vpc, err)
 		}
 		for _, s := range res.Subnets {
+			if own(s.Tags) {
+				continue
+			}
 			id := aws.ToString(s.SubnetId)
 			for _, a := range s.Ipv6CidrBlockAssociationSet {
 				if p, err := netip.ParsePrefix(aws.ToString(a.Ipv6CidrBlock)); err == nil {

@@ -168,11 +168,18 @@ func TestSub64MatchesCidrsubnet(t *testing.T) {
 	}
 }
 
+// otherNonce is a well-formed create nonce of another setup.
+const otherNonce = "0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9"
+
 func TestCheckOwnedVPC(t *testing.T) {
 	f := ec2test.New()
 	f.VPCs = []ec2test.VPC{
 		{ID: "vpc-ours", CIDR: "10.0.0.0/16", Tags: map[string]string{"podmin:cluster": "demo", NonceTag: testNonce}},
 		{ID: "vpc-forged", CIDR: "10.3.0.0/16", Tags: map[string]string{"podmin:cluster": "demo"}},
+		// Another setup of a cluster with the same name (or tags copied
+		// from one) carries a well-formed nonce that is not this one.
+		{ID: "vpc-other-setup", CIDR: "10.4.0.0/16", Tags: map[string]string{"podmin:cluster": "demo", NonceTag: otherNonce}},
+		{ID: "vpc-malformed", CIDR: "10.5.0.0/16", Tags: map[string]string{"podmin:cluster": "demo", NonceTag: "not-a-nonce"}},
 		{ID: "vpc-untagged", CIDR: "10.1.0.0/16"},
 		{ID: "vpc-prod", CIDR: "10.2.0.0/16", Tags: map[string]string{"podmin:cluster": "prod", "Name": "prod"}},
 	}
@@ -189,6 +196,12 @@ func TestCheckOwnedVPC(t *testing.T) {
 		{"vpc-prod", testNonce, "no proof of ownership: VPC vpc-prod is tagged podmin:cluster=prod, not demo: nothing was deleted"},
 		{"vpc-forged", testNonce, "no proof of ownership: VPC vpc-forged does not carry this cluster's podmin:create-nonce, so Podmin cannot prove its setup created it: nothing was deleted"},
 		{"vpc-ours", "", "no proof of ownership: the published variables record no create nonce, so Podmin cannot prove VPC vpc-ours is the one its setup created"},
+		{"vpc-other-setup", testNonce, "no proof of ownership: VPC vpc-other-setup does not carry this cluster's podmin:create-nonce"},
+		{"vpc-malformed", testNonce, "no proof of ownership: VPC vpc-malformed does not carry this cluster's podmin:create-nonce"},
+		// Only the nonce this destroy holds proves anything: a VPC another
+		// setup created is refused even though it carries a valid nonce.
+		{"vpc-ours", otherNonce, "no proof of ownership: VPC vpc-ours does not carry this cluster's podmin:create-nonce"},
+		{"vpc-malformed", "not-a-nonce", "no proof of ownership: VPC vpc-malformed does not carry this cluster's podmin:create-nonce"},
 	} {
 		if err := CheckOwnedVPC(ctx, api, tc.id, "demo", tc.nonce); !errors.Is(err, ErrNotOwned) || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("%s: %v", tc.id, err)

@@ -227,6 +227,20 @@ func nodePolicyActions(t *testing.T) map[string]bool {
 // methods.
 func agentSDKCalls(t *testing.T) []string {
 	t.Helper()
+	a := agentReach(t)
+	var out []string
+	for c := range a.calls {
+		out = append(out, c)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// agentReach walks every function reachable from the agent's main
+// function (see agentSDKCalls for how), recording what the bucket-access
+// test needs too.
+func agentReach(t *testing.T) *reach {
+	t.Helper()
 	list, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "podmin.dev/podmin/cmd/podmin-agent").Output()
 	if err != nil {
 		t.Fatalf("go list the agent's packages: %v", err)
@@ -245,7 +259,7 @@ func agentSDKCalls(t *testing.T) []string {
 	if n := packages.PrintErrors(pkgs); n > 0 {
 		t.Fatalf("%d errors loading the agent's packages", n)
 	}
-	a := &reach{decls: map[*types.Func]funcBody{}, done: map[*types.Func]bool{}, calls: map[string]bool{}}
+	a := &reach{pkgs: pkgs, decls: map[*types.Func]funcBody{}, done: map[*types.Func]bool{}, calls: map[string]bool{}, callers: map[*types.Func][]callSite{}}
 	var roots []funcBody
 	for _, p := range pkgs {
 		for _, f := range p.Syntax {
@@ -256,13 +270,13 @@ func agentSDKCalls(t *testing.T) []string {
 					if fn == nil || d.Body == nil {
 						continue
 					}
-					a.decls[fn] = funcBody{d.Body, p.TypesInfo}
+					a.decls[fn] = funcBody{d.Body, p.TypesInfo, fn}
 					if d.Recv == nil && (d.Name.Name == "init" || d.Name.Name == "main" && p.Name == "main") {
-						roots = append(roots, funcBody{d.Body, p.TypesInfo})
+						roots = append(roots, funcBody{d.Body, p.TypesInfo, fn})
 					}
 				case *ast.GenDecl:
 					// Package-level variables are initialized at start.
-					roots = append(roots, funcBody{d, p.TypesInfo})
+					roots = append(roots, funcBody{d, p.TypesInfo, nil})
 				}
 			}
 			scope := p.Types.Scope()
@@ -283,26 +297,28 @@ func agentSDKCalls(t *testing.T) []string {
 		a.queue = a.queue[1:]
 		a.visit(a.decls[fn])
 	}
-	var out []string
-	for c := range a.calls {
-		out = append(out, c)
-	}
-	sort.Strings(out)
-	return out
+	return a
 }
 
 type funcBody struct {
 	node ast.Node
 	info *types.Info
+	// fn is the declared function, nil for package-level declarations.
+	fn *types.Func
 }
 
 // reach is a worklist over Podmin's function declarations.
 type reach struct {
+	pkgs  []*packages.Package
 	decls map[*types.Func]funcBody
 	types []*types.Named
 	done  map[*types.Func]bool
 	queue []*types.Func
 	calls map[string]bool
+	// sites are the bucket operations the reached code calls.
+	sites []bucketSite
+	// callers are the reached calls of each Podmin function.
+	callers map[*types.Func][]callSite
 }
 
 func (a *reach) add(fn *types.Func) {
@@ -375,6 +391,12 @@ func (a *reach) visit(b funcBody) {
 			sig, ok := info.TypeOf(n.Fun).(*types.Signature)
 			if !ok {
 				return true
+			}
+			if s, ok := a.bucketOp(b, n); ok {
+				a.sites = append(a.sites, s)
+			}
+			if fn := calledFunc(info, n); fn != nil {
+				a.callers[fn.Origin()] = append(a.callers[fn.Origin()], callSite{b, n.Args})
 			}
 			for i, arg := range n.Args {
 				var param types.Type

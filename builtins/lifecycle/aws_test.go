@@ -258,6 +258,15 @@ func TestAWSSetupAndDestroy(t *testing.T) {
 	if _, err = ae.Destroy(ctx, lifecycle.DestroyOptions{}); !errors.Is(err, lifecycle.ErrNotOwned) || !strings.Contains(err.Error(), "VPC vpc-owned does not carry this cluster's podmin:create-nonce") {
 		t.Fatalf("VPC with a forged tag: %v", err)
 	}
+	// Nor is another setup's nonce, however well-formed: only the one this
+	// cluster's published variables record.
+	ae.ec2.VPCs[0].Tags[infra.NonceTag] = contexts.NewNonce()
+	if _, err = ae.Destroy(ctx, lifecycle.DestroyOptions{}); !errors.Is(err, lifecycle.ErrNotOwned) || !strings.Contains(err.Error(), "VPC vpc-owned does not carry this cluster's podmin:create-nonce") {
+		t.Fatalf("VPC with another setup's nonce: %v", err)
+	}
+	if ae.secret(t, "cluster-ca") == "" {
+		t.Fatal("a refused destroy deleted a secret")
+	}
 	ae.ec2.VPCs[0].Tags[infra.NonceTag] = publishedNonce(t, b)
 	dres, err := ae.Destroy(ctx, lifecycle.DestroyOptions{})
 	if err != nil {

@@ -90,7 +90,10 @@ func (a *AWSBootstrap) Stage(ctx context.Context, cl infra.Cluster, amis map[str
 	if err != nil {
 		return err
 	}
-	opts, res := a.options(cl)
+	opts, res, err := a.options(cl)
+	if err != nil {
+		return err
+	}
 	keep := a.StageKeepAtMost
 	if keep == 0 {
 		keep = defaultStageKeepAtMost
@@ -177,15 +180,19 @@ func (a *AWSBootstrap) stagedBootstrap() (*userdata.Bootstrap, error) {
 }
 
 // options returns the publication options for cl and the resolver they
-// use.
-func (a *AWSBootstrap) options(cl infra.Cluster) (deps.PublishOptions, *deps.Resolver) {
+// use; deps.MirrorEnv points the resolver at a mirror.
+func (a *AWSBootstrap) options(cl infra.Cluster) (deps.PublishOptions, *deps.Resolver, error) {
 	client := a.Client
 	if t := a.Host.Transport(); client == nil && t != nil {
 		client = &http.Client{Transport: t}
 	}
 	res := a.Resolver
 	if res == nil {
-		res = &deps.Resolver{Client: client, AgentVersion: version.Version}
+		mirror, err := deps.MirrorFromEnv()
+		if err != nil {
+			return deps.PublishOptions{}, nil, err
+		}
+		res = &deps.Resolver{Client: client, AgentVersion: version.Version, Mirror: mirror}
 	}
 	opts := deps.PublishOptions{
 		Resolver:    res,
@@ -219,7 +226,7 @@ func (a *AWSBootstrap) options(cl infra.Cluster) (deps.PublishOptions, *deps.Res
 	}
 	slices.Sort(opts.Archs)
 	slices.Sort(opts.NAT64Archs)
-	return opts, res
+	return opts, res, nil
 }
 
 // kernel reads the pinned AMI's name from EC2 and the exact initial kernel

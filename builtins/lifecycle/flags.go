@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 
+	"podmin.dev/podmin/builtins/deps"
 	"podmin.dev/podmin/builtins/infra"
 	"podmin.dev/podmin/internal/cloud"
 	"podmin.dev/podmin/internal/contexts"
@@ -287,7 +288,8 @@ func parseOtelLogs(s string) (string, error) {
 }
 
 // checkAgentSource requires a Podmin checkout: a directory whose go.mod
-// declares the podmin.dev/podmin module and which holds cmd/podmin-agent.
+// declares the podmin.dev/podmin module, which holds cmd/podmin-agent and
+// the compiled eBPF program its agent embeds.
 func checkAgentSource(dir string) error {
 	const rule = "pass the root of a Podmin source checkout (its go.mod declares module podmin.dev/podmin)"
 	st, err := os.Stat(dir)
@@ -307,6 +309,9 @@ func checkAgentSource(dir string) error {
 			}
 			if st, err := os.Stat(filepath.Join(dir, "cmd", "podmin-agent")); err != nil || !st.IsDir() {
 				return invalid("--agent-source %q has no cmd/podmin-agent: %s", dir, rule)
+			}
+			if err := deps.CheckAgentSource(dir); err != nil {
+				return invalid("--agent-source: %v", err)
 			}
 			return nil
 		}

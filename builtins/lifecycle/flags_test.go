@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"podmin.dev/podmin/builtins/infra"
@@ -168,6 +169,12 @@ func TestAgentSourceMustBeAPodminCheckout(t *testing.T) {
 		t.Fatal("accepted a checkout without cmd/podmin-agent")
 	}
 	write("cmd/podmin-agent/main.go", "package main\n")
+	// A checkout where clang never ran would build an agent without its
+	// eBPF dataplane.
+	if err := checkAgentSource(dir); err == nil || !strings.Contains(err.Error(), "the agent would have no eBPF dataplane: "+dir+` has no bpf/obj/vip_bpfel.o: run "make bpf" there`) {
+		t.Fatalf("a checkout without the eBPF object: %v", err)
+	}
+	write("bpf/obj/vip_bpfel.o", "\x7fELF")
 	if err := checkAgentSource(dir); err != nil {
 		t.Fatal(err)
 	}

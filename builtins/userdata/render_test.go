@@ -148,7 +148,8 @@ func TestRenderEveryArchitecture(t *testing.T) {
 				"systemctl daemon-reload",
 				`dpkg -i "$ssm_deb"`,
 				`{"Agent": {"Region": "${region}", "UseDualStackEndpoint": true}}`,
-				`s3_endpoint="https://s3.dualstack.${region}.amazonaws.com"`,
+				`s3_endpoint="${AWS_ENDPOINT_URL_S3:-${AWS_ENDPOINT_URL:-https://s3.dualstack.${region}.amazonaws.com}}"`,
+				`ec2_endpoint="${AWS_ENDPOINT_URL_EC2:-${AWS_ENDPOINT_URL:-https://ec2.${region}.api.aws}}"`,
 			} {
 				if !have[want] {
 					t.Errorf("missing line: %s", want)

@@ -54,6 +54,15 @@ locals {
         Resource = ["${local.bucket_arn}/deployments/nodegroups/*"]
       },
       {
+        # The elected agent publishes each NodeGroup's observed state
+        # (podmin status, deploy --wait), reading it back to fence a
+        # superseded leader.
+        Sid      = "NodeGroupStatus"
+        Effect   = "Allow"
+        Action   = ["s3:GetObject", "s3:PutObject"]
+        Resource = ["${local.bucket_arn}/status/nodegroups/*"]
+      },
+      {
         # Bootstrap syncs dependencies/; the agent asks HeadBucket when the
         # deployment index is absent, and only with ListBucket does S3
         # answer a missing object with 404 rather than 403, so an absent

@@ -67,8 +67,11 @@ type VPC struct {
 	Tags                     map[string]string
 }
 
-// Subnet is a subnet's IPv6 /64 and, when set, its IPv4 CIDR.
-type Subnet struct{ ID, VPC, IPv6, CIDR string }
+// Subnet is a subnet's IPv6 /64 and, when set, its IPv4 CIDR and tags.
+type Subnet struct {
+	ID, VPC, IPv6, CIDR string
+	Tags                map[string]string
+}
 
 // InternetGateway is an internet gateway attached to VPC.
 type InternetGateway struct{ ID, VPC string }
@@ -225,6 +228,7 @@ func (f *FakeEC2) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if s.IPv6 != "" {
 				fmt.Fprintf(&b, "<ipv6CidrBlockAssociationSet><item><ipv6CidrBlock>%s</ipv6CidrBlock><ipv6CidrBlockState><state>associated</state></ipv6CidrBlockState></item></ipv6CidrBlockAssociationSet>", s.IPv6)
 			}
+			b.WriteString(tagSetXML(s.Tags))
 			b.WriteString("</item>")
 		}
 		body = "<subnetSet>" + b.String() + "</subnetSet>"
@@ -261,16 +265,24 @@ func vpcXML(v VPC) string {
 	if v.IPv6 != "" {
 		fmt.Fprintf(&b, "<ipv6CidrBlockAssociationSet><item><ipv6CidrBlock>%s</ipv6CidrBlock><ipv6CidrBlockState><state>associated</state></ipv6CidrBlockState><ipv6Pool>%s</ipv6Pool></item></ipv6CidrBlockAssociationSet>", v.IPv6, v.IPv6Pool)
 	}
-	keys := make([]string, 0, len(v.Tags))
-	for k := range v.Tags {
+	b.WriteString(tagSetXML(v.Tags))
+	b.WriteString("</item>")
+	return b.String()
+}
+
+// tagSetXML renders tags in key order.
+func tagSetXML(tags map[string]string) string {
+	keys := make([]string, 0, len(tags))
+	for k := range tags {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	var b strings.Builder
 	b.WriteString("<tagSet>")
 	for _, k := range keys {
-		fmt.Fprintf(&b, "<item><key>%s</key><value>%s</value></item>", xmlEscape(k), xmlEscape(v.Tags[k]))
+		fmt.Fprintf(&b, "<item><key>%s</key><value>%s</value></item>", xmlEscape(k), xmlEscape(tags[k]))
 	}
-	b.WriteString("</tagSet></item>")
+	b.WriteString("</tagSet>")
 	return b.String()
 }
 

@@ -202,6 +202,20 @@ func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, text)
 	case strings.HasPrefix(p, "/images/"):
 		http.ServeFile(w, r, testdata+"debian/image-manifest.json")
+	case strings.HasPrefix(p, "/podmin/v"):
+		// A Podmin release as make release lays it out (the mirror's
+		// podmin/ folder): the agents and SHA512SUMS of any version.
+		name := path.Base(p)
+		if name != "SHA512SUMS" && !strings.HasPrefix(name, "podmin-agent-linux-") {
+			http.NotFound(w, r)
+			return
+		}
+		if name != "SHA512SUMS" {
+			u.mu.Lock()
+			u.downloads++
+			u.mu.Unlock()
+		}
+		_, _ = w.Write(u.Served(name))
 	case strings.HasPrefix(p, "/dl/"), strings.HasPrefix(p, "/k8s/"), strings.HasPrefix(p, "/gvisor/"),
 		strings.HasPrefix(p, "/fluentbit/"), strings.HasPrefix(p, "/debian/"):
 		if !strings.HasSuffix(p, ".sha256") && !strings.HasSuffix(p, ".sha512") && !strings.HasSuffix(p, ".sha256sum") && !strings.HasSuffix(p, "SUMS") {
