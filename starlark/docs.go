@@ -41,6 +41,9 @@ the git repository root); "@name//x.star" is a shared recipe repository pinned i
 podmin.star.lock, as {"recipes": {"name": {"path": "../dir"}}} or
 {"recipes": {"name": {"git": "URL", "commit": "40-hex"}}} (cloned once into
 <cache>/recipes/<name>/<commit> and verified by commit). Loaded modules are frozen.
+"podmin recipes add NAME SOURCE@PIN" and "podmin recipes update [NAME]" move a
+pin after showing the diff of every .star file, and write the lock only once
+accepted (a prompt, or --yes).
 
 Dry run: --dry-run runs the very same operations, over recording boundaries.
 Every read is real; every write (the cluster bucket, secrets, the contexts file,
