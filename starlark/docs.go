@@ -33,7 +33,12 @@ of each parameter's default (bool, int, float, string, list of strings); a
 parameter without a default is required; "-- --help" prints the docstring and
 the parameters. ctx.args holds the arguments, ctx.context the current context
 (cluster, provider, region, bucket) or None, ctx.dry_run whether writes are
-recorded.
+recorded. A parameter whose default is podmin.secret_param() takes a secret:
+def main(ctx, token = podmin.secret_param()) receives --token=… as a secret
+value (as podmin.secret returns), registered with the scrubber while the
+arguments are parsed, so neither the parameter nor ctx.args ever holds it as a
+str and printing either shows <secret token>; it is None when not given
+(podmin.secret_param(required = True) makes it required).
 
 load(): "./lib.star" is relative to the loading file; "//lib/x.star" is relative
 to the recipe root (the nearest directory upward holding podmin.star.lock, else
