@@ -106,12 +106,21 @@ updated keeps its pin and is reported; the others are still updated.`,
 	return cmd
 }
 
+// notAccepted is a change of pins the operator did not accept: refused
+// like an unconfirmed command (exit 4), in words that fit a lock file.
+type notAccepted string
+
+func (e notAccepted) Error() string { return string(e) }
+func (e notAccepted) Unwrap() error { return builtins.ErrNotConfirmed }
+
 // reviewRecipeUpdate prints the planned change, asks for it, and writes it.
 func reviewRecipeUpdate(cmd *cobra.Command, env *builtins.Env, f recipeReviewFlags, u *pstar.RecipeUpdate) error {
 	w := cmd.OutOrStdout()
 	printRecipeUpdate(w, u)
 	if !u.Changed() {
-		fmt.Fprintf(w, "%s is unchanged\n", u.LockPath)
+		if u.Failed() == nil {
+			fmt.Fprintf(w, "%s is unchanged\n", u.LockPath)
+		}
 		return nil
 	}
 	if f.dryRun {
@@ -121,15 +130,15 @@ func reviewRecipeUpdate(cmd *cobra.Command, env *builtins.Env, f recipeReviewFla
 	if !f.yes {
 		tty := terminal(env)
 		if tty == nil {
-			return fmt.Errorf("%w: %s was not changed; standard input is not a terminal to accept it: review the diff above, then pass --yes (-y) to %s", builtins.ErrNotConfirmed, u.LockPath, cmd.CommandPath())
+			return notAccepted(fmt.Sprintf("the new pins were not accepted, so %s was not changed: standard input is not a terminal to accept them: review the diff above, then pass --yes (-y) to %s", u.LockPath, cmd.CommandPath()))
 		}
 		fmt.Fprintf(cmd.ErrOrStderr(), "Write these pins to %s? [y/N] ", u.LockPath)
 		line, err := readLine(tty)
 		if err != nil {
-			return fmt.Errorf("%w: read confirmation: %w; %s was not changed", builtins.ErrNotConfirmed, err, u.LockPath)
+			return notAccepted(fmt.Sprintf("read the answer: %v; %s was not changed", err, u.LockPath))
 		}
 		if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
-			return fmt.Errorf("%w: not accepted; %s was not changed", builtins.ErrNotConfirmed, u.LockPath)
+			return notAccepted(fmt.Sprintf("the new pins were not accepted, so %s was not changed", u.LockPath))
 		}
 	}
 	if err := u.Apply(); err != nil {
