@@ -36,6 +36,8 @@ func (p mainParam) typeName() string {
 		return "float"
 	case *star.List, star.Tuple:
 		return "list of strings"
+	case *secretParam:
+		return "secret"
 	}
 	return p.def.Type()
 }
@@ -70,9 +72,12 @@ func mainHelp(file string, fn *star.Function, params []mainParam) string {
 	}
 	for _, p := range params {
 		flag := "--" + strings.ReplaceAll(p.name, "_", "-")
-		if p.def == nil {
+		switch {
+		case p.required():
 			fmt.Fprintf(&b, "  %-24s %s (required)\n", flag, p.typeName())
-		} else {
+		case isSecretParam(p):
+			fmt.Fprintf(&b, "  %-24s %s (optional; None when not given)\n", flag, p.typeName())
+		default:
 			fmt.Fprintf(&b, "  %-24s %s (default %s)\n", flag, p.typeName(), p.def)
 		}
 	}
@@ -81,8 +86,9 @@ func mainHelp(file string, fn *star.Function, params []mainParam) string {
 
 // parseArgs converts --key=value, --key value and bare --flag (bools)
 // into keyword arguments typed by each parameter's default. Lists collect
-// repeated flags. A parameter without a default is required.
-func parseArgs(params []mainParam, anyKwargs bool, args []string) ([]star.Tuple, error) {
+// repeated flags. A parameter without a default is required. The value of
+// a secret parameter is registered with reg as soon as it is read.
+func parseArgs(reg *scrub.Registry, params []mainParam, anyKwargs bool, args []string) ([]star.Tuple, error) {
 	byName := map[string]mainParam{}
 	for _, p := range params {
 		byName[p.name] = p
@@ -112,8 +118,16 @@ func parseArgs(params []mainParam, anyKwargs bool, args []string) ([]star.Tuple,
 			i++
 			val = args[i]
 		}
+		var secret star.Value
+		if isSecretParam(p) {
+			secret = secretArg(reg, p, val)
+		}
 		if _, repeated := got[name]; repeated && !isList(p.def) {
 			return nil, fmt.Errorf("--%s is given twice: it takes one %s; give it once, or make its default a list to take several", key, p.typeName())
+		}
+		if secret != nil {
+			got[name] = secret
+			continue
 		}
 		v, err := convertArg(p, val, got[name])
 		if err != nil {
@@ -121,9 +135,12 @@ func parseArgs(params []mainParam, anyKwargs bool, args []string) ([]star.Tuple,
 		}
 		got[name] = v
 	}
+	for _, kv := range omittedSecrets(params, func(n string) bool { return got[n] != nil }) {
+		got[string(kv[0].(star.String))] = kv[1]
+	}
 	var missing []string
 	for _, p := range params {
-		if p.def == nil && got[p.name] == nil {
+		if p.required() && got[p.name] == nil {
 			missing = append(missing, "--"+strings.ReplaceAll(p.name, "_", "-"))
 		}
 	}

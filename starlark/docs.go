@@ -33,7 +33,12 @@ of each parameter's default (bool, int, float, string, list of strings); a
 parameter without a default is required; "-- --help" prints the docstring and
 the parameters. ctx.args holds the arguments, ctx.context the current context
 (cluster, provider, region, bucket) or None, ctx.dry_run whether writes are
-recorded.
+recorded. A parameter whose default is podmin.secret_param() takes a secret:
+def main(ctx, token = podmin.secret_param()) receives --token=… as a secret
+value (as podmin.secret returns), registered with the scrubber while the
+arguments are parsed, so neither the parameter nor ctx.args ever holds it as a
+str and printing either shows <secret token>; it is None when not given
+(podmin.secret_param(required = True) makes it required).
 
 load(): "./lib.star" is relative to the loading file; "//lib/x.star" is relative
 to the recipe root (the nearest directory upward holding podmin.star.lock, else
@@ -41,6 +46,9 @@ the git repository root); "@name//x.star" is a shared recipe repository pinned i
 podmin.star.lock, as {"recipes": {"name": {"path": "../dir"}}} or
 {"recipes": {"name": {"git": "URL", "commit": "40-hex"}}} (cloned once into
 <cache>/recipes/<name>/<commit> and verified by commit). Loaded modules are frozen.
+"podmin recipes add NAME SOURCE@PIN" and "podmin recipes update [NAME]" move a
+pin after showing the diff of every .star file, and write the lock only once
+accepted (a prompt, or --yes).
 
 Dry run: --dry-run runs the very same operations, over recording boundaries.
 Every read is real; every write (the cluster bucket, secrets, the contexts file,

@@ -52,6 +52,9 @@ type LockEntry struct {
 	Path   string `json:"path,omitempty"`
 	Git    string `json:"git,omitempty"`
 	Commit string `json:"commit,omitempty"`
+	// Ref is the branch or tag a git pin follows: "podmin recipes update"
+	// moves Commit to where it points then (HEAD when empty).
+	Ref string `json:"ref,omitempty"`
 	// Digest is the tree digest of Files: TreeDigest for a path,
 	// CommitDigest for a git commit.
 	Digest string `json:"digest,omitempty"`

@@ -94,7 +94,7 @@ func (h *Host) Run(ctx context.Context, file string, args []string) error {
 			return err
 		}
 	}
-	kwargs, err := parseArgs(params, fn.HasKwargs(), args)
+	kwargs, err := parseArgs(h.scrub, params, fn.HasKwargs(), args)
 	if err != nil {
 		return &ArgsError{h.scrub.Error(fmt.Errorf("%s: %w (run with -- --help for the parameters)", file, err))}
 	}

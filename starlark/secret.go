@@ -91,7 +91,7 @@ var secretParams = []Param{
 }
 
 func secretValueFamily() []*Builtin {
-	return []*Builtin{{
+	return []*Builtin{secretParamBuiltin(), {
 		Name:    "secret",
 		Returns: "secret",
 		Params:  secretParams,

@@ -13,6 +13,8 @@ import (
 	star "go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 	"go.starlark.net/syntax"
+
+	"podmin.dev/podmin/internal/scrub"
 )
 
 // newTestT builds the t passed to test_*(t): t.name, t.workdir,
@@ -135,7 +137,7 @@ func testRun(thread *star.Thread, b *star.Builtin, args star.Tuple, kwargs []sta
 	h := hostOf(thread)
 	if f, ok := fn.(*star.Function); ok {
 		var err error
-		if kwargs, err = typedKwargs(mainParams(f), f.HasKwargs(), kwargs); err != nil {
+		if kwargs, err = typedKwargs(h.scrub, mainParams(f), f.HasKwargs(), kwargs); err != nil {
 			return nil, fmt.Errorf("%s: %w", b.Name(), err)
 		}
 	}
@@ -150,7 +152,7 @@ func testRun(thread *star.Thread, b *star.Builtin, args star.Tuple, kwargs []sta
 // arguments: a string is converted exactly as a --key=value would be, any
 // other value must already have the type of the parameter's default, and
 // required parameters must be given.
-func typedKwargs(params []mainParam, anyKwargs bool, kwargs []star.Tuple) ([]star.Tuple, error) {
+func typedKwargs(reg *scrub.Registry, params []mainParam, anyKwargs bool, kwargs []star.Tuple) ([]star.Tuple, error) {
 	byName := map[string]mainParam{}
 	for _, p := range params {
 		byName[p.name] = p
@@ -168,6 +170,14 @@ func typedKwargs(params []mainParam, anyKwargs bool, kwargs []star.Tuple) ([]sta
 		}
 		given[name] = true
 		v := kv[1]
+		if isSecretParam(p) {
+			sv, err := secretKwarg(reg, p, v)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			out = append(out, star.Tuple{kv[0], sv})
+			continue
+		}
 		if s, isStr := v.(star.String); isStr {
 			cv, err := convertArg(p, string(s), nil)
 			if err != nil {
@@ -179,9 +189,10 @@ func typedKwargs(params []mainParam, anyKwargs bool, kwargs []star.Tuple) ([]sta
 		}
 		out = append(out, star.Tuple{kv[0], v})
 	}
+	out = append(out, omittedSecrets(params, func(n string) bool { return given[n] })...)
 	var missing []string
 	for _, p := range params {
-		if p.def == nil && !given[p.name] {
+		if p.required() && !given[p.name] {
 			missing = append(missing, p.name)
 		}
 	}

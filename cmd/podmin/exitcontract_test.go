@@ -87,6 +87,16 @@ func TestExitCodeContract(t *testing.T) {
 	}
 	writeFile(t, lockDir, "podmin.star.lock", `{"recipes": {"lib": {"path": "./lib"}}}`)
 	writeFile(t, filepath.Join(lockDir, "lib"), "x.star", "x = 1\n")
+	// A locked recipe root whose path repository changed since: an update
+	// has something to accept.
+	movedDir := filepath.Join(c.root, "moved")
+	if err := os.MkdirAll(filepath.Join(movedDir, "lib"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(movedDir, "lib"), "x.star", "x = 1\n")
+	writeFile(t, movedDir, "podmin.star.lock", `{"recipes": {"lib": {"path": "./lib"}}}`)
+	c.ok("recipes", "lock", movedDir)
+	writeFile(t, filepath.Join(movedDir, "lib"), "x.star", "x = 2\n")
 	script := func(name, body string) string { return c.script(name, body) }
 	ok := script("ok.star", "def main(ctx):\n    print(ctx.context.cluster)\n")
 	failing := script("fail.star", "def main(ctx):\n    fail(\"the recipe says no\")\n")
@@ -237,6 +247,15 @@ func TestExitCodeContract(t *testing.T) {
 		{c, exitFailed, "there is no podmin.star.lock", []string{"recipes", "lock", c.root}},
 		{c, exitOK, "", []string{"recipes", "lock", lockDir}},
 		{fresh, exitUsage, "accepts at most 1 arg(s)", []string{"recipes", "lock", "a", "b"}},
+		{c, exitRefused, "pass --yes (-y)", []string{"recipes", "add", "lib2", filepath.Join(lockDir, "lib"), "--dir", lockDir}},
+		{c, exitOK, "", []string{"recipes", "add", "lib2", filepath.Join(lockDir, "lib"), "--dir", lockDir, "--dry-run"}},
+		{c, exitFailed, "is already pinned", []string{"recipes", "add", "lib", filepath.Join(lockDir, "lib"), "--dir", lockDir, "-y"}},
+		{fresh, exitUsage, "accepts 2 arg(s)", []string{"recipes", "add", "lib"}},
+		{fresh, exitUsage, "is neither GIT@PIN nor a local directory", []string{"recipes", "add", "lib", filepath.Join(c.root, "absent")}},
+		{c, exitOK, "", []string{"recipes", "update", "--dir", lockDir}},
+		{c, exitRefused, "pass --yes (-y)", []string{"recipes", "update", "--dir", movedDir}},
+		{c, exitFailed, "is not in", []string{"recipes", "update", "nope", "--dir", lockDir}},
+		{fresh, exitUsage, "--to moves one repository", []string{"recipes", "update", "--to", "main"}},
 		// version, help, completion
 		{c, exitOK, "", []string{"version"}},
 		{fresh, exitUsage, `unknown output format "xml"`, []string{"version", "-o", "xml"}},

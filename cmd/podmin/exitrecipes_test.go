@@ -31,6 +31,7 @@ var noValueRule = map[string]string{
 	"deployments.list":    "takes nothing",
 	"secret":              "any string is a value, and key only labels it",
 	"version":             "takes nothing",
+	"secret_param":        "key only labels the value, and required is a bool",
 }
 
 // recipeExitRows call every built-in from a recipe, with a bad value
@@ -101,6 +102,7 @@ func recipeExitRows(t *testing.T, fresh, c *cli) []exitRow {
 		{c, exitScript, "for parameter value: got int, want str or secret", s("x-secret.star", "podmin.secret(1)\n")},
 		// success
 		{c, exitOK, "", s("ok-builtins.star", "print(podmin.version().version, len(podmin.contexts.list()), podmin.contexts.current().cluster, len(podmin.deployments.list()), len(podmin.secrets.list().secrets))\nprint(podmin.secret(\"a value of the script\", key = \"k\"))\n")},
+		{c, exitOK, "", s("ok-secret-param.star", "def main(ctx, token = podmin.secret_param()):\n    print(ctx.args, token)\n")},
 	}
 }
 

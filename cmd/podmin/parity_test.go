@@ -47,6 +47,7 @@ var (
 		"deployments.wait": "the gate of status --wait and deploy --wait as a call of its own: until is --wait's value, timeout the command's --timeout",
 		"secret":           "Starlark-only constructor of an opaque secret value: the CLI reads values from a prompt, --stdin or --file",
 		"secrets.read":     "Starlark-only: a script receives an opaque secret; the CLI never prints a value",
+		"secret_param":     "Starlark-only: marks a parameter of main as a secret; the CLI passes it as -- --NAME=VALUE to podmin run",
 	}
 	parityExemptKeywords = map[string]string{
 		"default":     "Starlark-only: expected absence returns default instead of failing",

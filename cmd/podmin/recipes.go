@@ -22,7 +22,9 @@ They are pinned in podmin.star.lock at the recipe root, each to a local path or 
 git URL and commit, and to the SHA-256 of every .star file: a file that changed
 since it was locked refuses to load.`,
 		Example: `  podmin recipes lock
-  podmin recipes lock recipes/`,
+  podmin recipes lock recipes/
+  podmin recipes add platform https://example.com/platform-recipes.git@v1.4.0
+  podmin recipes update platform`,
 		Args:        cobra.NoArgs,
 		Annotations: map[string]string{noContext: "true"},
 		RunE:        func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
@@ -71,6 +73,7 @@ content.`,
 			return nil
 		},
 	})
+	cmd.AddCommand(newRecipesAddCmd(env), newRecipesUpdateCmd(env))
 	return cmd
 }
 

@@ -55,7 +55,8 @@ func newRunCmd(env *builtins.Env) *cobra.Command {
 		Long: `Run executes the Starlark recipe FILE. When it defines main(ctx, **params),
 arguments after "--" (--key=value) become main's keyword arguments, converted to
 the type of each parameter's default; "-- --help" prints main's docstring and
-parameters.
+parameters. A parameter whose default is podmin.secret_param() takes a secret:
+its value reaches main and ctx.args only as a secret, printed as <secret NAME>.
 
 With --dry-run the recipe runs the same operations over recording boundaries:
 every read is real, every write (the cluster bucket, secrets, the contexts file,
@@ -77,7 +78,8 @@ the outcome of a write is unknown. A repository pinned in podmin.star.lock that
 cannot be fetched exits 1. See "podmin help starlark" for the language
 reference.`,
 		Example: `  podmin run recipes/quickstart.star
-  podmin run --dry-run recipes/rollout.star -- --image=hello:v2 --nodegroups=a --nodegroups=b`,
+  podmin run --dry-run recipes/rollout.star -- --image=hello:v2 --nodegroups=a --nodegroups=b
+  podmin run rotate.star -- --token="$API_TOKEN"   # def main(ctx, token = podmin.secret_param())`,
 		Args:        cobra.MinimumNArgs(1),
 		Annotations: map[string]string{noContext: "true"},
 		RunE: func(cmd *cobra.Command, args []string) error {
