@@ -53,6 +53,7 @@ var (
 		"confirm":     "Starlark-only: scripts never prompt, so destructive calls pass confirm = True or the cluster (the CLI prompts or takes --yes); the destructive-guard parity is checked separately",
 		"value":       "Starlark-only: a script passes a secret's value directly (the CLI prompts, or reads --stdin/--file)",
 		"destination": "push's optional second argument DESTINATION, passed by keyword in Starlark",
+		"persist":     "Starlark-only: a recipe's contexts.use lasts for its run unless persist = True; \"podmin use CLUSTER\" always persists (one command selects with --context)",
 	}
 )
 
