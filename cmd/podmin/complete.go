@@ -38,7 +38,7 @@ func addCompletions(root *cobra.Command, env *builtins.Env) {
 			walk(sub)
 		}
 		if c.Flags().Lookup("output") != nil {
-			_ = c.RegisterFlagCompletionFunc("output", fixed(outputFormats...))
+			_ = c.RegisterFlagCompletionFunc("output", fixed(outputCompletions(c.CommandPath())...))
 		}
 		if c.Flags().Lookup("nodegroup") != nil {
 			_ = c.RegisterFlagCompletionFunc("nodegroup", func(cmd *cobra.Command, _ []string, prefix string) ([]string, cobra.ShellCompDirective) {

@@ -30,10 +30,10 @@ func TestCompletionWithoutContext(t *testing.T) {
 	if got := strings.Join(c.completions("de"), " "); got != "delete deploy destroy" {
 		t.Errorf("commands: %q", got)
 	}
-	if got := strings.Join(c.completions("list", "-o", ""), " "); got != "table json yaml" {
+	if got := strings.Join(c.completions("list", "-o", ""), " "); got != "table json yaml name jsonpath=" {
 		t.Errorf("-o: %q", got)
 	}
-	if got := strings.Join(c.completions("secret", "list", "--output", "j"), " "); got != "json" {
+	if got := strings.Join(c.completions("secret", "list", "--output", "j"), " "); got != "json jsonpath=" {
 		t.Errorf("secret list --output: %q", got)
 	}
 	if got := c.completions("use", ""); len(got) != 0 {
