@@ -35,6 +35,7 @@ var (
 		"help":   "Cobra's --help",
 		"stdin":  "a script has no standard input to read a secret from: it passes value= (or file=)",
 		"yes":    "scripts confirm a destructive call with confirm=<cluster>, or the whole run with podmin run --yes",
+		"watch":  "status --watch redraws a terminal for people; a recipe gates on podmin.deployments.wait (status --wait)",
 	}
 	// parityRenamedFlags maps flags whose name is a Starlark keyword to the
 	// parameter that stands for them.

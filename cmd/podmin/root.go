@@ -32,6 +32,11 @@ const DefaultTimeout = 10 * time.Minute
 // interactive REPL); an explicit --timeout still applies to them.
 const noDeadline = "podmin.dev/no-deadline"
 
+// noDeadlineWith names a flag that makes its command run without the
+// default deadline (status --watch runs until ready or interrupted); an
+// explicit --timeout still applies.
+const noDeadlineWith = "podmin.dev/no-deadline-with"
+
 // deadlineKey carries the cancel function of the command's deadline from
 // the pre-run hook back to execute.
 type deadlineKey struct{}
@@ -72,6 +77,9 @@ is named in the error together with the endpoint it went to.`,
 			exempt := false
 			for c := cmd; c != nil; c = c.Parent() {
 				exempt = exempt || c.Annotations[noDeadline] == "true"
+			}
+			if name := cmd.Annotations[noDeadlineWith]; name != "" && cmd.Flags().Changed(name) {
+				exempt = true
 			}
 			if timeout > 0 && (!exempt || cmd.Flags().Changed("timeout")) {
 				h, ok := cmd.Context().Value(deadlineKey{}).(*deadlineHolder)
