@@ -32,7 +32,7 @@ func TestOutputNameAndJSONPath(t *testing.T) {
 		// Non-string scalars print as JSON literals, objects as one line.
 		{[]string{"use", "-o", "jsonpath={[0].current}"}, "true\n"},
 		{[]string{"use", "-o", "name"}, "context/demo\n"},
-		{[]string{"use", "-o", "jsonpath={[?@.inEffect].selectedBy}"}, "current\n"},
+		{[]string{"use", "-o", "jsonpath={[?@.inEffect==true].selectedBy}"}, "current\n"},
 		{[]string{"status", "-o", "name"}, "deployment/edge/api\ndeployment/workers/web\n"},
 		{[]string{"list", "-o", "jsonpath={[?@.name=='nothing'].name}"}, ""}, // an empty selection of a list is empty
 	} {
