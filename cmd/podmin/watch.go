@@ -67,7 +67,11 @@ func watchFrame(res builtins.StatusResult) []watchLine {
 				errs[e.Node] = i
 			}
 			for _, n := range d.Nodes {
-				text := fmt.Sprintf("  %s %s: revision %s, %s", key, n.Node, shortRev(n.Revision), n.Readiness)
+				rev := "revision " + shortRev(n.Revision)
+				if n.Revision == "" {
+					rev = "no revision"
+				}
+				text := fmt.Sprintf("  %s %s: %s, %s", key, n.Node, rev, n.Readiness)
 				var notes []string
 				if n.Reason != "" {
 					notes = append(notes, n.Reason)
