@@ -202,6 +202,7 @@ type (
 	WaitOptions         = deployments.WaitOptions
 	WaitResult          = deployments.WaitResult
 	WaitTimeoutError    = deployments.WaitTimeoutError
+	WatchOptions        = deployments.WatchOptions
 )
 
 // Constants of the family above.
@@ -260,6 +261,11 @@ func (e *Env) Status(ctx context.Context, opts StatusOptions) (StatusResult, err
 // Wait runs deployments.Wait in e.
 func (e *Env) Wait(ctx context.Context, opts WaitOptions) (WaitResult, error) {
 	return deployments.Wait(ctx, e.op(), opts)
+}
+
+// Watch runs deployments.Watch in e.
+func (e *Env) Watch(ctx context.Context, opts WatchOptions, show func(StatusResult) error) (StatusResult, error) {
+	return deployments.Watch(ctx, e.op(), opts, show)
 }
 
 // The install family (builtins/install).

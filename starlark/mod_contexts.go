@@ -78,16 +78,26 @@ or context(...) of the replaced context.`,
 		},
 		{
 			Name: "contexts.use", Command: "use", Returns: "context", Mutates: true,
-			Params: []Param{clusterParam},
-			Doc: `Selects a saved context for the operations that follow.
+			Params: []Param{clusterParam,
+				{Name: "persist", Type: "bool", Default: "False", Doc: "also make it the machine-wide current context, as \"podmin use CLUSTER\" does"},
+			},
+			Doc: `Selects a saved context for the operations that follow, for this run only.
 
-Same as "podmin use CLUSTER". Returns context(cluster, provider, region,
-bucket, profile, secrets_provider).`,
+The machine-wide current context, and every other shell, keep theirs: a run
+started with "podmin run --context NAME" (or PODMIN_CONTEXT=NAME) begins on
+NAME, and use() switches it for the rest of the run. With persist = True it
+also becomes the current context, as "podmin use CLUSTER" makes it. Returns
+context(cluster, provider, region, bucket, profile, secrets_provider).
+
+    podmin.contexts.use("staging")                 # this run only
+    podmin.contexts.use("prod", persist = True)    # and every later command`,
 			impl: func(c *call) (star.Value, error) {
 				var o builtins.UseOptions
-				if err := c.unpack(&o.Cluster); err != nil {
+				var persist star.Bool
+				if err := c.unpack(&o.Cluster, &persist); err != nil {
 					return nil, err
 				}
+				o.Persist = bool(persist)
 				ctx, err := c.host.ops.Use(o)
 				if err != nil {
 					return nil, c.fail(err)
@@ -121,7 +131,10 @@ was_current, planned).`,
 			Doc: `Lists the saved contexts in name order.
 
 Same as "podmin use" without an argument. Each item is context(cluster, provider,
-region, bucket, profile, secrets_provider, current).`,
+region, bucket, profile, secrets_provider, current, in_effect, selected_by):
+current marks the machine-wide current context, in_effect the one this run
+uses, and selected_by says what selected it ("--context", "PODMIN_CONTEXT",
+"current" or "the recipe"; "" on the other items).`,
 			impl: func(c *call) (star.Value, error) {
 				if err := c.unpack(); err != nil {
 					return nil, err
@@ -132,7 +145,7 @@ region, bucket, profile, secrets_provider, current).`,
 				}
 				vs := make([]star.Value, len(list))
 				for i, e := range list {
-					vs[i] = contextValue(e.Context, boolean("current", e.Current))
+					vs[i] = contextValue(e.Context, boolean("current", e.Current), boolean("in_effect", e.InEffect), str("selected_by", e.SelectedBy))
 				}
 				return frozenList(vs), nil
 			},
@@ -140,7 +153,7 @@ region, bucket, profile, secrets_provider, current).`,
 		{
 			Name: "contexts.current", Returns: "context",
 			Params: []Param{{Name: "default", Type: "any", Default: "<unset>", Doc: "returned when no context is selected"}},
-			Doc: `Returns the current context, or default when none is selected.
+			Doc: `Returns the context in effect (this run's selection, else the current context), or default when none is selected.
 
 Without default, no current context is an error that says how to connect.`,
 			impl: func(c *call) (star.Value, error) {

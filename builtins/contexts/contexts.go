@@ -179,6 +179,11 @@ func Connect(ctx context.Context, e *openv.Env, opts ConnectOptions) (ConnectRes
 	if err != nil {
 		return ConnectResult{}, err
 	}
+	if e.Selection.Name != "" {
+		// This Env selected another context (a recipe's run): connect
+		// selects the one it connected for the operations that follow.
+		e.Selection = contexts.Selection{Name: opts.Cluster, Source: contexts.SourceRecipe}
+	}
 	return res, nil
 }
 
@@ -265,7 +270,14 @@ func probeBucket(ctx context.Context, b objstore.Store, name string) error {
 // ContextEntry is one saved context in a listing.
 type ContextEntry struct {
 	contexts.Context
+	// Current marks the machine-wide current context of the contexts file.
 	Current bool `json:"current"`
+	// InEffect marks the context this invocation uses: --context, else
+	// PODMIN_CONTEXT, else the current one; SelectedBy says which of
+	// them selected it ("--context", "PODMIN_CONTEXT", "current", "the
+	// recipe"), empty on the other entries.
+	InEffect   bool   `json:"inEffect"`
+	SelectedBy string `json:"selectedBy"`
 }
 
 // ListContexts returns the saved contexts in name order.
@@ -274,9 +286,14 @@ func ListContexts(e *openv.Env) ([]ContextEntry, error) {
 	if err != nil {
 		return nil, err
 	}
+	eff := f.InEffect(e.Selection)
 	out := make([]ContextEntry, 0, len(f.Contexts))
 	for _, n := range f.Names() {
-		out = append(out, ContextEntry{Context: f.Contexts[n], Current: n == f.Current})
+		entry := ContextEntry{Context: f.Contexts[n], Current: n == f.Current}
+		if n == eff.Name {
+			entry.InEffect, entry.SelectedBy = true, eff.Source
+		}
+		out = append(out, entry)
 	}
 	return out, nil
 }
@@ -284,11 +301,27 @@ func ListContexts(e *openv.Env) ([]ContextEntry, error) {
 // UseOptions are the inputs of use.
 type UseOptions struct {
 	Cluster string
+	// Persist makes Cluster the machine-wide current context (the
+	// command always does). Without it only this Env (a recipe's run)
+	// uses Cluster, and every other shell keeps its own.
+	Persist bool
 }
 
-// Use selects a saved context.
+// Use selects a saved context: for the rest of e's life, and with Persist
+// also as the contexts file's current context.
 func Use(e *openv.Env, opts UseOptions) (contexts.Context, error) {
 	var c contexts.Context
+	if !opts.Persist {
+		f, err := e.SavedContexts().Load()
+		if err != nil {
+			return c, err
+		}
+		if c, err = f.Lookup(opts.Cluster); err != nil {
+			return c, err
+		}
+		e.Selection = contexts.Selection{Name: opts.Cluster, Source: contexts.SourceRecipe}
+		return c, nil
+	}
 	err := e.SavedContexts().Update(func(f *contexts.File) error {
 		var err error
 		if c, err = f.Lookup(opts.Cluster); err != nil {
@@ -297,6 +330,10 @@ func Use(e *openv.Env, opts UseOptions) (contexts.Context, error) {
 		f.Current = opts.Cluster
 		return nil
 	})
+	if err == nil && e.Selection.Name != "" {
+		// A selection of this Env would hide the one just persisted.
+		e.Selection = contexts.Selection{Name: opts.Cluster, Source: contexts.SourceRecipe}
+	}
 	return c, err
 }
 

@@ -68,6 +68,11 @@ type Env struct {
 	Scrub *scrub.Registry
 	// Contexts, when set, replaces the contexts file in Dirs.Config.
 	Contexts ContextsFile
+	// Selection names the context operations use instead of the contexts
+	// file's current one (--context, PODMIN_CONTEXT, a recipe's
+	// contexts.use); the zero Selection uses the current one. It belongs
+	// to this Env only: changing it never touches the machine-wide file.
+	Selection contexts.Selection
 	// Files, when set, replaces the real file system for the files
 	// operations read and write (OSFiles).
 	Files Files
@@ -137,14 +142,15 @@ func (e *Env) Provider(name string) (cloud.Provider, error) {
 	return p, nil
 }
 
-// CurrentContext returns the selected context, or an error telling the
-// operator how to connect. Every operation except connect and use calls it.
+// CurrentContext returns the context in effect (Selection, else the
+// file's current one), or an error telling the operator how to select or
+// connect one. Every operation except connect and use calls it.
 func (e *Env) CurrentContext() (contexts.Context, error) {
 	f, err := e.SavedContexts().Load()
 	if err != nil {
 		return contexts.Context{}, err
 	}
-	return f.CurrentContext()
+	return f.Resolve(e.Selection)
 }
 
 // PayloadCache is the content-addressed object cache under the Podmin cache

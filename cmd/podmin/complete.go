@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"podmin.dev/podmin/builtins"
+	"podmin.dev/podmin/internal/contexts"
 )
 
 // completionTimeout bounds a completion that reads the bucket, so a slow
@@ -38,11 +39,24 @@ func addCompletions(root *cobra.Command, env *builtins.Env) {
 			walk(sub)
 		}
 		if c.Flags().Lookup("output") != nil {
-			_ = c.RegisterFlagCompletionFunc("output", fixed(outputFormats...))
+			_ = c.RegisterFlagCompletionFunc("output", fixed(outputCompletions(c.CommandPath())...))
 		}
 		if c.Flags().Lookup("nodegroup") != nil {
 			_ = c.RegisterFlagCompletionFunc("nodegroup", func(cmd *cobra.Command, _ []string, prefix string) ([]string, cobra.ShellCompDirective) {
-				return matching(deployed(cmd.Context(), env, func(e builtins.ListEntry) string { return e.NodeGroup }), prefix), cobra.ShellCompDirectiveNoFileComp
+				return matching(deployed(cmd.Context(), completionEnv(cmd, env), func(e builtins.ListEntry) string { return e.NodeGroup }), prefix), cobra.ShellCompDirectiveNoFileComp
+			})
+		}
+		if c == root {
+			_ = c.RegisterFlagCompletionFunc("context", func(_ *cobra.Command, _ []string, prefix string) ([]string, cobra.ShellCompDirective) {
+				list, err := env.ListContexts()
+				if err != nil {
+					return nil, cobra.ShellCompDirectiveNoFileComp
+				}
+				names := make([]string, 0, len(list))
+				for _, e := range list {
+					names = append(names, e.Cluster)
+				}
+				return matching(names, prefix), cobra.ShellCompDirectiveNoFileComp
 			})
 		}
 		switch c.Name() {
@@ -67,7 +81,7 @@ func addCompletions(root *cobra.Command, env *builtins.Env) {
 					if len(args) > 0 {
 						return nil, cobra.ShellCompDirectiveNoFileComp
 					}
-					return matching(deployed(cmd.Context(), env, func(e builtins.ListEntry) string { return e.Name }), prefix), cobra.ShellCompDirectiveNoFileComp
+					return matching(deployed(cmd.Context(), completionEnv(cmd, env), func(e builtins.ListEntry) string { return e.Name }), prefix), cobra.ShellCompDirectiveNoFileComp
 				}
 			}
 		case "connect":
@@ -89,6 +103,22 @@ func fixed(values ...string) func(*cobra.Command, []string, string) ([]string, c
 	return func(_ *cobra.Command, _ []string, prefix string) ([]string, cobra.ShellCompDirective) {
 		return matching(values, prefix), cobra.ShellCompDirectiveNoFileComp
 	}
+}
+
+// completionEnv is env with the context the completed command line
+// selects (--context, else PODMIN_CONTEXT): completion runs no pre-run
+// hook, and must offer the names of the cluster the command will use.
+func completionEnv(cmd *cobra.Command, env *builtins.Env) *builtins.Env {
+	e := *env
+	var flag, fromEnv string
+	if f := cmd.Flags().Lookup("context"); f != nil {
+		flag = f.Value.String()
+	}
+	if env.LookupEnv != nil {
+		fromEnv, _ = env.LookupEnv(contexts.EnvVar)
+	}
+	e.Selection = contexts.Select(flag, fromEnv)
+	return &e
 }
 
 // deployed returns the sorted distinct values of field over the current

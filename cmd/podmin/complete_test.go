@@ -30,10 +30,10 @@ func TestCompletionWithoutContext(t *testing.T) {
 	if got := strings.Join(c.completions("de"), " "); got != "delete deploy destroy" {
 		t.Errorf("commands: %q", got)
 	}
-	if got := strings.Join(c.completions("list", "-o", ""), " "); got != "table json yaml" {
+	if got := strings.Join(c.completions("list", "-o", ""), " "); got != "table json yaml name jsonpath=" {
 		t.Errorf("-o: %q", got)
 	}
-	if got := strings.Join(c.completions("secret", "list", "--output", "j"), " "); got != "json" {
+	if got := strings.Join(c.completions("secret", "list", "--output", "j"), " "); got != "json jsonpath=" {
 		t.Errorf("secret list --output: %q", got)
 	}
 	if got := c.completions("use", ""); len(got) != 0 {
@@ -69,6 +69,21 @@ func TestCompletionFromTheBucket(t *testing.T) {
 	if got := strings.Join(c.completions("delete", ""), " "); got != "--nodegroup -g api web" { // the required flag first
 		t.Errorf("delete NAME: %q", got)
 	}
+	// --context names a saved context and switches the bucket completed from.
+	if got := strings.Join(c.completions("list", "--context", "o"), " "); got != "other" {
+		t.Errorf("--context o: %q", got)
+	}
+	if got := c.completions("deploy", "--context", "other", "x", "-g", ""); len(got) != 0 {
+		t.Errorf("-g of cluster other, which has no deployments: %q", got)
+	}
+	if got := strings.Join(c.completions("deploy", "--context", "demo", "x", "-g", ""), " "); got != "edge workers" {
+		t.Errorf("-g of cluster demo: %q", got)
+	}
+	c.env["PODMIN_CONTEXT"] = "other"
+	if got := c.completions("delete", "x", "-g", ""); len(got) != 0 {
+		t.Errorf("-g with PODMIN_CONTEXT=other, which has no deployments: %q", got)
+	}
+	delete(c.env, "PODMIN_CONTEXT")
 }
 
 // TestUsageErrorsPointAtTheSubcommand checks that a usage error names the

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"podmin.dev/podmin/builtins"
+	"podmin.dev/podmin/internal/contexts"
 )
 
 func newConnectCmd(env *builtins.Env) *cobra.Command {
@@ -53,9 +54,13 @@ CLUSTER is 1-32 lowercase letters, digits and hyphens, starting with a letter.`,
 				return err
 			}
 			opts.Cluster = args[0]
+			sel := env.Selection
 			res, err := env.Connect(cmd.Context(), opts)
 			if err != nil {
 				return err
+			}
+			if note := selectionNote(sel, res.Context.Cluster); note != "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), note)
 			}
 			if res.Previous != nil {
 				fmt.Fprintln(cmd.ErrOrStderr(), replacedNote(res))
@@ -112,11 +117,23 @@ func newUseCmd(env *builtins.Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "use [CLUSTER]",
 		Short: "Select a saved context, or list them",
-		Long: `Use selects the saved context CLUSTER for the commands that follow.
-Without an argument it lists the saved contexts and marks the current one.`,
+		Long: `Use makes the saved context CLUSTER the machine-wide current context: the
+commands that follow, in every shell, use it.
+
+One command, or one shell, can use another context without changing that:
+--context NAME selects the context of one command, and the PODMIN_CONTEXT
+environment variable that of every command in a shell. --context beats
+PODMIN_CONTEXT, which beats the current context. Two shells with different
+PODMIN_CONTEXT work on their two clusters at once.
+
+Without an argument use lists the saved contexts, marks the current one (*)
+and says which context is in effect here and why (--context, PODMIN_CONTEXT
+or the current context).`,
 		Example: `  podmin use
   podmin use prod
-  podmin use -o json`,
+  podmin use -o json
+  export PODMIN_CONTEXT=staging; podmin use
+  podmin list --context staging`,
 		Args:        cobra.MaximumNArgs(1),
 		Annotations: map[string]string{noContext: "true"},
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -124,9 +141,16 @@ Without an argument it lists the saved contexts and marks the current one.`,
 				return err
 			}
 			if len(args) == 1 {
-				c, err := env.Use(builtins.UseOptions{Cluster: args[0]})
+				if cmd.Flags().Changed("context") {
+					return usageError{fmt.Errorf("use CLUSTER changes the current context, and --context only selects one for a command: leave --context out")}
+				}
+				sel := env.Selection
+				c, err := env.Use(builtins.UseOptions{Cluster: args[0], Persist: true})
 				if err != nil {
 					return err
+				}
+				if note := selectionNote(sel, c.Cluster); note != "" {
+					fmt.Fprintln(cmd.ErrOrStderr(), note)
 				}
 				return printResult(cmd.OutOrStdout(), out, c, func(w io.Writer) error {
 					_, err := fmt.Fprintf(w, "context %s is now current\n", c.Cluster)
@@ -151,7 +175,11 @@ Without an argument it lists the saved contexts and marks the current one.`,
 					}
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", mark, e.Cluster, e.Provider, e.Region, e.Bucket, e.Profile, e.SecretsProvider)
 				}
-				return tw.Flush()
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+				_, err := fmt.Fprintln(w, inEffectLine(list, env.Selection))
+				return err
 			})
 		},
 	}
@@ -202,4 +230,25 @@ asking and is needed when standard input is not a terminal.`,
 	}
 	destructive(cmd, &yes)
 	return cmd
+}
+
+// inEffectLine says which context this invocation uses and what selected it.
+func inEffectLine(list []builtins.ContextEntry, sel contexts.Selection) string {
+	for _, e := range list {
+		if !e.InEffect {
+			continue
+		}
+		switch e.SelectedBy {
+		case contexts.SourceCurrent:
+			return fmt.Sprintf("in effect: %s (the current context)", e.Cluster)
+		case contexts.SourceEnv:
+			return fmt.Sprintf("in effect: %s (selected by %s in this shell, over the current context)", e.Cluster, contexts.EnvVar)
+		default:
+			return fmt.Sprintf("in effect: %s (selected by %s)", e.Cluster, e.SelectedBy)
+		}
+	}
+	if sel.Name != "" {
+		return fmt.Sprintf("in effect: none: %s names %s, which is not saved: commands that use a cluster fail until it names a saved one", sel.Source, sel.Name)
+	}
+	return "in effect: none: no context is current: run \"podmin use CLUSTER\""
 }

@@ -168,7 +168,9 @@ them, what is committed is unknown: list says so, prints
 {bucket, indexMissing: true, problem, deployments: []} with -o json, and exits 1;
 run "podmin index rebuild".`,
 		Example: `  podmin list
-  podmin list -o json`,
+  podmin list -o json
+  podmin list -o name
+  podmin list -o jsonpath='{[?@.nodegroup=="workers"].name}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(out); err != nil {

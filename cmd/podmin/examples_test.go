@@ -202,7 +202,7 @@ func helpValueProblems(c *cobra.Command) []string {
 	var problems []string
 	path := c.CommandPath()
 	c.Flags().VisitAll(func(f *pflag.Flag) {
-		e, ok := f.Value.(*enumValue)
+		e, ok := f.Value.(interface{ Allowed() []string })
 		if !ok {
 			return
 		}
@@ -232,7 +232,7 @@ func helpValueProblems(c *cobra.Command) []string {
 			}
 			_ = f.Value.Set(def)
 			// The synopsis lists all of them; prose may name a few.
-			if e, ok := f.Value.(*enumValue); ok && i == 0 {
+			if e, ok := f.Value.(interface{ Allowed() []string }); ok && i == 0 {
 				for _, v := range e.Allowed() {
 					if !slices.Contains(listed, v) {
 						problems = append(problems, fmt.Sprintf("%s: help lists %s %s but not the accepted %q", path, m[1], m[2], v))

@@ -129,5 +129,5 @@ func runWith(ctx context.Context, args []string, stdin io.Reader, rawStdout, raw
 	if adjust != nil {
 		adjust(env)
 	}
-	return execute(ctx, newRoot(env), args, stdout, stderr)
+	return execute(withTerminal(ctx, rawStdout), newRoot(env), args, stdout, stderr)
 }

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -141,6 +142,14 @@ Every error names the field and what to do.`,
 // printExtracted prints a validated deployment: a summary, the payload
 // stream (yaml) or both payloads as one JSON object.
 func printExtracted(w io.Writer, format string, res *builtins.Extracted) error {
+	if strings.HasPrefix(format, jsonpathPrefix) {
+		// What a JSONPath selects from the -o json document.
+		var doc bytes.Buffer
+		if err := printExtracted(&doc, "json", res); err != nil {
+			return err
+		}
+		return printJSONPath(w, strings.TrimPrefix(format, jsonpathPrefix), doc.Bytes())
+	}
 	switch format {
 	case "yaml":
 		if _, err := w.Write(res.PodYAML); err != nil {

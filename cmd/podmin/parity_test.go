@@ -35,6 +35,7 @@ var (
 		"help":   "Cobra's --help",
 		"stdin":  "a script has no standard input to read a secret from: it passes value= (or file=)",
 		"yes":    "scripts confirm a destructive call with confirm=<cluster>, or the whole run with podmin run --yes",
+		"watch":  "status --watch redraws a terminal for people; a recipe gates on podmin.deployments.wait (status --wait)",
 	}
 	// parityRenamedFlags maps flags whose name is a Starlark keyword to the
 	// parameter that stands for them.
@@ -54,6 +55,7 @@ var (
 		"confirm":     "Starlark-only: scripts never prompt, so destructive calls pass confirm = True or the cluster (the CLI prompts or takes --yes); the destructive-guard parity is checked separately",
 		"value":       "Starlark-only: a script passes a secret's value directly (the CLI prompts, or reads --stdin/--file)",
 		"destination": "push's optional second argument DESTINATION, passed by keyword in Starlark",
+		"persist":     "Starlark-only: a recipe's contexts.use lasts for its run unless persist = True; \"podmin use CLUSTER\" always persists (one command selects with --context)",
 	}
 )
 

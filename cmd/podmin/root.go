@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"podmin.dev/podmin/builtins"
+	"podmin.dev/podmin/internal/contexts"
 	"podmin.dev/podmin/internal/scrub"
 	"podmin.dev/podmin/internal/version"
 )
@@ -31,6 +32,11 @@ const DefaultTimeout = 10 * time.Minute
 // interactive REPL); an explicit --timeout still applies to them.
 const noDeadline = "podmin.dev/no-deadline"
 
+// noDeadlineWith names a flag that makes its command run without the
+// default deadline (status --watch runs until ready or interrupted); an
+// explicit --timeout still applies.
+const noDeadlineWith = "podmin.dev/no-deadline-with"
+
 // deadlineKey carries the cancel function of the command's deadline from
 // the pre-run hook back to execute.
 type deadlineKey struct{}
@@ -39,6 +45,7 @@ type deadlineHolder struct{ cancel context.CancelFunc }
 
 func newRoot(env *builtins.Env) *cobra.Command {
 	var timeout time.Duration
+	var contextName string
 	root := &cobra.Command{
 		Use:   "podmin",
 		Short: "Run static Kubernetes Pods on plain VMs, without a control plane",
@@ -71,6 +78,9 @@ is named in the error together with the endpoint it went to.`,
 			for c := cmd; c != nil; c = c.Parent() {
 				exempt = exempt || c.Annotations[noDeadline] == "true"
 			}
+			if name := cmd.Annotations[noDeadlineWith]; name != "" && cmd.Flags().Changed(name) {
+				exempt = true
+			}
 			if timeout > 0 && (!exempt || cmd.Flags().Changed("timeout")) {
 				h, ok := cmd.Context().Value(deadlineKey{}).(*deadlineHolder)
 				if !ok {
@@ -81,18 +91,25 @@ is named in the error together with the endpoint it went to.`,
 				cmd.SetContext(ctx)
 				env.Timeout = timeout
 			}
+			if err := selectContext(cmd, env, contextName); err != nil {
+				return err
+			}
 			for c := cmd; c != nil; c = c.Parent() {
 				if c.Annotations[noContext] == "true" {
 					return nil
 				}
 			}
 			if _, err := env.CurrentContext(); err != nil {
+				if env.Selection.Name != "" && errors.Is(err, contexts.ErrUnknown) {
+					return usageError{err}
+				}
 				return fmt.Errorf("%q needs a current context: %w", cmd.CommandPath(), err)
 			}
 			return nil
 		},
 	}
 	root.PersistentFlags().DurationVar(&timeout, "timeout", DefaultTimeout, "overall deadline of the command, e.g. 30s or 5m; 0 means none")
+	root.PersistentFlags().StringVar(&contextName, "context", "", "the saved context (cluster) this command uses, instead of "+contexts.EnvVar+" or the current context")
 	// No SetVersionTemplate: --version prints cobra's "podmin version …"
 	// line. A template would make text/template's executor reachable, whose
 	// by-name method lookups keep every exported method of every linked

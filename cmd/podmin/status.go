@@ -30,9 +30,11 @@ func addWaitFlag(cmd *cobra.Command, p *string, what string) {
 func newStatusCmd(env *builtins.Env) *cobra.Command {
 	var opts builtins.StatusOptions
 	var wait, out string
+	var watch bool
 	cmd := &cobra.Command{
-		Use:   "status [NAME] [-g NODEGROUP] [--wait[=applied|ready]]",
-		Short: "Show what the nodes run: per deployment, revision applied and ready",
+		Annotations: map[string]string{noDeadlineWith: "watch"},
+		Use:         "status [NAME] [-g NODEGROUP] [--wait[=applied|ready] | --watch]",
+		Short:       "Show what the nodes run: per deployment, revision applied and ready",
 		Long: `Status shows the observed state of committed deployments, as the nodes report
 it: per deployment the committed revision, how many of the NodeGroup's expected
 nodes run it (applied) and how many kubelet reports ready, the age of the oldest
@@ -62,13 +64,22 @@ stands 1 minute later. A wait on a cluster where setup never ran and no agent ev
 took part in coordination fails at once (exit 1): no node can ever report. A
 deployment name needs its NodeGroup (-g); a name that is not committed exits 3.
 
+With --watch it is a live view: it reads the status every second until every
+deployment shown is ready, or until Ctrl-C (exit 130). On a terminal it redraws
+one line per deployment and one per node reporting about it, in place; when
+standard output is not a terminal (a pipe, a log) it prints a line only when
+what it shows changed. A node's error is shown, and does not end the watch.
+--watch has no deadline unless --timeout is given, and takes neither -o json
+nor --wait: scripts and recipes gate on --wait (podmin.deployments.wait).
+
 When deployments/index.json is missing from a bucket that holds Pod payloads or
 NodeGroup views, what is committed is unknown: status says so (indexMissing in
 -o json) and exits 1; run "podmin index rebuild".`,
 		Example: `  podmin status
   podmin status -g workers
   podmin status web -g workers -o json
-  podmin status web -g workers --wait --timeout 5m`,
+  podmin status web -g workers --wait --timeout 5m
+  podmin status -g workers --watch`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if err := cobra.MaximumNArgs(1)(cmd, args); err != nil {
 				return err
@@ -82,8 +93,21 @@ NodeGroup views, what is committed is unknown: status says so (indexMissing in
 			if err := checkOutput(out); err != nil {
 				return err
 			}
+			if watch && wait != "" {
+				return usageError{errors.New("--watch shows the status until it is ready, and --wait gates on it: pass one of them")}
+			}
+			if watch && out != "table" {
+				return usageError{fmt.Errorf("--watch draws for people, and -o %s is for scripts: use --wait with -o %[1]s to gate on readiness, or leave -o out", out)}
+			}
 			if len(args) == 1 {
 				opts.Name = args[0]
+			}
+			if watch {
+				err := watchStatus(cmd, env, opts)
+				if errors.Is(err, builtins.ErrNoDeployment) {
+					return notFoundError{err}
+				}
+				return err
 			}
 			res, err := env.Status(cmd.Context(), opts)
 			if errors.Is(err, builtins.ErrNoDeployment) {
@@ -111,6 +135,7 @@ NodeGroup views, what is committed is unknown: status says so (indexMissing in
 	f := cmd.Flags()
 	f.StringVarP(&opts.NodeGroup, "nodegroup", "g", "", "show this NodeGroup only (required with NAME)")
 	addWaitFlag(cmd, &wait, "wait")
+	f.BoolVar(&watch, "watch", false, "show the status live until every deployment shown is ready: redrawn on a terminal, a line per change elsewhere; no deadline unless --timeout is given")
 	addOutputFlag(cmd, &out)
 	return cmd
 }
