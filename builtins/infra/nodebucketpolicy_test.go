@@ -26,9 +26,9 @@ var opaqueKeys = map[string]struct {
 	external string
 }{
 	// Pod and Service payloads named by the deployment index.
-	"agent/coordinator.desiredReader.maxUnavailable": {keys: []string{"nodegroups/workers/pods/sha512/0.yaml"}},
-	"agent/staticpod.fetchPayload":                   {keys: []string{"nodegroups/workers/pods/sha512/0.yaml", "services/default/web/sha512/0.yaml"}},
-	"internal/state.FetchPayload":                    {keys: []string{"nodegroups/workers/pods/sha512/0.yaml", "services/default/web/sha512/0.yaml"}},
+	"agent/coordinator.desiredReader.strategy": {keys: []string{"nodegroups/workers/pods/sha512/0.yaml"}},
+	"agent/staticpod.fetchPayload":             {keys: []string{"nodegroups/workers/pods/sha512/0.yaml", "services/default/web/sha512/0.yaml"}},
+	"internal/state.FetchPayload":              {keys: []string{"nodegroups/workers/pods/sha512/0.yaml", "services/default/web/sha512/0.yaml"}},
 	// The read-only registry: pushed images and setup's mirrored ones.
 	"agent/registry.Handler.blob":            {keys: []string{"apps/example/web/blobs/sha256/0", "mirror/registry.k8s.io/pause/blobs/sha256/0"}},
 	"agent/registry.Handler.readIndex":       {keys: []string{"apps/example/web/index.json", "mirror/registry.k8s.io/pause/index.json"}},
