@@ -155,6 +155,15 @@ func (r *REPL) rep(ctx context.Context, in LineReader, interrupts <-chan struct{
 	defer release()
 	// The listener must be gone when this statement ends: a stale one
 	// would take the next statement's Ctrl-C and cancel a finished thread.
+	// A Ctrl-C from before this statement (typed at the prompt where the
+	// terminal, not the editor, reads it) is not this statement's.
+	for drained := false; !drained; {
+		select {
+		case <-interrupts:
+		default:
+			drained = true
+		}
+	}
 	done := make(chan struct{})
 	var listener sync.WaitGroup
 	defer func() { close(done); listener.Wait() }()

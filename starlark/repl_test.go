@@ -130,3 +130,67 @@ func TestREPLCompletion(t *testing.T) {
 		t.Errorf("Do = %q, %d", got, n)
 	}
 }
+
+// The CLI forwards Ctrl-C into a channel of one: one that arrives before
+// the running call's listener is ready waits for it, and one left from
+// before a statement (typed at the prompt) never cancels the statement.
+func TestREPLInterruptsBuffered(t *testing.T) {
+	e := newEnv(t)
+	r := e.host(Options{}).NewREPL()
+	interrupts := make(chan struct{}, 1)
+	interrupts <- struct{}{} // Ctrl-C at the prompt, before any statement
+	// ctrlC forwards Ctrl-C as the CLI does: without waiting for anyone.
+	r.globals["ctrlC"] = star.NewBuiltin("ctrlC", func(*star.Thread, *star.Builtin, star.Tuple, []star.Tuple) (star.Value, error) {
+		select {
+		case interrupts <- struct{}{}:
+		default:
+		}
+		return star.None, nil
+	})
+	// settle returns once nothing waits in the channel: on a REPL that
+	// handed the stale Ctrl-C to the statement's listener, the loop after
+	// it is cancelled.
+	r.globals["settle"] = star.NewBuiltin("settle", func(*star.Thread, *star.Builtin, star.Tuple, []star.Tuple) (star.Value, error) {
+		deadline := time.Now().Add(10 * time.Second)
+		for len(interrupts) > 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(10 * time.Millisecond)
+		return star.None, nil
+	})
+	in := &scriptedReader{items: []any{
+		"def first():",
+		"    settle()",
+		"    for i in range(100):",
+		"        pass",
+		"    return 20 + 22",
+		"",
+		"x = first()",
+		"x",
+		"def spin():",
+		"    ctrlC()",
+		"    while True:",
+		"        pass",
+		"",
+		"spin()",
+		"'after'",
+		io.EOF,
+	}}
+	done := make(chan error, 1)
+	go func() { done <- r.Loop(context.Background(), in, interrupts) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the interrupt sent while the call ran did not end it")
+	}
+	out, errs := e.stdout.String(), e.stderr.String()
+	if !strings.Contains(out, "42\n") || !strings.Contains(out, "\"after\"\n") {
+		t.Errorf("stdout %q: want the statement before the call and the one after it", out)
+	}
+	if n := strings.Count(errs, "interrupted: context canceled"); n != 1 {
+		t.Errorf("stderr %q: want exactly the call interrupted", errs)
+	}
+}

@@ -30,7 +30,7 @@ func TestREPLInterruptsInPseudoTerminal(t *testing.T) {
 	r.out.waitForAfter(t, "s.count", ">>> ")
 	r.send(t, "spin()\r")
 	r.out.waitForAfter(t, "spin()", "spinning")
-	r.send(t, "\x03")
+	r.interrupt(t, "\x03")
 	r.out.waitForAfter(t, "spinning", "interrupted")
 	r.out.waitForAfter(t, "interrupted", ">>> ")
 	r.send(t, "40 + 2\r")

@@ -256,7 +256,10 @@ given.`,
 			interrupts := make(chan os.Signal, 1)
 			signal.Notify(interrupts, os.Interrupt)
 			defer signal.Stop(interrupts)
-			ch := make(chan struct{})
+			// Buffered: a Ctrl-C that comes before the running call's
+			// listener is ready waits for it instead of being lost (the
+			// REPL drops one left from before a statement).
+			ch := make(chan struct{}, 1)
 			go func() {
 				for range interrupts {
 					select {

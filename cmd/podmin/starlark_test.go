@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 
 	"podmin.dev/podmin/builtins"
 )
@@ -475,6 +476,9 @@ type ptyREPL struct {
 	cmd *exec.Cmd
 	tty *os.File
 	out *syncBuffer
+	// lineMode: TERM names a terminal the editor does not drive (dumb),
+	// so it reads plain lines in the terminal's own mode.
+	lineMode bool
 }
 
 // startREPL starts the REPL on a pseudo-terminal; the test is skipped
@@ -489,17 +493,56 @@ func startREPL(t *testing.T, dir, term string, size *pty.Winsize) *ptyREPL {
 		t.Skipf("no pseudo-terminal: %v", err)
 	}
 	t.Cleanup(func() { _ = tty.Close() })
-	r := &ptyREPL{cmd: cmd, tty: tty, out: &syncBuffer{more: make(chan struct{}, 1)}}
+	r := &ptyREPL{cmd: cmd, tty: tty, out: &syncBuffer{more: make(chan struct{}, 1)}, lineMode: term == "dumb"}
 	go func() { _, _ = io.Copy(r.out, tty) }()
 	return r
 }
 
-// send types s on the terminal.
+// send types s on the terminal once the line editor reads it. The editor
+// prints its prompt before it takes the terminal's signal keys for itself,
+// so a Ctrl-C typed within that moment would reach the process as SIGINT
+// and discard what was typed before it: a person cannot type that fast, a
+// test can, so it waits for the editor's terminal mode (ISIG off) unless
+// the editor reads plain lines.
 func (r *ptyREPL) send(t *testing.T, s string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !r.lineMode && !r.editing(t) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the line editor did not take the terminal within 20s:\n%s", r.output())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	r.interrupt(t, s)
+}
+
+// interrupt types s at once, whoever reads the terminal: Ctrl-C while a
+// call runs is the terminal's SIGINT.
+func (r *ptyREPL) interrupt(t *testing.T, s string) {
 	t.Helper()
 	if _, err := r.tty.Write([]byte(s)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// editing reports whether the terminal is in the line editor's mode, which
+// reads Ctrl-C as a key. On Linux the pseudo-terminal's master answers
+// with its slave's settings.
+func (r *ptyREPL) editing(t *testing.T) bool {
+	t.Helper()
+	raw, err := r.tty.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tio *unix.Termios
+	var terr error
+	if err := raw.Control(func(fd uintptr) { tio, terr = unix.IoctlGetTermios(int(fd), unix.TCGETS) }); err != nil {
+		t.Fatal(err)
+	}
+	if terr != nil {
+		t.Fatalf("read the terminal's settings: %v", terr)
+	}
+	return tio.Lflag&unix.ISIG == 0
 }
 
 // quit types Ctrl-D, which must end the session with status 0. Call it
