@@ -192,7 +192,9 @@ func podMeta(data []byte) (podInfo, error) {
 // parse as a whole. Keys and paths are validated to a character set
 // without quotes, braces or backslashes, so a readable entry matches
 // exactly.
-var entryPattern = regexp.MustCompile(`"([^"\\{}\n]{1,400})"\s*:\s*(\{[^{}]*\})`)
+// An entry's object holds at most one level of nested objects: the
+// revisions it records.
+var entryPattern = regexp.MustCompile(`"([^"\\{}\n]{1,400})"\s*:\s*(\{(?:[^{}]|\{[^{}]*\})*\})`)
 
 // salvageEntries returns the entries of a corrupt index that can still be
 // read one by one, each decoded and validated as strictly as DecodeIndex
@@ -212,7 +214,9 @@ func salvageEntries(data []byte) (map[Key]*Entry, []DroppedEntry) {
 			continue
 		}
 		dec := json.NewDecoder(bytes.NewReader(m[2]))
-		e, err := decodeEntry(dec, raw)
+		// A salvaged entry keeps its payloads; the revisions it recorded
+		// are not evidence a rebuild restores.
+		e, _, err := decodeEntry(dec, raw)
 		if err == nil {
 			err = e.Validate(k)
 		}

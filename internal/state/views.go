@@ -52,7 +52,7 @@ func (ix *Index) NodeGroupView(nodegroup string) []byte {
 		b = append(b, ix.raw.text[ix.raw.spans[lo][0]:ix.raw.spans[hi-1][1]]...)
 		return append(b, "\n}\n"...)
 	}
-	return encodeItems(ix.NodeGroup(nodegroup))
+	return ix.encodeItems(ix.NodeGroup(nodegroup))
 }
 
 // NodeGroups lists the NodeGroups that have entries, in key order.
