@@ -190,7 +190,7 @@ func PlanRebuild(ctx context.Context, store objstore.Store, cache PayloadCache, 
 		meta = ParseIndexMeta(obj.Metadata)
 		plan.base = indexVersion{etag: obj.ETag, exists: true, chain: meta.Chain}
 	}
-	readable, dropped := salvageEntries(obj.Data)
+	readable, revisions, dropped := salvageEntries(obj.Data)
 	plan.Dropped = dropped
 
 	listing, err := ListPayloads(ctx, store, []string{NodeGroupsPrefix, ServicesPrefix})
@@ -346,6 +346,12 @@ func PlanRebuild(ctx context.Context, store objstore.Store, cache PayloadCache, 
 	for _, e := range plan.Entries {
 		if _, _, err := ix.Set(e.Key, e.Entry); err != nil {
 			return nil, err
+		}
+		if revs := revisions[e.Key]; revs != nil {
+			if ix.history == nil {
+				ix.history = map[Key][]Revision{}
+			}
+			ix.history[e.Key] = revs
 		}
 	}
 	plan.Index = ix

@@ -19,6 +19,8 @@ type RollbackResult struct {
 	From Revision
 	// To is the revision whose payloads were committed again.
 	To Revision
+	// Namespace is the namespace of the restored Pod.
+	Namespace string
 }
 
 // Rollback commits the payloads of an earlier revision of k again, through
@@ -59,6 +61,7 @@ func (c *Committer) Rollback(ctx context.Context, k Key, toRevision int) (Rollba
 	if d.Namespace, err = podNamespace(d.Pod); err != nil {
 		return RollbackResult{}, fmt.Errorf("rollback %q to revision %d: %w: nothing was written", k, to.Number, err)
 	}
+	res.Namespace = d.Namespace
 	if id, ok := to.Entry().ServiceID(); ok {
 		d.ServiceName = id.Name
 		if d.Service, err = FetchPayloadCached(ctx, c.store, c.opts.Cache, to.Service); err != nil {
