@@ -35,6 +35,8 @@ var (
 		"help":   "Cobra's --help",
 		"stdin":  "a script has no standard input to read a secret from: it passes value= (or file=)",
 		"yes":    "scripts confirm a destructive call with confirm=<cluster>, or the whole run with podmin run --yes",
+
+		"dry-run": "a recipe is dry-run as a whole with podmin run --dry-run, which records every built-in it calls; a per-call dry_run would mix real and recorded writes in one script",
 	}
 	// parityRenamedFlags maps flags whose name is a Starlark keyword to the
 	// parameter that stands for them.
