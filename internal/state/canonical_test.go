@@ -88,6 +88,15 @@ func FuzzCanonicalDecode(f *testing.F) {
 	f.Add(append(bytes.Clone(seed), ' '))
 	f.Add([]byte("{}\n"))
 	f.Add([]byte("{}"))
+	// Revisions in forms only the general decoder takes, or neither.
+	withRevs := randomIndex(rand.New(rand.NewPCG(3, 4)), 6).Encode()
+	for _, edit := range [][2]string{
+		{`"revision":`, `"revision":0`}, {`"revision":`, `"revision": `}, {`"images":["`, `"images":["\u0041`},
+		{`"images":["`, `"images":["\"`}, {`"time":"2026-12-07T16:00:00Z"`, `"time":"2026-12-07T16:00:00+00:00"`},
+		{`,"write":"`, `,"write":"x`}, {`[{"revision"`, `[ {"revision"`},
+	} {
+		f.Add(bytes.Replace(withRevs, []byte(edit[0]), []byte(edit[1]), 1))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		slow, slowErr := decodeIndex(data)
 		fast, ok := decodeCanonical(data)

@@ -112,6 +112,20 @@ func decodeRevisions(k Key, data []byte) ([]Revision, error) {
 // MaxRevisions revisions, numbered from 1 and strictly descending, each
 // with valid payload paths for k and well-formed images, time and write ID.
 func validateRevisions(k Key, revs []Revision) error {
+	if err := validateRevisionFields(k, revs); err != nil {
+		return err
+	}
+	for _, r := range revs {
+		if _, _, err := r.Entry().validate(k); err != nil {
+			return fmt.Errorf("revision %d: %w", r.Number, err)
+		}
+	}
+	return nil
+}
+
+// validateRevisionFields is validateRevisions without the payload paths,
+// which the canonical scanner checks with its own allocation-free rules.
+func validateRevisionFields(k Key, revs []Revision) error {
 	if len(revs) == 0 || len(revs) > MaxRevisions {
 		return fmt.Errorf("deployment %q: field \"revisions\" must list 1 to %d revisions (omit it when there are none), not %d", k, MaxRevisions, len(revs))
 	}
@@ -119,12 +133,9 @@ func validateRevisions(k Key, revs []Revision) error {
 		if r.Number < 1 || i > 0 && r.Number >= revs[i-1].Number {
 			return fmt.Errorf("deployment %q: revision numbers must be positive and strictly descending, newest first", k)
 		}
-		if _, _, err := r.Entry().validate(k); err != nil {
-			return fmt.Errorf("revision %d: %w", r.Number, err)
-		}
 		for _, img := range r.Images {
-			if img == "" || len(img) > maxImageRef {
-				return fmt.Errorf("deployment %q: revision %d: an image reference must be 1 to %d characters", k, r.Number, maxImageRef)
+			if !validImageText(img) {
+				return fmt.Errorf("deployment %q: revision %d: an image reference must be 1 to %d printable ASCII characters without quotes or backslashes", k, r.Number, maxImageRef)
 			}
 		}
 		if r.Time != "" {
@@ -140,14 +151,135 @@ func validateRevisions(k Key, revs []Revision) error {
 	return nil
 }
 
+// validImageText is the rule for a recorded image reference: what a
+// reference can hold (printable ASCII), minus the two characters JSON
+// would escape, so its canonical text is the reference itself.
+func validImageText(s string) bool {
+	if s == "" || len(s) > maxImageRef {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e || s[i] == '"' || s[i] == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
 // canonicalRevisions decodes the one-line revisions value of canonical
-// text, accepting it only in exactly the form encodeRevisions writes.
+// text, accepting it only in exactly the form encodeRevisions writes. It
+// scans the text instead of decoding JSON: every string in it is made of
+// characters JSON does not escape, so the text is its own value, and an
+// index of many entries decodes without reflection.
 func canonicalRevisions(k Key, line string) ([]Revision, bool) {
-	revs, err := decodeRevisions(k, []byte(line))
-	if err != nil || string(encodeRevisions(revs)) != line {
+	sc := scanner{s: line}
+	if !sc.lit("[") {
+		return nil, false
+	}
+	var revs []Revision
+	for {
+		var r Revision
+		var ok bool
+		if !sc.lit(`{"revision":`) {
+			return nil, false
+		}
+		if r.Number, ok = sc.positive(); !ok || !sc.lit(`,"pod":"`) {
+			return nil, false
+		}
+		if r.Pod, ok = sc.str(); !ok || !sc.lit(`"`) {
+			return nil, false
+		}
+		if sc.lit(`,"service":"`) {
+			if r.Service, ok = sc.str(); !ok || !sc.lit(`"`) {
+				return nil, false
+			}
+		}
+		if sc.lit(`,"images":[`) {
+			for {
+				if !sc.lit(`"`) {
+					return nil, false
+				}
+				img, ok := sc.text()
+				if !ok || !sc.lit(`"`) {
+					return nil, false
+				}
+				r.Images = append(r.Images, img)
+				if sc.lit(",") {
+					continue
+				}
+				if sc.lit("]") {
+					break
+				}
+				return nil, false
+			}
+		}
+		if sc.lit(`,"time":"`) {
+			if r.Time, ok = sc.text(); !ok || !sc.lit(`"`) {
+				return nil, false
+			}
+		}
+		if sc.lit(`,"write":"`) {
+			if r.Write, ok = sc.text(); !ok || !sc.lit(`"`) {
+				return nil, false
+			}
+		}
+		if !sc.lit("}") {
+			return nil, false
+		}
+		revs = append(revs, r)
+		if sc.lit(",") {
+			continue
+		}
+		if sc.lit("]") && sc.i == len(line) {
+			break
+		}
+		return nil, false
+	}
+	for _, r := range revs {
+		if !canonicalPodPath(r.Pod, k.NodeGroup) {
+			return nil, false
+		}
+		if _, ok := canonicalServicePath(r.Service); r.Service != "" && !ok {
+			return nil, false
+		}
+	}
+	if validateRevisionFields(k, revs) != nil {
 		return nil, false
 	}
 	return revs, true
+}
+
+// positive consumes a decimal number as JSON writes a positive int: no
+// sign, no leading zero, at most 18 digits.
+func (sc *scanner) positive() (int, bool) {
+	n, j := 0, sc.i
+	for j < len(sc.s) && isDigit(sc.s[j]) && j-sc.i < 18 {
+		n = n*10 + int(sc.s[j]-'0')
+		j++
+	}
+	if j == sc.i || sc.s[sc.i] == '0' || j < len(sc.s) && isDigit(sc.s[j]) {
+		return 0, false
+	}
+	sc.i = j
+	return n, true
+}
+
+// text consumes a non-empty string body of printable ASCII without quotes
+// or backslashes, up to its closing quote.
+func (sc *scanner) text() (string, bool) {
+	j := sc.i
+	for j < len(sc.s) && sc.s[j] != '"' {
+		if sc.s[j] < 0x21 || sc.s[j] > 0x7e || sc.s[j] == '\\' {
+			return "", false
+		}
+		j++
+	}
+	if j == sc.i {
+		return "", false
+	}
+	v := sc.s[sc.i:j]
+	sc.i = j
+	return v, true
 }
 
 // podImages lists the images of a Pod payload, init containers first, in

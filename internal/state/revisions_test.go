@@ -181,3 +181,39 @@ func TestRevisionRules(t *testing.T) {
 		t.Errorf("a valid revision list: %v", err)
 	}
 }
+
+// A rebuild salvages a readable entry that records revisions (an object
+// nested in the entry) and keeps its revisions.
+func TestRebuildKeepsTheRevisionsOfASalvagedEntry(t *testing.T) {
+	ctx := context.Background()
+	b := newLocal(t)
+	c := revisionCommitter(b)
+	for _, img := range []string{"hello:v1", "hello:v2"} {
+		if _, err := c.Deploy(ctx, deployment("workers", "web", "default", img, "front")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	valid, err := b.Get(ctx, state.IndexPath, objstore.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := state.DecodeIndex(valid.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	corrupt := bytes.Replace(valid.Data, []byte("\n}\n"), []byte(",\n  \"workers/broken\": {\"pod\": 17}\n<<<< truncated"), 1)
+	if _, err := b.Put(ctx, state.IndexPath, corrupt); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := state.PlanRebuild(ctx, b, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := state.Key{NodeGroup: "workers", Name: "web"}
+	if len(plan.Entries) != 1 || plan.Entries[0].Source != state.FromIndex {
+		t.Fatalf("plan %+v: want web kept as a readable entry", plan.Entries)
+	}
+	if !bytes.Equal(plan.Index.Encode(), want.Encode()) || len(plan.Index.Revisions(k)) != 2 {
+		t.Fatalf("rebuilt\n%s\nwant\n%s", plan.Index.Encode(), want.Encode())
+	}
+}
