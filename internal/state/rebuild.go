@@ -306,6 +306,11 @@ func PlanRebuild(ctx context.Context, store objstore.Store, cache PayloadCache, 
 				}
 			}
 			plan.Entries = append(plan.Entries, RebuildEntry{Key: k, Entry: entry, Source: FromView, Images: v.images})
+			if vw := views[k.NodeGroup]; vw != nil && vw.entries[k] == entry && vw.revisions[k] != nil && revisions[k] == nil {
+				// The view lists this very entry: its revisions are the
+				// entry's history as that index version recorded it.
+				revisions[k] = vw.revisions[k]
+			}
 			continue
 		}
 		entry := Entry{Pod: chosen.Path}

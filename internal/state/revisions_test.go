@@ -217,3 +217,37 @@ func TestRebuildKeepsTheRevisionsOfASalvagedEntry(t *testing.T) {
 		t.Fatalf("rebuilt\n%s\nwant\n%s", plan.Index.Encode(), want.Encode())
 	}
 }
+
+// An entry too damaged to read is restored as its NodeGroup's view lists
+// it, with the revisions the view records.
+func TestRebuildTakesTheRevisionsOfTheView(t *testing.T) {
+	ctx := context.Background()
+	b := newLocal(t)
+	c := revisionCommitter(b)
+	for _, img := range []string{"hello:v1", "hello:v2"} {
+		if _, err := c.Deploy(ctx, deployment("workers", "web", "default", img, "")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	valid, err := b.Get(ctx, state.IndexPath, objstore.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := state.DecodeIndex(valid.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Put(ctx, state.IndexPath, []byte("{\n  \"workers/web\": {\"pod\": 17}\n<<<< truncated")); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := state.PlanRebuild(ctx, b, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Entries) != 1 || plan.Entries[0].Source != state.FromView {
+		t.Fatalf("plan %+v: want web restored from its view", plan.Entries)
+	}
+	if !bytes.Equal(plan.Index.Encode(), want.Encode()) {
+		t.Fatalf("rebuilt\n%s\nwant\n%s", plan.Index.Encode(), want.Encode())
+	}
+}
