@@ -87,7 +87,8 @@ func TestDeployDryRunPlanEqualsTheRealDeploy(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &plan); err != nil || !plan.DryRun || len(plan.Steps) != 1 || plan.Steps[0].Call != `podmin.deployments.deploy("web")` {
 		t.Fatalf("plan %v:\n%s", err, out)
 	}
-	text := c.ok(append(args, "--dry-run")...)
+	// --wait is planned, not performed: no node runs here, yet it returns.
+	text := c.ok(append(args, "--dry-run", "--wait")...)
 	if !strings.Contains(text, "nothing was written") || !strings.Contains(text, "updated   object deployments/index.json") {
 		t.Errorf("the text plan:\n%s", text)
 	}
