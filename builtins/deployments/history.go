@@ -64,7 +64,12 @@ func History(ctx context.Context, e *openv.Env, opts HistoryOptions) (HistoryRes
 	if err != nil {
 		return HistoryResult{}, err
 	}
-	ix, _, err := state.ReadIndex(ctx, store)
+	// A lost index is refused (state.ErrIndexMissing), never read as a
+	// deployment without history.
+	ix, _, err := state.ReadDesiredIndex(ctx, store)
+	if errors.Is(err, state.ErrIndexMissing) {
+		return HistoryResult{}, err
+	}
 	if err != nil {
 		return HistoryResult{}, e.Explain(c, err)
 	}
@@ -154,7 +159,7 @@ func Rollback(ctx context.Context, e *openv.Env, opts RollbackOptions) (Rollback
 	}
 	r, err := state.NewCommitter(store, e.ClusterCommitOptions(c)).Rollback(ctx, key, opts.ToRevision)
 	if err != nil {
-		if errors.Is(err, state.ErrNoRevision) {
+		if errors.Is(err, state.ErrNoRevision) || errors.Is(err, state.ErrIndexMissing) {
 			return RollbackResult{}, err
 		}
 		return RollbackResult{}, e.Explain(c, err)

@@ -80,6 +80,7 @@ var refusedFor = []struct {
 	{"podmin delete", []error{state.ErrIndexMissing}},
 	{"podmin install", []error{state.ErrIndexMissing}},
 	{"podmin uninstall", []error{state.ErrIndexMissing}},
+	{"podmin rollback", []error{state.ErrIndexMissing}},
 }
 
 // notFoundAnywhere are sentinel errors that mean the one thing asked for

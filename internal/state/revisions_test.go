@@ -251,3 +251,21 @@ func TestRebuildTakesTheRevisionsOfTheView(t *testing.T) {
 		t.Fatalf("rebuilt\n%s\nwant\n%s", plan.Index.Encode(), want.Encode())
 	}
 }
+
+// A rollback in a bucket whose index was lost is refused as a lost index,
+// never answered with "no such deployment".
+func TestRollbackRefusesALostIndex(t *testing.T) {
+	ctx := context.Background()
+	b := newLocal(t)
+	c := revisionCommitter(b)
+	if _, err := c.Deploy(ctx, deployment("workers", "web", "default", "hello:v1", "")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Delete(ctx, state.IndexPath, ""); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Rollback(ctx, state.Key{NodeGroup: "workers", Name: "web"}, 0)
+	if !errors.Is(err, state.ErrIndexMissing) || errors.Is(err, state.ErrNoRevision) {
+		t.Fatalf("rollback with a lost index: %v", err)
+	}
+}

@@ -38,6 +38,13 @@ func (c *Committer) Rollback(ctx context.Context, k Key, toRevision int) (Rollba
 	if err != nil {
 		return RollbackResult{}, fmt.Errorf("rollback %q: %w", k, err)
 	}
+	if !v.exists {
+		// Only a new cluster has no index; a lost one is never "no such
+		// deployment".
+		if err := CheckIndexAbsence(ctx, c.store); err != nil {
+			return RollbackResult{}, fmt.Errorf("rollback %q: %w", k, err)
+		}
+	}
 	cur, ok := v.ix.Lookup(k)
 	if !ok {
 		return RollbackResult{}, fmt.Errorf("rollback %q: %w: the deployment is not in the index: run \"podmin list\" to see deployments", k, ErrNoRevision)
