@@ -203,6 +203,11 @@ type (
 	WaitResult          = deployments.WaitResult
 	WaitTimeoutError    = deployments.WaitTimeoutError
 	WatchOptions        = deployments.WatchOptions
+	HistoryOptions      = deployments.HistoryOptions
+	HistoryResult       = deployments.HistoryResult
+	RevisionInfo        = deployments.RevisionInfo
+	RollbackOptions     = deployments.RollbackOptions
+	RollbackResult      = deployments.RollbackResult
 )
 
 // Constants of the family above.
@@ -221,7 +226,18 @@ var (
 	ErrNoDeployment = deployments.ErrNoDeployment
 	ErrNodeError    = deployments.ErrNodeError
 	ErrSuperseded   = deployments.ErrSuperseded
+	ErrNoRevision   = deployments.ErrNoRevision
 )
+
+// History runs deployments.History in e.
+func (e *Env) History(ctx context.Context, opts HistoryOptions) (HistoryResult, error) {
+	return deployments.History(ctx, e.op(), opts)
+}
+
+// Rollback runs deployments.Rollback in e.
+func (e *Env) Rollback(ctx context.Context, opts RollbackOptions) (RollbackResult, error) {
+	return deployments.Rollback(ctx, e.op(), opts)
+}
 
 // CheckDeploy runs deployments.CheckDeploy in e.
 func (e *Env) CheckDeploy(opts DeployOptions) error {

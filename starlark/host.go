@@ -40,6 +40,7 @@ type Ops interface {
 	clusterOps
 	installOps
 	indexOps
+	revisionOps
 }
 
 // DefaultMaxSteps bounds a run's computation so a runaway loop ends with a

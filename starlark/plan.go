@@ -83,14 +83,26 @@ func (p *Plan) Changes() []PlanChange {
 // newStep describes a finished builtin call. read returns an object's
 // content as the dry run sees it.
 func newStep(thread *star.Thread, b *Builtin, args star.Tuple, changes []dryrun.Change, read func(where, key string) ([]byte, bool)) Step {
-	call := b.FullName() + "()"
+	var subject star.Value
 	if len(args) > 0 {
-		call = b.FullName() + "(" + args[0].String() + ")"
+		subject = args[0]
 	}
-	s := Step{Call: call, Changes: []PlanChange{}}
+	s := planStep(b, subject, changes, read)
 	if thread.CallStackDepth() > 1 {
 		s.Position = thread.CallFrame(1).Pos.String()
 	}
+	return s
+}
+
+// planStep is the step of one call of b with its subject (nil without
+// one) that made changes; a recipe's dry run and a command's --dry-run
+// describe a call alike.
+func planStep(b *Builtin, subject star.Value, changes []dryrun.Change, read func(where, key string) ([]byte, bool)) Step {
+	call := b.FullName() + "()"
+	if subject != nil {
+		call = b.FullName() + "(" + subject.String() + ")"
+	}
+	s := Step{Call: call, Changes: []PlanChange{}, Destructive: b.Destructive}
 	for _, c := range changes {
 		s.Changes = append(s.Changes, PlanChange{Kind: c.Kind, Where: c.Where, Target: c.Target, Action: c.Action, Diff: diff(c)})
 	}
@@ -293,7 +305,12 @@ func flatten(data []byte) map[string]string {
 			if len(x) == 0 {
 				out[path] = "[]"
 			}
+			ids, keyed := elementIDs(x)
 			for i, e := range x {
+				if keyed {
+					walk(fmt.Sprintf("%s[revision=%s]", path, ids[i]), e)
+					continue
+				}
 				walk(fmt.Sprintf("%s[%d]", path, i), e)
 			}
 		default:
@@ -303,6 +320,31 @@ func flatten(data []byte) map[string]string {
 	}
 	walk("", v)
 	return out
+}
+
+// elementIDs names the elements of a list of objects that each carry a
+// distinct scalar "revision" (an index entry's revisions) by it, so a
+// revision prepended to the list shows as one added element instead of
+// every element shifting one place.
+func elementIDs(list []any) ([]string, bool) {
+	ids := make([]string, len(list))
+	seen := map[string]bool{}
+	for i, e := range list {
+		obj, ok := e.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		n, ok := obj["revision"].(float64)
+		if !ok {
+			return nil, false
+		}
+		id := fmt.Sprint(n)
+		if seen[id] {
+			return nil, false
+		}
+		seen[id], ids[i] = true, id
+	}
+	return ids, len(list) > 0
 }
 
 func join(path, key string) string {

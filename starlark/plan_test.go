@@ -59,3 +59,15 @@ func TestPlanDiffsReplacedPayloads(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A revision prepended to an index entry's revisions diffs as one added
+// revision, not as every earlier revision shifted one place.
+func TestPlanDiffsRevisionsByNumber(t *testing.T) {
+	before := []byte(`{"workers/web": {"pod": "a", "revisions": [{"revision":2,"pod":"a"},{"revision":1,"pod":"b"}]}}`)
+	after := []byte(`{"workers/web": {"pod": "c", "revisions": [{"revision":3,"pod":"c"},{"revision":2,"pod":"a"},{"revision":1,"pod":"b"}]}}`)
+	got := jsonDiff(before, after)
+	want := []string{`~ workers/web.pod: "a" -> "c"`, `+ workers/web.revisions[revision=3].pod: "c"`, `+ workers/web.revisions[revision=3].revision: 3`}
+	if !slices.Equal(got, want) {
+		t.Errorf("diff\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

@@ -114,7 +114,7 @@ func (b *Builtin) Positional() string {
 type family func() []*Builtin
 
 // families lists the plugins, one per mod_*.go file.
-var families = []family{versionFamily, secretValueFamily, contextsFamily, manifestsFamily, deploymentsFamily, statusFamily, previewFamily, secretsFamily, imagesFamily, clusterFamily, installFamily, depsFamily, indexFamily}
+var families = []family{versionFamily, secretValueFamily, contextsFamily, manifestsFamily, deploymentsFamily, statusFamily, previewFamily, secretsFamily, imagesFamily, clusterFamily, installFamily, depsFamily, indexFamily, revisionsFamily}
 
 // Builtins returns every builtin of the podmin module, sorted by name: the
 // documentation registry.

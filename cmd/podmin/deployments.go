@@ -5,6 +5,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 func newDeployCmd(env *builtins.Env) *cobra.Command {
 	var opts builtins.DeployOptions
 	var out string
+	var dryRun bool
 	cmd := &cobra.Command{
 		Use:   "deploy NAME -g NODEGROUP (--image IMAGE... | -f FILE)",
 		Short: "Commit a deployment to the cluster's desired state",
@@ -80,8 +82,17 @@ added capabilities, hostPath, hostPort) are warned about too, as validate does;
 --strict does not refuse those.
 
 Deployment identity is NODEGROUP/NAME: deploying a same-named DaemonSet from
-another namespace replaces the entry, and deploy warns when it does.`,
+another namespace replaces the entry, and deploy warns when it does.
+
+With --dry-run deploy runs exactly as it would, over the recording boundaries of
+"podmin run --dry-run": it reads the bucket, runs the checks and warns, but
+every write lands in an overlay, and it prints the plan: each object it would
+create or update (the Pod and Service payloads, deployments/index.json, the
+NodeGroup view) with a diff (a new Pod payload is diffed against the one it
+replaces). -o json prints the plan document. --wait is then planned, not
+performed.`,
 		Example: `  podmin deploy web -g workers --image hello:v1 --service
+  podmin deploy web -g workers --image hello:v2 --dry-run
   podmin deploy web -g workers -f daemonset.yaml --image web=hello:v2
   podmin deploy web -g workers --image hello:v2 --wait --timeout 5m`,
 		Args: cobra.ExactArgs(1),
@@ -90,6 +101,14 @@ another namespace replaces the entry, and deploy warns when it does.`,
 				return err
 			}
 			opts.Name = args[0]
+			if dryRun {
+				o := opts
+				o.Wait = "" // recorded writes never reach a node: nothing to wait for
+				return printDryRun(cmd, env, "deploy", o.Name, out, func(ctx context.Context, ops *builtins.Env) error {
+					_, err := ops.Deploy(ctx, o)
+					return err
+				})
+			}
 			res, err := env.Deploy(cmd.Context(), opts)
 			if err != nil && res.Wait == nil {
 				return err
@@ -133,6 +152,7 @@ another namespace replaces the entry, and deploy warns when it does.`,
 	f.BoolVar(&opts.Strict, "strict", false, "refuse, before anything is written, a deployment the checks warn about (NodeGroup not configured, image not in the cluster registry, secret missing, or a check that could not tell)")
 	addWaitFlag(cmd, &opts.Wait, "after the commit, wait")
 	addOutputFlag(cmd, &out)
+	addDryRunFlag(cmd, &dryRun)
 	requireFlags(cmd, "nodegroup")
 	checkUsage(cmd, func(args []string) error {
 		o := opts
@@ -252,7 +272,7 @@ func dash(s string) string {
 
 func newDeleteCmd(env *builtins.Env) *cobra.Command {
 	var opts builtins.DeleteOptions
-	var ignoreNotFound, yes bool
+	var ignoreNotFound, yes, dryRun bool
 	var out string
 	cmd := &cobra.Command{
 		Use:   "delete NAME -g NODEGROUP [-y]",
@@ -271,8 +291,14 @@ deployment exists is unknown: delete writes nothing and exits 4, with
 
 Delete is destructive: on a terminal it asks you to type the cluster ID;
 --yes/-y confirms without asking and is needed when standard input is not a
-terminal (exit status 4 otherwise).`,
+terminal (exit status 4 otherwise).
+
+With --dry-run delete runs over the recording boundaries of "podmin run
+--dry-run" and prints the plan (the index entry it would remove, as a diff)
+instead of writing; it needs no confirmation. -o json prints the plan document.
+An absent deployment still exits 3 without --ignore-not-found.`,
 		Example: `  podmin delete web -g workers
+  podmin delete web -g workers --dry-run
   podmin delete web -g workers --ignore-not-found -y`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -284,6 +310,21 @@ terminal (exit status 4 otherwise).`,
 			if err != nil {
 				return err
 			}
+			absent := func(res builtins.DeleteResult) error {
+				if res.Action == "absent" && !ignoreNotFound {
+					return notFoundError{fmt.Errorf("deployment %s/%s does not exist: nothing was changed; run \"podmin list\" to see deployments", res.NodeGroup, res.Name)}
+				}
+				return nil
+			}
+			if dryRun {
+				return printDryRun(cmd, env, "delete", opts.Name, out, func(ctx context.Context, ops *builtins.Env) error {
+					res, err := ops.Delete(ctx, opts)
+					if err != nil {
+						return err
+					}
+					return absent(res)
+				})
+			}
 			if err := confirm(cmd, env, yes, fmt.Sprintf("deleting deployment %s/%s removes its Pods from every node", opts.NodeGroup, opts.Name), c.Cluster); err != nil {
 				return err
 			}
@@ -291,8 +332,8 @@ terminal (exit status 4 otherwise).`,
 			if err != nil {
 				return err
 			}
-			if res.Action == "absent" && !ignoreNotFound {
-				return notFoundError{fmt.Errorf("deployment %s/%s does not exist: nothing was changed; run \"podmin list\" to see deployments", res.NodeGroup, res.Name)}
+			if err := absent(res); err != nil {
+				return err
 			}
 			return printResult(cmd.OutOrStdout(), out, res, func(w io.Writer) error {
 				if res.Action == "absent" {
@@ -309,6 +350,7 @@ terminal (exit status 4 otherwise).`,
 	f.BoolVar(&ignoreNotFound, "ignore-not-found", false, "succeed when the deployment does not exist")
 	destructive(cmd, &yes)
 	addOutputFlag(cmd, &out)
+	addDryRunFlag(cmd, &dryRun)
 	requireFlags(cmd, "nodegroup")
 	checkUsage(cmd, func(args []string) error {
 		_, err := state.NewKey(opts.NodeGroup, args[0])

@@ -80,13 +80,14 @@ var refusedFor = []struct {
 	{"podmin delete", []error{state.ErrIndexMissing}},
 	{"podmin install", []error{state.ErrIndexMissing}},
 	{"podmin uninstall", []error{state.ErrIndexMissing}},
+	{"podmin rollback", []error{state.ErrIndexMissing}},
 }
 
 // notFoundAnywhere are sentinel errors that mean the one thing asked for
 // does not exist wherever they surface: a deployment status or a wait
 // names is not committed (a wait whose deployment is deleted while it
-// waits is superseded instead).
-var notFoundAnywhere = []error{pstar.ErrNotFound, builtins.ErrNoDeployment}
+// waits is superseded instead), a rollback's revision is not recorded.
+var notFoundAnywhere = []error{pstar.ErrNotFound, builtins.ErrNoDeployment, builtins.ErrNoRevision}
 
 // invalidArguments are the sentinel errors of a value given to an
 // operation that breaks its rules, found before anything is read or

@@ -184,6 +184,18 @@ func TestExitCodeContract(t *testing.T) {
 		{c, exitFailed, `does not match the deployment name "api"`, []string{"deploy", "api", "-g", "workers", "-f", manifest}},
 		{c, exitRefused, "would replace that: nothing was created or saved", []string{"run", script("replace.star", "podmin.contexts.connect(\"demo\", provider = \"local\", bucket = \"demo-bukket\")\n")}},
 		{amb, exitUnknown, "outcome of the index write is unknown", []string{"deploy", "web", "-g", "workers", "--image", "hello:v1"}},
+		// history and rollback (a second revision of web, rolled back)
+		{c, exitOK, "", []string{"deploy", "web", "-g", "workers", "-f", manifest, "--image", "hello:v2"}},
+		{c, exitOK, "", []string{"history", "web", "-g", "workers", "-o", "json"}},
+		{fresh, exitUsage, `required flag(s) "nodegroup" not set`, []string{"history", "web"}},
+		{fresh, exitUsage, `invalid NodeGroup ID "Bad_Group"`, []string{"history", "web", "-g", "Bad_Group"}},
+		{c, exitNotFound, "deployment workers/nope is not in the deployment index", []string{"history", "nope", "-g", "workers"}},
+		{gone, exitFailed, "does not exist", []string{"history", "web", "-g", "workers"}},
+		{c, exitOK, "", []string{"rollback", "web", "-g", "workers"}},
+		{fresh, exitUsage, "--to-revision must be a revision number (1 or more), not -1", []string{"rollback", "web", "-g", "workers", "--to-revision", "-1"}},
+		{fresh, exitUsage, `required flag(s) "nodegroup" not set`, []string{"rollback", "web"}},
+		{c, exitNotFound, "no such revision 9: the entry records revisions 3, 2, 1", []string{"rollback", "web", "-g", "workers", "--to-revision", "9"}},
+		{gone, exitFailed, "does not exist", []string{"rollback", "web", "-g", "workers"}},
 		// list
 		{c, exitOK, "", []string{"list", "-o", "json"}},
 		{fresh, exitUsage, `unknown output format "xml"`, []string{"list", "-o", "xml"}},

@@ -62,6 +62,8 @@ func recipeExitRows(t *testing.T, fresh, c *cli) []exitRow {
 		{c, exitUsage, "wait = soon: wait for applied or ready", s("u-deploy3.star", "podmin.deployments.deploy(\"web\", nodegroup = \"workers\", image = \"hello:v1\", wait = \"soon\")\n")},
 		{c, exitUsage, `invalid NodeGroup ID "Bad_Group"`, s("u-get.star", "podmin.deployments.get(\"web\", nodegroup = \"Bad_Group\")\n")},
 		{c, exitUsage, `invalid NodeGroup ID "Bad_Group"`, s("u-delete.star", "podmin.deployments.delete(\"web\", nodegroup = \"Bad_Group\", confirm = True)\n")},
+		{c, exitUsage, `invalid NodeGroup ID "Bad_Group"`, s("u-history.star", "podmin.deployments.history(\"web\", nodegroup = \"Bad_Group\")\n")},
+		{c, exitUsage, `to_revision = must be a revision number`, s("u-rollback.star", "podmin.deployments.rollback(\"web\", nodegroup = \"workers\", to_revision = -1)\n")},
 		{c, exitUsage, `invalid NodeGroup ID "Bad_Group"`, s("u-preview.star", "podmin.deployments.preview(nodegroup = \"Bad_Group\")\n")},
 		{c, exitUsage, "a deployment name needs its NodeGroup", s("u-status.star", "podmin.deployments.status(\"web\")\n")},
 		{c, exitUsage, `until = "running": wait until "ready" or "applied"`, s("u-wait.star", "podmin.deployments.wait(\"web\", nodegroup = \"workers\", until = \"running\")\n")},
@@ -88,6 +90,8 @@ func recipeExitRows(t *testing.T, fresh, c *cli) []exitRow {
 		// not found: the one thing asked for
 		{c, exitNotFound, "deployment workers/nope is not in the deployment index", s("n-status.star", "podmin.deployments.status(\"nope\", nodegroup = \"workers\")\n")},
 		{c, exitNotFound, "deployment workers/nope is not in the deployment index", s("n-wait.star", "podmin.deployments.wait(\"nope\", nodegroup = \"workers\", timeout = \"10s\")\n")},
+		{c, exitNotFound, "deployment workers/nope is not in the deployment index", s("n-history.star", "podmin.deployments.history(\"nope\", nodegroup = \"workers\")\n")},
+		{c, exitNotFound, "no such revision", s("n-rollback.star", "podmin.deployments.rollback(\"nope\", nodegroup = \"workers\")\n")},
 		{c, exitNotFound, `unknown context "nope"`, s("n-disconnect.star", "podmin.contexts.disconnect(\"nope\", confirm = True)\n")},
 		{c, exitNotFound, "secret not found", s("n-read.star", "podmin.secrets.read(\"absent\", for_ = \"web\")\n")},
 		// refused for safety

@@ -37,6 +37,9 @@ var timestamp = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-
 // nonce is a bucket's create nonce, drawn afresh by each connect.
 var nonce = regexp.MustCompile(`"(bucketNonce|caNonce|nonce)": "[0-9a-f]{64}"`)
 
+// writeID matches the random ID of an index write a revision records.
+var writeID = regexp.MustCompile(`"write": "[0-9a-f]{16}"`)
+
 // TestJSONGolden runs every command whose result is data with -o json in
 // one deterministic cluster and compares the output with its golden file.
 // Paths, the registry's address and times vary per run and are replaced
@@ -79,6 +82,11 @@ func TestJSONGolden(t *testing.T) {
 		{"push", []string{"push", "hello:v1"}},
 		{"deploy", []string{"deploy", "web", "-g", "workers", "-f", manifest}},
 		{"deploy-service", []string{"deploy", "api", "-g", "workers", "--image", "hello:v1", "--service"}},
+		// A second revision of web, listed and rolled back, so web's
+		// payloads are the first revision's again for the steps after.
+		{"deploy-update", []string{"deploy", "web", "-g", "workers", "-f", manifest, "--image", "hello:v2"}},
+		{"history", []string{"history", "web", "-g", "workers"}},
+		{"rollback", []string{"rollback", "web", "-g", "workers"}},
 		{"list", []string{"list"}},
 		{"status", []string{"status", "-g", "workers"}},
 		{"preview", []string{"preview", "-g", "workers"}},
@@ -185,6 +193,7 @@ func checkGolden(t *testing.T, c *cli, name string, args []string, replace ...st
 	}
 	got = timestamp.ReplaceAllString(got, "$$TIME")
 	got = nonce.ReplaceAllString(got, `"$1": "$$NONCE"`)
+	got = writeID.ReplaceAllString(got, `"write": "$$WRITE"`)
 	got = strings.ReplaceAll(got, `"`+runtime.Version()+`"`, `"$GO"`)
 	got = strings.ReplaceAll(got, `"`+runtime.GOOS+"/"+runtime.GOARCH+`"`, `"$PLATFORM"`)
 	file := filepath.Join("testdata", "golden", name+".json")

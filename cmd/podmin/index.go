@@ -5,6 +5,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 
@@ -31,7 +32,7 @@ holds the desired state it committed; "podmin index rebuild" is the way back.`,
 
 func newIndexRebuildCmd(env *builtins.Env) *cobra.Command {
 	var opts builtins.IndexRebuildOptions
-	var yes bool
+	var yes, dryRun bool
 	var out string
 	cmd := &cobra.Command{
 		Use:   "rebuild [--pick CHOICE]... [-y]",
@@ -76,10 +77,16 @@ The write is conditional on the corrupt object's ETag, so an index that changed
 since the plan is not overwritten. A valid index is refused (rebuilding it from
 the payloads would bring back deleted deployments). A bucket that holds NodeGroup
 views (or Pod payloads that do not verify) but no usable Pod payload is rebuilt
-to an empty index, every name it held shown as left out.`,
+to an empty index, every name it held shown as left out.
+
+With --dry-run the plan is made from the real bucket exactly as above and shown
+as a diff on standard error, and the write is recorded over the boundaries of
+"podmin run --dry-run" instead of made: the plan of changes is printed (-o json:
+the plan document), with no confirmation asked.`,
 		Example: `  podmin index rebuild
   podmin index rebuild --pick workers/web=3f2a9c1e --pick service:default/web=77ab01c2 -y
-  podmin index rebuild --pick edge/old=none -y -o json`,
+  podmin index rebuild --pick edge/old=none -y -o json
+  podmin index rebuild --dry-run`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(out); err != nil {
@@ -88,6 +95,17 @@ to an empty index, every name it held shown as left out.`,
 			c, err := env.CurrentContext()
 			if err != nil {
 				return err
+			}
+			if dryRun {
+				o := opts
+				o.Confirm = func(plan builtins.IndexRebuildResult) error {
+					_, err := fmt.Fprint(cmd.ErrOrStderr(), plan.Diff())
+					return err
+				}
+				return printDryRun(cmd, env, "index rebuild", "", out, func(ctx context.Context, ops *builtins.Env) error {
+					_, err := ops.RebuildIndex(ctx, o)
+					return err
+				})
 			}
 			opts.Confirm = func(plan builtins.IndexRebuildResult) error {
 				fmt.Fprint(cmd.ErrOrStderr(), plan.Diff())
@@ -116,5 +134,6 @@ to an empty index, every name it held shown as left out.`,
 	cmd.Flags().StringArrayVar(&opts.Pick, "pick", nil, "settle a choice: NODEGROUP/NAME=DIGEST, NODEGROUP/NAME=none or service:NAMESPACE/SERVICE=DIGEST (repeatable)")
 	destructive(cmd, &yes)
 	addOutputFlag(cmd, &out)
+	addDryRunFlag(cmd, &dryRun)
 	return cmd
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -145,8 +146,14 @@ func TestIndexRebuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(got) != string(valid) {
-		t.Errorf("rebuilt index\n%s\nwant the index before the damage\n%s", got, valid)
+	// The entries were picked from the payloads: the revisions the
+	// unreadable entries recorded cannot come back, the desired state does.
+	rebuilt, err := state.DecodeIndex(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rebuilt.Items(), validIx.Items()) {
+		t.Errorf("rebuilt index\n%s\nwant the entries of the index before the damage\n%s", got, valid)
 	}
 }
 

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 
@@ -40,6 +41,7 @@ func newInstallCmds(env *builtins.Env) []*cobra.Command {
 func newInstallCloudflaredCmd(env *builtins.Env) *cobra.Command {
 	var opts builtins.InstallCloudflaredOptions
 	var out string
+	var dryRun bool
 	cmd := &cobra.Command{
 		Use:   "cloudflared -g NODEGROUP [--provider P]",
 		Short: "Run a Cloudflare Tunnel connector on every node of a NodeGroup",
@@ -60,14 +62,26 @@ checked, and any that are missing or damaged are written again (mirror action
 "repaired"). Running the command again also checks that the committed Pod
 payload is still present and intact, writes nothing and reports "unchanged"; a
 payload that was removed or damaged is rewritten and the command reports
-"repaired". Cloudflare routes target Podmin Service DNS names directly.`,
+"repaired". Cloudflare routes target Podmin Service DNS names directly.
+
+With --dry-run it runs over the recording boundaries of "podmin run --dry-run"
+and prints the plan (the mirrored image objects, the Pod payload and the index
+entry it would write, with diffs) instead of writing; -o json prints the plan
+document.`,
 		Example: `  podmin secret create tunnel-token --for cloudflared -n platform-cloudflared --file token.txt
   podmin install cloudflared -g edge
-  podmin install cloudflared -g edge --provider aws-secrets-manager -o json`,
+  podmin install cloudflared -g edge --provider aws-secrets-manager -o json
+  podmin install cloudflared -g edge --dry-run`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(out); err != nil {
 				return err
+			}
+			if dryRun {
+				return printDryRun(cmd, env, "install cloudflared", "", out, func(ctx context.Context, ops *builtins.Env) error {
+					_, err := ops.InstallCloudflared(ctx, opts)
+					return err
+				})
 			}
 			res, err := env.InstallCloudflared(cmd.Context(), opts)
 			if err != nil {
@@ -84,13 +98,14 @@ payload that was removed or damaged is rewritten and the command reports
 	f.StringVarP(&opts.NodeGroup, "nodegroup", "g", "", "NodeGroup to run cloudflared on (required)")
 	f.StringVar(&opts.Provider, "provider", "", "secrets provider holding the tunnel token (default: the context's)")
 	addOutputFlag(cmd, &out)
+	addDryRunFlag(cmd, &dryRun)
 	requireFlags(cmd, "nodegroup")
 	return cmd
 }
 
 func newUninstallCloudflaredCmd(env *builtins.Env) *cobra.Command {
 	var opts builtins.UninstallCloudflaredOptions
-	var yes bool
+	var yes, dryRun bool
 	var out string
 	cmd := &cobra.Command{
 		Use:   "cloudflared -g NODEGROUP [-y]",
@@ -101,8 +116,11 @@ mirrored image and the tunnel token stay.
 
 Uninstall is destructive: on a terminal it asks you to type the cluster ID;
 --yes/-y confirms without asking and is needed when standard input is not a
-terminal (exit status 4 otherwise).`,
+terminal (exit status 4 otherwise). With --dry-run it needs no confirmation:
+it runs over the recording boundaries of "podmin run --dry-run" and prints the
+plan (the index entry it would remove) instead of writing.`,
 		Example: `  podmin uninstall cloudflared -g edge
+  podmin uninstall cloudflared -g edge --dry-run
   podmin uninstall cloudflared -g edge -y -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -112,6 +130,12 @@ terminal (exit status 4 otherwise).`,
 			c, err := env.CurrentContext()
 			if err != nil {
 				return err
+			}
+			if dryRun {
+				return printDryRun(cmd, env, "uninstall cloudflared", "", out, func(ctx context.Context, ops *builtins.Env) error {
+					_, err := ops.UninstallCloudflared(ctx, opts)
+					return err
+				})
 			}
 			if err := confirm(cmd, env, yes, fmt.Sprintf("uninstalling cloudflared removes its Pod from every node of %s", opts.NodeGroup), c.Cluster); err != nil {
 				return err
@@ -133,6 +157,7 @@ terminal (exit status 4 otherwise).`,
 	cmd.Flags().StringVarP(&opts.NodeGroup, "nodegroup", "g", "", "NodeGroup to remove cloudflared from (required)")
 	destructive(cmd, &yes)
 	addOutputFlag(cmd, &out)
+	addDryRunFlag(cmd, &dryRun)
 	requireFlags(cmd, "nodegroup")
 	return cmd
 }

@@ -51,6 +51,9 @@ func TestLostIndexCommands(t *testing.T) {
 	c.fails(exitFailed, advice, "status", "web", "-g", "workers", "--wait", "--timeout", "5s")
 	c.fails(exitFailed, advice, "preview", "-g", "workers")
 	c.fails(exitFailed, advice, "run", listScript)
+	c.fails(exitRefused, advice, "rollback", "web", "-g", "workers")
+	c.fails(exitRefused, advice, "deploy", "new", "-g", "workers", "--image", "hello:v1", "--dry-run")
+	c.fails(exitFailed, advice, "history", "web", "-g", "workers")
 	c.unchanged(before)
 
 	for _, args := range [][]string{{"list"}, {"status"}} {

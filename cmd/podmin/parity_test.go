@@ -31,11 +31,12 @@ var (
 		"completion": "Cobra's shell completion scripts",
 	}
 	parityExemptFlags = map[string]string{
-		"output": "formats the CLI's printed result; Starlark returns values",
-		"help":   "Cobra's --help",
-		"stdin":  "a script has no standard input to read a secret from: it passes value= (or file=)",
-		"yes":    "scripts confirm a destructive call with confirm=<cluster>, or the whole run with podmin run --yes",
-		"watch":  "status --watch redraws a terminal for people; a recipe gates on podmin.deployments.wait (status --wait)",
+		"output":  "formats the CLI's printed result; Starlark returns values",
+		"help":    "Cobra's --help",
+		"stdin":   "a script has no standard input to read a secret from: it passes value= (or file=)",
+		"yes":     "scripts confirm a destructive call with confirm=<cluster>, or the whole run with podmin run --yes",
+		"watch":   "status --watch redraws a terminal for people; a recipe gates on podmin.deployments.wait (status --wait)",
+		"dry-run": "a recipe is dry-run as a whole with podmin run --dry-run, which records every built-in it calls; a per-call dry_run would mix real and recorded writes in one script",
 	}
 	// parityRenamedFlags maps flags whose name is a Starlark keyword to the
 	// parameter that stands for them.

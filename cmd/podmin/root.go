@@ -137,6 +137,7 @@ is named in the error together with the endpoint it went to.`,
 		newFetchCmd(env),
 		newVersionCmd(),
 	)
+	root.AddCommand(newHistoryCmd(env), newRollbackCmd(env))
 	root.AddCommand(clusterCommands(env)...)
 	root.AddCommand(newInstallCmds(env)...)
 	root.AddCommand(starlarkCommands(env)...)

@@ -7,6 +7,7 @@ package state_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -148,5 +149,55 @@ func benchCommit(b *testing.B, newStore func(b *testing.B) objstore.Store) {
 				b.Fatal(err)
 			}
 		})
+	}
+}
+
+// revisionIndex is an index of n entries, each recording MaxRevisions
+// revisions with one image, time and write ID: the largest an index of n
+// entries becomes.
+func revisionIndex(b testing.TB, n int) []byte {
+	b.Helper()
+	var sb strings.Builder
+	sb.WriteString("{")
+	for i := range n {
+		k := fmt.Sprintf("ng%d/app-%05d", i%10, i)
+		if i > 0 {
+			sb.WriteString(",")
+		}
+		var revs []string
+		for r := state.MaxRevisions; r >= 1; r-- {
+			pod, _ := state.PodPayloadPath(fmt.Sprintf("ng%d", i%10), fmt.Appendf(nil, "%d-%d", i, r))
+			revs = append(revs, fmt.Sprintf(`{"revision":%d,"pod":%q,"images":["registry.podmin.internal/apps/app-%05d:v%d"],"time":"2026-12-07T16:00:00Z","write":"0123456789abcdef"}`, r, pod, i, r))
+		}
+		pod, _ := state.PodPayloadPath(fmt.Sprintf("ng%d", i%10), fmt.Appendf(nil, "%d-%d", i, state.MaxRevisions))
+		fmt.Fprintf(&sb, "%q: {\"pod\": %q, \"revisions\": [%s]}", k, pod, strings.Join(revs, ","))
+	}
+	sb.WriteString("}")
+	ix, err := state.DecodeIndex([]byte(sb.String()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ix.Encode()
+}
+
+func BenchmarkIndexDecode1kWithRevisions(b *testing.B) {
+	data := revisionIndex(b, 1000)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := state.DecodeIndex(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkIndexDecode1k(b *testing.B) {
+	data := bigIndex(b, 1000, 10).Encode()
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := state.DecodeIndex(data); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

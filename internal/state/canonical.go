@@ -33,8 +33,9 @@ type rawIndex struct {
 	spans [][2]int
 }
 
-// appendMember appends the canonical text of one entry, without its separator.
-func appendMember(b []byte, key string, e Entry) []byte {
+// appendMember appends the canonical text of one entry, without its
+// separator. Its revisions, when it records any, follow on one line.
+func appendMember(b []byte, key string, e Entry, revs []Revision) []byte {
 	b = append(b, `  "`...)
 	b = append(b, key...)
 	b = append(b, "\": {\n    \"pod\": \""...)
@@ -42,6 +43,11 @@ func appendMember(b []byte, key string, e Entry) []byte {
 	if e.Service != "" {
 		b = append(b, "\",\n    \"service\": \""...)
 		b = append(b, e.Service...)
+	}
+	if len(revs) > 0 {
+		b = append(b, "\",\n    \"revisions\": "...)
+		b = append(b, encodeRevisions(revs)...)
+		return append(b, "\n  }"...)
 	}
 	return append(b, "\"\n  }"...)
 }
@@ -86,12 +92,27 @@ func decodeCanonical(data []byte) (*Index, bool) {
 				return nil, false
 			}
 		}
-		if !sc.lit("\"\n  }") {
+		var revsLine string
+		if sc.lit("\",\n    \"revisions\": ") {
+			if revsLine, ok = sc.line(); !ok || !sc.lit("\n  }") {
+				return nil, false
+			}
+		} else if !sc.lit("\"\n  }") {
 			return nil, false
 		}
 		k, ok := v.key(key)
 		if !ok || !canonicalPodPath(e.Pod, k.NodeGroup) {
 			return nil, false
+		}
+		if revsLine != "" {
+			revs, ok := canonicalRevisions(k, revsLine)
+			if !ok {
+				return nil, false
+			}
+			if ix.history == nil {
+				ix.history = map[Key][]Revision{}
+			}
+			ix.history[k] = revs
 		}
 		if e.Service != "" {
 			id, ok := canonicalServicePath(e.Service)
@@ -132,6 +153,17 @@ func (sc *scanner) lit(lit string) bool {
 		return true
 	}
 	return false
+}
+
+// line consumes the rest of the line, up to (not including) its newline.
+func (sc *scanner) line() (string, bool) {
+	rest := sc.s[sc.i:]
+	end := strings.IndexByte(rest, '\n')
+	if end <= 0 {
+		return "", false
+	}
+	sc.i += end
+	return rest[:end], true
 }
 
 // str consumes a string body up to (not including) its closing quote. Only
@@ -281,7 +313,7 @@ func (ix *Index) encodeSpliced() []byte {
 		}
 		if e, ok := ix.entries[c.k]; ok {
 			sep()
-			out = appendMember(out, key, e)
+			out = appendMember(out, key, e, ix.history[c.k])
 		}
 	}
 	if i < len(raw.keys) {

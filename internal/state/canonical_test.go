@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -16,7 +17,7 @@ import (
 // referenceEncode is the full encoder: every entry, sorted, encoded anew.
 // The spliced encoding must equal it byte for byte.
 func referenceEncode(ix *Index) []byte {
-	return encodeItems(ix.sorted(func(Key) bool { return true }))
+	return ix.encodeItems(ix.sorted(func(Key) bool { return true }))
 }
 
 // randomEntry is a valid entry for k, half of them with a Service; the
@@ -53,11 +54,23 @@ func randomIndex(r *rand.Rand, n int) *Index {
 	ix := NewIndex()
 	for range n {
 		k := randomKey(r)
-		if _, _, err := ix.Set(k, randomEntry(r, k)); err != nil {
-			panic(err)
-		}
+		setRandom(r, ix, k)
 	}
 	return ix
+}
+
+// setRandom sets a random entry for k, recording it as a revision half of
+// the time, as deploy does.
+func setRandom(r *rand.Rand, ix *Index, k Key) {
+	e := randomEntry(r, k)
+	prev, existed, err := ix.Set(k, e)
+	if err != nil {
+		panic(err)
+	}
+	if r.IntN(2) == 0 {
+		ix.record(k, prev, existed, Revision{Pod: e.Pod, Service: e.Service, Images: []string{"registry.podmin.internal/apps/x:v1"},
+			Time: "2026-12-07T16:00:00Z", Write: "0123456789abcdef"})
+	}
 }
 
 // FuzzCanonicalDecode checks the canonical scanner against the general
@@ -75,6 +88,15 @@ func FuzzCanonicalDecode(f *testing.F) {
 	f.Add(append(bytes.Clone(seed), ' '))
 	f.Add([]byte("{}\n"))
 	f.Add([]byte("{}"))
+	// Revisions in forms only the general decoder takes, or neither.
+	withRevs := randomIndex(rand.New(rand.NewPCG(3, 4)), 6).Encode()
+	for _, edit := range [][2]string{
+		{`"revision":`, `"revision":0`}, {`"revision":`, `"revision": `}, {`"images":["`, `"images":["\u0041`},
+		{`"images":["`, `"images":["\"`}, {`"time":"2026-12-07T16:00:00Z"`, `"time":"2026-12-07T16:00:00+00:00"`},
+		{`,"write":"`, `,"write":"x`}, {`[{"revision"`, `[ {"revision"`},
+	} {
+		f.Add(bytes.Replace(withRevs, []byte(edit[0]), []byte(edit[1]), 1))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		slow, slowErr := decodeIndex(data)
 		fast, ok := decodeCanonical(data)
@@ -82,7 +104,7 @@ func FuzzCanonicalDecode(f *testing.F) {
 			if slowErr != nil {
 				t.Fatalf("the scanner accepted what the decoder refuses (%v):\n%q", slowErr, data)
 			}
-			if !maps.Equal(fast.entries, slow.entries) || !maps.Equal(fast.services, slow.services) {
+			if !maps.Equal(fast.entries, slow.entries) || !maps.Equal(fast.services, slow.services) || !sameHistory(fast.history, slow.history) {
 				t.Fatalf("the scanner and the decoder disagree:\n%q", data)
 			}
 			if got := fast.Encode(); !bytes.Equal(got, data) {
@@ -122,9 +144,7 @@ func FuzzIncrementalEncode(f *testing.F) {
 			case 0:
 				ix.Remove(k)
 			default:
-				if _, _, err := ix.Set(k, randomEntry(r, k)); err != nil {
-					t.Fatal(err)
-				}
+				setRandom(r, ix, k)
 			}
 		}
 		want := referenceEncode(ix)
@@ -132,12 +152,12 @@ func FuzzIncrementalEncode(f *testing.F) {
 			t.Fatalf("spliced encoding differs from the full one:\n%s\nwant:\n%s", got, want)
 		}
 		again, err := DecodeIndex(want)
-		if err != nil || !maps.Equal(again.entries, ix.entries) {
+		if err != nil || !maps.Equal(again.entries, ix.entries) || !sameHistory(again.history, ix.history) {
 			t.Fatalf("the encoding does not decode to the index: %v", err)
 		}
 		for _, ng := range []string{"a", "a-b", "ab", "workers", "w", "workers-2", "none"} {
 			for _, x := range []*Index{ix, again} {
-				if got, want := x.NodeGroupView(ng), encodeItems(x.sorted(func(k Key) bool { return k.NodeGroup == ng })); !bytes.Equal(got, want) {
+				if got, want := x.NodeGroupView(ng), x.encodeItems(x.sorted(func(k Key) bool { return k.NodeGroup == ng })); !bytes.Equal(got, want) {
 					t.Fatalf("view of %s:\n%s\nwant:\n%s", ng, got, want)
 				}
 			}
@@ -206,5 +226,14 @@ func FuzzCanonicalRules(f *testing.F) {
 		if ok != (err == nil) || ok && id != wantID {
 			t.Fatalf("Service path %q: scanner says %v %v, ParseServicePath %v %v", s, id, ok, wantID, err)
 		}
+	})
+}
+
+// sameHistory compares two revision maps, an empty map equal to none.
+func sameHistory(a, b map[Key][]Revision) bool {
+	return maps.EqualFunc(a, b, func(x, y []Revision) bool {
+		return slices.EqualFunc(x, y, func(p, q Revision) bool {
+			return p.Number == q.Number && p.Entry() == q.Entry() && slices.Equal(p.Images, q.Images) && p.Time == q.Time && p.Write == q.Write
+		})
 	})
 }

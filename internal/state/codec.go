@@ -30,11 +30,12 @@ func (ix *Index) Encode() []byte {
 		}
 		return ix.encodeSpliced()
 	}
-	return encodeItems(ix.Items())
+	return ix.encodeItems(ix.Items())
 }
 
-// encodeItems is the canonical form of items, which are in key order.
-func encodeItems(items []Item) []byte {
+// encodeItems is the canonical form of items, which are in key order,
+// with the revisions ix records for them.
+func (ix *Index) encodeItems(items []Item) []byte {
 	if len(items) == 0 {
 		return []byte("{}\n")
 	}
@@ -43,7 +44,7 @@ func encodeItems(items []Item) []byte {
 	for i, it := range items {
 		// Keys and paths are validated to a character set that needs no
 		// JSON escaping (lowercase letters, digits, '-', '.', '/').
-		b = appendMember(b, it.Key.String(), it.Entry)
+		b = appendMember(b, it.Key.String(), it.Entry, ix.history[it.Key])
 		if i < len(items)-1 {
 			b = append(b, ',')
 		}
@@ -87,13 +88,23 @@ func decodeIndex(data []byte) (*Index, error) {
 		if _, dup := ix.entries[k]; dup {
 			return nil, fmt.Errorf("deployment %q appears twice", raw)
 		}
-		e, err := decodeEntry(dec, raw)
+		e, rawRevs, err := decodeEntry(dec, raw)
 		if err != nil {
 			return nil, err
 		}
 		id, hasService, err := e.validate(k)
 		if err != nil {
 			return nil, err
+		}
+		if rawRevs != nil {
+			revs, err := decodeRevisions(k, rawRevs)
+			if err != nil {
+				return nil, err
+			}
+			if ix.history == nil {
+				ix.history = map[Key][]Revision{}
+			}
+			ix.history[k] = revs
 		}
 		if hasService {
 			if owner, taken := ix.services[id]; taken {
@@ -112,21 +123,23 @@ func decodeIndex(data []byte) (*Index, error) {
 	return ix, nil
 }
 
-// decodeEntry reads {"pod": "...", "service": "..."} for deployment key.
-func decodeEntry(dec *json.Decoder, key string) (Entry, error) {
+// decodeEntry reads {"pod": "...", "service": "...", "revisions": [...]}
+// for deployment key; the revisions come back undecoded, nil when absent.
+func decodeEntry(dec *json.Decoder, key string) (Entry, json.RawMessage, error) {
 	if err := expectDelim(dec, '{', "deployment", key); err != nil {
-		return Entry{}, err
+		return Entry{}, nil, err
 	}
 	var e Entry
+	var revs json.RawMessage
 	seen := map[string]bool{}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return Entry{}, err
+			return Entry{}, nil, err
 		}
 		field, _ := tok.(string)
 		if seen[field] {
-			return Entry{}, fmt.Errorf("deployment %q: field %q appears twice", key, field)
+			return Entry{}, nil, fmt.Errorf("deployment %q: field %q appears twice", key, field)
 		}
 		seen[field] = true
 		var target *string
@@ -135,26 +148,31 @@ func decodeEntry(dec *json.Decoder, key string) (Entry, error) {
 			target = &e.Pod
 		case "service":
 			target = &e.Service
+		case "revisions":
+			if err := dec.Decode(&revs); err != nil {
+				return Entry{}, nil, fmt.Errorf("deployment %q: field \"revisions\": %w", key, err)
+			}
+			continue
 		default:
-			return Entry{}, fmt.Errorf("deployment %q: unknown field %q: only \"pod\" and \"service\" are allowed", key, field)
+			return Entry{}, nil, fmt.Errorf("deployment %q: unknown field %q: only \"pod\", \"service\" and \"revisions\" are allowed", key, field)
 		}
 		tok, err = dec.Token()
 		if err != nil {
-			return Entry{}, err
+			return Entry{}, nil, err
 		}
 		s, ok := tok.(string)
 		if !ok || s == "" {
-			return Entry{}, fmt.Errorf("deployment %q: field %q must be a non-empty path string (omit \"service\" when there is none)", key, field)
+			return Entry{}, nil, fmt.Errorf("deployment %q: field %q must be a non-empty path string (omit \"service\" when there is none)", key, field)
 		}
 		*target = s
 	}
 	if err := expectDelim(dec, '}', "deployment", key); err != nil {
-		return Entry{}, err
+		return Entry{}, nil, err
 	}
 	if !seen["pod"] {
-		return Entry{}, fmt.Errorf("deployment %q: missing field \"pod\"", key)
+		return Entry{}, nil, fmt.Errorf("deployment %q: missing field \"pod\"", key)
 	}
-	return e, nil
+	return e, revs, nil
 }
 
 // expectDelim reads one delimiter token; what and key name the value for

@@ -119,7 +119,7 @@ func TestDecodeStrict(t *testing.T) {
 		{"array", `[]`, "the index must be a JSON object"},
 		{"null", `null`, "the index must be a JSON object"},
 		{"trailing data", `{}{}`, "unexpected data after the index object"},
-		{"unknown field", entry("workers/web", pod+`, "digest": "x"`), `unknown field "digest": only "pod" and "service" are allowed`},
+		{"unknown field", entry("workers/web", pod+`, "digest": "x"`), `unknown field "digest": only "pod", "service" and "revisions" are allowed`},
 		{"duplicate field", entry("workers/web", pod+", "+pod), `field "pod" appears twice`},
 		{"duplicate key", `{"workers/web": {` + pod + `}, "workers/web": {` + pod + `}}`, `deployment "workers/web" appears twice`},
 		{"missing pod", entry("workers/web", svc), `missing field "pod"`},

@@ -66,6 +66,9 @@ type CommitOptions struct {
 	// write: 16 lowercase hex characters. Nil uses 8 bytes from
 	// crypto/rand.
 	NewWriteID func() string
+	// Now is the clock of the revision times deploy records. Nil uses
+	// time.Now.
+	Now func() time.Time
 	// Cache, when set, keeps verified payload bytes on local disk: deploy
 	// stores what it writes there and reads the namespace of a replaced
 	// entry from it instead of the bucket. A cache that keeps
@@ -111,6 +114,9 @@ func NewCommitter(store objstore.Store, opts CommitOptions) *Committer {
 	if opts.NewWriteID == nil {
 		opts.NewWriteID = randomWriteID
 	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	return &Committer{store: store, opts: opts}
 }
 
@@ -145,8 +151,8 @@ type mutation struct {
 	// apply stores whatever the new version will reference (payloads) and
 	// then changes ix; it runs only when holds is false, once per round,
 	// against a fresh index, so all rules are checked against the version
-	// the write replaces.
-	apply func(ctx context.Context, ix *Index) error
+	// the write replaces. id is the ID the round's write will carry.
+	apply func(ctx context.Context, ix *Index, id string) error
 }
 
 // commitResult says how a commit that did not fail ended.
@@ -251,10 +257,10 @@ func (c *Committer) commit(ctx context.Context, m mutation) (commitResult, error
 		if m.holds(cur.ix) {
 			return held, nil
 		}
-		if err := m.apply(ctx, cur.ix); err != nil {
+		id := c.opts.NewWriteID()
+		if err := m.apply(ctx, cur.ix, id); err != nil {
 			return 0, fmt.Errorf("%s %q: %w", m.op, m.key, err)
 		}
-		id := c.opts.NewWriteID()
 		ng := m.key.NodeGroup
 		view := cur.ix.NodeGroupView(ng)
 		kept, err := c.writeIndex(ctx, cur, cur.ix.Encode(), id, change{views: map[string]string{ng: ViewDigest(ng, view)}})

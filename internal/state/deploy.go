@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"sigs.k8s.io/yaml"
 
@@ -115,6 +116,7 @@ func (c *Committer) Deploy(ctx context.Context, d Deployment) (DeployResult, err
 		}{entry.Service, d.Service})
 	}
 	res := DeployResult{Key: d.Key, Entry: entry}
+	images := podImages(d.Pod)
 	present := map[string]bool{} // payloads this call has written or verified
 	ensure := func(ctx context.Context, referenced func(string) bool) error {
 		for _, p := range payloads {
@@ -140,7 +142,7 @@ func (c *Committer) Deploy(ctx context.Context, d Deployment) (DeployResult, err
 			old, ok := ix.Lookup(d.Key)
 			return ok && old == entry
 		},
-		apply: func(ctx context.Context, ix *Index) error {
+		apply: func(ctx context.Context, ix *Index, id string) error {
 			if err := ensure(ctx, ix.references); err != nil {
 				return err
 			}
@@ -148,6 +150,8 @@ func (c *Committer) Deploy(ctx context.Context, d Deployment) (DeployResult, err
 			if err != nil {
 				return err
 			}
+			ix.record(d.Key, old, existed, Revision{Pod: entry.Pod, Service: entry.Service, Images: images,
+				Time: c.opts.Now().UTC().Format(time.RFC3339), Write: id})
 			res.Outcome, prev = Created, old
 			if existed {
 				res.Outcome = Updated
@@ -209,7 +213,7 @@ func (c *Committer) Delete(ctx context.Context, k Key) (DeleteResult, error) {
 			_, ok := ix.Lookup(k)
 			return !ok
 		},
-		apply: func(_ context.Context, ix *Index) error {
+		apply: func(_ context.Context, ix *Index, _ string) error {
 			res.Entry, _ = ix.Remove(k)
 			return nil
 		},

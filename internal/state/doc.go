@@ -25,6 +25,16 @@
 // duplicate fields, malformed keys, non-canonical paths, a Pod path under
 // another NodeGroup and a Service identity owned twice are all errors.
 //
+// An entry may also carry "revisions": the last MaxRevisions revisions
+// deploy committed for it, newest first, each with its payload paths, its
+// Pod's images, and the time and write ID of the index write that
+// committed it (revisions.go). It is encoded as compact JSON on one line
+// after the paths. An entry without it (written before revisions were
+// recorded) is valid; the first deploy that replaces it records it as a
+// revision whose time and write are unknown. Delete drops the revisions
+// with the entry. Rollback commits an earlier revision's payloads again
+// through Deploy, and payloads a revision names count as referenced.
+//
 // # Commit protocol
 //
 // Committer.Deploy reads the index and its ETag first. An entry that

@@ -126,6 +126,9 @@ type Item struct {
 type Index struct {
 	entries  map[Key]Entry
 	services map[ServiceID]Key
+	// history holds the revisions entries record, by key; an entry
+	// without any has no key here.
+	history map[Key][]Revision
 	// raw is the canonical text the index was decoded from, if it was,
 	// and dirty the keys Set or Remove touched since (see canonical.go).
 	raw   *rawIndex
@@ -231,12 +234,24 @@ func (ix *Index) Remove(k Key) (prev Entry, existed bool) {
 		delete(ix.services, id)
 	}
 	delete(ix.entries, k)
+	// A deleted deployment's revisions go with its entry: a deployment
+	// deployed again under the name starts a new history.
+	delete(ix.history, k)
 	ix.touch(k)
 	return prev, true
 }
 
-// references reports whether any entry names payload path p.
+// references reports whether any entry, or any revision an entry
+// records, names payload path p: a payload a rollback may restore is
+// expected to exist as much as a current one.
 func (ix *Index) references(p string) bool {
+	for _, revs := range ix.history {
+		for _, r := range revs {
+			if r.Pod == p || r.Service == p {
+				return true
+			}
+		}
+	}
 	if strings.HasPrefix(p, ServicesPrefix) {
 		id, _, err := ParseServicePath(p)
 		if err != nil {

@@ -190,7 +190,7 @@ func PlanRebuild(ctx context.Context, store objstore.Store, cache PayloadCache, 
 		meta = ParseIndexMeta(obj.Metadata)
 		plan.base = indexVersion{etag: obj.ETag, exists: true, chain: meta.Chain}
 	}
-	readable, dropped := salvageEntries(obj.Data)
+	readable, revisions, dropped := salvageEntries(obj.Data)
 	plan.Dropped = dropped
 
 	listing, err := ListPayloads(ctx, store, []string{NodeGroupsPrefix, ServicesPrefix})
@@ -306,6 +306,11 @@ func PlanRebuild(ctx context.Context, store objstore.Store, cache PayloadCache, 
 				}
 			}
 			plan.Entries = append(plan.Entries, RebuildEntry{Key: k, Entry: entry, Source: FromView, Images: v.images})
+			if vw := views[k.NodeGroup]; vw != nil && vw.entries[k] == entry && vw.revisions[k] != nil && revisions[k] == nil {
+				// The view lists this very entry: its revisions are the
+				// entry's history as that index version recorded it.
+				revisions[k] = vw.revisions[k]
+			}
 			continue
 		}
 		entry := Entry{Pod: chosen.Path}
@@ -346,6 +351,12 @@ func PlanRebuild(ctx context.Context, store objstore.Store, cache PayloadCache, 
 	for _, e := range plan.Entries {
 		if _, _, err := ix.Set(e.Key, e.Entry); err != nil {
 			return nil, err
+		}
+		if revs := revisions[e.Key]; revs != nil {
+			if ix.history == nil {
+				ix.history = map[Key][]Revision{}
+			}
+			ix.history[e.Key] = revs
 		}
 	}
 	plan.Index = ix

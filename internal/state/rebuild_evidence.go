@@ -25,6 +25,9 @@ type nodeGroupView struct {
 	written time.Time
 	source  string
 	entries map[Key]Entry
+	// revisions are what its entries record: a view is the NodeGroup's
+	// part of the index, revisions included.
+	revisions map[Key][]Revision
 	// current: the metadata of the damaged index proves the view is
 	// exactly the NodeGroup's entries in the newest index version.
 	current bool
@@ -59,14 +62,17 @@ func readViews(ctx context.Context, store objstore.Store, meta IndexMeta) (map[s
 			v.unusable = fmt.Sprintf("it could not be read (%v)", err)
 			continue
 		}
-		items, err := DecodeView(ng, obj.Data)
+		ix, err := decodeView(ng, obj.Data)
 		if err != nil {
 			v.unusable = fmt.Sprintf("it does not decode (%v)", err)
 			continue
 		}
-		v.entries = map[Key]Entry{}
-		for _, it := range items {
+		v.entries, v.revisions = map[Key]Entry{}, map[Key][]Revision{}
+		for _, it := range ix.Items() {
 			v.entries[it.Key] = it.Entry
+			if revs := ix.Revisions(it.Key); revs != nil {
+				v.revisions[it.Key] = revs
+			}
 		}
 		v.source = obj.Metadata[ViewSourceMeta]
 		if !validWriteID(v.source) {

@@ -192,14 +192,21 @@ func podMeta(data []byte) (podInfo, error) {
 // parse as a whole. Keys and paths are validated to a character set
 // without quotes, braces or backslashes, so a readable entry matches
 // exactly.
-var entryPattern = regexp.MustCompile(`"([^"\\{}\n]{1,400})"\s*:\s*(\{[^{}]*\})`)
+// An entry's object holds at most one level of nested objects: the
+// revisions it records.
+var entryPattern = regexp.MustCompile(`"([^"\\{}\n]{1,400})"\s*:\s*(\{(?:[^{}]|\{[^{}]*\})*\})`)
 
 // salvageEntries returns the entries of a corrupt index that can still be
 // read one by one, each decoded and validated as strictly as DecodeIndex
 // does, and the ones that cannot (a key that appears twice with different
 // entries is dropped in both places, as it proves nothing).
-func salvageEntries(data []byte) (map[Key]*Entry, []DroppedEntry) {
+//
+// The revisions a readable entry records come back too, when they are
+// valid: they are history, not evidence of what is desired, and a rebuilt
+// entry keeps them so that history and rollback survive the repair.
+func salvageEntries(data []byte) (map[Key]*Entry, map[Key][]Revision, []DroppedEntry) {
 	out := map[Key]*Entry{}
+	revisions := map[Key][]Revision{}
 	var dropped []DroppedEntry
 	conflicting := map[Key]bool{}
 	for _, m := range entryPattern.FindAllSubmatch(data, -1) {
@@ -212,9 +219,14 @@ func salvageEntries(data []byte) (map[Key]*Entry, []DroppedEntry) {
 			continue
 		}
 		dec := json.NewDecoder(bytes.NewReader(m[2]))
-		e, err := decodeEntry(dec, raw)
+		e, rawRevs, err := decodeEntry(dec, raw)
 		if err == nil {
 			err = e.Validate(k)
+		}
+		if err == nil && rawRevs != nil {
+			if revs, rerr := decodeRevisions(k, rawRevs); rerr == nil {
+				revisions[k] = revs
+			}
 		}
 		if err != nil {
 			dropped = append(dropped, DroppedEntry{Deployment: raw, Reason: err.Error()})
@@ -227,8 +239,9 @@ func salvageEntries(data []byte) (map[Key]*Entry, []DroppedEntry) {
 	}
 	for k := range conflicting {
 		delete(out, k)
+		delete(revisions, k)
 		dropped = append(dropped, DroppedEntry{Deployment: k.String(), Reason: "appears more than once with different entries"})
 	}
 	slices.SortFunc(dropped, func(a, b DroppedEntry) int { return strings.Compare(a.Deployment, b.Deployment) })
-	return out, dropped
+	return out, revisions, dropped
 }

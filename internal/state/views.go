@@ -52,7 +52,7 @@ func (ix *Index) NodeGroupView(nodegroup string) []byte {
 		b = append(b, ix.raw.text[ix.raw.spans[lo][0]:ix.raw.spans[hi-1][1]]...)
 		return append(b, "\n}\n"...)
 	}
-	return encodeItems(ix.NodeGroup(nodegroup))
+	return ix.encodeItems(ix.NodeGroup(nodegroup))
 }
 
 // NodeGroups lists the NodeGroups that have entries, in key order.
@@ -80,17 +80,26 @@ func ViewDigest(nodegroup string, view []byte) string {
 // DecodeView decodes a view of nodegroup that the caller has checked
 // against its digest: a valid index whose every entry is of nodegroup.
 func DecodeView(nodegroup string, data []byte) ([]Item, error) {
+	ix, err := decodeView(nodegroup, data)
+	if err != nil {
+		return nil, err
+	}
+	return ix.Items(), nil
+}
+
+// decodeView is DecodeView that returns the view as an index, with the
+// revisions its entries record.
+func decodeView(nodegroup string, data []byte) (*Index, error) {
 	ix, err := DecodeIndex(data)
 	if err != nil {
 		return nil, err
 	}
-	items := ix.Items()
-	for _, it := range items {
+	for _, it := range ix.Items() {
 		if it.Key.NodeGroup != nodegroup {
 			return nil, fmt.Errorf("%w: the view of NodeGroup %s holds deployment %s", ErrViewStale, nodegroup, it.Key)
 		}
 	}
-	return items, nil
+	return ix, nil
 }
 
 // ReadView reads the view of nodegroup and returns its entries when its
