@@ -233,17 +233,29 @@ func (l *leaderState) broken(sk slotKey) bool {
 	return d.GetRevision() == "" || d.GetReadiness() == pb.Readiness_READINESS_NOT_READY
 }
 
+// settled returns what a node last reported when it holds no slot of this
+// leader's whose new Pod is not ready yet; otherwise nil and why: the slot,
+// or that the node has not reported to this leader at all. Both the pace of
+// a rollout (unavailable) and of a maxSurge one (surging) start from it.
+func (l *leaderState) settled(sk slotKey, now time.Time) (*nodeStatus, string) {
+	if g, ok := l.ro.grants[sk]; ok && !l.readyAt(sk, g.revision) {
+		return nil, fmt.Sprintf("is updating to %s (slot granted %s ago)", short(g.revision), now.Sub(g.at).Round(time.Second))
+	}
+	st := l.obs.nodes[sk.node]
+	if st == nil {
+		return nil, "has not reported its Pods to this leader yet"
+	}
+	return st, ""
+}
+
 // unavailable reports whether a node's Pod of a deployment serves nothing
 // (or may stop at any moment, or nobody can tell) and why. Readiness a
 // node cannot know (no kubelet) counts as available once the revision is
 // applied: such a node paces its rollout on applied revisions.
 func (l *leaderState) unavailable(sk slotKey, now time.Time) (bool, string) {
-	if g, ok := l.ro.grants[sk]; ok && !l.readyAt(sk, g.revision) {
-		return true, fmt.Sprintf("is updating to %s (slot granted %s ago)", short(g.revision), now.Sub(g.at).Round(time.Second))
-	}
-	st := l.obs.nodes[sk.node]
+	st, why := l.settled(sk, now)
 	if st == nil {
-		return true, "has not reported its Pods to this leader yet"
+		return true, why
 	}
 	d := st.deployments[sk.deployment]
 	switch {

@@ -62,12 +62,9 @@ func (l *leaderState) decideSurge(sk slotKey, maxSurge intstr.IntOrString, allow
 // old one yet, reports two Pods (or an earlier leader's slot), or has not
 // reported to this leader at all. Called with l.mu held.
 func (l *leaderState) surging(sk slotKey, now time.Time) (bool, string) {
-	if g, ok := l.ro.grants[sk]; ok && !l.readyAt(sk, g.revision) {
-		return true, fmt.Sprintf("is updating to %s (slot granted %s ago)", short(g.revision), now.Sub(g.at).Round(time.Second))
-	}
-	st := l.obs.nodes[sk.node]
+	st, why := l.settled(sk, now)
 	if st == nil {
-		return true, "has not reported its Pods to this leader yet"
+		return true, why
 	}
 	d := st.deployments[sk.deployment]
 	switch {
