@@ -61,30 +61,6 @@ PODMIN_E2E_TOOLS="$PWD/bin/tools" PODMIN_E2E_REPORT="$PWD/$report" PODMIN_VERSIT
 
 echo "--- real cluster ($log) ---"
 [[ -f "$report" ]] && cat "$report"
-took="$(((SECONDS - start) / 60))m$(((SECONDS - start) % 60))s"
-if grep -q '^e2e-cluster NOT RUN: ' "$report" 2>/dev/null; then
-  say "e2e-cluster: NOT RUN: $(sed -n 's/^e2e-cluster NOT RUN: //p' "$report" | head -n 1)"
-  exit 0
-fi
-# The test announces how many proofs it runs ("e2e-cluster proofs: N"); a
-# report without that line, or with fewer proof lines, is a run that broke
-# off. Proofs are numbered 1 to 7, with 4b.
-total=$(sed -n 's/^e2e-cluster proofs: \([0-9][0-9]*\)$/\1/p' "$report" 2>/dev/null | head -n 1)
-total=${total:-0}
-passed=$(grep -cE '^proof [0-9]+b? PASS' "$report" 2>/dev/null || true)
-mapfile -t failed < <(grep -oE '^proof [0-9]+b? FAIL' "$report" 2>/dev/null | cut -d' ' -f2)
-mapfile -t notrun < <(grep -E '^proof [0-9]+b? NOT RUN' "$report" 2>/dev/null | sed -E 's/^proof ([0-9]+b?) NOT RUN \((.*)\): .*/proof \1 (\2)/')
-if ((status != 0 || ${#failed[@]} > 0 || total == 0 || passed + ${#notrun[@]} < total)); then
-  grep -E '^\s*--- FAIL|^panic:|_test\.go:[0-9]+:' "$log" | head -n 60 || true
-  if ((total == 0)); then
-    say "e2e-cluster: FAILED in $took: the test ended before its proofs started; see $log"
-  else
-    say "e2e-cluster: FAILED in $took: $passed of $total proofs passed${failed:+; failed: proof ${failed[*]}}${notrun:+; NOT RUN: ${notrun[*]}}; see $log"
-  fi
-  exit 1
-fi
-if ((${#notrun[@]} > 0)); then
-  say "e2e-cluster: passed $passed of $total proofs in $took; NOT RUN here: ${notrun[*]}"
-  exit 0
-fi
-say "e2e-cluster: passed $passed of $total proofs in $took (tool builds included); log: $log"
+# shellcheck source=scripts/e2e-summary.sh
+source scripts/e2e-summary.sh
+e2e_finish e2e-cluster "$status" "$report" "$log" "$start"

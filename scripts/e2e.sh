@@ -50,29 +50,6 @@ PODMIN_E2E_TOOLS="$PWD/bin/tools" PODMIN_E2E_REPORT="$PWD/$report" \
 
 echo "--- real node ($log) ---"
 [[ -f "$report" ]] && cat "$report"
-took="$(((SECONDS - start) / 60))m$(((SECONDS - start) % 60))s"
-if grep -q '^e2e NOT RUN: ' "$report" 2>/dev/null; then
-  say "e2e: NOT RUN: $(sed -n 's/^e2e NOT RUN: //p' "$report" | head -n 1)"
-  exit 0
-fi
-# The test announces how many proofs it runs ("e2e proofs: N"); a report
-# without that line, or with fewer proof lines, is a run that broke off.
-total=$(sed -n 's/^e2e proofs: \([0-9][0-9]*\)$/\1/p' "$report" 2>/dev/null | head -n 1)
-total=${total:-0}
-passed=$(grep -cE '^proof [0-9]+ PASS' "$report" 2>/dev/null || true)
-mapfile -t failed < <(grep -oE '^proof [0-9]+ FAIL' "$report" 2>/dev/null | cut -d' ' -f2)
-mapfile -t notrun < <(grep -E '^proof [0-9]+ NOT RUN' "$report" 2>/dev/null | sed -E 's/^proof ([0-9]+) NOT RUN \((.*)\): .*/proof \1 (\2)/')
-if ((status != 0 || ${#failed[@]} > 0 || total == 0 || passed + ${#notrun[@]} < total)); then
-  grep -E '^\s*--- FAIL|^panic:|_test\.go:[0-9]+:' "$log" | head -n 40 || true
-  if ((total == 0)); then
-    say "e2e: FAILED in $took: the test ended before its proofs started; see $log"
-  else
-    say "e2e: FAILED in $took: $passed of $total proofs passed${failed:+; failed: proof ${failed[*]}}; see $log"
-  fi
-  exit 1
-fi
-if ((${#notrun[@]} > 0)); then
-  say "e2e: passed $passed of $total proofs in $took; NOT RUN here: ${notrun[*]}"
-  exit 0
-fi
-say "e2e: passed $passed of $total proofs in $took (tool builds included); log: $log"
+# shellcheck source=scripts/e2e-summary.sh
+source scripts/e2e-summary.sh
+e2e_finish e2e "$status" "$report" "$log" "$start"
