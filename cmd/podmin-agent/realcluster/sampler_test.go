@@ -44,22 +44,27 @@ type podSampler struct {
 	done   chan struct{}
 }
 
-func startPodSampler(nodes func() []*node) *podSampler {
-	s := &podSampler{nodes: nodes, quit: make(chan struct{}), done: make(chan struct{})}
-	s.sample() // a proof may read a round at once
+// sampleEvery calls sample every d until quit closes, then closes done.
+func sampleEvery(d time.Duration, quit <-chan struct{}, done chan<- struct{}, sample func()) {
 	go func() {
-		defer close(s.done)
-		tick := time.NewTicker(podsEvery)
+		defer close(done)
+		tick := time.NewTicker(d)
 		defer tick.Stop()
 		for {
 			select {
-			case <-s.quit:
+			case <-quit:
 				return
 			case <-tick.C:
 			}
-			s.sample()
+			sample()
 		}
 	}()
+}
+
+func startPodSampler(nodes func() []*node) *podSampler {
+	s := &podSampler{nodes: nodes, quit: make(chan struct{}), done: make(chan struct{})}
+	s.sample() // a proof may read a round at once
+	sampleEvery(podsEvery, s.quit, s.done, s.sample)
 	return s
 }
 
@@ -124,19 +129,7 @@ type planeSampler struct {
 func startPlaneSampler(nodes func() []*node, prefixes func() []netip.Prefix) *planeSampler {
 	s := &planeSampler{nodes: nodes, prefixes: prefixes, quit: make(chan struct{}), done: make(chan struct{})}
 	s.sample()
-	go func() {
-		defer close(s.done)
-		tick := time.NewTicker(planeEvery)
-		defer tick.Stop()
-		for {
-			select {
-			case <-s.quit:
-				return
-			case <-tick.C:
-			}
-			s.sample()
-		}
-	}()
+	sampleEvery(planeEvery, s.quit, s.done, s.sample)
 	return s
 }
 
