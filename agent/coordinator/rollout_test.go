@@ -20,30 +20,17 @@ import (
 	"podmin.dev/podmin/agent/coordinator/election"
 	"podmin.dev/podmin/agent/staticpod"
 	"podmin.dev/podmin/internal/clock/fakeclock"
-	"podmin.dev/podmin/internal/manifest"
 	"podmin.dev/podmin/internal/nodepod"
 	"podmin.dev/podmin/internal/objstore"
 	"podmin.dev/podmin/internal/state"
+	"podmin.dev/podmin/internal/state/statetest"
 )
 
 // commitWeb commits deployment workers/web with image as podmin deploy
 // does and returns its revision.
 func commitWeb(t *testing.T, store objstore.Store, image string) state.Entry {
 	t.Helper()
-	data, err := manifest.Build(manifest.BuildOptions{Name: "web", NodeGroup: "workers", Images: []string{image}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ex, err := manifest.Extract(data, manifest.ExtractOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, _ := state.NewKey("workers", "web")
-	res, err := state.NewCommitter(store, state.CommitOptions{}).Deploy(t.Context(), state.Deployment{Key: k, Namespace: ex.Namespace, Pod: ex.PodYAML})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.Entry
+	return statetest.Commit(t, store, "workers", "web", image, false)
 }
 
 // runs makes an agent report that it runs web at rev, ready or not, as its
