@@ -98,12 +98,16 @@ func ParseRecipeSource(s string) (RecipeSource, error) {
 	return RecipeSource{}, fmt.Errorf("source %q is neither GIT@PIN nor a local directory: give a git repository with the commit, branch or tag to pin, e.g. https://example.com/recipes.git@v1.2.0, or the path of a directory", s)
 }
 
+// ErrRecipeName is wrapped by the error for a repository name that
+// load("@NAME//…") could not name.
+var ErrRecipeName = errors.New("invalid repository name")
+
 // PlanRecipeAdd plans pinning a new repository name in dir's lock file
 // (created when there is none): a git source is fetched at its pin into
 // cacheDir and proven to be the commit, a path is hashed as it is.
 func PlanRecipeAdd(dir, cacheDir, name string, src RecipeSource) (*RecipeUpdate, error) {
 	if !repoNameRE.MatchString(name) || name == ".." {
-		return nil, fmt.Errorf("invalid repository name %q: use letters, digits, \"_\", \".\" and \"-\", as in load(\"@%s//file.star\")", name, "platform")
+		return nil, fmt.Errorf("%w %q: use letters, digits, \"_\", \".\" and \"-\", as in load(\"@%s//file.star\")", ErrRecipeName, name, "platform")
 	}
 	u, root, err := planBase(dir)
 	if err != nil {

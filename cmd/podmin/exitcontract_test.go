@@ -261,6 +261,7 @@ func TestExitCodeContract(t *testing.T) {
 		{fresh, exitUsage, "accepts at most 1 arg(s)", []string{"recipes", "lock", "a", "b"}},
 		{c, exitRefused, "pass --yes (-y)", []string{"recipes", "add", "lib2", filepath.Join(lockDir, "lib"), "--dir", lockDir}},
 		{c, exitOK, "", []string{"recipes", "add", "lib2", filepath.Join(lockDir, "lib"), "--dir", lockDir, "--dry-run"}},
+		{c, exitUsage, `invalid repository name "a/b"`, []string{"recipes", "add", "a/b", filepath.Join(lockDir, "lib"), "--dir", lockDir, "-y"}},
 		{c, exitFailed, "is already pinned", []string{"recipes", "add", "lib", filepath.Join(lockDir, "lib"), "--dir", lockDir, "-y"}},
 		{fresh, exitUsage, "accepts 2 arg(s)", []string{"recipes", "add", "lib"}},
 		{fresh, exitUsage, "is neither GIT@PIN nor a local directory", []string{"recipes", "add", "lib", filepath.Join(c.root, "absent")}},

@@ -56,6 +56,9 @@ nothing.`,
 				return usageError{err}
 			}
 			u, err := pstar.PlanRecipeAdd(f.dir, env.Dirs.Cache, args[0], src)
+			if errors.Is(err, pstar.ErrRecipeName) {
+				return usageError{err}
+			}
 			if err != nil {
 				return err
 			}
